@@ -1,0 +1,44 @@
+"""Run a session's producer as a task that does not live in the consumer's frame.
+
+Why not a task group inside the event generator? Because a task group (a
+cancel scope) held across ``yield`` breaks as soon as a consumer stops
+iterating early: the generator is then closed later, from another task, and
+the scope cannot be exited there (PEP 789). Here the producer is a task of its
+own whose handle the session keeps: the session cancels it when the consumer
+goes away and waits for its clean-up, so no task is ever left without an
+owner and the consumer may ``break`` at any point.
+
+asyncio: ``loop.create_task``; trio: ``trio.lowlevel.spawn_system_task``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import sniffio
+
+__all__ = ["spawn"]
+
+_RUNNING: set[Any] = set()
+
+
+def spawn(fn: Callable[[], Awaitable[None]]) -> None:
+    """Start ``fn()`` as a background task; it must never raise (it reports through events)."""
+    library = sniffio.current_async_library()
+    if library == "asyncio":
+        import asyncio
+
+        task = asyncio.get_running_loop().create_task(_run(fn))
+        _RUNNING.add(task)  # keep a strong reference until it finishes
+        task.add_done_callback(_RUNNING.discard)
+    elif library == "trio":
+        import trio
+
+        trio.lowlevel.spawn_system_task(_run, fn)
+    else:  # pragma: no cover - anyio supports only these two
+        raise RuntimeError(f"unsupported async library {library!r}")
+
+
+async def _run(fn: Callable[[], Awaitable[None]]) -> None:
+    await fn()

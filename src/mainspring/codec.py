@@ -1,0 +1,96 @@
+"""The one JSON codec for messages and events.
+
+Built on pydantic ``TypeAdapter`` over the discriminated unions, created on
+first use so that ``import mainspring`` stays cheap. Every wire format
+(SSE, checkpoints, session stores) goes through these functions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field, JsonValue, TypeAdapter, ValidationError
+
+from mainspring.errors import StoreError
+from mainspring.events import Event
+from mainspring.messages import Message
+
+__all__ = [
+    "decode",
+    "encode",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_dict",
+    "event_to_json",
+    "message_from_dict",
+    "message_to_dict",
+]
+
+T = TypeVar("T")
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    adapter = _ADAPTERS.get(tp)
+    if adapter is None:
+        adapter = _ADAPTERS[tp] = TypeAdapter(tp)
+    return adapter
+
+
+_EVENT = Annotated[Event, Field(discriminator="type")]
+
+
+def encode(value: object) -> JsonValue:
+    """Any codec-known value (message, event, usage, dataclass tree) to JSON data."""
+    data: JsonValue = _adapter(type(value)).dump_python(value, mode="json")
+    return data
+
+
+def decode(tp: type[T], data: object) -> T:
+    """JSON data back to ``tp``; raises ``pydantic.ValidationError`` when it does not fit."""
+    value: T = _adapter(tp).validate_python(data)
+    return value
+
+
+def event_to_dict(event: Event) -> dict[str, JsonValue]:
+    """An event as a JSON object (its ``type`` included)."""
+    data: dict[str, JsonValue] = _adapter(_EVENT).dump_python(event, mode="json")
+    return data
+
+
+def event_from_dict(data: object) -> Event:
+    """Rebuild an event from :func:`event_to_dict` output."""
+    event: Event = _adapter(_EVENT).validate_python(data)
+    return event
+
+
+def event_to_json(event: Event) -> str:
+    """Compact JSON text of an event, non-ASCII kept as is."""
+    return json.dumps(event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
+
+
+def event_from_json(text: str | bytes) -> Event:
+    """Parse :func:`event_to_json` output.
+
+    Raises:
+        StoreError: The text is not JSON or not a known event.
+    """
+    try:
+        return event_from_dict(json.loads(text))
+    except (ValueError, ValidationError) as exc:
+        raise StoreError(f"not a valid event: {exc}") from exc
+
+
+def message_to_dict(message: Message) -> dict[str, JsonValue]:
+    """A message as a JSON object."""
+    data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
+    return data
+
+
+def message_from_dict(data: object) -> Message:
+    """Rebuild a message from :func:`message_to_dict` output."""
+    message: Message = _adapter(Message).validate_python(data)
+    return message

@@ -1,0 +1,75 @@
+"""Cost tracking: token prices per model and a budget.
+
+Prices are per million tokens and configurable per model name. (A later
+issue feeds them from ``genai-prices``.) A model with no price costs nothing
+and is reported as unpriced, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mainspring.errors import ConfigError
+from mainspring.usage import Usage
+
+__all__ = ["CostTracker", "ModelPrice"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelPrice:
+    """USD per million tokens of each kind."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    """Defaults to ``input``."""
+    cache_write: float | None = None
+    """Defaults to ``input``."""
+
+    def cost(self, usage: Usage) -> float:
+        """USD for ``usage`` (uncached input, cache read and write, output)."""
+        cache_read = self.input if self.cache_read is None else self.cache_read
+        cache_write = self.input if self.cache_write is None else self.cache_write
+        return (
+            usage.input_tokens * self.input
+            + usage.cache_read_tokens * cache_read
+            + usage.cache_write_tokens * cache_write
+            + usage.output_tokens * self.output
+        ) / 1_000_000
+
+
+@dataclass(slots=True)
+class CostTracker:
+    """Accumulates usage and cost; knows when a budget is spent."""
+
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
+    budget_usd: float | None = None
+    total_usd: float = 0.0
+    usage: Usage = Usage()
+    unpriced: set[str] = field(default_factory=set[str])
+    """Models seen without a configured price."""
+
+    def __post_init__(self) -> None:
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ConfigError("budget_usd must not be negative")
+
+    def price_of(self, model: str, usage: Usage) -> float:
+        """What ``usage`` on ``model`` costs, without recording it."""
+        price = self.prices.get(model)
+        if price is None:
+            return 0.0
+        return price.cost(usage)
+
+    def record(self, model: str, usage: Usage) -> float:
+        """Add one call's usage; return its cost."""
+        if model not in self.prices:
+            self.unpriced.add(model)
+        cost = self.price_of(model, usage)
+        self.total_usd += cost
+        self.usage = self.usage + usage
+        return cost
+
+    def exceeded(self) -> bool:
+        """Whether spending reached the budget."""
+        return self.budget_usd is not None and self.total_usd >= self.budget_usd

@@ -1,0 +1,166 @@
+"""The one exception tree of mainspring.
+
+```
+MainspringError
+├── ConfigError            misuse, raised at construction
+├── ModelError             .provider .retryable
+│   ├── ModelHTTPError     .status .body
+│   └── ModelOutputError   malformed or cut-off stream
+├── ToolError              .tool
+│   ├── ToolTimeout        (also a TimeoutError)
+│   └── ToolInputError     .field
+├── ApprovalError          .attempt_id
+│   ├── UnknownAttempt     (also a KeyError)
+│   ├── DecisionConflict   a second decision for one attempt
+│   └── FieldNotModifiable .fields
+├── SessionBusy            a second run while one is active
+├── PrefixMutationError
+├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
+├── BudgetExceeded         .spent_usd .budget_usd
+└── StoreError
+```
+
+A failure the model should see (bad arguments, a tool that raised) is not an
+exception: it becomes a tool result with ``is_error=True``. These exceptions
+are for the application: misuse, a decision that cannot be applied, a store
+that cannot be read.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ApprovalError",
+    "BudgetExceeded",
+    "ConfigError",
+    "DecisionConflict",
+    "FieldNotModifiable",
+    "MainspringError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelOutputError",
+    "PrefixMutationError",
+    "SessionBusy",
+    "StoreError",
+    "ToolError",
+    "ToolInputError",
+    "ToolTimeout",
+    "UnknownAttempt",
+    "WireFormatError",
+]
+
+
+class MainspringError(Exception):
+    """Root of every error mainspring raises on purpose."""
+
+
+class ConfigError(MainspringError, ValueError):
+    """Misuse of the API, detected when an object is built or a call is made."""
+
+
+class ModelError(MainspringError):
+    """A model call failed.
+
+    Attributes:
+        provider: Which provider (or ``"scripted"``) failed.
+        retryable: Whether trying the same request again may succeed.
+    """
+
+    def __init__(self, message: str, *, provider: str, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.retryable = retryable
+
+
+class ModelHTTPError(ModelError):
+    """A provider answered with an HTTP error status."""
+
+    def __init__(
+        self, message: str, *, provider: str, status: int, body: str = "", retryable: bool = False
+    ) -> None:
+        super().__init__(message, provider=provider, retryable=retryable)
+        self.status = status
+        self.body = body
+
+
+class ModelOutputError(ModelError):
+    """A model stream was malformed, cut off, or a script ran out of responses."""
+
+
+class ToolError(MainspringError):
+    """A tool could not be defined or run."""
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class ToolTimeout(ToolError, TimeoutError):
+    """A tool ran past its timeout."""
+
+    def __init__(self, message: str, *, tool: str, timeout: float) -> None:
+        super().__init__(message, tool=tool)
+        self.timeout = timeout
+
+
+class ToolInputError(ToolError, ValueError):
+    """Input for a tool failed validation.
+
+    Attributes:
+        field: The first offending field as a dotted path (``""`` for the whole input).
+    """
+
+    def __init__(self, message: str, *, tool: str, field: str = "") -> None:
+        super().__init__(message, tool=tool)
+        self.field = field
+
+
+class ApprovalError(MainspringError):
+    """A decision for a pending action could not be applied; nothing ran."""
+
+    def __init__(self, message: str, *, attempt_id: str) -> None:
+        super().__init__(message)
+        self.attempt_id = attempt_id
+
+
+class UnknownAttempt(ApprovalError, KeyError):
+    """No pending action has this attempt id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class DecisionConflict(ApprovalError):
+    """The attempt was already decided; a decision is never applied twice."""
+
+
+class FieldNotModifiable(ApprovalError):
+    """An approval tried to edit fields the tool does not declare modifiable."""
+
+    def __init__(self, message: str, *, attempt_id: str, fields: tuple[str, ...]) -> None:
+        super().__init__(message, attempt_id=attempt_id)
+        self.fields = fields
+
+
+class SessionBusy(MainspringError, RuntimeError):
+    """A session already has an active run."""
+
+
+class PrefixMutationError(MainspringError):
+    """A committed transcript prefix was changed in strict mode."""
+
+
+class BudgetExceeded(MainspringError):
+    """Spending passed the configured budget."""
+
+    def __init__(self, message: str, *, spent_usd: float, budget_usd: float) -> None:
+        super().__init__(message)
+        self.spent_usd = spent_usd
+        self.budget_usd = budget_usd
+
+
+class StoreError(MainspringError):
+    """A store could not be read or written."""
+
+
+class WireFormatError(MainspringError, ValueError):
+    """Input from outside (an SSE stream, a JSON record) is malformed."""

@@ -1,0 +1,228 @@
+"""What a run yields: one discriminated union of frozen event dataclasses.
+
+Every event has a ``type`` whose spelling is part of the wire format (SSE,
+checkpoints) and therefore forever. A stream starts with ``stream_started``
+when a checkpoint store is configured and always ends with exactly one
+terminal event: ``turn_complete`` or ``error``. A paused turn ends with
+``pending_action`` followed by ``turn_complete(stop_reason="pending_action")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from pydantic import JsonValue
+
+from mainspring.usage import Usage
+
+__all__ = [
+    "TERMINAL_EVENT_TYPES",
+    "Canvas",
+    "ErrorEvent",
+    "Event",
+    "Finding",
+    "PendingAction",
+    "StopReason",
+    "StreamStarted",
+    "TextDelta",
+    "ThinkingDelta",
+    "ThinkingDone",
+    "ToolCallDelta",
+    "ToolProgress",
+    "ToolResult",
+    "ToolStart",
+    "TurnComplete",
+    "UsageEvent",
+]
+
+StopReason: TypeAlias = Literal[
+    "end_turn",
+    "pending_action",
+    "max_turns",
+    "budget_exceeded",
+    "cancelled",
+    "max_tokens",
+    "refusal",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamStarted:
+    """First event of a checkpointed stream; ``stream_id`` is the resume key."""
+
+    stream_id: str
+    session_id: str
+    type: Literal["stream_started"] = "stream_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of the assistant's visible text."""
+
+    text: str
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning."""
+
+    text: str
+    type: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingDone:
+    """A thinking block closed; ``signature`` must go back to the provider unchanged."""
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+    type: Literal["thinking_done"] = "thinking_done"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A fragment of a tool call's JSON arguments, as the model streams it."""
+
+    tool_use_id: str
+    name: str
+    index: int
+    """Position of the call within the model step."""
+    args_delta: str
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStart:
+    """A tool begins executing with this (validated) input."""
+
+    tool_use_id: str
+    name: str
+    input: dict[str, JsonValue]
+    type: Literal["tool_start"] = "tool_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress:
+    """A running tool reported progress; ``pct`` is 0-100 when known."""
+
+    tool_use_id: str
+    name: str
+    message: str
+    pct: float | None = None
+    type: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """A call's result as the model will see it (errors included)."""
+
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """Why a guard or permission rule stepped in."""
+
+    source: str
+    """The guard or rule that produced it (``"permission"``, ``"usd_tier"``, a guard name)."""
+    message: str
+    tier: Literal["safety", "financial", "ux", "policy"] = "policy"
+    action: Literal["block", "confirm", "hint"] = "confirm"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingAction:
+    """A write waits for a decision; the turn is paused until ``resume``."""
+
+    attempt_id: str
+    """UUID4; the stable join key for the decision."""
+    tool_use_id: str
+    turn_index: int
+    name: str
+    input: dict[str, JsonValue]
+    description: str
+    modifiable_fields: tuple[str, ...] = ()
+    reason: str = ""
+    findings: tuple[Finding, ...] = ()
+    client_executed: bool = False
+    """The host executes it and reports the result via ``resume``."""
+    amount_usd: float | None = None
+    approval_id: str = ""
+    """Alias of :attr:`attempt_id` (filled in when left empty)."""
+    type: Literal["pending_action"] = "pending_action"
+
+    def __post_init__(self) -> None:
+        if not self.approval_id:
+            object.__setattr__(self, "approval_id", self.attempt_id)
+        elif self.approval_id != self.attempt_id:
+            raise ValueError("approval_id must equal attempt_id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Canvas:
+    """Rich content for the host to render (a chart, a table, a form)."""
+
+    kind: str
+    data: JsonValue
+    title: str = ""
+    tool_use_id: str | None = None
+    type: Literal["canvas"] = "canvas"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageEvent:
+    """Usage and cost of one model call, with the turn's running total."""
+
+    model: str
+    usage: Usage
+    cost_usd: float = 0.0
+    total_cost_usd: float = 0.0
+    type: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnComplete:
+    """Terminal: the turn ended (or paused) for ``stop_reason``."""
+
+    stop_reason: StopReason
+    turn_index: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    type: Literal["turn_complete"] = "turn_complete"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorEvent:
+    """Terminal: the run failed; ``code`` is stable, ``message`` is for people."""
+
+    code: str
+    message: str
+    retryable: bool = False
+    attempt_id: str | None = None
+    type: Literal["error"] = "error"
+
+
+Event: TypeAlias = (
+    StreamStarted
+    | TextDelta
+    | ThinkingDelta
+    | ThinkingDone
+    | ToolCallDelta
+    | ToolStart
+    | ToolProgress
+    | ToolResult
+    | PendingAction
+    | Canvas
+    | UsageEvent
+    | TurnComplete
+    | ErrorEvent
+)
+
+TERMINAL_EVENT_TYPES = frozenset({"turn_complete", "error"})

@@ -1,0 +1,52 @@
+"""Hooks: the application's callbacks around model and tool calls.
+
+Each hook may be sync or async. ``before_model_call`` may return a replacement
+request; ``before_tool_call`` may return a message to deny the call;
+``after_tool_call`` may return a replacement result. Exceptions in hooks are
+not swallowed: a hook is the application's own code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeAlias, TypeVar
+
+from pydantic import JsonValue
+
+from mainspring.models.base import ModelRequest
+from mainspring.tools.define import Tool, ToolOutput
+from mainspring.usage import Usage
+
+__all__ = ["AutoExecuted", "Hooks", "call_hook"]
+
+T = TypeVar("T")
+_Maybe: TypeAlias = "Awaitable[T] | T"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hooks:
+    """Callbacks around model and tool calls."""
+
+    before_model_call: Callable[[ModelRequest], _Maybe[ModelRequest | None]] | None = None
+    after_model_call: Callable[[ModelRequest, Usage], _Maybe[None]] | None = None
+    before_tool_call: Callable[[Tool, dict[str, JsonValue]], _Maybe[str | None]] | None = None
+    """Return a message to deny the call."""
+    after_tool_call: (
+        Callable[[Tool, dict[str, JsonValue], ToolOutput], _Maybe[ToolOutput | None]] | None
+    ) = None
+    """Return a replacement output."""
+
+
+AutoExecuted: TypeAlias = Callable[
+    [Tool, dict[str, JsonValue], ToolOutput], "Awaitable[None] | None"
+]
+"""Called after an auto-tier write ran (for audit or notifications)."""
+
+
+async def call_hook(result: T | Awaitable[T]) -> T:
+    """Await ``result`` when a hook returned an awaitable."""
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,0 +1,125 @@
+"""Provider-neutral, immutable conversation items.
+
+A :class:`Message` has a role and a tuple of parts. Parts are text, images,
+tool calls, tool results and thinking (with the provider's signature kept
+verbatim so it can be sent back unchanged). Everything is a frozen, slotted
+dataclass: cheap to create, safe to share between a transcript, a request and
+a store. JSON goes through :mod:`mainspring.codec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from pydantic import JsonValue
+
+__all__ = [
+    "ImagePart",
+    "Message",
+    "Part",
+    "Role",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCallPart",
+    "ToolResultPart",
+]
+
+Role: TypeAlias = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImagePart:
+    """An image, inline (base64 ``data``) or by ``url``."""
+
+    media_type: str = "image/png"
+    data: str | None = None
+    """Base64-encoded bytes."""
+    url: str | None = None
+    type: Literal["image"] = "image"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallPart:
+    """The model asks for a tool to run."""
+
+    id: str
+    """The provider's tool-use id; results are joined to calls by it."""
+    name: str
+    arguments: dict[str, JsonValue]
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultPart:
+    """What a tool returned (or why it did not run) for one call."""
+
+    tool_use_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingPart:
+    """Model reasoning; ``signature`` is opaque and must go back unchanged."""
+
+    text: str
+    signature: str | None = None
+    redacted: bool = False
+    """The provider withheld the text; ``signature`` carries the encrypted payload."""
+    type: Literal["thinking"] = "thinking"
+
+
+Part: TypeAlias = TextPart | ImagePart | ToolCallPart | ToolResultPart | ThinkingPart
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """One conversation item: a role and its parts."""
+
+    role: Role
+    parts: tuple[Part, ...]
+    meta: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """Free-form annotations (turn index, source); never sent to a model."""
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message holding one text part."""
+        return cls(role="user", parts=(TextPart(text=text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        """An assistant message holding one text part."""
+        return cls(role="assistant", parts=(TextPart(text=text),))
+
+    @classmethod
+    def tool_results(cls, results: Iterable[ToolResultPart]) -> Message:
+        """A tool message carrying results, in the order given."""
+        return cls(role="tool", parts=tuple(results))
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool calls in this message, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def tool_results_parts(self) -> tuple[ToolResultPart, ...]:
+        """The tool results in this message, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))

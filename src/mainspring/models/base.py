@@ -1,0 +1,123 @@
+"""The Model protocol: one streaming interface for every provider.
+
+A model turns a :class:`ModelRequest` into an async stream of
+:data:`ModelEvent`: text and thinking deltas, tool-call argument fragments,
+a :class:`ToolCallEnd` as soon as each call's arguments are complete (so the
+engine can start reads mid-stream), usage, and exactly one final
+:class:`ModelStop`. A stream that ends without ``ModelStop`` is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import JsonValue
+
+from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
+from mainspring.messages import Message
+from mainspring.usage import Usage
+
+__all__ = [
+    "Model",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelSettings",
+    "ModelStop",
+    "ModelUsage",
+    "SystemBlock",
+    "ToolCallEnd",
+    "ToolSpec",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemBlock:
+    """A piece of the system prompt, attributed to its source."""
+
+    text: str
+    source: str = "system"
+    cache_breakpoint: bool = False
+    """The stable, cacheable prefix ends after this block."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """What a model is told about a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """Per-request generation settings; ``None`` leaves the provider default."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    tool_choice: Literal["auto", "none", "required"] | str | None = None
+    extra: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequest:
+    """Everything one model call needs."""
+
+    system: tuple[SystemBlock, ...]
+    messages: Sequence[Message]
+    tools: tuple[ToolSpec, ...] = ()
+    settings: ModelSettings = ModelSettings()
+
+    @property
+    def system_text(self) -> str:
+        """The system blocks joined with blank lines."""
+        return "\n\n".join(b.text for b in self.system if b.text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallEnd:
+    """A tool call's arguments are complete (raw JSON text, parsed by the engine)."""
+
+    tool_use_id: str
+    name: str
+    index: int
+    arguments: str
+    type: Literal["tool_call_end"] = "tool_call_end"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelUsage:
+    """Usage reported by the provider for this call."""
+
+    usage: Usage
+    type: Literal["model_usage"] = "model_usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelStop:
+    """The call finished; always the last event of a model stream."""
+
+    stop_reason: Literal["end_turn", "tool_use", "max_tokens", "refusal"] = "end_turn"
+    model: str = ""
+    type: Literal["model_stop"] = "model_stop"
+
+
+ModelEvent: TypeAlias = (
+    TextDelta | ThinkingDelta | ThinkingDone | ToolCallDelta | ToolCallEnd | ModelUsage | ModelStop
+)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that can stream a response to a request."""
+
+    @property
+    def name(self) -> str:
+        """A label for logs, usage and prices (e.g. ``"anthropic:claude-sonnet-4-5"``)."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream the response; raises :class:`~mainspring.errors.ModelError` on failure."""
+        ...

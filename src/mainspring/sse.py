@@ -1,0 +1,175 @@
+"""Server-sent events: the wire format for run events.
+
+``serialize_sse`` writes one event as an SSE frame (``event:`` is the event
+type, ``data:`` its compact JSON); ``parse_sse`` / ``aparse_sse`` read frames
+back from text, bytes, or chunked iterables of either, following the SSE
+line rules (LF, CR or CRLF endings, ``:`` comments, multi-line ``data``,
+``id`` and ``retry`` fields, a UTF-8 character split across chunks).
+
+The decoder is small and hand-written on purpose: it has to work on any
+chunk iterable, not only an HTTP response, and it is fuzzed in the tests.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from mainspring.codec import event_from_dict, event_to_json
+from mainspring.errors import WireFormatError
+from mainspring.events import Event
+
+__all__ = ["SSEDecoder", "SSEFrame", "aparse_sse", "frame_to_event", "parse_sse", "serialize_sse"]
+
+
+def serialize_sse(event: Event, *, id: str | None = None) -> str:
+    """One event as an SSE frame; ``id`` becomes the frame's ``id:`` (for resume)."""
+    head = f"id: {id}\n" if id is not None else ""
+    return f"{head}event: {event.type}\ndata: {event_to_json(event)}\n\n"
+
+
+@dataclass(slots=True)
+class SSEFrame:
+    """One dispatched SSE frame before it is turned into an event."""
+
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+@dataclass(slots=True)
+class SSEDecoder:
+    """Incremental SSE frame decoder: ``feed`` chunks, get completed frames."""
+
+    _buffer: str = ""
+    _pending_cr: bool = False
+    _event: str = ""
+    _data: list[str] = field(default_factory=list[str])
+    _id: str | None = None
+    _retry: int | None = None
+    _utf8: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="strict")
+    )
+
+    def feed(self, chunk: str | bytes) -> list[SSEFrame]:
+        """Add a chunk; return the frames it completed."""
+        if isinstance(chunk, bytes):
+            try:
+                chunk = self._utf8.decode(chunk)
+            except UnicodeDecodeError as exc:
+                raise WireFormatError(f"SSE stream is not valid UTF-8: {exc}") from exc
+        text = self._buffer + chunk
+        if self._pending_cr and text.startswith("\n"):
+            text = text[1:]
+        self._pending_cr = False
+        frames: list[SSEFrame] = []
+        start = 0
+        n = len(text)
+        while True:
+            cr = text.find("\r", start)
+            lf = text.find("\n", start)
+            if cr < 0 and lf < 0:
+                break
+            end = lf if cr < 0 else cr if lf < 0 else min(cr, lf)
+            line = text[start:end]
+            if text[end] == "\r":
+                if end + 1 < n:
+                    start = end + 2 if text[end + 1] == "\n" else end + 1
+                else:
+                    start = end + 1
+                    self._pending_cr = True
+            else:
+                start = end + 1
+            frame = self._line(line)
+            if frame is not None:
+                frames.append(frame)
+        self._buffer = text[start:]
+        return frames
+
+    def close(self) -> None:
+        """End of stream: a frame without its closing blank line is an error."""
+        if self._buffer or self._data or self._event:
+            raise WireFormatError("SSE stream ended in the middle of a frame")
+
+    def _line(self, line: str) -> SSEFrame | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        name, sep, value = line.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        elif name == "retry":
+            if value.isdigit():
+                self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> SSEFrame | None:
+        if not self._data:
+            self._event = ""
+            return None
+        frame = SSEFrame(
+            event=self._event or "message",
+            data="\n".join(self._data),
+            id=self._id,
+            retry=self._retry,
+        )
+        self._event = ""
+        self._data = []
+        self._retry = None
+        return frame
+
+
+def frame_to_event(frame: SSEFrame) -> Event:
+    """Turn a decoded frame into an event, checking ``event:`` against the payload.
+
+    Raises:
+        WireFormatError: The data is not JSON, not a known event, or disagrees
+            with the frame's event name.
+    """
+    try:
+        payload = json.loads(frame.data)
+    except ValueError as exc:
+        raise WireFormatError(f"SSE frame data is not JSON: {exc}") from exc
+    try:
+        event = event_from_dict(payload)
+    except ValidationError as exc:
+        raise WireFormatError(f"SSE frame is not a known event: {exc}") from exc
+    if frame.event not in ("message", event.type):
+        raise WireFormatError(f"SSE frame named {frame.event!r} carries a {event.type!r} event")
+    return event
+
+
+def parse_sse(stream: str | bytes | Iterable[str | bytes]) -> Iterator[Event]:
+    """Events from SSE text, bytes, or an iterable of chunks.
+
+    Raises:
+        WireFormatError: Malformed input; events before it were already yielded.
+    """
+    decoder = SSEDecoder()
+    chunks: Iterable[str | bytes] = (stream,) if isinstance(stream, str | bytes) else stream
+    for chunk in chunks:
+        for frame in decoder.feed(chunk):
+            yield frame_to_event(frame)
+    decoder.close()
+
+
+async def aparse_sse(stream: AsyncIterable[str | bytes]) -> AsyncIterator[Event]:
+    """Events from an async iterable of SSE chunks (e.g. an HTTP body)."""
+    decoder = SSEDecoder()
+    async for chunk in stream:
+        for frame in decoder.feed(chunk):
+            yield frame_to_event(frame)
+    decoder.close()

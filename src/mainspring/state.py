@@ -1,0 +1,77 @@
+"""The durable state of a session, as plain data a SessionStore can persist.
+
+Everything a new process needs to continue a session paused on a pending
+action: the transcript, the step that paused (every call of it, in the
+model's order, with the results gathered so far), decided attempts, the
+write ledger, usage and spend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import JsonValue
+
+from mainspring.events import PendingAction
+from mainspring.messages import Message, ToolResultPart
+from mainspring.usage import Usage
+
+__all__ = ["CallRecord", "PausedStep", "SessionState", "WriteRecord"]
+
+
+@dataclass(slots=True, kw_only=True)
+class CallRecord:
+    """One tool call of a model step and what became of it."""
+
+    index: int
+    tool_use_id: str
+    name: str
+    input: dict[str, JsonValue] | None = None
+    """Validated input; ``None`` when validation failed (then ``result`` says why)."""
+    result: ToolResultPart | None = None
+    parallel: bool = False
+    """Started mid-stream as a concurrency-safe read."""
+
+
+@dataclass(slots=True, kw_only=True)
+class PausedStep:
+    """A model step waiting for a decision on ``pending``."""
+
+    turn_index: int
+    steps: int
+    """Model calls made so far in this turn (for ``max_turns``)."""
+    calls: list[CallRecord]
+    position: int
+    """Index into ``calls`` of the pending call; later calls have not been evaluated."""
+    pending: PendingAction
+    turn_usage: Usage = Usage()
+    turn_cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteRecord:
+    """The write ledger: recorded before and after a write runs."""
+
+    key: str
+    tool: str
+    status: Literal["started", "done", "unknown"]
+    attempt_id: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionState:
+    """Everything persisted for one session."""
+
+    session_id: str
+    agent_name: str
+    messages: list[Message] = field(default_factory=list[Message])
+    turn_index: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    auto_spent_usd: float = 0.0
+    paused: PausedStep | None = None
+    decided: dict[str, str] = field(default_factory=dict[str, str])
+    """attempt id -> what was decided (``approved``, ``rejected``, ``client_result``)."""
+    writes: dict[str, WriteRecord] = field(default_factory=dict[str, WriteRecord])
+    version: int = 1

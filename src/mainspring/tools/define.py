@@ -1,0 +1,354 @@
+"""Define tools: the ``@tool`` decorator and ``client_tool``.
+
+The input schema comes from the function's typed signature (validated with
+pydantic), the description from its docstring (Google, NumPy or reST
+style; ``Args:`` entries become field descriptions). A parameter annotated
+:class:`ToolContext` receives the run context and is hidden from the model.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar, overload
+
+import anyio.to_thread
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from mainspring.errors import ConfigError, ToolInputError
+from mainspring.messages import ImagePart
+from mainspring.models.base import ToolSpec
+from mainspring.tools.context import ToolContext
+from mainspring.tools.policy import (
+    DEFAULT_MAX_RESULT_CHARS,
+    Permission,
+    PermissionResolver,
+    Preflight,
+    ToolPolicy,
+    UsdAmount,
+)
+
+__all__ = ["Tool", "ToolOutput", "client_tool", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutput:
+    """Return this from a tool to control the result exactly."""
+
+    content: str
+    is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool: its schema, its policy and (unless client-executed) its body."""
+
+    name: str
+    description: str
+    input_schema: dict[str, JsonValue]
+    policy: ToolPolicy = ToolPolicy()
+    fn: Callable[..., Any] | None = None
+    """``None`` for a client-executed tool."""
+    input_model: type[BaseModel] | None = None
+    ctx_param: str | None = None
+    is_async: bool = False
+    meta: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """Origin metadata (e.g. an MCP server's annotations), kept as is."""
+
+    @property
+    def client_executed(self) -> bool:
+        """The host runs it; the engine always pauses with a pending action."""
+        return self.fn is None
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told."""
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=self.input_schema
+        )
+
+    def renamed(self, name: str) -> Tool:
+        """A copy under another name (used for namespacing)."""
+        _check_name(name)
+        return replace(self, name=name)
+
+    def validate(self, args: object) -> dict[str, JsonValue]:
+        """Validate model-supplied arguments; return the canonical JSON input.
+
+        Raises:
+            ToolInputError: naming the first offending field.
+        """
+        if not isinstance(args, dict):
+            raise ToolInputError(
+                f"arguments for tool {self.name!r} must be a JSON object, "
+                f"got {type(args).__name__}",
+                tool=self.name,
+            )
+        if self.input_model is not None:
+            try:
+                value = self.input_model.model_validate(args)
+            except ValidationError as exc:
+                raise _input_error(self.name, exc) from None
+            dumped: dict[str, JsonValue] = value.model_dump(mode="json")
+            return dumped
+        _validate_json_schema(self.name, self.input_schema, args)
+        return typing.cast(dict[str, JsonValue], args)
+
+    async def call(self, args: dict[str, JsonValue], ctx: ToolContext) -> ToolOutput:
+        """Run the body on validated input; exceptions propagate to the engine."""
+        if self.fn is None:
+            raise ConfigError(f"tool {self.name!r} is client-executed and has no body")
+        kwargs: dict[str, Any]
+        if self.input_model is not None:
+            model = self.input_model.model_validate(args)
+            kwargs = {name: getattr(model, name) for name in type(model).model_fields}
+        else:
+            kwargs = dict(args)
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        if self.is_async:
+            result = await self.fn(**kwargs)
+        else:
+            result = await anyio.to_thread.run_sync(
+                functools.partial(self.fn, **kwargs), abandon_on_cancel=self.policy.read_only
+            )
+        return to_output(result)
+
+
+def to_output(result: object) -> ToolOutput:
+    """Turn whatever a tool returned into a ToolOutput."""
+    if isinstance(result, ToolOutput):
+        return result
+    if isinstance(result, str):
+        return ToolOutput(content=result)
+    if result is None:
+        return ToolOutput(content="")
+    if isinstance(result, BaseModel):
+        return ToolOutput(content=result.model_dump_json())
+    return ToolOutput(content=json.dumps(to_jsonable_python(result), ensure_ascii=False))
+
+
+def _input_error(tool_name: str, exc: ValidationError) -> ToolInputError:
+    errors = exc.errors(include_url=False)
+    parts: list[str] = []
+    for err in errors:
+        loc = ".".join(str(x) for x in err["loc"]) or "(input)"
+        parts.append(f"{loc}: {err['msg']}")
+    first = ".".join(str(x) for x in errors[0]["loc"]) if errors else ""
+    return ToolInputError(
+        f"invalid arguments for tool {tool_name!r}: " + "; ".join(parts),
+        tool=tool_name,
+        field=first,
+    )
+
+
+def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: object) -> None:
+    import jsonschema  # lazy: only client tools declared by raw schema need it
+
+    validator = jsonschema.Draft202012Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+    if error is not None:
+        loc = ".".join(str(x) for x in error.absolute_path)
+        raise ToolInputError(
+            f"invalid arguments for tool {tool_name!r}: {loc or '(input)'}: {error.message}",
+            tool=tool_name,
+            field=loc,
+        )
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"tool name {name!r} must be 1-64 characters of letters, digits, '_' or '-'"
+        )
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, JsonValue]:
+    schema.pop("title", None)
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        for prop in props.values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+    return typing.cast(dict[str, JsonValue], schema)
+
+
+def _model_from_signature(
+    fn: Callable[..., Any], tool_name: str, param_docs: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise ConfigError(f"tool {tool_name!r}: cannot resolve annotation: {exc}") from exc
+    fields: dict[str, Any] = {}
+    ctx_param: str | None = None
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ConfigError(f"tool {tool_name!r}: *args and **kwargs are not supported")
+        if pname not in hints:
+            raise ConfigError(f"tool {tool_name!r}: parameter {pname!r} needs a type annotation")
+        annotation = hints[pname]
+        if annotation is ToolContext:
+            ctx_param = pname
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
+    model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
+    return typing.cast(type[BaseModel], model), ctx_param
+
+
+def _build(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    policy: ToolPolicy,
+) -> Tool:
+    tool_name = name or fn.__name__
+    _check_name(tool_name)
+    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    param_docs = {p.arg_name: p.description for p in doc.params if p.description}
+    summary = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)
+    desc = description or summary
+    if not desc:
+        raise ConfigError(f"tool {tool_name!r} needs a description (a docstring or description=)")
+    model, ctx_param = _model_from_signature(fn, tool_name, param_docs)
+    unknown = set(policy.modifiable_fields) - set(model.model_fields)
+    if unknown:
+        raise ConfigError(
+            f"tool {tool_name!r}: modifiable_fields not in its input: {sorted(unknown)}"
+        )
+    return Tool(
+        name=tool_name,
+        description=desc,
+        input_schema=_clean_schema(model.model_json_schema()),
+        policy=policy,
+        fn=fn,
+        input_model=model,
+        ctx_param=ctx_param,
+        is_async=inspect.iscoroutinefunction(fn),
+    )
+
+
+@overload
+def tool(fn: F, /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    concurrency_safe: bool | None = None,
+    permission: Permission | PermissionResolver | UsdAmount = "auto",
+    flags: frozenset[str] | set[str] | tuple[str, ...] = (),
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    preflight: Preflight | None = None,
+    modifiable_fields: tuple[str, ...] | list[str] = (),
+    timeout: float | None = None,
+) -> Callable[[F], Tool]: ...
+def tool(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    concurrency_safe: bool | None = None,
+    permission: Permission | PermissionResolver | UsdAmount = "auto",
+    flags: frozenset[str] | set[str] | tuple[str, ...] = (),
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    preflight: Preflight | None = None,
+    modifiable_fields: tuple[str, ...] | list[str] = (),
+    timeout: float | None = None,
+) -> Tool | Callable[[F], Tool]:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    ```python
+    @tool(read_only=True)
+    async def get_balance(account: str) -> dict[str, float]:
+        \"\"\"Current balance of an account.\"\"\"
+    ```
+
+    Args:
+        fn: The function (when used bare, as ``@tool``).
+        name: Tool name; defaults to the function's name.
+        description: Defaults to the docstring.
+        read_only: The tool changes nothing; with ``concurrency_safe`` it runs in parallel.
+        concurrency_safe: Defaults to ``read_only``.
+        permission: ``"auto"``, ``"confirm"``, a resolver of the input, or :func:`usd`.
+        flags: Free-form markers (see :class:`Flag`).
+        max_result_chars: Longer results are cut, with a hint to narrow the call.
+        preflight: ``fn(input) -> error message | None``, checked before asking or running.
+        modifiable_fields: Input fields an approver may edit.
+        timeout: Seconds before the call becomes an error result.
+    """
+    if max_result_chars < 1:
+        raise ConfigError("max_result_chars must be at least 1")
+    if timeout is not None and timeout <= 0:
+        raise ConfigError("timeout must be positive")
+    policy = ToolPolicy(
+        read_only=read_only,
+        concurrency_safe=concurrency_safe,
+        permission=permission,
+        flags=frozenset(flags),
+        max_result_chars=max_result_chars,
+        preflight=preflight,
+        modifiable_fields=tuple(modifiable_fields),
+        timeout=timeout,
+    )
+
+    def wrap(f: F) -> Tool:
+        if not callable(f):
+            raise ConfigError(f"@tool needs a function, got {f!r}")
+        return _build(f, name=name, description=description, policy=policy)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def client_tool(
+    name: str,
+    *,
+    description: str,
+    input_schema: dict[str, JsonValue] | type[BaseModel],
+    modifiable_fields: tuple[str, ...] | list[str] = (),
+    flags: frozenset[str] | set[str] | tuple[str, ...] = (),
+    preflight: Preflight | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+) -> Tool:
+    """A tool the host executes (e.g. a transaction signed in the user's browser).
+
+    It has no body: every call pauses the turn with a ``pending_action``
+    (``client_executed=True``) and its result comes back through
+    ``Session.resume(attempt_id, ClientResult(...))``.
+    """
+    _check_name(name)
+    model: type[BaseModel] | None = None
+    if isinstance(input_schema, type):
+        model = input_schema
+        schema = _clean_schema(model.model_json_schema())
+    else:
+        if input_schema.get("type", "object") != "object":
+            raise ConfigError(f"client tool {name!r}: input_schema must describe an object")
+        schema = input_schema
+    policy = ToolPolicy(
+        read_only=False,
+        permission="confirm",
+        flags=frozenset(flags),
+        modifiable_fields=tuple(modifiable_fields),
+        preflight=preflight,
+        max_result_chars=max_result_chars,
+    )
+    return Tool(
+        name=name, description=description, input_schema=schema, policy=policy, input_model=model
+    )

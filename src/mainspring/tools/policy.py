@@ -1,0 +1,120 @@
+"""What a tool is allowed to do, and how the engine must treat it.
+
+A :class:`ToolPolicy` is pure data. The engine reads it to decide whether a
+call may run in parallel (read-only and concurrency-safe), whether it needs a
+decision first (``permission``), how long it may take and how much of its
+result the model will see.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal, TypeAlias
+
+from pydantic import JsonValue
+
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "Flag",
+    "Permission",
+    "PermissionResolver",
+    "Preflight",
+    "ToolPolicy",
+    "UsdAmount",
+    "resolve_permission",
+    "run_preflight",
+    "usd",
+]
+
+Permission: TypeAlias = Literal["auto", "confirm"]
+"""``auto`` runs at once; ``confirm`` pauses the turn for a decision."""
+
+PermissionResolver: TypeAlias = Callable[[dict[str, JsonValue]], Permission]
+"""Decides the tier from the call's (validated, JSON) input."""
+
+Preflight: TypeAlias = Callable[[dict[str, JsonValue]], "str | Awaitable[str | None] | None"]
+"""Returns an error message when the call should not run (and not be asked about)."""
+
+DEFAULT_MAX_RESULT_CHARS = 50_000
+
+
+class Flag(StrEnum):
+    """Well-known tool flags; any other string is allowed too."""
+
+    MUTATING = "mutating"
+    IRREVERSIBLE = "irreversible"
+    REQUIRES_BALANCE = "requires_balance"
+    AFFECTS_HEALTH = "affects_health"
+    EXTERNAL = "external"
+    """Reaches outside the process (network, third parties)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UsdAmount:
+    """Permission by money: the session's USD tiers decide from ``amount(input)``."""
+
+    amount: Callable[[dict[str, JsonValue]], float | None]
+
+
+def usd(amount: Callable[[dict[str, JsonValue]], float | None]) -> UsdAmount:
+    """Resolve a tool's permission from the USD amount its input moves.
+
+    ```python
+    @tool(permission=usd(lambda args: float(args["amount_usd"])))
+    async def send_payment(to: str, amount_usd: float) -> str: ...
+    ```
+    """
+    return UsdAmount(amount)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolPolicy:
+    """How the engine must treat a tool."""
+
+    read_only: bool = False
+    concurrency_safe: bool | None = None
+    """Defaults to ``read_only``: reads may run in parallel, writes never do."""
+    permission: Permission | PermissionResolver | UsdAmount = "auto"
+    flags: frozenset[str] = frozenset()
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    preflight: Preflight | None = None
+    modifiable_fields: tuple[str, ...] = ()
+    """Fields an approver may edit before approving."""
+    timeout: float | None = None
+    """Seconds; a call running longer becomes an error result."""
+
+    @property
+    def parallel(self) -> bool:
+        """Whether calls may run concurrently with other reads."""
+        safe = self.read_only if self.concurrency_safe is None else self.concurrency_safe
+        return self.read_only and safe
+
+    @property
+    def is_write(self) -> bool:
+        """Anything not read-only is a write."""
+        return not self.read_only
+
+
+def resolve_permission(
+    policy: ToolPolicy, args: dict[str, JsonValue]
+) -> tuple[Permission | None, float | None]:
+    """The static tier, or ``(None, amount)`` when USD tiers must decide."""
+    perm = policy.permission
+    if isinstance(perm, UsdAmount):
+        return None, perm.amount(args)
+    if callable(perm):
+        return perm(args), None
+    return perm, None
+
+
+async def run_preflight(policy: ToolPolicy, args: dict[str, JsonValue]) -> str | None:
+    """Run the policy's preflight check (sync or async)."""
+    if policy.preflight is None:
+        return None
+    result = policy.preflight(args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
