@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 from pydantic import JsonValue
 
 from mainspring.agent import Agent
@@ -197,6 +198,7 @@ class TurnRunner:
 
     async def _loop(self) -> None:
         while True:
+            await anyio.lowlevel.checkpoint_if_cancelled()
             if self.cost.exceeded():
                 self._complete("budget_exceeded")
                 return
@@ -240,27 +242,40 @@ class TurnRunner:
         self._step = step
         self._steps += 1
         usage = Usage()
+        failure: Exception | None = None
         async with anyio.create_task_group() as reads:
-            async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
-                async for event in stream:
-                    if type(event) is ModelUsage:
-                        usage = usage + event.usage
-                    else:
-                        await self._on_model_event(event, step, reads)
-            if step.stop is None:
-                raise ModelOutputError(
-                    "the model stream ended without a stop event", provider=self.agent.model.name
-                )
-            step.flush_text()
-            step.calls.sort(key=lambda c: c.index)
-            self._append(Message(role="assistant", parts=tuple(step.parts)))
-            step.appended = True
-            self._account(step.stop.model or self.agent.model.name, usage)
-            if self.cost.exceeded() and step.calls:
+            try:
+                usage = await self._consume(request, step, reads)
+            except Exception as exc:  # re-raised below, outside the task group
+                failure = exc
                 reads.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         if hooks.after_model_call is not None:
             await call_hook(hooks.after_model_call(request, usage))
         return step
+
+    async def _consume(self, request: ModelRequest, step: _Step, reads: anyio.abc.TaskGroup) -> Usage:
+        """Stream the model's answer into ``step``; reads start in ``reads``."""
+        usage = Usage()
+        async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
+            async for event in stream:
+                if type(event) is ModelUsage:
+                    usage = usage + event.usage
+                else:
+                    await self._on_model_event(event, step, reads)
+        if step.stop is None:
+            raise ModelOutputError(
+                "the model stream ended without a stop event", provider=self.agent.model.name
+            )
+        step.flush_text()
+        step.calls.sort(key=lambda c: c.index)
+        self._append(Message(role="assistant", parts=tuple(step.parts)))
+        step.appended = True
+        self._account(step.stop.model or self.agent.model.name, usage)
+        if self.cost.exceeded() and step.calls:
+            reads.cancel_scope.cancel()
+        return usage
 
     async def _on_model_event(
         self, event: ModelEvent, step: _Step, reads: anyio.abc.TaskGroup
@@ -389,6 +404,7 @@ class TurnRunner:
             if judged[0].outcome == "confirm":
                 self._pause(tool, rec, calls, pos, judged)
                 return True
+            await anyio.lowlevel.checkpoint_if_cancelled()
             await self._execute(tool, rec, judged, tool.policy.is_write)
         return False
 
@@ -605,6 +621,8 @@ class TurnRunner:
 
 
 def _error_event(exc: Exception) -> ErrorEvent:
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
     if isinstance(exc, ModelError):
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)

@@ -1,0 +1,5 @@
+"""``python -m mainspring``."""
+
+from mainspring.cli import main
+
+main()

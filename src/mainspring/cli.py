@@ -1,0 +1,190 @@
+"""The ``mainspring`` command line.
+
+``mainspring demo`` runs the offline wallet agent: text streams live, tool
+calls and results show, and the payment asks for approval at the terminal
+(``--yes`` approves automatically, for scripts and CI).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.prompt import Confirm
+from rich.text import Text
+
+from mainspring import __version__
+from mainspring.decisions import Approve, Decision, Reject
+from mainspring.demo import DEMO_MESSAGE, demo_agent
+from mainspring.errors import MainspringError
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    PendingAction,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolProgress,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+    UsageEvent,
+)
+from mainspring.session import Session
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="mainspring",
+    help="mainspring: an agent engine for Python.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mainspring {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """An agent engine for Python."""
+
+
+class _NoTerminal(Exception):
+    """Approval is needed but nobody can be asked."""
+
+
+class _Renderer:
+    """Prints events as they stream."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.thinking = False
+        self.at_line_start = True
+
+    def _newline(self) -> None:
+        if not self.at_line_start:
+            self.console.print()
+            self.at_line_start = True
+
+    def show(self, event: Event) -> None:
+        c = self.console
+        if isinstance(event, ThinkingDelta):
+            if not self.thinking:
+                self._newline()
+                c.print("thinking: ", style="dim italic", end="")
+                self.thinking = True
+            c.print(event.text, style="dim italic", end="", highlight=False)
+            self.at_line_start = False
+        elif isinstance(event, ThinkingDone):
+            self.thinking = False
+            self._newline()
+        elif isinstance(event, TextDelta):
+            c.print(event.text, end="", highlight=False, markup=False)
+            self.at_line_start = event.text.endswith("\n")
+        elif isinstance(event, ToolStart):
+            self._newline()
+            c.print(Text.assemble(("→ " + event.name, "cyan"), f"({json.dumps(event.input)})"))
+        elif isinstance(event, ToolProgress):
+            pct = f" {event.pct:.0f}%" if event.pct is not None else ""
+            c.print(Text(f"  … {event.name}: {event.message}{pct}", style="dim"))
+        elif isinstance(event, ToolResult):
+            self._newline()
+            style = "red" if event.is_error else "green"
+            c.print(Text.assemble(("← " + event.name, style), ": " + event.content))
+        elif isinstance(event, UsageEvent):
+            pass
+        elif isinstance(event, PendingAction):
+            self._newline()
+        elif isinstance(event, TurnComplete) and event.stop_reason != "pending_action":
+            self._newline()
+            u = event.usage
+            c.print(
+                f"[dim]turn complete ({event.stop_reason}) · {u.requests} model calls · "
+                f"{u.total_input_tokens} in / {u.output_tokens} out tokens · ${event.cost_usd:.4f}[/]"
+            )
+        elif isinstance(event, ErrorEvent):
+            self._newline()
+            c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
+
+
+def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
+    body = Text.assemble(
+        (action.name, "bold"),
+        f"  {json.dumps(action.input)}\nwhy: {action.reason}\nattempt: {action.attempt_id}",
+    )
+    console.print(Panel(body, title="approval needed", border_style="yellow"))
+    if yes:
+        console.print("[yellow]approved automatically (--yes)[/]")
+        return Approve()
+    if not sys.stdin.isatty():
+        raise _NoTerminal("no terminal to ask for approval on; pass --yes to approve")
+    if Confirm.ask("Approve?", console=console, default=False):
+        return Approve()
+    return Reject("The user declined at the terminal.")
+
+
+async def _run_demo(message: str, *, yes: bool, console: Console) -> int:
+    session = Session(demo_agent())
+    render = _Renderer(console)
+    console.print(f"[bold]you[/]: {message}")
+    stream = session.send(message)
+    while True:
+        pending: PendingAction | None = None
+        failed = False
+        async for event in stream:
+            render.show(event)
+            if isinstance(event, PendingAction):
+                pending = event
+            elif isinstance(event, ErrorEvent):
+                failed = True
+        if failed:
+            return 1
+        if pending is None:
+            return 0
+        decision = _ask(console, pending, yes=yes)
+        stream = session.resume(pending.attempt_id, decision)
+
+
+@app.command()
+def demo(
+    message: Annotated[str, typer.Option("--message", "-m", help="What the user says.")] = DEMO_MESSAGE,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve every action automatically.")] = False,
+    model: Annotated[str, typer.Option(help="Model to use; offline 'scripted' for now.")] = "scripted",
+) -> None:
+    """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
+    console = Console(highlight=False)
+    err = Console(stderr=True)
+    if model != "scripted":
+        err.print(
+            f"[red]error:[/] model {model!r} is not available: this build runs the demo offline "
+            "with the 'scripted' model (provider adapters are an optional extra still to come)"
+        )
+        raise typer.Exit(2)
+    try:
+        code = anyio.run(lambda: _run_demo(message, yes=yes, console=console))
+    except (MainspringError, _NoTerminal) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]")
+        raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Entry point of the ``mainspring`` script."""
+    app()

@@ -1,0 +1,219 @@
+"""Hypothesis strategies for messages, events and usage, shared by the wire-format tests."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from pydantic import JsonValue
+
+from mainspring.events import (
+    Canvas,
+    ErrorEvent,
+    Event,
+    Finding,
+    PendingAction,
+    StopReason,
+    StreamStarted,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolCallDelta,
+    ToolProgress,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+    UsageEvent,
+)
+from mainspring.messages import (
+    ImagePart,
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from mainspring.usage import Usage
+
+PROPERTY = settings(max_examples=150, deadline=None, database=None)
+"""Modest example counts, no timing flakiness, no example database on disk."""
+
+NASTY_PIECES = (
+    "\n",
+    "\r",
+    "\r\n",
+    "\n\n",
+    "\u2028",
+    "\u2029",
+    "\x85",
+    "\x00",
+    "\t",
+    "\ufeff",
+    "😀",
+    "👩\u200d👩\u200d👧",
+    "漢字かな",
+    "עברית",
+    "مرحبا",
+    "\u200f",
+    '"',
+    "\\",
+    "data: ",
+    "event: ",
+    ": comment",
+    "id: 1",
+)
+"""Fragments that have broken line-based wire formats before."""
+
+texts: st.SearchStrategy[str] = st.one_of(
+    st.text(max_size=30),
+    st.lists(st.one_of(st.sampled_from(NASTY_PIECES), st.text(max_size=4)), max_size=8).map(
+        "".join
+    ),
+)
+"""Short strings, often with line breaks, separators, NUL and non-ASCII text."""
+
+ids: st.SearchStrategy[str] = st.one_of(st.uuids().map(str), texts)
+finite_floats: st.SearchStrategy[float] = st.floats(allow_nan=False, allow_infinity=False)
+"""NaN never equals itself and infinities are not JSON, so round trips leave them out."""
+
+json_scalars: st.SearchStrategy[JsonValue] = st.one_of(
+    st.none(), st.booleans(), st.integers(), finite_floats, texts
+)
+
+
+def _json_containers(children: st.SearchStrategy[JsonValue]) -> st.SearchStrategy[JsonValue]:
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(texts, children, max_size=3),
+    )
+
+
+json_values: st.SearchStrategy[JsonValue] = st.recursive(
+    json_scalars, _json_containers, max_leaves=8
+)
+json_objects: st.SearchStrategy[dict[str, JsonValue]] = st.dictionaries(
+    texts, json_values, max_size=4
+)
+
+usages: st.SearchStrategy[Usage] = st.builds(
+    Usage,
+    input_tokens=st.integers(min_value=0, max_value=10**9),
+    cache_read_tokens=st.integers(min_value=0, max_value=10**9),
+    cache_write_tokens=st.integers(min_value=0, max_value=10**9),
+    output_tokens=st.integers(min_value=0, max_value=10**9),
+    reasoning_tokens=st.integers(min_value=0, max_value=10**9),
+    requests=st.integers(min_value=0, max_value=10**6),
+)
+
+findings: st.SearchStrategy[Finding] = st.builds(
+    Finding,
+    source=texts,
+    message=texts,
+    tier=st.sampled_from(("safety", "financial", "ux", "policy")),
+    action=st.sampled_from(("block", "confirm", "hint")),
+)
+
+EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
+    StreamStarted: st.builds(StreamStarted, stream_id=ids, session_id=ids),
+    TextDelta: st.builds(TextDelta, text=texts),
+    ThinkingDelta: st.builds(ThinkingDelta, text=texts),
+    ThinkingDone: st.builds(
+        ThinkingDone, text=texts, signature=st.none() | texts, redacted=st.booleans()
+    ),
+    ToolCallDelta: st.builds(
+        ToolCallDelta,
+        tool_use_id=ids,
+        name=texts,
+        index=st.integers(min_value=0, max_value=2**31),
+        args_delta=texts,
+    ),
+    ToolStart: st.builds(ToolStart, tool_use_id=ids, name=texts, input=json_objects),
+    ToolProgress: st.builds(
+        ToolProgress,
+        tool_use_id=ids,
+        name=texts,
+        message=texts,
+        pct=st.none() | st.floats(min_value=0, max_value=100),
+    ),
+    ToolResult: st.builds(
+        ToolResult, tool_use_id=ids, name=texts, content=texts, is_error=st.booleans()
+    ),
+    PendingAction: st.builds(
+        PendingAction,
+        attempt_id=ids,
+        tool_use_id=ids,
+        turn_index=st.integers(min_value=0, max_value=10**6),
+        name=texts,
+        input=json_objects,
+        description=texts,
+        modifiable_fields=st.lists(texts, max_size=3).map(tuple),
+        reason=texts,
+        findings=st.lists(findings, min_size=1, max_size=3).map(tuple),
+        client_executed=st.booleans(),
+        amount_usd=st.none() | finite_floats,
+    ),
+    Canvas: st.builds(
+        Canvas, kind=texts, data=json_values, title=texts, tool_use_id=st.none() | ids
+    ),
+    UsageEvent: st.builds(
+        UsageEvent,
+        model=texts,
+        usage=usages,
+        cost_usd=finite_floats,
+        total_cost_usd=finite_floats,
+    ),
+    TurnComplete: st.builds(
+        TurnComplete,
+        stop_reason=st.sampled_from(get_args(StopReason)),
+        turn_index=st.integers(min_value=0, max_value=10**6),
+        usage=usages,
+        cost_usd=finite_floats,
+    ),
+    ErrorEvent: st.builds(
+        ErrorEvent,
+        code=texts,
+        message=texts,
+        retryable=st.booleans(),
+        attempt_id=st.none() | ids,
+    ),
+}
+
+events: st.SearchStrategy[Event] = st.one_of(*EVENT_STRATEGIES.values())
+
+image_parts: st.SearchStrategy[ImagePart] = st.builds(
+    ImagePart,
+    media_type=st.sampled_from(("image/png", "image/jpeg", "image/webp")),
+    data=st.none() | st.binary(max_size=12).map(lambda b: b.hex()),
+    url=st.none() | texts,
+)
+
+PART_STRATEGIES: dict[type[Part], st.SearchStrategy[Part]] = {
+    TextPart: st.builds(TextPart, text=texts),
+    ImagePart: image_parts,
+    ToolCallPart: st.builds(ToolCallPart, id=ids, name=texts, arguments=json_objects),
+    ToolResultPart: st.builds(
+        ToolResultPart,
+        tool_use_id=ids,
+        name=texts,
+        content=texts,
+        is_error=st.booleans(),
+        images=st.lists(image_parts, max_size=2).map(tuple),
+    ),
+    ThinkingPart: st.builds(
+        ThinkingPart, text=texts, signature=st.none() | texts, redacted=st.booleans()
+    ),
+}
+
+parts: st.SearchStrategy[Part] = st.one_of(*PART_STRATEGIES.values())
+
+roles: st.SearchStrategy[Role] = st.sampled_from(get_args(Role))
+
+messages: st.SearchStrategy[Message] = st.builds(
+    Message,
+    role=roles,
+    parts=st.lists(parts, max_size=5).map(tuple),
+    meta=json_objects,
+)
