@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 from pydantic import BaseModel
 
@@ -197,14 +199,14 @@ async def test_small_amounts_auto_run_until_the_session_cap() -> None:
     )
     auto_runs: list[float] = []
 
-    def audit(t: Tool, args: dict[str, object], out: ToolOutput) -> None:
+    def audit(t: Tool, args: Mapping[str, object], out: ToolOutput) -> None:
         auto_runs.append(float(str(args["amount_usd"])))
 
     agent = Agent(
         model=agent.model,
         tools=[payment_tool(log)],
         permissions=agent.permissions,
-        on_auto_executed=audit,  # type: ignore[arg-type]
+        on_auto_executed=audit,
     )
     session = Session(agent)
     events = await send(session, "pay three times")
@@ -231,7 +233,7 @@ async def test_writes_after_a_paused_write_wait_for_it() -> None:
 async def test_deny_list_and_callback_rewrite() -> None:
     log: list[tuple[str, float]] = []
 
-    def policy(name: str, args: dict[str, object]) -> Allow | Deny | None:
+    def policy(name: str, args: Mapping[str, object]) -> Allow | Deny | None:
         if float(str(args["amount_usd"])) > 1000:
             return Deny("amounts over $1,000 are never allowed")
         return Allow(updated_input={**args, "memo": "audited"})  # type: ignore[dict-item]
@@ -287,7 +289,7 @@ async def test_guard_forces_confirmation_and_blocks() -> None:
         ran.append(cmd)
         return "ok"
 
-    def check(t: Tool, args: dict[str, object]) -> tuple[str, str] | None:
+    def check(t: Tool, args: Mapping[str, object]) -> tuple[str, str] | None:
         cmd = str(args["cmd"])
         if "rm -rf /" in cmd:
             return ("block", "refusing to wipe the disk")
@@ -316,15 +318,15 @@ async def test_hooks_can_deny_a_tool_call_and_replace_a_result() -> None:
         """Read a key."""
         return f"value of {key}"
 
-    def before(t: Tool, args: dict[str, object]) -> str | None:
+    def before(t: Tool, args: Mapping[str, object]) -> str | None:
         return "secrets are off limits" if args["key"] == "secret" else None
 
-    async def after(t: Tool, args: dict[str, object], out: ToolOutput) -> ToolOutput | None:
+    async def after(t: Tool, args: Mapping[str, object], out: ToolOutput) -> ToolOutput | None:
         return ToolOutput(content=out.content.upper())
 
     calls = [ScriptedCall("peek", {"key": "secret"}), ScriptedCall("peek", {"key": "name"})]
     model = ScriptedModel([ScriptedResponse(tool_calls=calls), "ok"])
-    hooks = Hooks(before_tool_call=before, after_tool_call=after)  # type: ignore[arg-type]
+    hooks = Hooks(before_tool_call=before, after_tool_call=after)
     events = await send(Session(Agent(model=model, tools=[peek], hooks=hooks)), "go")
     results = [e for e in events if isinstance(e, ToolResult)]
     by_content = sorted(r.content for r in results)
@@ -388,5 +390,5 @@ async def test_checkpoint_store_logs_every_event_after_stream_started() -> None:
     session = Session(Agent(model=pay_model(300), tools=[payment_tool([])]), checkpoint_store=store)
     events = await send(session, "pay")
     assert events[0].type == "stream_started"
-    stream_id = events[0].stream_id  # type: ignore[union-attr]
+    stream_id = events[0].stream_id
     assert await store.load(stream_id) == events

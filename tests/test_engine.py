@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mainspring import (
@@ -124,7 +125,7 @@ async def test_writes_run_serially_in_model_order_after_the_reads() -> None:
     async def write(name: str) -> str:
         """A write."""
         log.append(f"start:{name}")
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         log.append(f"end:{name}")
         return name
 

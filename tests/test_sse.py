@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import aclosing
+from itertools import pairwise
 from typing import get_args
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mainspring.codec import event_to_dict, event_to_json
@@ -38,7 +39,10 @@ pytestmark = pytest.mark.anyio
 
 EVENT_TYPES: tuple[type[Event], ...] = get_args(Event)
 
-NON_ASCII_TEXT = "emoji 😀👩\u200d👩\u200d👧 CJK 漢字かな RTL עברית مرحبا\u200f\r\nline\u2028sep\u2029nul\x00end\x85"
+NON_ASCII_TEXT = (
+    "emoji 😀👩\u200d👩\u200d👧 CJK 漢字かな RTL עברית مرحبا\u200f"
+    "\r\nline\u2028sep\u2029nul\x00end\x85"
+)
 
 SAMPLE_EVENTS: list[Event] = [
     TextDelta(text=NON_ASCII_TEXT),
@@ -60,28 +64,29 @@ SAMPLE_EVENTS: list[Event] = [
 
 def _split(text: str, cuts: Iterable[int]) -> list[str]:
     points = [0, *sorted(cuts), len(text)]
-    return [text[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [text[a:b] for a, b in pairwise(points)]
 
 
 def _split_bytes(data: bytes, cuts: Iterable[int]) -> list[bytes]:
     points = [0, *sorted(cuts), len(data)]
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in pairwise(points)]
 
 
 def _stream(evs: Sequence[Event]) -> str:
     return "".join(serialize_sse(e) for e in evs)
 
 
-async def _achunks(chunks: Iterable[str | bytes]) -> AsyncIterator[str | bytes]:
+async def _achunks(chunks: Iterable[str | bytes]) -> AsyncGenerator[str | bytes, None]:
     for chunk in chunks:
         yield chunk
 
 
 async def _aparse_all(chunks: Iterable[str | bytes], into: list[Event]) -> list[Event]:
     """Collect aparse_sse output into ``into`` (kept when it raises), closing both generators."""
-    async with aclosing(_achunks(chunks)) as source, aclosing(aparse_sse(source)) as stream:
-        async for event in stream:
-            into.append(event)
+    # aparse_sse finishes itself (exhausted or raised); the source may be left suspended.
+    async with aclosing(_achunks(chunks)) as source:
+        async for event in aparse_sse(source):
+            into.append(event)  # noqa: PERF401  # keeps the events seen before an error
     return into
 
 
@@ -230,8 +235,10 @@ async def test_aparse_sse_bad_frame_raises_wire_format_error() -> None:
 
 @pytest.mark.parametrize("eol", ["\n", "\r", "\r\n"], ids=["LF", "CR", "CRLF"])
 def test_line_endings(eol: str) -> None:
-    text = f'event: text_delta{eol}data: {{{eol}data: {eol}"type": "text_delta",{eol}'
-    text += f'data: "text": "hi"}}{eol}{eol}'
+    text = (
+        f"event: text_delta{eol}data: {{{eol}data: {eol}"
+        f'data: "type": "text_delta",{eol}data: "text": "hi"}}{eol}{eol}'
+    )
     frames = SSEDecoder().feed(text)
     assert len(frames) == 1
     assert frames[0].event == "text_delta"
@@ -245,9 +252,10 @@ def test_crlf_split_across_chunks_is_one_line_ending() -> None:
     # The LF completes the CRLF; it must not count as a second (blank) line.
     assert decoder.feed("\n") == []
     assert decoder.feed("data: b\r") == []
-    assert decoder.feed("\n\r") == []
-    frames = decoder.feed("\n")
-    assert [f.data for f in frames] == ["a\nb"]
+    # "\n" ends the CRLF after "b"; the lone CR after it is the blank line.
+    assert [f.data for f in decoder.feed("\n\r")] == ["a\nb"]
+    # This LF belongs to the CR before it: no extra line, no error on close.
+    assert decoder.feed("\n") == []
     decoder.close()
 
 
@@ -255,8 +263,8 @@ def test_crlf_split_across_byte_chunks() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"data: x\r") == []
     assert decoder.feed(b"\ndata: y\r") == []
-    assert decoder.feed(b"\n\r") == []
-    assert [f.data for f in decoder.feed(b"\n")] == ["x\ny"]
+    assert decoder.feed(b"\n") == []
+    assert [f.data for f in decoder.feed(b"\r\n")] == ["x\ny"]
 
 
 def test_cr_at_chunk_end_followed_by_cr_is_two_line_endings() -> None:
@@ -275,10 +283,11 @@ def test_empty_chunk_between_cr_and_lf_does_not_split_the_crlf() -> None:
 
 
 def test_empty_byte_chunk_between_cr_and_lf_does_not_split_the_crlf() -> None:
-    event = TextDelta(text="x")
-    raw = serialize_sse(event).replace("\n", "\r\n").encode()
-    cut = raw.index(b"\r") + 1
-    assert list(parse_sse([raw[:cut], b"", raw[cut:]])) == [event]
+    decoder = SSEDecoder()
+    frames = decoder.feed(b"event: text_delta\r")
+    frames += decoder.feed(b"")
+    frames += decoder.feed(b"\ndata: x\r\n\r\n")
+    assert frames == [SSEFrame(event="text_delta", data="x")]
 
 
 def test_comments_are_ignored() -> None:
@@ -332,7 +341,7 @@ def test_retry_field() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["²", "١٢", "1.5", "1e3", " 10", ""],
+    ["²", "\u0661\u0662", "1.5", "1e3", " 10", ""],
     ids=["superscript-two", "arabic-indic-digits", "decimal", "exponent", "two-spaces", "empty"],
 )
 def test_retry_that_is_not_ascii_digits_is_ignored(value: str) -> None:
@@ -407,21 +416,26 @@ def test_deeply_nested_json_raises_wire_format_error() -> None:
 def test_events_before_a_bad_frame_are_yielded() -> None:
     good = SAMPLE_EVENTS[:3]
     stream = parse_sse(_stream(good) + _frame("garbage") + _stream(good))
-    got: list[Event] = []
-    with pytest.raises(WireFormatError):
-        for event in stream:
-            got.append(event)
+    got = [next(stream) for _ in good]
     assert got == good
+    with pytest.raises(WireFormatError):
+        next(stream)
 
 
 def test_every_truncation_of_a_frame_raises() -> None:
-    frame = serialize_sse(SAMPLE_EVENTS[2], id="9")
-    for cut in range(1, len(frame) - 1):
+    frame = serialize_sse(SAMPLE_EVENTS[2])
+    for cut in range(1, len(frame)):
         with pytest.raises(WireFormatError):
             list(parse_sse(frame[:cut]))
-    # The last cut leaves the data line complete but no blank line after it.
+
+
+def test_stream_cut_after_the_id_line_of_a_frame_raises() -> None:
+    # serialize_sse(event, id=...) writes "id: ..." first; a cut right after it loses the event.
+    frame = serialize_sse(SAMPLE_EVENTS[0], id="9")
+    cut = frame.index("\n") + 1
+    assert frame[:cut] == "id: 9\n"
     with pytest.raises(WireFormatError):
-        list(parse_sse(frame[:-1]))
+        list(parse_sse(frame[:cut]))
 
 
 def test_truncated_stream_raises_after_complete_events() -> None:
@@ -488,7 +502,7 @@ SSE_PIECES = (
     "0",
     "7",
     "²",
-    "١",
+    "\u0661",
     "{",
     "}",
     "[",
@@ -540,4 +554,26 @@ def test_fuzz_sse_shaped_chunks_yield_events_or_wire_format_error(
 ) -> None:
     stream: list[str | bytes] = [_stream(evs), *chunks, _stream(evs)]
     for event in _consume(parse_sse(stream)):
+        assert isinstance(event, EVENT_TYPES)
+
+
+_FIELD_VALUE_PIECES = ("0", "1", "9", "²", "\u0661", "x", " ", ":", "\x00", "{", "}", '"', "😀")
+
+_sse_lines: st.SearchStrategy[str] = st.builds(
+    "{}{}{}{}".format,
+    st.sampled_from(("data", "event", "id", "retry", "", "x")),
+    st.sampled_from((":", ": ", "")),
+    st.lists(st.sampled_from(_FIELD_VALUE_PIECES), max_size=4).map("".join),
+    st.sampled_from(("\n", "\r", "\r\n", "\n\n")),
+)
+
+
+@settings(parent=PROPERTY, max_examples=200, derandomize=True)
+@given(lines=st.lists(_sse_lines, max_size=8), data=st.data())
+def test_fuzz_field_lines_yield_events_or_wire_format_error(
+    lines: list[str], data: st.DataObject
+) -> None:
+    raw = "".join(lines).encode()
+    cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(raw)), max_size=4))
+    for event in _consume(parse_sse(_split_bytes(raw, cuts))):
         assert isinstance(event, EVENT_TYPES)

@@ -5,6 +5,7 @@ events it streams back while the engine calls the model, runs reads in
 parallel, pauses writes for approval, and keeps going until the turn is done.
 """
 
+from mainspring._version import __version__
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker, ModelPrice
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
@@ -56,8 +57,6 @@ from mainspring.tools import (
     usd,
 )
 from mainspring.usage import Usage
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

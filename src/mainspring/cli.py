@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
-from mainspring import __version__
+from mainspring._version import __version__
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import DEMO_MESSAGE, demo_agent
 from mainspring.errors import MainspringError
@@ -114,7 +114,8 @@ class _Renderer:
             u = event.usage
             c.print(
                 f"[dim]turn complete ({event.stop_reason}) · {u.requests} model calls · "
-                f"{u.total_input_tokens} in / {u.output_tokens} out tokens · ${event.cost_usd:.4f}[/]"
+                f"{u.total_input_tokens} in / {u.output_tokens} out tokens · "
+                f"${event.cost_usd:.4f}[/]"
             )
         elif isinstance(event, ErrorEvent):
             self._newline()
@@ -161,9 +162,15 @@ async def _run_demo(message: str, *, yes: bool, console: Console) -> int:
 
 @app.command()
 def demo(
-    message: Annotated[str, typer.Option("--message", "-m", help="What the user says.")] = DEMO_MESSAGE,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve every action automatically.")] = False,
-    model: Annotated[str, typer.Option(help="Model to use; offline 'scripted' for now.")] = "scripted",
+    message: Annotated[
+        str, typer.Option("--message", "-m", help="What the user says.")
+    ] = DEMO_MESSAGE,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every action automatically.")
+    ] = False,
+    model: Annotated[
+        str, typer.Option(help="Model to use; offline 'scripted' for now.")
+    ] = "scripted",
 ) -> None:
     """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
     console = Console(highlight=False)

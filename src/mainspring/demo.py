@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mainspring.agent import Agent
 from mainspring.cost import ModelPrice
@@ -48,7 +48,7 @@ def _tools(balance: list[float]) -> list[Tool]:
             raise LookupError(f"no contact named {name!r}")
         return {"name": name.title(), "account": account}
 
-    def enough_money(args: dict[str, object]) -> str | None:
+    def enough_money(args: Mapping[str, object]) -> str | None:
         amount = float(str(args["amount_usd"]))
         if amount > balance[0]:
             return f"insufficient balance: ${balance[0]:,.2f} available, ${amount:,.2f} requested"
@@ -80,12 +80,17 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
     if last.role == "user":
         match = re.search(r"pay (\w+) \$?(\d+(?:\.\d+)?)", last.text, re.IGNORECASE)
         if match is None:
-            return ScriptedResponse(text="I can check your balance or pay a contact, e.g. 'pay Bob $5'.")
+            return ScriptedResponse(
+                text="I can check your balance or pay a contact, e.g. 'pay Bob $5'."
+            )
         name, amount = match.group(1), float(match.group(2))
         return ScriptedResponse(
-            thinking=f"The user wants to pay {name} ${amount:g}. Check the balance and the contact.",
+            thinking=f"The user wants to pay {name} ${amount:g}. Check balance and contact.",
             text=f"Let me check your balance and look up {name}.",
-            tool_calls=[ScriptedCall("get_balance", {}), ScriptedCall("lookup_contact", {"name": name})],
+            tool_calls=[
+                ScriptedCall("get_balance", {}),
+                ScriptedCall("lookup_contact", {"name": name}),
+            ],
         )
     results = {p.name: p for p in last.tool_results_parts}
     if "lookup_contact" in results:
@@ -100,7 +105,9 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
         return ScriptedResponse(
             text=f" Sending ${amount:,.2f}.",
             tool_calls=[
-                ScriptedCall("send_payment", {"to_account": account, "amount_usd": amount, "memo": memo})
+                ScriptedCall(
+                    "send_payment", {"to_account": account, "amount_usd": amount, "memo": memo}
+                )
             ],
         )
     payment = results.get("send_payment")

@@ -255,7 +255,9 @@ class TurnRunner:
             await call_hook(hooks.after_model_call(request, usage))
         return step
 
-    async def _consume(self, request: ModelRequest, step: _Step, reads: anyio.abc.TaskGroup) -> Usage:
+    async def _consume(
+        self, request: ModelRequest, step: _Step, reads: anyio.abc.TaskGroup
+    ) -> Usage:
         """Stream the model's answer into ``step``; reads start in ``reads``."""
         usage = Usage()
         async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators

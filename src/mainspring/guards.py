@@ -12,10 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import JsonValue
-
 from mainspring.events import Finding
 from mainspring.tools.define import Tool, ToolOutput
+from mainspring.tools.policy import ToolInput
 
 __all__ = ["Guard", "GuardReport", "check_after", "check_before"]
 
@@ -34,12 +33,9 @@ class Guard:
     name: str
     tier: Literal["safety", "financial", "ux"] = "safety"
     before: (
-        Callable[
-            [Tool, dict[str, JsonValue]], tuple[Literal["block", "confirm", "hint"], str] | None
-        ]
-        | None
+        Callable[[Tool, ToolInput], tuple[Literal["block", "confirm", "hint"], str] | None] | None
     ) = None
-    after: Callable[[Tool, dict[str, JsonValue], ToolOutput], str | None] | None = None
+    after: Callable[[Tool, ToolInput, ToolOutput], str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +60,7 @@ class GuardReport:
         return tuple(f.message for f in self.findings if f.action == "hint")
 
 
-def check_before(guards: Sequence[Guard], tool: Tool, args: dict[str, JsonValue]) -> GuardReport:
+def check_before(guards: Sequence[Guard], tool: Tool, args: ToolInput) -> GuardReport:
     """Run every guard's ``before`` check; findings sorted by tier."""
     findings: list[Finding] = []
     for guard in guards:
@@ -81,7 +77,7 @@ def check_before(guards: Sequence[Guard], tool: Tool, args: dict[str, JsonValue]
 
 
 def check_after(
-    guards: Sequence[Guard], tool: Tool, args: dict[str, JsonValue], output: ToolOutput
+    guards: Sequence[Guard], tool: Tool, args: ToolInput, output: ToolOutput
 ) -> list[str]:
     """Hints from every guard's ``after`` check, in tier order."""
     ordered = sorted((g for g in guards if g.after is not None), key=lambda g: _TIER_ORDER[g.tier])

@@ -13,10 +13,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
-from pydantic import JsonValue
-
 from mainspring.models.base import ModelRequest
 from mainspring.tools.define import Tool, ToolOutput
+from mainspring.tools.policy import ToolInput
 from mainspring.usage import Usage
 
 __all__ = ["AutoExecuted", "Hooks", "call_hook"]
@@ -31,17 +30,15 @@ class Hooks:
 
     before_model_call: Callable[[ModelRequest], _Maybe[ModelRequest | None]] | None = None
     after_model_call: Callable[[ModelRequest, Usage], _Maybe[None]] | None = None
-    before_tool_call: Callable[[Tool, dict[str, JsonValue]], _Maybe[str | None]] | None = None
+    before_tool_call: Callable[[Tool, ToolInput], _Maybe[str | None]] | None = None
     """Return a message to deny the call."""
-    after_tool_call: (
-        Callable[[Tool, dict[str, JsonValue], ToolOutput], _Maybe[ToolOutput | None]] | None
-    ) = None
+    after_tool_call: Callable[[Tool, ToolInput, ToolOutput], _Maybe[ToolOutput | None]] | None = (
+        None
+    )
     """Return a replacement output."""
 
 
-AutoExecuted: TypeAlias = Callable[
-    [Tool, dict[str, JsonValue], ToolOutput], "Awaitable[None] | None"
-]
+AutoExecuted: TypeAlias = Callable[[Tool, ToolInput, ToolOutput], "Awaitable[None] | None"]
 """Called after an auto-tier write ran (for audit or notifications)."""
 
 

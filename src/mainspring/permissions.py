@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from mainspring.errors import ConfigError
 from mainspring.events import Finding
 from mainspring.tools.define import Tool
-from mainspring.tools.policy import Permission, resolve_permission
+from mainspring.tools.policy import Permission, ToolInput, resolve_permission
 from mainspring.tools.registry import matches_any
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 class Allow:
     """Run the call; ``updated_input`` replaces the model's input (re-validated)."""
 
-    updated_input: dict[str, JsonValue] | None = None
+    updated_input: ToolInput | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Deny:
 
 
 CanUseTool: TypeAlias = Callable[
-    [str, dict[str, JsonValue]], "Allow | Deny | Awaitable[Allow | Deny | None] | None"
+    [str, ToolInput], "Allow | Deny | Awaitable[Allow | Deny | None] | None"
 ]
 
 

@@ -9,7 +9,7 @@ result the model will see.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeAlias
@@ -22,6 +22,7 @@ __all__ = [
     "Permission",
     "PermissionResolver",
     "Preflight",
+    "ToolInput",
     "ToolPolicy",
     "UsdAmount",
     "resolve_permission",
@@ -32,10 +33,13 @@ __all__ = [
 Permission: TypeAlias = Literal["auto", "confirm"]
 """``auto`` runs at once; ``confirm`` pauses the turn for a decision."""
 
-PermissionResolver: TypeAlias = Callable[[dict[str, JsonValue]], Permission]
+ToolInput: TypeAlias = Mapping[str, JsonValue]
+"""A call's validated input, as callbacks receive it."""
+
+PermissionResolver: TypeAlias = Callable[[ToolInput], Permission]
 """Decides the tier from the call's (validated, JSON) input."""
 
-Preflight: TypeAlias = Callable[[dict[str, JsonValue]], "str | Awaitable[str | None] | None"]
+Preflight: TypeAlias = Callable[[ToolInput], "str | Awaitable[str | None] | None"]
 """Returns an error message when the call should not run (and not be asked about)."""
 
 DEFAULT_MAX_RESULT_CHARS = 50_000
@@ -56,10 +60,10 @@ class Flag(StrEnum):
 class UsdAmount:
     """Permission by money: the session's USD tiers decide from ``amount(input)``."""
 
-    amount: Callable[[dict[str, JsonValue]], float | None]
+    amount: Callable[[ToolInput], float | None]
 
 
-def usd(amount: Callable[[dict[str, JsonValue]], float | None]) -> UsdAmount:
+def usd(amount: Callable[[ToolInput], float | None]) -> UsdAmount:
     """Resolve a tool's permission from the USD amount its input moves.
 
     ```python

@@ -1,0 +1,729 @@
+"""Benchmark mainspring's engine against the floor: a hand-written asyncio loop.
+
+Run by hand from the repository root (it is not a pytest test)::
+
+    python bench/bench.py            # full run, well under two minutes
+    python bench/bench.py --quick    # fewer iterations, a few seconds
+    python bench/bench.py --profile  # where the engine spends time beyond the floor
+
+Every engine figure is printed next to its floor: the same work (the same
+ScriptedModel class playing the same script, the same tool functions, the same
+transcript) done by the plainest loop that honours the engine's contract. The
+ratio is the engine's overhead factor. See bench/README.md for each figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import inspect
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from importlib.metadata import version
+
+from mainspring import (
+    Agent,
+    ErrorEvent,
+    Event,
+    Message,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    TextDelta,
+    Tool,
+    ToolCallDelta,
+    ToolResult,
+    TurnComplete,
+    Usage,
+    tool,
+)
+from mainspring.engine import truncate_result
+from mainspring.messages import Part, TextPart, ToolCallPart, ToolResultPart
+from mainspring.models.base import ModelRequest, SystemBlock, ToolCallEnd
+
+Run = Callable[[], Awaitable[None]]
+"""One timed unit of work: a prepared turn, awaited inside the timed region."""
+Prepare = Callable[[int], list[Run]]
+"""Builds ``n`` fresh runs (models, sessions, histories): setup, never timed."""
+ToolFn = Callable[..., Awaitable[str]]
+
+# ----------------------------------------------------------------- workload
+
+INSTRUCTIONS = (
+    "You are a careful coding assistant working in a Python repository. Read the code "
+    "before answering, cite file paths and line numbers, and keep answers short."
+)
+USER_TEXT = "Where does the engine start read-only tool calls, and can two of them overlap?"
+FINAL_TEXT = (
+    "Reads start in `TurnRunner._on_call` (src/mainspring/engine.py): as soon as the model "
+    "closes a call's arguments, a read-only, concurrency-safe tool is judged and started on "
+    "the step's task group, while the model is still streaming. So yes, reads overlap with "
+    "each other and with the rest of the stream. Writes wait until the stream ends and then "
+    "run one at a time, in the order the model asked for them; a confirm-tier write pauses "
+    "the turn with a pending action instead."
+)
+_WORDS = (
+    "async def await return self state message result tool engine stream model step "
+    "session event read write call input output parts text usage cost turn index view "
+    "cancel scope task group emit record append json loads dumps policy guard hook"
+).split()
+
+
+def _chunk(seed: int, size: int) -> str:
+    """Deterministic source-like text of about ``size`` characters."""
+    lines: list[str] = []
+    total, x, line_no = 0, seed * 2654435761 % 2**32 or 1, 1
+    while total < size:
+        words = []
+        for _ in range(4 + x % 7):
+            x = (1103515245 * x + 12345) % 2**31
+            words.append(_WORDS[x % len(_WORDS)])
+        line = f"{line_no:5d}  " + " ".join(words)
+        lines.append(line)
+        total += len(line) + 1
+        line_no += 1
+    return "\n".join(lines)
+
+
+_RESULTS = tuple(_chunk(seed, 300 + 150 * seed) for seed in range(12))
+"""Canned tool results, 300 to 1,950 characters."""
+
+
+def _result(key: str, salt: int) -> str:
+    return _RESULTS[(len(key) + salt) % len(_RESULTS)]
+
+
+@tool(read_only=True)
+async def read_file(path: str, start_line: int = 1, max_lines: int = 200) -> str:
+    """Read a range of lines from a file in the repository.
+
+    Args:
+        path: File path relative to the repository root.
+        start_line: First line to return (1-based).
+        max_lines: How many lines to return at most.
+    """
+    return _result(path, start_line + max_lines)
+
+
+@tool(read_only=True)
+async def search_code(query: str, path_glob: str = "**/*.py", limit: int = 20) -> str:
+    """Search the repository for a regular expression.
+
+    Args:
+        query: The regular expression.
+        path_glob: Only search files matching this glob.
+        limit: At most this many matches.
+    """
+    return _result(query + path_glob, limit)
+
+
+@tool(read_only=True)
+async def list_dir(path: str) -> str:
+    """List a directory of the repository.
+
+    Args:
+        path: Directory path relative to the repository root.
+    """
+    return _result(path, 3)
+
+
+@tool(read_only=True)
+async def get_issue(number: int) -> str:
+    """Fetch an issue of the project's tracker, with its comments.
+
+    Args:
+        number: The issue number.
+    """
+    return _result("issue", number)
+
+
+TOOLS: tuple[Tool, ...] = (read_file, search_code, list_dir, get_issue)
+
+
+def _plain(t: Tool) -> ToolFn:
+    assert t.fn is not None and t.is_async
+    fn: ToolFn = t.fn
+    return fn
+
+
+FLOOR_TOOLS: dict[str, ToolFn] = {t.name: _plain(t) for t in TOOLS}
+FLOOR_LIMITS: dict[str, int] = {t.name: t.policy.max_result_chars for t in TOOLS}
+SYSTEM = (SystemBlock(text=INSTRUCTIONS, source="instructions", cache_breakpoint=True),)
+SPECS = tuple(t.spec for t in TOOLS)
+
+
+def _usage(input_tokens: int, output_tokens: int) -> Usage:
+    # Explicit usage, as a provider reports it: otherwise ScriptedModel estimates input
+    # tokens by walking the whole history, a test-double cost that would swamp S3.
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1)
+
+
+S1_CALL = ScriptedCall(
+    "read_file", {"path": "src/mainspring/engine.py", "start_line": 1, "max_lines": 120}
+)
+S1_SCRIPT: tuple[ScriptedResponse, ...] = (
+    ScriptedResponse(tool_calls=[S1_CALL], usage=_usage(1_200, 30)),
+    ScriptedResponse(text=FINAL_TEXT, usage=_usage(1_800, 120)),
+)
+
+_MODULES = ("engine", "session", "messages", "events", "agent", "codec", "sse", "state", "cost")
+S2_STEPS = 10
+
+
+def _s2_step(i: int) -> ScriptedResponse:
+    module = _MODULES[i % len(_MODULES)]
+    calls = [
+        ScriptedCall("read_file", {"path": f"src/mainspring/{module}.py", "start_line": 1 + 40 * i}),
+        ScriptedCall("search_code", {"query": f"def _?{module}\\w*\\(", "limit": 10 + i}),
+        ScriptedCall("list_dir", {"path": f"tests/{module}"}),
+        ScriptedCall("get_issue", {"number": 100 + i}),
+    ]
+    return ScriptedResponse(tool_calls=calls, usage=_usage(1_500 + 900 * i, 110))
+
+
+S2_SCRIPT: tuple[ScriptedResponse, ...] = (
+    *(_s2_step(i) for i in range(S2_STEPS)),
+    ScriptedResponse(text=FINAL_TEXT, usage=_usage(11_000, 120)),
+)
+
+
+def build_history(n: int) -> tuple[Message, ...]:
+    """``n`` messages of earlier turns: user, assistant calling tools, tool results, answer.
+
+    Every turn is four messages; every fifth turn makes two calls, and every seventh
+    re-reads the same file as S1 (an identical call that microcompact collapses).
+    """
+    out: list[Message] = []
+    turn = 0
+    while len(out) < n:
+        module = _MODULES[turn % len(_MODULES)]
+        out.append(Message.user(f"Turn {turn}: what does {module}.py do with its inputs?"))
+        calls = [
+            ToolCallPart(
+                id=f"toolu_h{turn}_0",
+                name="read_file",
+                arguments=(
+                    dict(S1_CALL.args)
+                    if isinstance(S1_CALL.args, dict) and turn % 7 == 0
+                    else {"path": f"src/mainspring/{module}.py", "start_line": 1 + turn}
+                ),
+            )
+        ]
+        if turn % 5 == 0:
+            calls.append(
+                ToolCallPart(
+                    id=f"toolu_h{turn}_1", name="search_code", arguments={"query": module}
+                )
+            )
+        out.append(Message(role="assistant", parts=(TextPart(text="Let me look."), *calls)))
+        out.append(
+            Message.tool_results(
+                ToolResultPart(
+                    tool_use_id=c.id, name=c.name, content=_result(json.dumps(c.arguments), turn)
+                )
+                for c in calls
+            )
+        )
+        out.append(Message.assistant(FINAL_TEXT[: 200 + turn % 200]))
+        turn += 1
+    return tuple(out[:n])
+
+
+# ------------------------------------------------------------------- engine
+
+
+def make_agent(model: ScriptedModel) -> Agent:
+    return Agent(model=model, name="bench", instructions=INSTRUCTIONS, tools=TOOLS)
+
+
+async def engine_turn(session: Session) -> None:
+    async for _ in session.send(USER_TEXT):
+        pass
+
+
+def engine_prepare(script: Sequence[ScriptedResponse], history: Sequence[Message] = ()) -> Prepare:
+    def prepare(n: int) -> list[Run]:
+        return [
+            partial(engine_turn, Session(make_agent(ScriptedModel(script)), messages=history))
+            for _ in range(n)
+        ]
+
+    return prepare
+
+
+# -------------------------------------------------------------------- floor
+
+
+async def floor_turn(
+    model: ScriptedModel, transcript: list[Message], text: str
+) -> AsyncIterator[TextDelta | ToolCallDelta]:
+    """The floor: the engine's observable work, written as plainly as possible.
+
+    It streams the same deltas to its consumer, runs the same tool functions
+    (reads in parallel), keeps the transcript the engine keeps and sends each
+    request an immutable snapshot of it. No validation, permissions, guards,
+    hooks, events, usage or cancellation: that is the overhead being measured.
+    """
+    transcript.append(Message.user(text))
+    while True:
+        request = ModelRequest(system=SYSTEM, messages=tuple(transcript), tools=SPECS)
+        texts: list[str] = []
+        ends: list[ToolCallEnd] = []
+        async for event in model.stream(request):
+            kind = type(event)
+            if kind is TextDelta:
+                assert isinstance(event, TextDelta)
+                texts.append(event.text)
+                yield event
+            elif kind is ToolCallDelta:
+                assert isinstance(event, ToolCallDelta)
+                yield event
+            elif kind is ToolCallEnd:
+                assert isinstance(event, ToolCallEnd)
+                ends.append(event)
+        parts: list[Part] = [TextPart(text="".join(texts))] if texts else []
+        args = [json.loads(end.arguments) for end in ends]
+        parts.extend(
+            ToolCallPart(id=end.tool_use_id, name=end.name, arguments=a)
+            for end, a in zip(ends, args, strict=True)
+        )
+        transcript.append(Message(role="assistant", parts=tuple(parts)))
+        if not ends:
+            return
+        outputs = await asyncio.gather(
+            *(FLOOR_TOOLS[end.name](**a) for end, a in zip(ends, args, strict=True))
+        )
+        transcript.append(
+            Message.tool_results(
+                ToolResultPart(
+                    tool_use_id=end.tool_use_id,
+                    name=end.name,
+                    content=truncate_result(out, FLOOR_LIMITS[end.name]),
+                )
+                for end, out in zip(ends, outputs, strict=True)
+            )
+        )
+
+
+async def floor_consume(model: ScriptedModel, transcript: list[Message]) -> None:
+    async for _ in floor_turn(model, transcript, USER_TEXT):
+        pass
+
+
+def floor_prepare(script: Sequence[ScriptedResponse], history: Sequence[Message] = ()) -> Prepare:
+    def prepare(n: int) -> list[Run]:
+        return [partial(floor_consume, ScriptedModel(script), list(history)) for _ in range(n)]
+
+    return prepare
+
+
+# ------------------------------------------------------------ verification
+
+
+async def verify(script: Sequence[ScriptedResponse], history: Sequence[Message] = ()) -> None:
+    """Fail loudly unless engine and floor did the same observable work, without errors."""
+    session = Session(make_agent(ScriptedModel(script)), messages=history)
+    events: list[Event] = [e async for e in session.send(USER_TEXT)]
+    last = events[-1]
+    if not isinstance(last, TurnComplete) or last.stop_reason != "end_turn":
+        raise SystemExit(f"engine run did not end cleanly: {last!r}")
+    bad = [
+        e for e in events if isinstance(e, ErrorEvent) or (isinstance(e, ToolResult) and e.is_error)
+    ]
+    if bad:
+        raise SystemExit(f"engine run reported errors: {bad!r}")
+    transcript = list(history)
+    deltas = [e async for e in floor_turn(ScriptedModel(script), transcript, USER_TEXT)]
+    if [e for e in events if isinstance(e, TextDelta | ToolCallDelta)] != deltas:
+        raise SystemExit("engine and floor streamed different deltas")
+    if list(session.messages) != transcript:
+        raise SystemExit("engine and floor kept different transcripts")
+
+
+# ----------------------------------------------------------------- timing
+
+
+async def _timed_batch(runs: list[Run]) -> float:
+    """Mean µs per run; the prepared objects are frozen out of the collector's way."""
+    gc.collect()
+    gc.freeze()
+    try:
+        start = time.perf_counter_ns()
+        for run in runs:
+            await run()
+        elapsed = time.perf_counter_ns() - start
+    finally:
+        gc.unfreeze()
+    return elapsed / len(runs) / 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    warmup: int
+    batch: int
+    batches: int
+
+
+async def compare(engine: Prepare, floor: Prepare, plan: Plan) -> tuple[float, float]:
+    """Median over batches of the mean µs per run, engine and floor batches interleaved."""
+    for prepare in (engine, floor):
+        for run in prepare(plan.warmup):
+            await run()
+    samples: dict[str, list[float]] = {"engine": [], "floor": []}
+    for i in range(plan.batches):
+        order = [("engine", engine), ("floor", floor)]
+        for name, prepare in order if i % 2 == 0 else reversed(order):
+            samples[name].append(await _timed_batch(prepare(plan.batch)))
+    return statistics.median(samples["engine"]), statistics.median(samples["floor"])
+
+
+# --------------------------------------------------------- process figures
+
+
+def _print_rss() -> None:
+    # Runs in a subprocess; its source is also the bare-interpreter baseline (python -c).
+    import sys
+
+    try:
+        with open("/proc/self/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        source = "VmRSS"
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        kib = peak // 1024 if sys.platform == "darwin" else peak
+        source = "ru_maxrss"
+    print(kib, source)
+
+
+def probe_rss() -> None:
+    """``--probe-rss``: import, build the S1 agent and a session, report resident memory."""
+    agent = make_agent(ScriptedModel(S1_SCRIPT))
+    session = Session(agent)
+    _print_rss()
+    assert session.agent is agent
+
+
+def _rss_mib(argv: list[str]) -> tuple[float, str]:
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
+    return int(out[0]) / 1024, out[1]
+
+
+def rss_figures() -> tuple[float, float, str]:
+    """(MiB after setup, MiB of a bare interpreter, how it was measured)."""
+    bare_code = inspect.getsource(_print_rss) + "\n_print_rss()\n"
+    bare, _ = _rss_mib([sys.executable, "-c", bare_code])
+    setup, source = _rss_mib([sys.executable, os.path.abspath(__file__), "--probe-rss"])
+    return setup, bare, source
+
+
+def _warm_env() -> dict[str, str]:
+    # Time imports from cached bytecode, as after a pip install, even where the environment
+    # sets PYTHONDONTWRITEBYTECODE; the cache goes to a temp dir, never into src/.
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "mainspring-bench-pycache")
+    return env
+
+
+def _wall_ms(code: str, env: dict[str, str]) -> float:
+    start = time.perf_counter_ns()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    return (time.perf_counter_ns() - start) / 1e6
+
+
+def import_figures(repeats: int) -> tuple[float, float]:
+    """(ms to ``import mainspring`` beyond ``python -c pass``, ms of ``python -c pass``)."""
+    env = _warm_env()
+    _wall_ms("import mainspring", env)  # fill the bytecode cache
+    bare: list[float] = []
+    full: list[float] = []
+    for _ in range(repeats):
+        bare.append(_wall_ms("pass", env))
+        full.append(_wall_ms("import mainspring", env))
+    return statistics.median(full) - statistics.median(bare), statistics.median(bare)
+
+
+def import_breakdown(top: int) -> list[tuple[str, float]]:
+    """Self time of ``import mainspring`` (``-X importtime``) summed by top-level package, ms."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import mainspring"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_warm_env(),
+    )
+    totals: dict[str, float] = {}
+    for line in proc.stderr.splitlines():
+        fields = line.split("|")
+        if len(fields) != 3 or not fields[1].strip().isdigit():
+            continue
+        self_us = int(fields[0].rsplit(":", 1)[1])
+        package = fields[2].strip().split(".")[0]
+        totals[package] = totals.get(package, 0.0) + self_us / 1000
+    return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
+
+
+# -------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    scenario: str
+    engine_us: float
+    floor_us: float
+    target: float | None = None
+    """Largest acceptable engine/floor ratio; ``None``: reported, not judged."""
+
+    @property
+    def ratio(self) -> float:
+        return self.engine_us / self.floor_us
+
+
+def _verdict(ok: bool | None) -> str:
+    return "info" if ok is None else ("PASS" if ok else "MISS")
+
+
+def print_timing(rows: list[Row]) -> None:
+    head = (
+        f"{'scenario':<28} {'engine µs':>11} {'floor µs':>10} {'engine-floor':>12} "
+        f"{'ratio':>7} {'target':>8}  result"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        target = "-" if r.target is None else f"<= {r.target:.1f}x"
+        ok = None if r.target is None else r.ratio <= r.target
+        print(
+            f"{r.scenario:<28} {r.engine_us:>11,.1f} {r.floor_us:>10,.1f} "
+            f"{r.engine_us - r.floor_us:>12,.1f} {r.ratio:>6.2f}x {target:>8}  {_verdict(ok)}"
+        )
+
+
+def print_scaling(s3: dict[int, Row]) -> None:
+    base = s3[100]
+    head = (
+        f"{'S3 growth':<28} {'engine':>11} {'floor':>10} {'engine-floor':>12} "
+        f"{'':>7} {'target':>8}  result"
+    )
+    print(head)
+    print("-" * len(head))
+    for n, target in ((1_000, None), (5_000, 1.5)):
+        r = s3[n]
+        eng = r.engine_us / base.engine_us
+        flo = r.floor_us / base.floor_us
+        over = (r.engine_us - r.floor_us) / (base.engine_us - base.floor_us)
+        shown = "-" if target is None else f"<= {target:.1f}x"
+        ok = None if target is None else eng <= target
+        print(
+            f"{f'S3@{n:,} / S3@100':<28} {eng:>10.2f}x {flo:>9.2f}x {over:>11.2f}x "
+            f"{'':>7} {shown:>8}  {_verdict(ok)}"
+        )
+
+
+def print_process(import_ms: float, bare_ms: float, rss: tuple[float, float, str]) -> None:
+    setup, bare, source = rss
+    head = f"{'figure':<28} {'value':>11} {'baseline':>24} {'target':>10}  result"
+    print(head)
+    print("-" * len(head))
+    print(
+        f"{'import mainspring':<28} {import_ms:>8.1f} ms {f'python -c pass {bare_ms:.1f} ms':>24} "
+        f"{'< 150 ms':>10}  {_verdict(import_ms < 150)}"
+    )
+    print(
+        f"{'RSS after setup (' + source + ')':<28} {setup:>7.1f} MiB "
+        f"{f'bare python {bare:.1f} MiB':>24} {'< 40 MiB':>10}  {_verdict(setup < 40)}"
+    )
+
+
+# ------------------------------------------------------------------ profile
+
+
+def _where(code: object) -> str:
+    if isinstance(code, str):
+        return code  # a builtin, e.g. "<method 'append' of 'list' objects>"
+    assert inspect.iscode(code)
+    path = code.co_filename
+    for marker in ("site-packages/", "/src/"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    else:
+        stdlib = sysconfig.get_paths()["stdlib"]
+        if path.startswith(stdlib):
+            path = "stdlib" + path[len(stdlib) :]
+    return f"{path}:{code.co_firstlineno}({code.co_name})"
+
+
+def _group(where: str) -> str:
+    for prefix in ("mainspring/", "anyio/", "pydantic", "sniffio/", "stdlib/asyncio/"):
+        if where.startswith(prefix):
+            return prefix.rstrip("/").replace("stdlib/", "")
+    return "builtins" if where.startswith("<") else "other"
+
+
+Stats = dict[str, tuple[float, float]]
+"""where -> (self µs per run, calls per run)."""
+
+
+async def _profiled(runs: list[Run]) -> Stats:
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for run in runs:
+        await run()
+    profiler.disable()
+    stats: Stats = {}
+    for entry in profiler.getstats():
+        key = _where(entry.code)
+        self_us, calls = stats.get(key, (0.0, 0.0))
+        stats[key] = (
+            self_us + entry.inlinetime * 1e6 / len(runs),
+            calls + entry.callcount / len(runs),
+        )
+    return stats
+
+
+async def profile(name: str, engine: Prepare, floor: Prepare, runs: int, top: int) -> None:
+    for prepare in (engine, floor):
+        for run in prepare(max(1, runs // 10)):
+            await run()
+    eng = await _profiled(engine(runs))
+    flo = await _profiled(floor(runs))
+    excess = {
+        k: (v[0] - flo.get(k, (0.0, 0.0))[0], v[1], flo.get(k, (0.0, 0.0))[1])
+        for k, v in eng.items()
+    }
+    total_e = sum(v[0] for v in eng.values())
+    total_f = sum(v[0] for v in flo.values())
+    print(
+        f"\n{name}: under cProfile {total_e:,.0f} µs/run engine, {total_f:,.0f} µs/run floor "
+        f"({runs} runs each; profiler overhead inflates both)"
+    )
+    groups: dict[str, float] = {}
+    for k, (d, _, _) in excess.items():
+        groups[_group(k)] = groups.get(_group(k), 0.0) + d
+    print(
+        "  excess self time by package: "
+        + ", ".join(f"{g} {v:,.0f} µs" for g, v in sorted(groups.items(), key=lambda kv: -kv[1]))
+    )
+    print(f"  {'excess µs':>9} {'calls e/f':>13}  function (self time beyond the floor, per run)")
+    ranked = sorted(excess.items(), key=lambda kv: -kv[1][0])[:top]
+    for k, (d, ce, cf) in ranked:
+        print(f"  {d:>9.1f} {f'{ce:.0f}/{cf:.0f}':>13}  {k}")
+
+
+# --------------------------------------------------------------------- main
+
+
+@dataclass(frozen=True, slots=True)
+class Plans:
+    s1: Plan
+    s2: Plan
+    s3: Plan
+    imports: int
+
+
+FULL = Plans(Plan(200, 200, 10), Plan(20, 20, 10), Plan(10, 10, 10), imports=10)
+QUICK = Plans(Plan(30, 50, 4), Plan(4, 5, 4), Plan(3, 3, 4), imports=4)
+HISTORY_SIZES = (100, 1_000, 5_000)
+
+
+async def run_timings(plans: Plans) -> tuple[list[Row], dict[int, Row]]:
+    histories = {n: build_history(n) for n in HISTORY_SIZES}
+    await verify(S1_SCRIPT)
+    await verify(S2_SCRIPT)
+    for history in histories.values():
+        await verify(S1_SCRIPT, history)
+    rows = [
+        Row(
+            "S1 one read round",
+            *await compare(engine_prepare(S1_SCRIPT), floor_prepare(S1_SCRIPT), plans.s1),
+            target=5.0,
+        ),
+        Row(
+            f"S2 {S2_STEPS} steps x 4 reads",
+            *await compare(engine_prepare(S2_SCRIPT), floor_prepare(S2_SCRIPT), plans.s2),
+            target=3.0,
+        ),
+    ]
+    s3: dict[int, Row] = {}
+    for n, history in histories.items():
+        engine = engine_prepare(S1_SCRIPT, history)
+        floor = floor_prepare(S1_SCRIPT, history)
+        s3[n] = Row(f"S3 +1 turn @ {n:,} msgs", *await compare(engine, floor, plans.s3))
+    return rows + list(s3.values()), s3
+
+
+async def run_profiles(quick: bool) -> None:
+    s1_runs, s2_runs = (100, 10) if quick else (1_000, 100)
+    print("Hotspots: cProfile self time, engine minus floor, per run (file:line(function)).")
+    await profile(
+        "S1", engine_prepare(S1_SCRIPT), floor_prepare(S1_SCRIPT), s1_runs, top=10
+    )
+    await profile(
+        "S2", engine_prepare(S2_SCRIPT), floor_prepare(S2_SCRIPT), s2_runs, top=10
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="instead of timing, show where the engine spends time beyond the floor (S1, S2)",
+    )
+    parser.add_argument("--probe-rss", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe_rss:
+        probe_rss()
+        return
+    if args.profile:
+        asyncio.run(run_profiles(args.quick))
+        return
+    plans = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    print(
+        f"mainspring bench ({'quick' if args.quick else 'full'}): Python {platform.python_version()}"
+        f" on {platform.machine()} {platform.system()}, anyio {version('anyio')}, "
+        f"pydantic {version('pydantic')}"
+    )
+    print(
+        f"runs per figure (warm-up + batches x batch): S1 {plans.s1.warmup} + "
+        f"{plans.s1.batches}x{plans.s1.batch}, S2 {plans.s2.warmup} + "
+        f"{plans.s2.batches}x{plans.s2.batch}, S3 {plans.s3.warmup} + "
+        f"{plans.s3.batches}x{plans.s3.batch} per size; median of batch means\n"
+    )
+    rows, s3 = asyncio.run(run_timings(plans))
+    import_ms, bare_ms = import_figures(plans.imports)
+    rss = rss_figures()
+    print_timing(rows)
+    print()
+    print_scaling(s3)
+    print()
+    print_process(import_ms, bare_ms, rss)
+    heavy = import_breakdown(8)
+    print(
+        "\nimport time by package (self time, -X importtime, one run): "
+        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in heavy)
+    )
+    print(f"\ntotal bench time {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

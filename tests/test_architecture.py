@@ -1,0 +1,100 @@
+"""Imports point down DESIGN's spine, and the public API is complete."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import mainspring
+
+SRC = Path(mainspring.__file__).parent
+
+# Lower numbers know nothing of higher ones.
+RANKS: dict[str, int] = {
+    "errors": 0,
+    "usage": 0,
+    "_background": 0,
+    "_version": 0,
+    "messages": 1,
+    "events": 1,
+    "codec": 2,
+    "sse": 3,
+    "models": 4,
+    "tools": 5,
+    "permissions": 6,
+    "guards": 6,
+    "hooks": 6,
+    "cost": 6,
+    "decisions": 6,
+    "state": 6,
+    "microcompact": 6,
+    "agent": 7,
+    "engine": 8,
+    "stores": 8,
+    "session": 9,
+    "demo": 10,
+    "cli": 11,
+    "__init__": 12,
+    "__main__": 12,
+}
+
+
+def concept(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def imported_concepts(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name == "mainspring":
+                found.add("__init__")
+            elif name.startswith("mainspring."):
+                found.add(name.split(".")[1])
+    return found
+
+
+def test_every_module_has_a_rank() -> None:
+    missing = {concept(p) for p in SRC.rglob("*.py")} - set(RANKS)
+    assert not missing, f"give these modules a rank in RANKS: {missing}"
+
+
+def test_imports_only_point_down_the_spine() -> None:
+    upward: list[str] = []
+    for path in SRC.rglob("*.py"):
+        own = concept(path)
+        upward.extend(
+            f"{path.relative_to(SRC)} imports {other}"
+            for other in imported_concepts(path)
+            if other != own and RANKS[other] >= RANKS[own]
+        )
+    assert not upward, upward
+
+
+def test_all_is_sorted_and_complete() -> None:
+    exported = mainspring.__all__
+    assert exported == sorted(exported)
+    for name in exported:
+        assert hasattr(mainspring, name), name
+    public = {n for n in vars(mainspring) if not n.startswith("_") and n[0].isupper()}
+    assert public <= set(exported), public - set(exported)
+
+
+def test_import_stays_light() -> None:
+    code = (
+        "import sys, mainspring; "
+        "heavy = [m for m in ('typer', 'rich', 'jsonschema', 'trio', 'mainspring.cli') "
+        "if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"import mainspring pulled in: {out.stdout.strip()}"

@@ -1,0 +1,128 @@
+"""Tests for token prices and the cost tracker."""
+
+from __future__ import annotations
+
+import pytest
+
+from mainspring.cost import CostTracker, ModelPrice
+from mainspring.errors import ConfigError
+from mainspring.usage import Usage
+
+SONNET = ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+
+
+def test_cost_per_million_tokens() -> None:
+    price = ModelPrice(input=3.0, output=15.0)
+    assert price.cost(Usage(input_tokens=1_000_000)) == pytest.approx(3.0)
+    assert price.cost(Usage(output_tokens=1_000_000)) == pytest.approx(15.0)
+    assert price.cost(Usage(input_tokens=2_000, output_tokens=500)) == pytest.approx(
+        (2_000 * 3.0 + 500 * 15.0) / 1e6
+    )
+    assert price.cost(Usage()) == 0.0
+
+
+def test_cache_prices_default_to_input() -> None:
+    price = ModelPrice(input=2.0, output=8.0)
+    usage = Usage(cache_read_tokens=1_000_000, cache_write_tokens=500_000)
+    assert price.cost(usage) == pytest.approx(2.0 + 1.0)
+
+
+def test_explicit_cache_prices() -> None:
+    usage = Usage(
+        input_tokens=1_000_000,
+        cache_read_tokens=1_000_000,
+        cache_write_tokens=1_000_000,
+        output_tokens=1_000_000,
+    )
+    assert SONNET.cost(usage) == pytest.approx(3.0 + 0.3 + 3.75 + 15.0)
+
+
+def test_zero_cache_price_is_not_the_default() -> None:
+    price = ModelPrice(input=5.0, output=10.0, cache_read=0.0)
+    assert price.cost(Usage(cache_read_tokens=1_000_000)) == 0.0
+
+
+def test_reasoning_tokens_are_not_billed_twice() -> None:
+    # reasoning_tokens are part of output_tokens.
+    usage = Usage(output_tokens=1_000_000, reasoning_tokens=400_000)
+    assert SONNET.cost(usage) == pytest.approx(15.0)
+
+
+def test_tracker_records_cost_and_usage() -> None:
+    tracker = CostTracker(prices={"sonnet": SONNET})
+    first = Usage(input_tokens=1_000, output_tokens=200, requests=1)
+    second = Usage(input_tokens=500, cache_read_tokens=4_000, output_tokens=100, requests=1)
+    c1 = tracker.record("sonnet", first)
+    c2 = tracker.record("sonnet", second)
+    assert c1 == pytest.approx((1_000 * 3.0 + 200 * 15.0) / 1e6)
+    assert c2 == pytest.approx((500 * 3.0 + 4_000 * 0.3 + 100 * 15.0) / 1e6)
+    assert tracker.total_usd == pytest.approx(c1 + c2)
+    assert tracker.usage == Usage(
+        input_tokens=1_500, cache_read_tokens=4_000, output_tokens=300, requests=2
+    )
+    assert tracker.unpriced == set()
+
+
+def test_unpriced_model_costs_nothing_and_is_reported() -> None:
+    tracker = CostTracker(prices={"sonnet": SONNET})
+    usage = Usage(input_tokens=10_000, output_tokens=10_000, requests=1)
+    assert tracker.record("mystery", usage) == 0.0
+    assert tracker.record("mystery", usage) == 0.0
+    assert tracker.record("other", usage) == 0.0
+    assert tracker.total_usd == 0.0
+    assert tracker.unpriced == {"mystery", "other"}
+    # Usage is still counted.
+    assert tracker.usage.requests == 3
+    assert tracker.usage.input_tokens == 30_000
+
+
+def test_price_of_does_not_record() -> None:
+    tracker = CostTracker(prices={"sonnet": SONNET})
+    usage = Usage(output_tokens=1_000_000)
+    assert tracker.price_of("sonnet", usage) == pytest.approx(15.0)
+    assert tracker.price_of("mystery", usage) == 0.0
+    assert tracker.total_usd == 0.0
+    assert tracker.usage == Usage()
+    assert tracker.unpriced == set()
+
+
+def test_no_budget_is_never_exceeded() -> None:
+    tracker = CostTracker(prices={"sonnet": SONNET})
+    tracker.record("sonnet", Usage(output_tokens=100_000_000))
+    assert tracker.total_usd == pytest.approx(1500.0)
+    assert tracker.exceeded() is False
+
+
+def test_budget_exceeded_when_reached() -> None:
+    price = ModelPrice(input=1.0, output=1.0)
+    tracker = CostTracker(prices={"m": price}, budget_usd=1.0)
+    assert tracker.exceeded() is False
+    tracker.record("m", Usage(input_tokens=999_999))
+    assert tracker.exceeded() is False
+    tracker.record("m", Usage(input_tokens=1))
+    assert tracker.total_usd == pytest.approx(1.0)
+    assert tracker.exceeded() is True
+    tracker.record("m", Usage(input_tokens=1_000_000))
+    assert tracker.exceeded() is True
+
+
+def test_unpriced_usage_never_exceeds_budget() -> None:
+    tracker = CostTracker(budget_usd=0.5)
+    tracker.record("free", Usage(input_tokens=10_000_000))
+    assert tracker.exceeded() is False
+
+
+def test_negative_budget_is_config_error() -> None:
+    with pytest.raises(ConfigError, match="budget_usd must not be negative"):
+        CostTracker(budget_usd=-0.01)
+
+
+def test_zero_budget_is_allowed() -> None:
+    assert CostTracker(budget_usd=0.0).budget_usd == 0.0
+
+
+def test_trackers_do_not_share_state() -> None:
+    a, b = CostTracker(), CostTracker()
+    a.record("x", Usage(requests=1))
+    assert b.unpriced == set()
+    assert b.usage == Usage()
