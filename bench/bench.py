@@ -14,23 +14,18 @@ ratio is the engine's overhead factor. See bench/README.md for each figure.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
+# Only what the workload needs is imported here: the --probe-rss process measures an
+# application's footprint (mainspring, an agent, a session), so the runner's own modules
+# (asyncio, subprocess, statistics, argparse, cProfile...) are imported where used.
 import gc
 import inspect
 import json
 import os
-import platform
-import statistics
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from importlib.metadata import version
 
 from mainspring import (
     Agent,
@@ -185,7 +180,9 @@ S2_STEPS = 10
 def _s2_step(i: int) -> ScriptedResponse:
     module = _MODULES[i % len(_MODULES)]
     calls = [
-        ScriptedCall("read_file", {"path": f"src/mainspring/{module}.py", "start_line": 1 + 40 * i}),
+        ScriptedCall(
+            "read_file", {"path": f"src/mainspring/{module}.py", "start_line": 1 + 40 * i}
+        ),
         ScriptedCall("search_code", {"query": f"def _?{module}\\w*\\(", "limit": 10 + i}),
         ScriptedCall("list_dir", {"path": f"tests/{module}"}),
         ScriptedCall("get_issue", {"number": 100 + i}),
@@ -223,9 +220,7 @@ def build_history(n: int) -> tuple[Message, ...]:
         ]
         if turn % 5 == 0:
             calls.append(
-                ToolCallPart(
-                    id=f"toolu_h{turn}_1", name="search_code", arguments={"query": module}
-                )
+                ToolCallPart(id=f"toolu_h{turn}_1", name="search_code", arguments={"query": module})
             )
         out.append(Message(role="assistant", parts=(TextPart(text="Let me look."), *calls)))
         out.append(
@@ -276,6 +271,8 @@ async def floor_turn(
     request an immutable snapshot of it. No validation, permissions, guards,
     hooks, events, usage or cancellation: that is the overhead being measured.
     """
+    import asyncio  # a dict lookup once per turn; see the note on imports at the top
+
     transcript.append(Message.user(text))
     while True:
         request = ModelRequest(system=SYSTEM, messages=tuple(transcript), tools=SPECS)
@@ -378,6 +375,8 @@ class Plan:
 
 async def compare(engine: Prepare, floor: Prepare, plan: Plan) -> tuple[float, float]:
     """Median over batches of the mean µs per run, engine and floor batches interleaved."""
+    import statistics
+
     for prepare in (engine, floor):
         for run in prepare(plan.warmup):
             await run()
@@ -410,64 +409,78 @@ def _print_rss() -> None:
 
 
 def probe_rss() -> None:
-    """``--probe-rss``: import, build the S1 agent and a session, report resident memory."""
-    agent = make_agent(ScriptedModel(S1_SCRIPT))
-    session = Session(agent)
+    """``--probe-rss``: resident memory after setup, then after one S1 turn on asyncio."""
+    import asyncio
+
+    session = Session(make_agent(ScriptedModel(S1_SCRIPT)))
     _print_rss()
-    assert session.agent is agent
+    asyncio.run(engine_turn(session))
+    _print_rss()
 
 
-def _rss_mib(argv: list[str]) -> tuple[float, str]:
-    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split()
-    return int(out[0]) / 1024, out[1]
+def _python(args: list[str]) -> str:
+    """Run this interpreter with bytecode cached in a temp dir; return its stdout + stderr."""
+    import subprocess
+    import tempfile
 
-
-def rss_figures() -> tuple[float, float, str]:
-    """(MiB after setup, MiB of a bare interpreter, how it was measured)."""
-    bare_code = inspect.getsource(_print_rss) + "\n_print_rss()\n"
-    bare, _ = _rss_mib([sys.executable, "-c", bare_code])
-    setup, source = _rss_mib([sys.executable, os.path.abspath(__file__), "--probe-rss"])
-    return setup, bare, source
-
-
-def _warm_env() -> dict[str, str]:
-    # Time imports from cached bytecode, as after a pip install, even where the environment
-    # sets PYTHONDONTWRITEBYTECODE; the cache goes to a temp dir, never into src/.
+    # Import from cached bytecode, as after a pip install, even where the environment sets
+    # PYTHONDONTWRITEBYTECODE; the cache goes to a temp dir, never into src/.
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "mainspring-bench-pycache")
-    return env
+    proc = subprocess.run(
+        [sys.executable, *args], check=True, capture_output=True, text=True, env=env
+    )
+    return proc.stdout + proc.stderr
 
 
-def _wall_ms(code: str, env: dict[str, str]) -> float:
+@dataclass(frozen=True, slots=True)
+class Memory:
+    setup_mib: float
+    turn_mib: float
+    bare_mib: float
+    source: str
+
+
+def memory_figures(repeats: int = 3) -> Memory:
+    """Resident memory of fresh processes (bare, after setup, after one turn); medians."""
+    import statistics
+
+    _python(["-c", "import mainspring"])  # fill the bytecode cache: compiling inflates RSS
+    bare_code = inspect.getsource(_print_rss) + "\n_print_rss()\n"
+    bare = [int(_python(["-c", bare_code]).split()[0]) for _ in range(repeats)]
+    probes = [_python([os.path.abspath(__file__), "--probe-rss"]).split() for _ in range(repeats)]
+    return Memory(
+        setup_mib=statistics.median(int(p[0]) for p in probes) / 1024,
+        turn_mib=statistics.median(int(p[2]) for p in probes) / 1024,
+        bare_mib=statistics.median(bare) / 1024,
+        source=probes[0][1],
+    )
+
+
+def _wall_ms(code: str) -> float:
     start = time.perf_counter_ns()
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    _python(["-c", code])
     return (time.perf_counter_ns() - start) / 1e6
 
 
 def import_figures(repeats: int) -> tuple[float, float]:
     """(ms to ``import mainspring`` beyond ``python -c pass``, ms of ``python -c pass``)."""
-    env = _warm_env()
-    _wall_ms("import mainspring", env)  # fill the bytecode cache
+    import statistics
+
+    _wall_ms("import mainspring")  # fill the bytecode cache
     bare: list[float] = []
     full: list[float] = []
     for _ in range(repeats):
-        bare.append(_wall_ms("pass", env))
-        full.append(_wall_ms("import mainspring", env))
+        bare.append(_wall_ms("pass"))
+        full.append(_wall_ms("import mainspring"))
     return statistics.median(full) - statistics.median(bare), statistics.median(bare)
 
 
 def import_breakdown(top: int) -> list[tuple[str, float]]:
     """Self time of ``import mainspring`` (``-X importtime``) summed by top-level package, ms."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import mainspring"],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=_warm_env(),
-    )
     totals: dict[str, float] = {}
-    for line in proc.stderr.splitlines():
+    for line in _python(["-X", "importtime", "-c", "import mainspring"]).splitlines():
         fields = line.split("|")
         if len(fields) != 3 or not fields[1].strip().isdigit():
             continue
@@ -534,19 +547,29 @@ def print_scaling(s3: dict[int, Row]) -> None:
         )
 
 
-def print_process(import_ms: float, bare_ms: float, rss: tuple[float, float, str]) -> None:
-    setup, bare, source = rss
+def print_process(import_ms: float, bare_ms: float, memory: Memory) -> None:
     head = f"{'figure':<28} {'value':>11} {'baseline':>24} {'target':>10}  result"
     print(head)
     print("-" * len(head))
-    print(
-        f"{'import mainspring':<28} {import_ms:>8.1f} ms {f'python -c pass {bare_ms:.1f} ms':>24} "
-        f"{'< 150 ms':>10}  {_verdict(import_ms < 150)}"
+    rows = (
+        (
+            "import mainspring",
+            f"{import_ms:.1f} ms",
+            f"python -c pass {bare_ms:.1f} ms",
+            "< 150 ms",
+            import_ms < 150,
+        ),
+        (
+            f"RSS after setup ({memory.source})",
+            f"{memory.setup_mib:.1f} MiB",
+            f"bare python {memory.bare_mib:.1f} MiB",
+            "< 40 MiB",
+            memory.setup_mib < 40,
+        ),
+        ("RSS after one S1 turn", f"{memory.turn_mib:.1f} MiB", "(adds asyncio)", "-", None),
     )
-    print(
-        f"{'RSS after setup (' + source + ')':<28} {setup:>7.1f} MiB "
-        f"{f'bare python {bare:.1f} MiB':>24} {'< 40 MiB':>10}  {_verdict(setup < 40)}"
-    )
+    for name, value, baseline, target, ok in rows:
+        print(f"{name:<28} {value:>11} {baseline:>24} {target:>10}  {_verdict(ok)}")
 
 
 # ------------------------------------------------------------------ profile
@@ -562,6 +585,8 @@ def _where(code: object) -> str:
             path = path.split(marker, 1)[1]
             break
     else:
+        import sysconfig
+
         stdlib = sysconfig.get_paths()["stdlib"]
         if path.startswith(stdlib):
             path = "stdlib" + path[len(stdlib) :]
@@ -672,16 +697,17 @@ async def run_timings(plans: Plans) -> tuple[list[Row], dict[int, Row]]:
 async def run_profiles(quick: bool) -> None:
     s1_runs, s2_runs = (100, 10) if quick else (1_000, 100)
     print("Hotspots: cProfile self time, engine minus floor, per run (file:line(function)).")
-    await profile(
-        "S1", engine_prepare(S1_SCRIPT), floor_prepare(S1_SCRIPT), s1_runs, top=10
-    )
-    await profile(
-        "S2", engine_prepare(S2_SCRIPT), floor_prepare(S2_SCRIPT), s2_runs, top=10
-    )
+    await profile("S1", engine_prepare(S1_SCRIPT), floor_prepare(S1_SCRIPT), s1_runs, top=10)
+    await profile("S2", engine_prepare(S2_SCRIPT), floor_prepare(S2_SCRIPT), s2_runs, top=10)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    import argparse
+    import asyncio
+    import platform
+    from importlib.metadata import version
+
+    parser = argparse.ArgumentParser(description="Benchmark mainspring against a floor.")
     parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     parser.add_argument(
         "--profile",
@@ -699,30 +725,37 @@ def main() -> None:
     plans = QUICK if args.quick else FULL
     started = time.perf_counter()
     print(
-        f"mainspring bench ({'quick' if args.quick else 'full'}): Python {platform.python_version()}"
-        f" on {platform.machine()} {platform.system()}, anyio {version('anyio')}, "
+        f"mainspring bench ({'quick' if args.quick else 'full'}): "
+        f"Python {platform.python_version()} on {platform.machine()} {platform.system()}, "
+        f"{os.cpu_count()} CPUs, load {_load()}, anyio {version('anyio')}, "
         f"pydantic {version('pydantic')}"
     )
     print(
-        f"runs per figure (warm-up + batches x batch): S1 {plans.s1.warmup} + "
-        f"{plans.s1.batches}x{plans.s1.batch}, S2 {plans.s2.warmup} + "
-        f"{plans.s2.batches}x{plans.s2.batch}, S3 {plans.s3.warmup} + "
-        f"{plans.s3.batches}x{plans.s3.batch} per size; median of batch means\n"
+        f"runs (warm-up + batches x runs): S1 {plans.s1.warmup} + {plans.s1.batches}x"
+        f"{plans.s1.batch}, S2 {plans.s2.warmup} + {plans.s2.batches}x{plans.s2.batch}, "
+        f"S3 {plans.s3.warmup} + {plans.s3.batches}x{plans.s3.batch} per size; "
+        "figures are medians of batch means\n"
     )
     rows, s3 = asyncio.run(run_timings(plans))
     import_ms, bare_ms = import_figures(plans.imports)
-    rss = rss_figures()
+    memory = memory_figures()
     print_timing(rows)
     print()
     print_scaling(s3)
     print()
-    print_process(import_ms, bare_ms, rss)
-    heavy = import_breakdown(8)
+    print_process(import_ms, bare_ms, memory)
     print(
         "\nimport time by package (self time, -X importtime, one run): "
-        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in heavy)
+        + ", ".join(f"{name} {ms:.0f} ms" for name, ms in import_breakdown(8))
     )
-    print(f"\ntotal bench time {time.perf_counter() - started:.1f} s")
+    print(f"\ntotal bench time {time.perf_counter() - started:.1f} s, load {_load()}")
+
+
+def _load() -> str:
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -217,3 +217,40 @@ messages: st.SearchStrategy[Message] = st.builds(
     parts=st.lists(parts, max_size=5).map(tuple),
     meta=json_objects,
 )
+
+ONE_OF_EACH_EVENT: tuple[Event, ...] = (
+    StreamStarted(stream_id="str_1", session_id="ses_1"),
+    TextDelta(text="Hello\r\n世界 😀"),
+    ThinkingDelta(text="hmm\u2028ok"),
+    ThinkingDone(text="", signature="c2ln", redacted=True),
+    ToolCallDelta(tool_use_id="tu_1", name="search", index=1, args_delta='{"q": "מה'),
+    ToolStart(tool_use_id="tu_1", name="search", input={"q": "מה", "n": 3, "deep": [1.5, None]}),
+    ToolProgress(tool_use_id="tu_1", name="search", message="page 2/4", pct=50.0),
+    ToolResult(tool_use_id="tu_1", name="search", content="no\x00results", is_error=True),
+    PendingAction(
+        attempt_id="0b7f3c4e-8a4b-4e8e-9a57-1f2d3c4b5a69",
+        tool_use_id="tu_2",
+        turn_index=2,
+        name="pay",
+        input={"to": "Zoë", "amount": 12.5},
+        description="Pay Zoë €12.50",
+        modifiable_fields=("amount",),
+        reason="over the auto tier",
+        findings=(
+            Finding(source="usd_tier", message="above 10 USD", tier="financial"),
+            Finding(source="no_rm_rf", message="looks risky", tier="safety", action="block"),
+        ),
+        client_executed=True,
+        amount_usd=12.5,
+    ),
+    Canvas(kind="chart", data={"series": [[1, 2], [3, 4]]}, title="Spend", tool_use_id="tu_2"),
+    UsageEvent(
+        model="scripted",
+        usage=Usage(input_tokens=10, cache_read_tokens=5, output_tokens=7, requests=1),
+        cost_usd=0.25,
+        total_cost_usd=1.5,
+    ),
+    TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
+    ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
+)
+"""One hand-written instance of every event type."""

@@ -122,6 +122,10 @@ class _Renderer:
             c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
 
 
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
 def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
     body = Text.assemble(
         (action.name, "bold"),
@@ -131,7 +135,7 @@ def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
     if yes:
         console.print("[yellow]approved automatically (--yes)[/]")
         return Approve()
-    if not sys.stdin.isatty():
+    if not _interactive():
         raise _NoTerminal("no terminal to ask for approval on; pass --yes to approve")
     if Confirm.ask("Approve?", console=console, default=False):
         return Approve()

@@ -1,0 +1,79 @@
+"""The command line: the demo runs offline, asks for approval, fails cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from mainspring import cli
+from mainspring.cli import app
+
+runner = CliRunner()
+
+
+def test_demo_with_yes_streams_reads_asks_and_pays() -> None:
+    result = runner.invoke(app, ["demo", "--yes"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "→ get_balance" in out and "→ lookup_contact" in out
+    assert "approval needed" in out and "approved automatically" in out
+    assert "→ send_payment" in out
+    assert "new balance is $130.00" in out
+    assert "turn complete (end_turn)" in out
+    assert out.index("approval needed") < out.index("→ send_payment")
+
+
+def test_demo_without_a_terminal_asks_for_yes_and_does_not_pay() -> None:
+    result = runner.invoke(app, ["demo"], input="y\n")  # not a TTY: nobody to ask
+    assert result.exit_code == 1
+    assert "pass --yes" in result.output
+    assert "→ send_payment" not in result.output
+
+
+def test_demo_declined_at_the_prompt_does_not_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    result = runner.invoke(app, ["demo"], input="n\n")
+    assert result.exit_code == 0, result.output
+    assert "Approve?" in result.output
+    assert "→ send_payment" not in result.output
+    assert "did not go through: the user rejected this action" in result.output
+
+
+def test_demo_approved_at_the_prompt_pays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    result = runner.invoke(app, ["demo"], input="y\n")
+    assert result.exit_code == 0, result.output
+    assert "→ send_payment" in result.output and "new balance is $130.00" in result.output
+
+
+def test_demo_small_payment_runs_without_asking() -> None:
+    result = runner.invoke(app, ["demo", "--message", "pay bob $5"])
+    assert result.exit_code == 0, result.output
+    assert "approval needed" not in result.output
+    assert "new balance is $245.00" in result.output
+
+
+def test_demo_reports_tool_errors_to_the_model() -> None:
+    result = runner.invoke(app, ["demo", "-y", "-m", "pay zed $5"])
+    assert result.exit_code == 0
+    assert "couldn't find that contact" in result.output
+
+
+def test_unknown_model_is_a_clean_error() -> None:
+    result = runner.invoke(app, ["demo", "--model", "openai:gpt-5"])
+    assert result.exit_code == 2
+    assert "not available" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_version_and_module_entry_point() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mainspring", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.startswith("mainspring ")

@@ -1,0 +1,473 @@
+"""The JSON codec: events, messages and session state survive a trip through JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import get_args
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import JsonValue, ValidationError
+
+from mainspring.codec import (
+    decode,
+    encode,
+    event_from_dict,
+    event_from_json,
+    event_to_dict,
+    event_to_json,
+    message_from_dict,
+    message_to_dict,
+)
+from mainspring.errors import StoreError
+from mainspring.events import Event, Finding, PendingAction, TextDelta, ToolProgress
+from mainspring.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.usage import Usage
+from tests.strategies import (
+    EVENT_STRATEGIES,
+    ONE_OF_EACH_EVENT,
+    PART_STRATEGIES,
+    PROPERTY,
+    events,
+    ids,
+    json_objects,
+    messages,
+    texts,
+    usages,
+)
+
+EVENT_TYPES: tuple[type[Event], ...] = get_args(Event)
+
+WIRE_NAMES = {
+    "StreamStarted": "stream_started",
+    "TextDelta": "text_delta",
+    "ThinkingDelta": "thinking_delta",
+    "ThinkingDone": "thinking_done",
+    "ToolCallDelta": "tool_call_delta",
+    "ToolStart": "tool_start",
+    "ToolProgress": "tool_progress",
+    "ToolResult": "tool_result",
+    "PendingAction": "pending_action",
+    "Canvas": "canvas",
+    "UsageEvent": "usage",
+    "TurnComplete": "turn_complete",
+    "ErrorEvent": "error",
+}
+"""Wire names are forever: a rename must break this test."""
+
+PENDING = next(e for e in ONE_OF_EACH_EVENT if isinstance(e, PendingAction))
+
+EVERY_PART_MESSAGE = Message(
+    role="assistant",
+    parts=(
+        TextPart(text="Hi 👋\r\nשלום"),
+        ImagePart(data="iVBORw0KGgo=", media_type="image/png"),
+        ImagePart(url="https://example.com/a.jpg", media_type="image/jpeg"),
+        ToolCallPart(id="tu_1", name="read", arguments={"path": "a", "opts": {"n": [1, 2.5]}}),
+        ToolResultPart(
+            tool_use_id="tu_1",
+            name="read",
+            content="line\x00",
+            is_error=True,
+            images=(ImagePart(data="AAAA"),),
+        ),
+        ThinkingPart(text="because", signature="sig+/="),
+        ThinkingPart(text="", signature="opaque", redacted=True),
+    ),
+    meta={"turn": 1, "source": "test", "tags": ["a", None]},
+)
+
+
+def _pending(attempt_id: str = "att-1") -> PendingAction:
+    return PendingAction(
+        attempt_id=attempt_id,
+        tool_use_id="tu_9",
+        turn_index=4,
+        name="delete",
+        input={"path": "/tmp/x"},
+        description="Delete /tmp/x",
+        findings=(Finding(source="permission", message="writes need approval"),),
+    )
+
+
+# --- events ----------------------------------------------------------------------------
+
+
+def test_wire_names() -> None:
+    assert {t.__name__: t.__dataclass_fields__["type"].default for t in EVENT_TYPES} == WIRE_NAMES
+    assert {type(e).__name__: event_to_dict(e)["type"] for e in ONE_OF_EACH_EVENT} == WIRE_NAMES
+
+
+@pytest.mark.parametrize("event", ONE_OF_EACH_EVENT, ids=lambda e: e.type)
+def test_hand_written_event_round_trips(event: Event) -> None:
+    assert event_from_dict(event_to_dict(event)) == event
+    assert event_from_json(event_to_json(event)) == event
+    assert event_from_json(event_to_json(event).encode("utf-8")) == event
+
+
+@pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)
+@PROPERTY
+@given(data=st.data())
+def test_round_trip_each_event_type(event_type: type[Event], data: st.DataObject) -> None:
+    event = data.draw(EVENT_STRATEGIES[event_type])
+    as_dict = event_to_dict(event)
+    assert as_dict["type"] == event.type
+    back = event_from_dict(as_dict)
+    assert type(back) is event_type
+    assert back == event
+    text = event_to_json(event)
+    assert event_from_json(text) == event
+    assert event_from_json(text.encode("utf-8")) == event
+
+
+@PROPERTY
+@given(event=events)
+def test_event_dict_is_plain_json_and_matches_event_json(event: Event) -> None:
+    as_dict = event_to_dict(event)
+    # Plain JSON data: a trip through the json module changes nothing.
+    assert json.loads(json.dumps(as_dict)) == as_dict
+    assert json.loads(event_to_json(event)) == as_dict
+    assert event_from_dict(json.loads(json.dumps(as_dict))) == event
+
+
+@PROPERTY
+@given(event=events)
+def test_encode_decode_agree_with_event_codec(event: Event) -> None:
+    assert encode(event) == event_to_dict(event)
+    assert decode(type(event), encode(event)) == event
+
+
+def test_event_to_json_is_compact_and_keeps_non_ascii() -> None:
+    assert event_to_json(TextDelta(text="é 😀\n")) == '{"text":"é 😀\\n","type":"text_delta"}'
+
+
+def test_event_to_dict_exact_shape() -> None:
+    assert event_to_dict(ToolProgress(tool_use_id="t", name="n", message="m")) == {
+        "tool_use_id": "t",
+        "name": "n",
+        "message": "m",
+        "pct": None,
+        "type": "tool_progress",
+    }
+    assert event_to_dict(_pending()) == {
+        "attempt_id": "att-1",
+        "tool_use_id": "tu_9",
+        "turn_index": 4,
+        "name": "delete",
+        "input": {"path": "/tmp/x"},
+        "description": "Delete /tmp/x",
+        "modifiable_fields": [],
+        "reason": "",
+        "findings": [
+            {
+                "source": "permission",
+                "message": "writes need approval",
+                "tier": "policy",
+                "action": "confirm",
+            }
+        ],
+        "client_executed": False,
+        "amount_usd": None,
+        "approval_id": "att-1",
+        "type": "pending_action",
+    }
+
+
+def test_event_from_dict_fills_defaults() -> None:
+    assert event_from_dict({"type": "text_delta", "text": "x"}) == TextDelta(text="x")
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "",
+        "not json",
+        "{",
+        b"\xff\xfe\x00",
+        "null",
+        "42",
+        "[]",
+        '"text_delta"',
+        "{}",
+        '{"type": "nope"}',
+        '{"type": "text_delta"}',
+        '{"type": "text_delta", "text": 1}',
+        '{"type": "turn_complete", "stop_reason": "because"}',
+        '{"type": "finding", "source": "s", "message": "m"}',
+    ],
+)
+def test_event_from_json_garbage_raises_store_error(garbage: str | bytes) -> None:
+    with pytest.raises(StoreError):
+        event_from_json(garbage)
+
+
+def test_event_from_json_deeply_nested_raises_store_error() -> None:
+    depth = 100_000
+    with pytest.raises(StoreError):
+        event_from_json("[" * depth + "]" * depth)
+
+
+@PROPERTY
+@given(garbage=st.one_of(st.text(max_size=40), st.binary(max_size=40)))
+def test_event_from_json_arbitrary_input_is_an_event_or_store_error(garbage: str | bytes) -> None:
+    try:
+        event = event_from_json(garbage)
+    except StoreError:
+        return
+    assert isinstance(event, EVENT_TYPES)
+
+
+# --- PendingAction.approval_id ---------------------------------------------------------
+
+
+def test_approval_id_equals_attempt_id_and_survives_json() -> None:
+    pa = _pending("8c1e2f4a-1111-4222-8333-944455556666")
+    assert pa.approval_id == pa.attempt_id
+    assert event_to_dict(pa)["approval_id"] == pa.attempt_id
+    back = event_from_json(event_to_json(pa))
+    assert isinstance(back, PendingAction)
+    assert back.approval_id == back.attempt_id == pa.attempt_id
+    assert back.findings == pa.findings
+
+
+@PROPERTY
+@given(pa=EVENT_STRATEGIES[PendingAction])
+def test_approval_id_survives_json_for_any_pending_action(pa: Event) -> None:
+    assert isinstance(pa, PendingAction)
+    back = event_from_json(event_to_json(pa))
+    assert isinstance(back, PendingAction)
+    assert back.approval_id == pa.attempt_id
+
+
+def test_approval_id_missing_from_json_is_filled_in() -> None:
+    data = event_to_dict(_pending())
+    del data["approval_id"]
+    back = event_from_dict(data)
+    assert isinstance(back, PendingAction)
+    assert back.approval_id == "att-1"
+
+
+def test_different_approval_id_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="approval_id"):
+        PendingAction(
+            attempt_id="att-1",
+            tool_use_id="t",
+            turn_index=0,
+            name="n",
+            input={},
+            description="d",
+            approval_id="att-2",
+        )
+
+
+def test_different_approval_id_in_json_raises_store_error() -> None:
+    data = event_to_dict(_pending())
+    data["approval_id"] = "att-2"
+    with pytest.raises(StoreError):
+        event_from_json(json.dumps(data))
+    with pytest.raises(ValidationError):
+        event_from_dict(data)
+
+
+# --- messages --------------------------------------------------------------------------
+
+
+def test_message_exact_shape() -> None:
+    assert message_to_dict(Message.user("hi")) == {
+        "role": "user",
+        "parts": [{"text": "hi", "type": "text"}],
+        "meta": {},
+    }
+
+
+def test_message_with_every_part_type_round_trips() -> None:
+    assert {type(p) for p in EVERY_PART_MESSAGE.parts} == set(PART_STRATEGIES)
+    data = message_to_dict(EVERY_PART_MESSAGE)
+    assert [p["type"] for p in data["parts"]] == [  # type: ignore[call-overload,index,union-attr]
+        "text",
+        "image",
+        "image",
+        "tool_call",
+        "tool_result",
+        "thinking",
+        "thinking",
+    ]
+    assert message_from_dict(data) == EVERY_PART_MESSAGE
+    assert message_from_dict(json.loads(json.dumps(data))) == EVERY_PART_MESSAGE
+
+
+@PROPERTY
+@given(message=messages)
+def test_message_round_trip(message: Message) -> None:
+    data = message_to_dict(message)
+    back = message_from_dict(json.loads(json.dumps(data)))
+    assert back == message
+    assert [type(p) for p in back.parts] == [type(p) for p in message.parts]
+    assert isinstance(back.parts, tuple)
+
+
+def test_thinking_part_is_not_read_back_as_text_part() -> None:
+    # Same "text" field; only the tag tells them apart.
+    msg = Message(role="assistant", parts=(ThinkingPart(text="x"), TextPart(text="x")))
+    back = message_from_dict(message_to_dict(msg))
+    assert [type(p) for p in back.parts] == [ThinkingPart, TextPart]
+
+
+def test_message_from_dict_rejects_unknown_part() -> None:
+    with pytest.raises(ValidationError):
+        message_from_dict({"role": "user", "parts": [{"type": "video", "url": "x"}], "meta": {}})
+    with pytest.raises(ValidationError):
+        message_from_dict({"role": "system", "parts": [], "meta": {}})
+
+
+# --- session state ---------------------------------------------------------------------
+
+
+def _state() -> SessionState:
+    pending = _pending("f00dfeed-0000-4000-8000-000000000001")
+    calls = [
+        CallRecord(
+            index=0,
+            tool_use_id="tu_7",
+            name="read",
+            input={"path": "a.txt"},
+            result=ToolResultPart(tool_use_id="tu_7", name="read", content="A"),
+            parallel=True,
+        ),
+        CallRecord(
+            index=1,
+            tool_use_id="tu_8",
+            name="write",
+            input=None,
+            result=ToolResultPart(
+                tool_use_id="tu_8", name="write", content="bad input", is_error=True
+            ),
+        ),
+        CallRecord(index=2, tool_use_id="tu_9", name="delete", input={"path": "/tmp/x"}),
+        CallRecord(index=3, tool_use_id="tu_10", name="read", input={"path": "b"}),
+    ]
+    return SessionState(
+        session_id="ses_1",
+        agent_name="assistant",
+        messages=[
+            Message.user("delete /tmp/x, please 🙏"),
+            EVERY_PART_MESSAGE,
+            Message.tool_results([ToolResultPart(tool_use_id="tu_1", name="read", content="ok")]),
+        ],
+        turn_index=4,
+        usage=Usage(input_tokens=100, output_tokens=20, requests=3),
+        cost_usd=0.125,
+        auto_spent_usd=0.5,
+        paused=PausedStep(
+            turn_index=4,
+            steps=2,
+            calls=calls,
+            position=2,
+            pending=pending,
+            turn_usage=Usage(input_tokens=40, requests=1),
+            turn_cost_usd=0.01,
+        ),
+        decided={"earlier-attempt": "approved"},
+        writes={
+            "k1": WriteRecord(key="k1", tool="write", status="done", attempt_id="earlier-attempt"),
+            "k2": WriteRecord(key="k2", tool="write", status="unknown"),
+        },
+    )
+
+
+def test_session_state_round_trip() -> None:
+    state = _state()
+    data = encode(state)
+    text = json.dumps(data)
+    back = decode(SessionState, json.loads(text))
+    assert back == state
+    assert back.paused is not None
+    assert back.paused.pending.approval_id == back.paused.pending.attempt_id
+    assert back.paused.pending.findings == state.paused.pending.findings  # type: ignore[union-attr]
+    assert [c.input for c in back.paused.calls] == [
+        {"path": "a.txt"},
+        None,
+        {"path": "/tmp/x"},
+        {"path": "b"},
+    ]
+    assert back.messages[1] == EVERY_PART_MESSAGE
+
+
+def test_session_state_encode_shape() -> None:
+    data = encode(_state())
+    assert isinstance(data, dict)
+    assert data["session_id"] == "ses_1"
+    paused = data["paused"]
+    assert isinstance(paused, dict)
+    pending = paused["pending"]
+    assert isinstance(pending, dict)
+    assert pending["type"] == "pending_action"
+    assert pending["approval_id"] == "f00dfeed-0000-4000-8000-000000000001"
+
+
+def test_session_state_without_pause_round_trips() -> None:
+    state = SessionState(session_id="s", agent_name="a")
+    assert decode(SessionState, encode(state)) == state
+
+
+def test_decode_rejects_data_that_does_not_fit() -> None:
+    with pytest.raises(ValidationError):
+        decode(SessionState, {"agent_name": "a"})
+    with pytest.raises(ValidationError):
+        decode(Usage, {"input_tokens": "many"})
+
+
+call_records: st.SearchStrategy[CallRecord] = st.builds(
+    CallRecord,
+    index=st.integers(min_value=0, max_value=50),
+    tool_use_id=ids,
+    name=texts,
+    input=st.none() | json_objects,
+    result=st.none() | PART_STRATEGIES[ToolResultPart],
+    parallel=st.booleans(),
+)
+
+
+@st.composite
+def session_states(draw: st.DrawFn) -> SessionState:
+    pending = draw(EVENT_STRATEGIES[PendingAction])
+    assert isinstance(pending, PendingAction)
+    calls = draw(st.lists(call_records, min_size=1, max_size=4))
+    paused = PausedStep(
+        turn_index=draw(st.integers(min_value=0, max_value=100)),
+        steps=draw(st.integers(min_value=0, max_value=100)),
+        calls=calls,
+        position=draw(st.integers(min_value=0, max_value=len(calls) - 1)),
+        pending=pending,
+        turn_usage=draw(usages),
+        turn_cost_usd=draw(st.floats(min_value=0, max_value=1e6)),
+    )
+    return SessionState(
+        session_id=draw(ids),
+        agent_name=draw(texts),
+        messages=draw(st.lists(messages, max_size=3)),
+        turn_index=paused.turn_index,
+        usage=draw(usages),
+        cost_usd=draw(st.floats(min_value=0, max_value=1e6)),
+        paused=draw(st.none() | st.just(paused)),
+        decided=draw(
+            st.dictionaries(ids, st.sampled_from(("approved", "rejected", "client_result")))
+        ),
+        writes={},
+    )
+
+
+@settings(parent=PROPERTY, max_examples=100)
+@given(state=session_states())
+def test_session_state_round_trip_property(state: SessionState) -> None:
+    data: JsonValue = json.loads(json.dumps(encode(state)))
+    assert decode(SessionState, data) == state

@@ -1,0 +1,109 @@
+"""Session API: misuse fails at once and clearly; state persists through stores."""
+
+from __future__ import annotations
+
+import pytest
+
+from mainspring import (
+    Agent,
+    ConfigError,
+    Hooks,
+    Message,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    SessionBusy,
+    ThinkingDone,
+)
+from mainspring.errors import StoreError
+from mainspring.messages import ThinkingPart
+from mainspring.models.base import ModelRequest
+from mainspring.state import SessionState
+from mainspring.stores import InMemoryCheckpointStore, InMemorySessionStore
+from tests.helpers import send
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_second_send_while_running_is_refused() -> None:
+    model = ScriptedModel(["a long answer that takes a while to stream", "second"])
+    session = Session(Agent(model=model))
+    stream = session.send("hi")
+    await stream.__anext__()
+    assert session.running
+    with pytest.raises(SessionBusy, match="active run"):
+        session.send("again")
+    rest = [e async for e in stream]
+    assert rest[-1].type == "turn_complete"
+    await send(session, "again")
+
+
+async def test_send_requires_a_user_message() -> None:
+    session = Session(Agent(model=ScriptedModel([])))
+    with pytest.raises(ConfigError, match="user message"):
+        session.send(Message.assistant("not mine to send"))
+
+
+async def test_state_and_messages_are_exclusive() -> None:
+    agent = Agent(model=ScriptedModel([]))
+    state = SessionState(session_id="s", agent_name="agent")
+    with pytest.raises(ConfigError):
+        Session(agent, state=state, messages=[Message.user("x")])
+
+
+async def test_loading_an_unknown_session_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="no stored session 'nope'"):
+        await Session.load(Agent(model=ScriptedModel([])), InMemorySessionStore(), "nope")
+
+
+async def test_thinking_is_kept_with_its_signature() -> None:
+    model = ScriptedModel(
+        [ScriptedResponse(thinking="let me think", thinking_signature="sig-123", text="answer")]
+    )
+    session = Session(Agent(model=model))
+    events = await send(session, "q")
+    done = next(e for e in events if isinstance(e, ThinkingDone))
+    assert done.text == "let me think" and done.signature == "sig-123"
+    parts = session.messages[-1].parts
+    assert parts[0] == ThinkingPart(text="let me think", signature="sig-123")
+    assert session.messages[-1].text == "answer"
+
+
+async def test_before_model_call_hook_can_replace_the_request() -> None:
+    seen: list[int] = []
+
+    def trim(request: ModelRequest) -> ModelRequest:
+        seen.append(len(request.messages))
+        return ModelRequest(system=request.system, messages=request.messages[-1:])
+
+    model = ScriptedModel(["one", "two"])
+    session = Session(Agent(model=model, hooks=Hooks(before_model_call=trim)))
+    await send(session, "first")
+    await send(session, "second")
+    assert seen == [1, 3]
+    assert [m.text for m in model.requests[1].messages] == ["second"]
+    assert model.requests[1].tools == ()
+
+
+async def test_usage_and_cost_survive_a_store_round_trip() -> None:
+    store = InMemorySessionStore()
+    model = ScriptedModel(["hello"])
+    session = Session(Agent(model=model), session_store=store)
+    await send(session, "hi")
+    loaded = await Session.load(Agent(model=ScriptedModel(["again"])), store, session.session_id)
+    assert loaded.usage == session.usage and loaded.usage.requests == 1
+    assert loaded.messages == session.messages
+    await send(loaded, "more")
+    assert loaded.usage.requests == 2
+
+
+async def test_checkpoint_ttl_slides_and_expires() -> None:
+    now = [0.0]
+    store = InMemoryCheckpointStore(ttl=10, clock=lambda: now[0])
+    session = Session(Agent(model=ScriptedModel(["hi"])), checkpoint_store=store)
+    events = await send(session, "x")
+    stream_id = events[0].stream_id  # type: ignore[union-attr]
+    now[0] = 9.0
+    assert len(await store.load(stream_id)) == len(events)
+    now[0] = 25.0
+    assert await store.load(stream_id) == []
