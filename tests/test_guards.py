@@ -9,6 +9,7 @@ from pydantic import JsonValue
 from mainspring.events import Finding
 from mainspring.guards import Guard, GuardReport, check_after, check_before
 from mainspring.tools import Tool, ToolOutput, tool
+from mainspring.tools.policy import ToolInput
 
 Action = Literal["block", "confirm", "hint"]
 Tier = Literal["safety", "financial", "ux"]
@@ -21,7 +22,7 @@ def transfer(to: str, amount: float) -> str:
 
 
 def fixed(name: str, tier: Tier, action: Action, message: str) -> Guard:
-    def before(t: Tool, args: dict[str, JsonValue]) -> tuple[Action, str] | None:
+    def before(t: Tool, args: ToolInput) -> tuple[Action, str] | None:
         return action, message
 
     return Guard(name=name, tier=tier, before=before)
@@ -77,7 +78,7 @@ def test_blocked_is_highest_tier_block() -> None:
 
 
 def test_default_tier_is_safety() -> None:
-    def before(t: Tool, args: dict[str, JsonValue]) -> tuple[Action, str] | None:
+    def before(t: Tool, args: ToolInput) -> tuple[Action, str] | None:
         return "block", "unsafe"
 
     guards = [fixed("ux", "ux", "block", "ux says no"), Guard(name="plain", before=before)]
@@ -86,9 +87,9 @@ def test_default_tier_is_safety() -> None:
 
 
 def test_guards_see_tool_and_input_and_may_pass() -> None:
-    seen: list[tuple[str, dict[str, JsonValue]]] = []
+    seen: list[tuple[str, ToolInput]] = []
 
-    def limit(t: Tool, args: dict[str, JsonValue]) -> tuple[Action, str] | None:
+    def limit(t: Tool, args: ToolInput) -> tuple[Action, str] | None:
         seen.append((t.name, args))
         amount = args["amount"]
         if isinstance(amount, float) and amount > 100:
@@ -107,7 +108,7 @@ def test_guards_see_tool_and_input_and_may_pass() -> None:
 
 
 def test_guards_without_before_are_skipped() -> None:
-    def after(t: Tool, args: dict[str, JsonValue], out: ToolOutput) -> str | None:
+    def after(t: Tool, args: ToolInput, out: ToolOutput) -> str | None:
         return "after only"
 
     report = check_before([Guard(name="a", after=after)], transfer, ARGS)
@@ -120,7 +121,7 @@ def test_check_after_hints_in_tier_order() -> None:
     def hint(name: str, text: str | None) -> Guard:
         tier: Tier = "ux" if name.startswith("ux") else "safety"
 
-        def after(t: Tool, args: dict[str, JsonValue], out: ToolOutput) -> str | None:
+        def after(t: Tool, args: ToolInput, out: ToolOutput) -> str | None:
             calls.append(name)
             assert t is transfer
             assert args == ARGS

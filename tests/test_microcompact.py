@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import JsonValue
 
 from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, tool
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
@@ -53,7 +54,7 @@ async def test_disabled_microcompact_sends_everything() -> None:
     assert [p.content for p in results] == [REPORT, REPORT]
 
 
-def _call(call_id: str, args: dict[str, str]) -> Message:
+def _call(call_id: str, args: dict[str, JsonValue]) -> Message:
     return Message(
         role="assistant", parts=(ToolCallPart(id=call_id, name="report", arguments=args),)
     )

@@ -21,9 +21,10 @@ from mainspring.permissions import (
     evaluate,
 )
 from mainspring.tools import Permission, Tool, client_tool, tool, usd
+from mainspring.tools.policy import ToolInput
 
 
-def amount_of(args: dict[str, JsonValue]) -> float | None:
+def amount_of(args: ToolInput) -> float | None:
     value = args.get("amount_usd")
     return float(value) if isinstance(value, int | float) else None
 
@@ -46,7 +47,7 @@ def send_payment(to: str, amount_usd: float) -> str:
     return to
 
 
-def _rm_resolver(args: dict[str, JsonValue]) -> Permission:
+def _rm_resolver(args: ToolInput) -> Permission:
     return "confirm" if args.get("path") == "/" else "auto"
 
 
@@ -72,9 +73,9 @@ class Recorder:
 
     def __init__(self, answer: Allow | Deny | None) -> None:
         self.answer = answer
-        self.calls: list[tuple[str, dict[str, JsonValue]]] = []
+        self.calls: list[tuple[str, ToolInput]] = []
 
-    def __call__(self, name: str, args: dict[str, JsonValue]) -> Allow | Deny | None:
+    def __call__(self, name: str, args: ToolInput) -> Allow | Deny | None:
         self.calls.append((name, args))
         return self.answer
 
@@ -218,7 +219,7 @@ async def test_callback_none_falls_through_to_default() -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("answer", ["allow", True, Allow, {"allow": True}])
 async def test_callback_other_answer_is_config_error(answer: object) -> None:
-    def cb(name: str, args: dict[str, JsonValue]) -> Allow | Deny | None:
+    def cb(name: str, args: ToolInput) -> Allow | Deny | None:
         return answer  # type: ignore[return-value]  # deliberately wrong
 
     with pytest.raises(ConfigError, match="must return Allow, Deny or None"):
@@ -229,7 +230,7 @@ async def test_callback_other_answer_is_config_error(answer: object) -> None:
 async def test_async_callback() -> None:
     calls: list[str] = []
 
-    async def cb(name: str, args: dict[str, JsonValue]) -> Allow | Deny | None:
+    async def cb(name: str, args: ToolInput) -> Allow | Deny | None:
         calls.append(name)
         if name == "read_file":
             return Deny("reads are off")
@@ -248,7 +249,7 @@ async def test_async_callback() -> None:
 
 @pytest.mark.anyio
 async def test_async_callback_invalid_answer_is_config_error() -> None:
-    async def cb(name: str, args: dict[str, JsonValue]) -> Allow | Deny | None:
+    async def cb(name: str, args: ToolInput) -> Allow | Deny | None:
         return "yes"  # type: ignore[return-value]  # deliberately wrong
 
     with pytest.raises(ConfigError):

@@ -23,7 +23,12 @@ from mainspring.tools import (
     tool,
     usd,
 )
-from mainspring.tools.policy import DEFAULT_MAX_RESULT_CHARS, resolve_permission, run_preflight
+from mainspring.tools.policy import (
+    DEFAULT_MAX_RESULT_CHARS,
+    ToolInput,
+    resolve_permission,
+    run_preflight,
+)
 
 
 class Forecast(BaseModel):
@@ -51,7 +56,7 @@ def make_ctx(
     )
 
 
-def amount_of(args: dict[str, JsonValue]) -> float | None:
+def amount_of(args: ToolInput) -> float | None:
     value = args.get("amount_usd")
     return float(value) if isinstance(value, int | float) else None
 
@@ -123,7 +128,7 @@ def test_decorator_with_options() -> None:
 
 
 def test_all_options_land_in_policy() -> None:
-    def check(args: dict[str, JsonValue]) -> str | None:
+    def check(args: ToolInput) -> str | None:
         return None
 
     @tool(
@@ -629,9 +634,9 @@ def test_resolve_static_permissions() -> None:
 
 
 def test_resolve_resolver_permission_sees_input() -> None:
-    seen: list[dict[str, JsonValue]] = []
+    seen: list[ToolInput] = []
 
-    def resolver(args: dict[str, JsonValue]) -> Permission:
+    def resolver(args: ToolInput) -> Permission:
         seen.append(args)
         return "confirm" if args.get("path") == "/" else "auto"
 
@@ -666,7 +671,7 @@ async def test_run_preflight_none() -> None:
 
 @pytest.mark.anyio
 async def test_run_preflight_sync() -> None:
-    def check(args: dict[str, JsonValue]) -> str | None:
+    def check(args: ToolInput) -> str | None:
         return "balance too low" if args["x"] == 0 else None
 
     policy = ToolPolicy(preflight=check)
@@ -676,7 +681,7 @@ async def test_run_preflight_sync() -> None:
 
 @pytest.mark.anyio
 async def test_run_preflight_async() -> None:
-    async def check(args: dict[str, JsonValue]) -> str | None:
+    async def check(args: ToolInput) -> str | None:
         return "market closed" if args["x"] == 0 else None
 
     policy = ToolPolicy(preflight=check)
