@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from pydantic import JsonValue
+
 from mainspring import (
     Agent,
     ErrorEvent,
@@ -93,7 +95,7 @@ def _chunk(seed: int, size: int) -> str:
 
 
 _RESULTS = tuple(_chunk(seed, 300 + 150 * seed) for seed in range(12))
-"""Canned tool results, 300 to 1,950 characters."""
+"""Canned tool results, 344 to 1,985 characters."""
 
 
 def _result(key: str, salt: int) -> str:
@@ -165,11 +167,13 @@ def _usage(input_tokens: int, output_tokens: int) -> Usage:
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=1)
 
 
-S1_CALL = ScriptedCall(
-    "read_file", {"path": "src/mainspring/engine.py", "start_line": 1, "max_lines": 120}
-)
+S1_ARGS: dict[str, JsonValue] = {
+    "path": "src/mainspring/engine.py",
+    "start_line": 1,
+    "max_lines": 120,
+}
 S1_SCRIPT: tuple[ScriptedResponse, ...] = (
-    ScriptedResponse(tool_calls=[S1_CALL], usage=_usage(1_200, 30)),
+    ScriptedResponse(tool_calls=[ScriptedCall("read_file", S1_ARGS)], usage=_usage(1_200, 30)),
     ScriptedResponse(text=FINAL_TEXT, usage=_usage(1_800, 120)),
 )
 
@@ -200,7 +204,8 @@ def build_history(n: int) -> tuple[Message, ...]:
     """``n`` messages of earlier turns: user, assistant calling tools, tool results, answer.
 
     Every turn is four messages; every fifth turn makes two calls, and every seventh
-    re-reads the same file as S1 (an identical call that microcompact collapses).
+    repeats S1's read (identical calls return identical results, which microcompact
+    collapses in the model's view).
     """
     out: list[Message] = []
     turn = 0
@@ -212,8 +217,8 @@ def build_history(n: int) -> tuple[Message, ...]:
                 id=f"toolu_h{turn}_0",
                 name="read_file",
                 arguments=(
-                    dict(S1_CALL.args)
-                    if isinstance(S1_CALL.args, dict) and turn % 7 == 0
+                    dict(S1_ARGS)
+                    if turn % 7 == 0
                     else {"path": f"src/mainspring/{module}.py", "start_line": 1 + turn}
                 ),
             )
@@ -226,7 +231,9 @@ def build_history(n: int) -> tuple[Message, ...]:
         out.append(
             Message.tool_results(
                 ToolResultPart(
-                    tool_use_id=c.id, name=c.name, content=_result(json.dumps(c.arguments), turn)
+                    tool_use_id=c.id,
+                    name=c.name,
+                    content=_result(json.dumps(c.arguments, sort_keys=True), 0),
                 )
                 for c in calls
             )
@@ -597,7 +604,11 @@ def _group(where: str) -> str:
     for prefix in ("mainspring/", "anyio/", "pydantic", "sniffio/", "stdlib/asyncio/"):
         if where.startswith(prefix):
             return prefix.rstrip("/").replace("stdlib/", "")
-    return "builtins" if where.startswith("<") else "other"
+    if where.startswith("<string>"):
+        return "dataclass __init__"
+    if where.startswith("<"):
+        return "builtins"
+    return "stdlib" if where.startswith("stdlib/") else "other"
 
 
 Stats = dict[str, tuple[float, float]]
@@ -646,10 +657,12 @@ async def profile(name: str, engine: Prepare, floor: Prepare, runs: int, top: in
         "  excess self time by package: "
         + ", ".join(f"{g} {v:,.0f} µs" for g, v in sorted(groups.items(), key=lambda kv: -kv[1]))
     )
-    print(f"  {'excess µs':>9} {'calls e/f':>13}  function (self time beyond the floor, per run)")
-    ranked = sorted(excess.items(), key=lambda kv: -kv[1][0])[:top]
-    for k, (d, ce, cf) in ranked:
-        print(f"  {d:>9.1f} {f'{ce:.0f}/{cf:.0f}':>13}  {k}")
+    ranked = sorted(excess.items(), key=lambda kv: -kv[1][0])
+    own = [kv for kv in ranked if kv[0].startswith("mainspring/")]
+    for title, chosen in (("all code", ranked[:top]), ("mainspring only", own[:top])):
+        print(f"  {'excess µs':>9} {'calls e/f':>11}  {title}: self time beyond the floor, per run")
+        for k, (d, ce, cf) in chosen:
+            print(f"  {d:>9.1f} {f'{ce:.0f}/{cf:.0f}':>11}  {k}")
 
 
 # --------------------------------------------------------------------- main

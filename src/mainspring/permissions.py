@@ -15,6 +15,7 @@ Client-executed tools always pause, whatever the verdict, unless denied.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -68,8 +69,11 @@ class UsdTiers:
     """Total auto-approved spend allowed in one session; past it, every call asks."""
 
     def __post_init__(self) -> None:
-        if self.auto_below_usd < 0 or self.session_auto_cap_usd < 0:
-            raise ConfigError("USD tier thresholds must not be negative")
+        for value in (self.auto_below_usd, self.session_auto_cap_usd):
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(
+                    f"USD tier thresholds must be finite and must not be negative: {value!r}"
+                )
 
     @classmethod
     def conservative(cls) -> UsdTiers:
@@ -100,7 +104,7 @@ class UsdTiers:
 
     def resolve(self, amount: float | None, *, auto_spent: float) -> tuple[Permission, str]:
         """The tier for ``amount`` given what was auto-approved so far, with the reason."""
-        if amount is None or amount != amount:  # None or NaN
+        if amount is None or math.isnan(amount) or math.isnan(auto_spent):
             return "confirm", "the amount could not be determined"
         if amount < 0:
             return "confirm", f"negative amount ${amount:,.2f}"

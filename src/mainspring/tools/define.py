@@ -159,7 +159,15 @@ def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: ob
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(args))
     if error is not None:
-        loc = ".".join(str(x) for x in error.absolute_path)
+        path = [str(x) for x in error.absolute_path]
+        if error.validator == "required" and isinstance(error.instance, dict):
+            missing = [k for k in error.validator_value if k not in error.instance]
+            path += missing[:1]
+        elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = error.schema.get("properties", {})
+            extra = [k for k in error.instance if k not in allowed]
+            path += [str(k) for k in extra[:1]]
+        loc = ".".join(path)
         raise ToolInputError(
             f"invalid arguments for tool {tool_name!r}: {loc or '(input)'}: {error.message}",
             tool=tool_name,
@@ -168,7 +176,7 @@ def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: ob
 
 
 def _check_name(name: str) -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigError(
             f"tool name {name!r} must be 1-64 characters of letters, digits, '_' or '-'"
         )
@@ -199,6 +207,10 @@ def _model_from_signature(
         if pname not in hints:
             raise ConfigError(f"tool {tool_name!r}: parameter {pname!r} needs a type annotation")
         annotation = hints[pname]
+        if annotation is not ToolContext and "ToolContext" in repr(annotation):
+            raise ConfigError(
+                f"tool {tool_name!r}: annotate {pname!r} as plain ToolContext (it is always given)"
+            )
         if annotation is ToolContext:
             ctx_param = pname
             continue
@@ -215,7 +227,7 @@ def _build(
     description: str | None,
     policy: ToolPolicy,
 ) -> Tool:
-    tool_name = name or fn.__name__
+    tool_name = fn.__name__ if name is None else name
     _check_name(tool_name)
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description for p in doc.params if p.description}
@@ -341,6 +353,13 @@ def client_tool(
         if input_schema.get("type", "object") != "object":
             raise ConfigError(f"client tool {name!r}: input_schema must describe an object")
         schema = input_schema
+    props = schema.get("properties")
+    known = set(props) if isinstance(props, dict) else set[str]()
+    unknown = set(modifiable_fields) - known
+    if unknown:
+        raise ConfigError(
+            f"client tool {name!r}: modifiable_fields not in its input: {sorted(unknown)}"
+        )
     policy = ToolPolicy(
         read_only=False,
         permission="confirm",
