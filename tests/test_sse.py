@@ -577,3 +577,13 @@ def test_fuzz_field_lines_yield_events_or_wire_format_error(
     cuts = data.draw(st.lists(st.integers(min_value=0, max_value=len(raw)), max_size=4))
     for event in _consume(parse_sse(_split_bytes(raw, cuts))):
         assert isinstance(event, EVENT_TYPES)
+
+
+def test_a_leading_bom_is_stripped_even_when_split_across_byte_chunks() -> None:
+    frame = serialize_sse(TextDelta(text="x")).encode()
+    assert list(parse_sse("\ufeff" + frame.decode())) == [TextDelta(text="x")]
+    assert list(parse_sse([b"\xef\xbb", b"\xbf" + frame])) == [TextDelta(text="x")]
+    # Only the first one is stripped: later, "\ufeffdata" is an unknown field, ignored.
+    assert list(
+        parse_sse([frame, "\ufeff".encode() + frame.replace(b"event: text_delta\n", b"")])
+    ) == [TextDelta(text="x")]

@@ -80,7 +80,7 @@ def event_from_json(text: str | bytes) -> Event:
     """
     try:
         return event_from_dict(json.loads(text))
-    except (ValueError, ValidationError) as exc:
+    except (ValueError, ValidationError, RecursionError) as exc:
         raise StoreError(f"not a valid event: {exc}") from exc
 
 

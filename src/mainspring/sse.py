@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -52,6 +52,8 @@ class SSEDecoder:
     _data: list[str] = field(default_factory=list[str])
     _id: str | None = None
     _retry: int | None = None
+    _partial: bool = False
+    _started: bool = False
     _utf8: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="strict")
     )
@@ -63,6 +65,11 @@ class SSEDecoder:
                 chunk = self._utf8.decode(chunk)
             except UnicodeDecodeError as exc:
                 raise WireFormatError(f"SSE stream is not valid UTF-8: {exc}") from exc
+        if not chunk:
+            return []
+        if not self._started:
+            self._started = True
+            chunk = chunk.removeprefix("\ufeff")  # the spec strips one leading BOM
         text = self._buffer + chunk
         if self._pending_cr and text.startswith("\n"):
             text = text[1:]
@@ -93,7 +100,11 @@ class SSEDecoder:
 
     def close(self) -> None:
         """End of stream: a frame without its closing blank line is an error."""
-        if self._buffer or self._data or self._event:
+        try:
+            self._utf8.decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            raise WireFormatError(f"SSE stream ended inside a UTF-8 character: {exc}") from exc
+        if self._buffer or self._partial:
             raise WireFormatError("SSE stream ended in the middle of a frame")
 
     def _line(self, line: str) -> SSEFrame | None:
@@ -101,6 +112,7 @@ class SSEDecoder:
             return self._dispatch()
         if line.startswith(":"):
             return None
+        self._partial = True
         name, sep, value = line.partition(":")
         if sep and value.startswith(" "):
             value = value[1:]
@@ -112,11 +124,12 @@ class SSEDecoder:
             if "\0" not in value:
                 self._id = value
         elif name == "retry":
-            if value.isdigit():
+            if value.isascii() and value.isdigit():
                 self._retry = int(value)
         return None
 
     def _dispatch(self) -> SSEFrame | None:
+        self._partial = False
         if not self._data:
             self._event = ""
             return None
@@ -141,11 +154,11 @@ def frame_to_event(frame: SSEFrame) -> Event:
     """
     try:
         payload = json.loads(frame.data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise WireFormatError(f"SSE frame data is not JSON: {exc}") from exc
     try:
         event = event_from_dict(payload)
-    except ValidationError as exc:
+    except (ValidationError, RecursionError) as exc:
         raise WireFormatError(f"SSE frame is not a known event: {exc}") from exc
     if frame.event not in ("message", event.type):
         raise WireFormatError(f"SSE frame named {frame.event!r} carries a {event.type!r} event")
@@ -166,7 +179,7 @@ def parse_sse(stream: str | bytes | Iterable[str | bytes]) -> Iterator[Event]:
     decoder.close()
 
 
-async def aparse_sse(stream: AsyncIterable[str | bytes]) -> AsyncIterator[Event]:
+async def aparse_sse(stream: AsyncIterable[str | bytes]) -> AsyncGenerator[Event, None]:
     """Events from an async iterable of SSE chunks (e.g. an HTTP body)."""
     decoder = SSEDecoder()
     async for chunk in stream:
