@@ -85,13 +85,22 @@ def test_all_is_sorted_and_complete() -> None:
     assert exported == sorted(exported)
     for name in exported:
         assert hasattr(mainspring, name), name
-    public = {n for n in vars(mainspring) if not n.startswith("_") and n[0].isupper()}
-    assert public <= set(exported), public - set(exported)
+    lazy = set(mainspring._LAZY)  # the lazily loaded names are the public API
+    assert lazy | {"__version__"} == set(exported)
+
+
+def test_bare_import_loads_nothing_heavy_until_a_name_is_used() -> None:
+    code = (
+        "import sys, mainspring; "
+        "print('pydantic' in sys.modules, 'mainspring.engine' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_import_stays_light() -> None:
     code = (
-        "import sys, mainspring; "
+        "import sys, mainspring; from mainspring import *; "
         "heavy = [m for m in ('typer', 'rich', 'jsonschema', 'trio', 'mainspring.cli') "
         "if m in sys.modules]; "
         "print(','.join(heavy))"

@@ -5,58 +5,137 @@ events it streams back while the engine calls the model, runs reads in
 parallel, pauses writes for approval, and keeps going until the turn is done.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mainspring._version import __version__
-from mainspring.agent import Agent
-from mainspring.cost import CostTracker, ModelPrice
-from mainspring.decisions import Approve, ClientResult, Decision, Reject
-from mainspring.errors import (
-    ApprovalError,
-    BudgetExceeded,
-    ConfigError,
-    DecisionConflict,
-    FieldNotModifiable,
-    MainspringError,
-    ModelError,
-    SessionBusy,
-    ToolError,
-    ToolInputError,
-    ToolTimeout,
-    UnknownAttempt,
-)
-from mainspring.events import (
-    Canvas,
-    ErrorEvent,
-    Event,
-    PendingAction,
-    StreamStarted,
-    TextDelta,
-    ThinkingDelta,
-    ThinkingDone,
-    ToolCallDelta,
-    ToolProgress,
-    ToolResult,
-    ToolStart,
-    TurnComplete,
-    UsageEvent,
-)
-from mainspring.guards import Guard
-from mainspring.hooks import Hooks
-from mainspring.messages import Message
-from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
-from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
-from mainspring.session import Session
-from mainspring.sse import parse_sse, serialize_sse
-from mainspring.tools import (
-    Flag,
-    Tool,
-    ToolContext,
-    ToolOutput,
-    ToolRegistry,
-    client_tool,
-    tool,
-    usd,
-)
-from mainspring.usage import Usage
+
+if TYPE_CHECKING:
+    from mainspring.agent import Agent
+    from mainspring.cost import CostTracker, ModelPrice
+    from mainspring.decisions import Approve, ClientResult, Decision, Reject
+    from mainspring.errors import (
+        ApprovalError,
+        BudgetExceeded,
+        ConfigError,
+        DecisionConflict,
+        FieldNotModifiable,
+        MainspringError,
+        ModelError,
+        SessionBusy,
+        ToolError,
+        ToolInputError,
+        ToolTimeout,
+        UnknownAttempt,
+    )
+    from mainspring.events import (
+        Canvas,
+        ErrorEvent,
+        Event,
+        PendingAction,
+        StreamStarted,
+        TextDelta,
+        ThinkingDelta,
+        ThinkingDone,
+        ToolCallDelta,
+        ToolProgress,
+        ToolResult,
+        ToolStart,
+        TurnComplete,
+        UsageEvent,
+    )
+    from mainspring.guards import Guard
+    from mainspring.hooks import Hooks
+    from mainspring.messages import Message
+    from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
+    from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
+    from mainspring.session import Session
+    from mainspring.sse import parse_sse, serialize_sse
+    from mainspring.tools import (
+        Flag,
+        Tool,
+        ToolContext,
+        ToolOutput,
+        ToolRegistry,
+        client_tool,
+        tool,
+        usd,
+    )
+    from mainspring.usage import Usage
+
+# Names load on first use (PEP 562), so `import mainspring` stays cheap and
+# `from mainspring import Agent` loads only what Agent needs.
+_LAZY: dict[str, str] = {
+    "Agent": "mainspring.agent",
+    "Allow": "mainspring.permissions",
+    "ApprovalError": "mainspring.errors",
+    "Approve": "mainspring.decisions",
+    "BudgetExceeded": "mainspring.errors",
+    "Canvas": "mainspring.events",
+    "ClientResult": "mainspring.decisions",
+    "ConfigError": "mainspring.errors",
+    "CostTracker": "mainspring.cost",
+    "Decision": "mainspring.decisions",
+    "DecisionConflict": "mainspring.errors",
+    "Deny": "mainspring.permissions",
+    "ErrorEvent": "mainspring.events",
+    "Event": "mainspring.events",
+    "FieldNotModifiable": "mainspring.errors",
+    "Flag": "mainspring.tools",
+    "Guard": "mainspring.guards",
+    "Hooks": "mainspring.hooks",
+    "MainspringError": "mainspring.errors",
+    "Message": "mainspring.messages",
+    "ModelError": "mainspring.errors",
+    "ModelPrice": "mainspring.cost",
+    "PendingAction": "mainspring.events",
+    "PermissionRules": "mainspring.permissions",
+    "Reject": "mainspring.decisions",
+    "ScriptedCall": "mainspring.models.scripted",
+    "ScriptedModel": "mainspring.models.scripted",
+    "ScriptedResponse": "mainspring.models.scripted",
+    "Session": "mainspring.session",
+    "SessionBusy": "mainspring.errors",
+    "StreamStarted": "mainspring.events",
+    "TextDelta": "mainspring.events",
+    "ThinkingDelta": "mainspring.events",
+    "ThinkingDone": "mainspring.events",
+    "Tool": "mainspring.tools",
+    "ToolCallDelta": "mainspring.events",
+    "ToolContext": "mainspring.tools",
+    "ToolError": "mainspring.errors",
+    "ToolInputError": "mainspring.errors",
+    "ToolOutput": "mainspring.tools",
+    "ToolProgress": "mainspring.events",
+    "ToolRegistry": "mainspring.tools",
+    "ToolResult": "mainspring.events",
+    "ToolStart": "mainspring.events",
+    "ToolTimeout": "mainspring.errors",
+    "TurnComplete": "mainspring.events",
+    "UnknownAttempt": "mainspring.errors",
+    "Usage": "mainspring.usage",
+    "UsageEvent": "mainspring.events",
+    "UsdTiers": "mainspring.permissions",
+    "client_tool": "mainspring.tools",
+    "parse_sse": "mainspring.sse",
+    "serialize_sse": "mainspring.sse",
+    "tool": "mainspring.tools",
+    "usd": "mainspring.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mainspring' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Agent",

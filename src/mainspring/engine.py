@@ -230,7 +230,7 @@ class TurnRunner:
     async def _model_step(self) -> _Step:
         request = ModelRequest(
             system=self._system,
-            messages=tuple(self.view.view),
+            messages=self.view.snapshot(),
             tools=self.agent.tool_specs,
             settings=self.agent.model_settings,
         )
@@ -262,10 +262,16 @@ class TurnRunner:
         usage = Usage()
         async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
-                if type(event) is ModelUsage:
+                kind = type(event)
+                if kind is ToolCallEnd:
+                    assert isinstance(event, ToolCallEnd)
+                    step.flush_text()
+                    await self._on_call(event, step, reads)
+                elif kind is ModelUsage:
+                    assert isinstance(event, ModelUsage)
                     usage = usage + event.usage
                 else:
-                    await self._on_model_event(event, step, reads)
+                    self._on_model_event(event, step)
         if step.stop is None:
             raise ModelOutputError(
                 "the model stream ended without a stop event", provider=self.agent.model.name
@@ -279,9 +285,7 @@ class TurnRunner:
             reads.cancel_scope.cancel()
         return usage
 
-    async def _on_model_event(
-        self, event: ModelEvent, step: _Step, reads: anyio.abc.TaskGroup
-    ) -> None:
+    def _on_model_event(self, event: ModelEvent, step: _Step) -> None:
         kind = type(event)
         if kind is TextDelta:
             assert isinstance(event, TextDelta)
@@ -297,10 +301,6 @@ class TurnRunner:
                 ThinkingPart(text=event.text, signature=event.signature, redacted=event.redacted)
             )
             self._emit(event)
-        elif kind is ToolCallEnd:
-            assert isinstance(event, ToolCallEnd)
-            step.flush_text()
-            await self._on_call(event, step, reads)
         elif kind is ModelStop:
             assert isinstance(event, ModelStop)
             step.stop = event
@@ -498,6 +498,11 @@ class TurnRunner:
         self, tool: Tool, args: dict[str, JsonValue], ctx: ToolContext, write: bool
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
         timeout = tool.policy.timeout
+        if timeout is None and not write:
+            try:  # the common read: no scope needed
+                return await tool.call(args, ctx), "done"
+            except Exception as exc:
+                return _failed(tool, exc), "done"
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         scope = anyio.CancelScope(shield=write, deadline=deadline)
         output: ToolOutput | None = None
@@ -511,9 +516,7 @@ class TurnRunner:
                         )
                 output = await tool.call(args, ctx)
         except Exception as exc:
-            return ToolOutput(
-                content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
-            ), "done"
+            return _failed(tool, exc), "done"
         finally:
             if write:
                 self._write_scope = None
@@ -620,6 +623,12 @@ class TurnRunner:
                 self._fail_call(rec, message)
         self.state.paused = None
         self._finish_step(step.calls)
+
+
+def _failed(tool: Tool, exc: Exception) -> ToolOutput:
+    return ToolOutput(
+        content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
+    )
 
 
 def _error_event(exc: Exception) -> ErrorEvent:

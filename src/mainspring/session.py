@@ -308,7 +308,18 @@ class Session:
                 yield first
             spawn(produce)
             async with receive:
-                async for event in receive:
+                while True:
+                    # Drain what is buffered before awaiting: one loop pass per
+                    # batch of events, not one per event.
+                    try:
+                        event = receive.receive_nowait()
+                    except anyio.WouldBlock:
+                        try:
+                            event = await receive.receive()
+                        except anyio.EndOfStream:
+                            break
+                    except anyio.EndOfStream:
+                        break
                     if store is not None:
                         with anyio.CancelScope(shield=True):
                             await store.append(stream_id, event)

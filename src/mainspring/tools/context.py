@@ -6,7 +6,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import anyio.from_thread
 from pydantic import JsonValue
 
 from mainspring.events import Canvas, Event, ToolProgress
@@ -67,6 +66,8 @@ class ToolContext:
         if threading.get_ident() == self._loop_thread:
             self._emit(event)
         else:
+            import anyio.from_thread  # only sync tools, in worker threads, get here
+
             anyio.from_thread.run_sync(self._emit, event)
 
     def progress(self, message: str, pct: float | None = None) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, overload
 
 import anyio.to_thread
-import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
@@ -229,6 +228,8 @@ def _build(
 ) -> Tool:
     tool_name = fn.__name__ if name is None else name
     _check_name(tool_name)
+    import docstring_parser  # lazy: only needed while defining a tool
+
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description for p in doc.params if p.description}
     summary = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)
