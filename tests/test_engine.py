@@ -99,7 +99,9 @@ async def test_reads_run_in_parallel() -> None:
 
 async def test_reads_start_mid_stream_as_each_call_closes() -> None:
     calls = [ScriptedCall("echo", {"text": "a"}), ScriptedCall("echo", {"text": "b" * 40})]
-    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "ok"], chunk_size=4)
+    # A stream that takes a little while per delta, like a network stream.
+    response = ScriptedResponse(tool_calls=calls, delay=0.005)
+    model = ScriptedModel([response, "ok"], chunk_size=4)
     session = Session(Agent(model=model, tools=[echo]))
     events = await send(session, "go")
     first_start = next(
