@@ -16,6 +16,7 @@ RANKS: dict[str, int] = {
     "errors": 0,
     "usage": 0,
     "_background": 0,
+    "_relay": 0,
     "_version": 0,
     "messages": 1,
     "events": 1,

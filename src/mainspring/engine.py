@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.lowlevel
@@ -63,7 +63,7 @@ from mainspring.models.base import (
     SystemBlock,
     ToolCallEnd,
 )
-from mainspring.permissions import Verdict, evaluate
+from mainspring.permissions import Verdict, evaluate, evaluate_static
 from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
@@ -75,6 +75,8 @@ __all__ = ["TurnRunner", "truncate_result"]
 log = logging.getLogger("mainspring.engine")
 
 _Judged = tuple[Verdict, GuardReport]
+_NO_REPORT = GuardReport()
+_AUTO: _Judged = (Verdict(outcome="run", input={}), _NO_REPORT)
 
 
 def truncate_result(content: str, limit: int) -> str:
@@ -131,6 +133,8 @@ class TurnRunner:
         self._contexts: set[ToolContext] = set()
         self._step: _Step | None = None
         self._verdicts: dict[str, _Judged] = {}
+        self._kwargs: dict[str, dict[str, Any]] = {}
+        """Python arguments of validated calls, so a call is not validated twice."""
         self._turn_index = state.turn_index
         self._steps = 0
         self._turn_usage = Usage()
@@ -260,10 +264,15 @@ class TurnRunner:
     ) -> Usage:
         """Stream the model's answer into ``step``; reads start in ``reads``."""
         usage = Usage()
+        emit = self._emit
         async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 kind = type(event)
-                if kind is ToolCallEnd:
+                if kind is TextDelta:  # the hot path
+                    delta = cast(TextDelta, event)
+                    step.text.append(delta.text)
+                    emit(delta)
+                elif kind is ToolCallEnd:
                     assert isinstance(event, ToolCallEnd)
                     step.flush_text()
                     await self._on_call(event, step, reads)
@@ -338,7 +347,7 @@ class TurnRunner:
             self._fail_call(rec, error)
             return
         try:
-            rec.input = tool.validate(parsed)
+            rec.input, self._kwargs[rec.tool_use_id] = tool.parse(parsed)
         except ToolInputError as exc:
             self._fail_call(rec, f"{exc}. Fix the arguments and call again.")
             return
@@ -365,26 +374,41 @@ class TurnRunner:
     async def _judge(self, tool: Tool, rec: CallRecord) -> _Judged | None:
         """Permissions, guards and preflight; ``None`` when the call got an error result."""
         assert rec.input is not None
+        rules = self.agent.permissions
+        spent = self.state.auto_spent_usd
+        if (
+            tool.policy.permission == "auto"
+            and not (rules.can_use_tool or rules.deny or rules.allow or self.agent.guards)
+            and tool.policy.preflight is None
+            and not tool.client_executed
+        ):
+            return _AUTO  # nothing to decide: the common read
         try:
-            verdict = await evaluate(
-                self.agent.permissions, tool, rec.input, auto_spent=self.state.auto_spent_usd
-            )
+            if rules.can_use_tool is None:
+                verdict = evaluate_static(rules, tool, rec.input, auto_spent=spent)
+            else:
+                verdict = await evaluate(rules, tool, rec.input, auto_spent=spent)
         except ToolInputError as exc:
             self._fail_call(rec, f"the permission callback rewrote the input badly: {exc}")
             return None
         if verdict.outcome == "deny":
             self._fail_call(rec, f"permission denied: {verdict.reason}")
             return None
-        rec.input = verdict.input
-        report = check_before(self.agent.guards, tool, rec.input)
+        if verdict.rewritten:
+            rec.input = verdict.input
+            self._kwargs.pop(rec.tool_use_id, None)
+        report = (
+            check_before(self.agent.guards, tool, rec.input) if self.agent.guards else _NO_REPORT
+        )
         blocked = report.blocked
         if blocked is not None:
             self._fail_call(rec, f"blocked by {blocked.source}: {blocked.message}")
             return None
-        problem = await run_preflight(tool.policy, rec.input)
-        if problem:
-            self._fail_call(rec, problem)
-            return None
+        if tool.policy.preflight is not None:
+            problem = await run_preflight(tool.policy, rec.input)
+            if problem:
+                self._fail_call(rec, problem)
+                return None
         if report.needs_confirm and verdict.outcome == "run":
             reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
             verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
@@ -463,15 +487,18 @@ class TurnRunner:
         if step is not None:
             step.started.add(rec.tool_use_id)
         self._emit(ToolStart(tool_use_id=rec.tool_use_id, name=rec.name, input=args))
-        ctx = ToolContext(
-            session_id=self.state.session_id,
-            agent_name=self.agent.name,
-            tool_use_id=rec.tool_use_id,
-            tool_name=rec.name,
-            turn_index=self._turn_index,
-            cache=self.turn_cache,
-            emit=self._emit,
-        )
+        ctx = None
+        if tool.ctx_param is not None:
+            ctx = ToolContext(
+                session_id=self.state.session_id,
+                agent_name=self.agent.name,
+                tool_use_id=rec.tool_use_id,
+                tool_name=rec.name,
+                turn_index=self._turn_index,
+                cache=self.turn_cache,
+                emit=self._emit,
+            )
+            self._contexts.add(ctx)
         key = f"{self._turn_index}:{rec.tool_use_id}"
         auto = judged is not None and judged[0].outcome == "run"
         if write:
@@ -480,27 +507,34 @@ class TurnRunner:
             )
             if auto and judged is not None and judged[0].amount_usd is not None:
                 self.state.auto_spent_usd += judged[0].amount_usd
-        self._contexts.add(ctx)
         try:
-            output, status = await self._invoke(tool, args, ctx, write)
+            kwargs = self._kwargs.pop(rec.tool_use_id, None)
+            output, status = await self._invoke(tool, args, ctx, write, kwargs)
         finally:
-            self._contexts.discard(ctx)
+            if ctx is not None:
+                self._contexts.discard(ctx)
         if write:
             self.state.writes[key] = WriteRecord(
                 key=key, tool=rec.name, status=status, attempt_id=attempt
             )
-        output = await self._after(tool, args, output)
+        if self.agent.guards or self.agent.hooks.after_tool_call is not None:
+            output = await self._after(tool, args, output)
         if write and auto and self.agent.on_auto_executed is not None:
             await call_hook(self.agent.on_auto_executed(tool, args, output))
         self._record(rec, output, tool.policy.max_result_chars)
 
     async def _invoke(
-        self, tool: Tool, args: dict[str, JsonValue], ctx: ToolContext, write: bool
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        ctx: ToolContext | None,
+        write: bool,
+        kwargs: dict[str, Any] | None,
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
         timeout = tool.policy.timeout
         if timeout is None and not write:
             try:  # the common read: no scope needed
-                return await tool.call(args, ctx), "done"
+                return await tool.call(args, ctx, kwargs=kwargs), "done"
             except Exception as exc:
                 return _failed(tool, exc), "done"
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
@@ -514,7 +548,7 @@ class TurnRunner:
                         scope.deadline = min(
                             deadline, anyio.current_time() + self.agent.write_cancel_grace
                         )
-                output = await tool.call(args, ctx)
+                output = await tool.call(args, ctx, kwargs=kwargs)
         except Exception as exc:
             return _failed(tool, exc), "done"
         finally:

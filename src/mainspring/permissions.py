@@ -36,6 +36,7 @@ __all__ = [
     "UsdTiers",
     "Verdict",
     "evaluate",
+    "evaluate_static",
 ]
 
 
@@ -157,6 +158,20 @@ async def evaluate(
 ) -> Verdict:
     """Decide whether a validated call runs, asks, or is denied."""
     verdict = await _evaluate(rules, tool, args, auto_spent=auto_spent)
+    return _client_override(tool, verdict)
+
+
+def evaluate_static(
+    rules: PermissionRules, tool: Tool, args: dict[str, JsonValue], *, auto_spent: float
+) -> Verdict:
+    """:func:`evaluate` without awaiting, for rules that have no ``can_use_tool`` callback."""
+    if rules.can_use_tool is not None:
+        raise ConfigError("rules with a can_use_tool callback need evaluate()")
+    verdict = _lists(rules, tool.name, args) or _default(rules, tool, args, auto_spent=auto_spent)
+    return _client_override(tool, verdict)
+
+
+def _client_override(tool: Tool, verdict: Verdict) -> Verdict:
     if tool.client_executed and verdict.outcome == "run":
         return Verdict(
             outcome="confirm",
@@ -172,14 +187,9 @@ async def _evaluate(
     rules: PermissionRules, tool: Tool, args: dict[str, JsonValue], *, auto_spent: float
 ) -> Verdict:
     name = tool.name
-    if matches_any(rules.deny, name):
-        return Verdict(
-            outcome="deny", input=args, reason=f"{name!r} is on the deny list", source="deny_list"
-        )
-    if matches_any(rules.allow, name):
-        return Verdict(
-            outcome="run", input=args, reason=f"{name!r} is on the allow list", source="allow_list"
-        )
+    listed = _lists(rules, name, args)
+    if listed is not None:
+        return listed
     if rules.can_use_tool is not None:
         answer = rules.can_use_tool(name, args)
         if inspect.isawaitable(answer):
@@ -201,6 +211,25 @@ async def _evaluate(
             )
         if answer is not None:
             raise ConfigError(f"can_use_tool must return Allow, Deny or None, not {answer!r}")
+    return _default(rules, tool, args, auto_spent=auto_spent)
+
+
+def _lists(rules: PermissionRules, name: str, args: dict[str, JsonValue]) -> Verdict | None:
+    if rules.deny and matches_any(rules.deny, name):
+        return Verdict(
+            outcome="deny", input=args, reason=f"{name!r} is on the deny list", source="deny_list"
+        )
+    if rules.allow and matches_any(rules.allow, name):
+        return Verdict(
+            outcome="run", input=args, reason=f"{name!r} is on the allow list", source="allow_list"
+        )
+    return None
+
+
+def _default(
+    rules: PermissionRules, tool: Tool, args: dict[str, JsonValue], *, auto_spent: float
+) -> Verdict:
+    name = tool.name
     static, amount = resolve_permission(tool.policy, args)
     if static is not None:
         outcome: Literal["run", "confirm"] = "run" if static == "auto" else "confirm"

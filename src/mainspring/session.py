@@ -18,7 +18,6 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ import anyio
 from pydantic import JsonValue
 
 from mainspring._background import spawn
+from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
@@ -269,21 +269,14 @@ class Session:
     ) -> AsyncGenerator[Event, None]:
         check()
         self._running = True
-        send, receive = anyio.create_memory_object_stream[Event](math.inf)
-
-        def emit(event: Event) -> None:
-            try:
-                send.send_nowait(event)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the consumer is gone; the run is being torn down
-
+        relay: Relay[Event] = Relay()
         runner = TurnRunner(
             agent=self.agent,
             state=self._state,
             view=self._view,
             cost=self._cost,
             turn_cache=self._turn_cache,
-            emit=emit,
+            emit=relay.put,
         )
         self._runner = runner
         store = self.checkpoint_store
@@ -293,11 +286,12 @@ class Session:
 
         async def produce() -> None:
             try:
-                with abort, send:
+                with abort:
                     await runner.run(lambda: start(runner))
             except BaseException:  # pragma: no cover - run() reports failures as events
                 log.exception("session producer failed")
             finally:
+                relay.close()
                 done.set()
 
         try:
@@ -307,24 +301,14 @@ class Session:
                     await store.append(stream_id, first)
                 yield first
             spawn(produce)
-            async with receive:
-                while True:
-                    # Drain what is buffered before awaiting: one loop pass per
-                    # batch of events, not one per event.
-                    try:
-                        event = receive.receive_nowait()
-                    except anyio.WouldBlock:
-                        try:
-                            event = await receive.receive()
-                        except anyio.EndOfStream:
-                            break
-                    except anyio.EndOfStream:
-                        break
+            while await relay.wait():
+                for event in relay.drain():
                     if store is not None:
                         with anyio.CancelScope(shield=True):
                             await store.append(stream_id, event)
                     yield event
         finally:
+            relay.close()
             # The consumer is done or gone: stop the producer (a running write
             # still finishes, within the agent's grace) and wait for its clean-up.
             abort.cancel()

@@ -88,6 +88,14 @@ class Tool:
         Raises:
             ToolInputError: naming the first offending field.
         """
+        return self.parse(args)[0]
+
+    def parse(self, args: object) -> tuple[dict[str, JsonValue], dict[str, Any]]:
+        """Validate arguments; return the canonical JSON input and the call's keyword arguments.
+
+        Raises:
+            ToolInputError: naming the first offending field.
+        """
         if not isinstance(args, dict):
             raise ToolInputError(
                 f"arguments for tool {self.name!r} must be a JSON object, "
@@ -100,21 +108,30 @@ class Tool:
             except ValidationError as exc:
                 raise _input_error(self.name, exc) from None
             dumped: dict[str, JsonValue] = value.model_dump(mode="json")
-            return dumped
+            return dumped, {name: getattr(value, name) for name in type(value).model_fields}
         _validate_json_schema(self.name, self.input_schema, args)
-        return typing.cast(dict[str, JsonValue], args)
+        return typing.cast(dict[str, JsonValue], args), dict(args)
 
-    async def call(self, args: dict[str, JsonValue], ctx: ToolContext) -> ToolOutput:
-        """Run the body on validated input; exceptions propagate to the engine."""
+    async def call(
+        self,
+        args: dict[str, JsonValue],
+        ctx: ToolContext | None,
+        *,
+        kwargs: dict[str, Any] | None = None,
+    ) -> ToolOutput:
+        """Run the body on validated input; exceptions propagate to the engine.
+
+        ``kwargs`` from :meth:`parse` of the same input saves validating it again.
+        """
         if self.fn is None:
             raise ConfigError(f"tool {self.name!r} is client-executed and has no body")
-        kwargs: dict[str, Any]
-        if self.input_model is not None:
-            model = self.input_model.model_validate(args)
-            kwargs = {name: getattr(model, name) for name in type(model).model_fields}
+        if kwargs is None:
+            kwargs = self.parse(args)[1]
         else:
-            kwargs = dict(args)
+            kwargs = dict(kwargs)
         if self.ctx_param is not None:
+            if ctx is None:
+                raise ConfigError(f"tool {self.name!r} needs a ToolContext")
             kwargs[self.ctx_param] = ctx
         if self.is_async:
             result = await self.fn(**kwargs)
