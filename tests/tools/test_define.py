@@ -687,3 +687,12 @@ async def test_run_preflight_async() -> None:
     policy = ToolPolicy(preflight=check)
     assert await run_preflight(policy, {"x": 0}) == "market closed"
     assert await run_preflight(policy, {"x": 1}) is None
+
+
+def test_client_tool_with_a_malformed_schema_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="invalid input schema"):
+        client_tool(
+            "broken",
+            description="Bad schema.",
+            input_schema={"type": "object", "properties": {"x": {"type": "no-such-type"}}},
+        )

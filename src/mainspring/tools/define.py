@@ -169,9 +169,28 @@ def _input_error(tool_name: str, exc: ValidationError) -> ToolInputError:
     )
 
 
-def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: object) -> None:
-    import jsonschema  # lazy: only client tools declared by raw schema need it
+def _jsonschema() -> Any:
+    try:  # lazy: only tools declared by a raw JSON schema need it
+        import jsonschema
+    except ImportError as exc:
+        raise ConfigError(
+            'tools declared by a raw JSON schema need: pip install "mainspring[jsonschema]"'
+        ) from exc
+    return jsonschema
 
+
+def _check_json_schema(tool_name: str, schema: dict[str, JsonValue]) -> None:
+    jsonschema = _jsonschema()
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ConfigError(
+            f"tool {tool_name!r} has an invalid input schema: {exc.message}"
+        ) from None
+
+
+def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: object) -> None:
+    jsonschema = _jsonschema()
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(args))
     if error is not None:
@@ -370,6 +389,7 @@ def client_tool(
     else:
         if input_schema.get("type", "object") != "object":
             raise ConfigError(f"client tool {name!r}: input_schema must describe an object")
+        _check_json_schema(name, input_schema)
         schema = input_schema
     props = schema.get("properties")
     known = set(props) if isinstance(props, dict) else set[str]()
