@@ -17,7 +17,9 @@ MainspringError
 ├── PrefixMutationError
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
 ├── BudgetExceeded         .spent_usd .budget_usd
-└── StoreError
+└── StoreError            a store cannot be reached, read or written
+    ├── CheckpointCorrupt  .stream_id .offset
+    └── SchemaTooNew       the store was written by a newer mainspring
 ```
 
 A failure the model should see (bad arguments, a tool that raised) is not an
@@ -31,6 +33,7 @@ from __future__ import annotations
 __all__ = [
     "ApprovalError",
     "BudgetExceeded",
+    "CheckpointCorrupt",
     "ConfigError",
     "DecisionConflict",
     "FieldNotModifiable",
@@ -39,6 +42,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelOutputError",
     "PrefixMutationError",
+    "SchemaTooNew",
     "SessionBusy",
     "StoreError",
     "ToolError",
@@ -164,3 +168,16 @@ class StoreError(MainspringError):
 
 class WireFormatError(MainspringError, ValueError):
     """Input from outside (an SSE stream, a JSON record) is malformed."""
+
+
+class CheckpointCorrupt(StoreError):
+    """A checkpoint record cannot be decoded; nothing after it is replayed."""
+
+    def __init__(self, message: str, *, stream_id: str, offset: int) -> None:
+        super().__init__(message)
+        self.stream_id = stream_id
+        self.offset = offset
+
+
+class SchemaTooNew(StoreError):
+    """The store's schema version is newer than this mainspring understands."""

@@ -74,4 +74,9 @@ class SessionState:
     decided: dict[str, str] = field(default_factory=dict[str, str])
     """attempt id -> what was decided (``approved``, ``rejected``, ``client_result``)."""
     writes: dict[str, WriteRecord] = field(default_factory=dict[str, WriteRecord])
+    """The write ledger by key (``"<turn>:<tool_use_id>"``)."""
+    active_stream: str | None = None
+    """The stream id of a run in progress; set when a run starts, cleared when it ends.
+    Found set on load (with no live run holding the session's lock), it means the
+    process running it died."""
     version: int = 1

@@ -1,13 +1,28 @@
-"""Store protocols: CheckpointStore (a per-stream event log) and SessionStore."""
+"""Store protocols: CheckpointStore, SessionStore, RunLock.
+
+- **CheckpointStore**: an append-only event log per stream id, so a client
+  can resume a stream after a reload, on any worker.
+- **SessionStore**: a session's durable state. The transcript is append-only,
+  so ``save`` may write only the messages it has not stored yet. Decisions and
+  the write ledger have their own atomic operations, so that two workers
+  receiving the same decision apply it once, and a write is on record before
+  and after it runs.
+- **RunLock**: one active run per session, across workers, with expiry.
+
+Every implementation must pass ``tests/stores/contract.py``.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
 from mainspring.events import Event
-from mainspring.state import SessionState
+from mainspring.state import SessionState, WriteRecord
 
-__all__ = ["CheckpointStore", "SessionStore"]
+__all__ = ["SCHEMA_VERSION", "CheckpointStore", "RunLock", "SessionStore"]
+
+SCHEMA_VERSION = 1
+"""Version of the persisted layout; a store written by a newer one refuses to open."""
 
 
 @runtime_checkable
@@ -15,15 +30,23 @@ class CheckpointStore(Protocol):
     """An append-only event log per stream id, for stream resume."""
 
     async def append(self, stream_id: str, event: Event) -> None:
-        """Append one event; must be durable when it returns."""
+        """Append one event; durable when it returns (one round trip for remote stores)."""
         ...
 
     async def load(self, stream_id: str) -> list[Event]:
-        """Every event of the stream, in order (empty if unknown)."""
+        """Every event of the stream, in order (empty if unknown or expired).
+
+        Raises:
+            CheckpointCorrupt: A record cannot be decoded (names stream and offset).
+        """
         ...
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
         ...
 
 
@@ -32,13 +55,58 @@ class SessionStore(Protocol):
     """Durable session state by session id."""
 
     async def save(self, state: SessionState) -> None:
-        """Write the whole state (replacing the previous one)."""
+        """Write the state.
+
+        Decisions and ledger entries already recorded through
+        :meth:`claim_decision` and :meth:`record_write` are kept (merged, never lost).
+        """
         ...
 
     async def load(self, session_id: str) -> SessionState | None:
-        """The saved state, or ``None``."""
+        """The saved state with every recorded decision and ledger entry, or ``None``."""
         ...
 
     async def delete(self, session_id: str) -> None:
-        """Forget a session."""
+        """Forget a session and everything recorded for it."""
+        ...
+
+    async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Atomically record the decision for ``attempt_id``.
+
+        Returns ``False`` (and records nothing) when a decision for it was
+        already recorded, by this worker or any other.
+        """
+        ...
+
+    async def record_write(self, session_id: str, record: WriteRecord) -> None:
+        """Durably record one write-ledger entry (upsert by ``record.key``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class RunLock(Protocol):
+    """A lease on a key (a session id), held by one owner until released or expired."""
+
+    async def acquire(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Take the lease for ``ttl`` seconds; ``False`` if another owner holds it."""
+        ...
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Extend a lease this owner holds; ``False`` if it lost it."""
+        ...
+
+    async def release(self, key: str, owner: str) -> None:
+        """Give the lease up (a no-op unless this owner holds it)."""
+        ...
+
+    async def holder(self, key: str) -> str | None:
+        """The current owner, or ``None`` when free or expired."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
         ...

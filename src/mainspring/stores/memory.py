@@ -1,7 +1,7 @@
 """In-memory stores, for tests and single-process use.
 
-Both go through the JSON codec, so anything that cannot be persisted fails
-here first, not in a durable backend later.
+They go through the JSON codec like every durable store, so anything that
+cannot be persisted fails here first, not in a durable backend later.
 """
 
 from __future__ import annotations
@@ -9,23 +9,26 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from mainspring.codec import decode, encode, event_from_dict, event_to_dict
+from mainspring.errors import CheckpointCorrupt
 from mainspring.events import Event
-from mainspring.state import SessionState
+from mainspring.state import SessionState, WriteRecord
 
-__all__ = ["InMemoryCheckpointStore", "InMemorySessionStore"]
+__all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
+
+Clock = Callable[[], float]
 
 
 class InMemoryCheckpointStore:
     """Event logs in a dict, each expiring ``ttl`` seconds after its last append."""
 
-    def __init__(self, *, ttl: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, ttl: float = 300.0, clock: Clock = time.monotonic) -> None:
         """Create an empty store (sliding TTL, 5 minutes by default)."""
         self._ttl = ttl
         self._clock = clock
-        self._logs: dict[str, tuple[float, list[dict[str, JsonValue]]]] = {}
+        self._logs: dict[str, tuple[float, list[JsonValue]]] = {}
 
     def _expire(self) -> None:
         now = self._clock()
@@ -43,29 +46,126 @@ class InMemoryCheckpointStore:
         """Every event of the stream, in order."""
         self._expire()
         entry = self._logs.get(stream_id)
-        return [event_from_dict(e) for e in entry[1]] if entry else []
+        if entry is None:
+            return []
+        events: list[Event] = []
+        for offset, record in enumerate(entry[1]):
+            try:
+                events.append(event_from_dict(record))
+            except (ValidationError, ValueError) as exc:
+                raise CheckpointCorrupt(
+                    f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
+                    stream_id=stream_id,
+                    offset=offset,
+                ) from exc
+        return events
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
         self._logs.pop(stream_id, None)
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
 
 class InMemorySessionStore:
-    """Session states as JSON data in a dict."""
+    """Session states as JSON data in dicts."""
 
     def __init__(self) -> None:
         """Create an empty store."""
         self._states: dict[str, JsonValue] = {}
+        self._decisions: dict[str, dict[str, str]] = {}
+        self._writes: dict[str, dict[str, JsonValue]] = {}
 
     async def save(self, state: SessionState) -> None:
-        """Replace the stored state."""
-        self._states[state.session_id] = encode(state)
+        """Replace the stored state (recorded decisions and ledger entries are kept)."""
+        data = encode(state)
+        assert isinstance(data, dict)
+        decided = self._decisions.setdefault(state.session_id, {})
+        for attempt_id, decision in state.decided.items():
+            decided.setdefault(attempt_id, decision)
+        writes = self._writes.setdefault(state.session_id, {})
+        for key, record in state.writes.items():
+            writes[key] = encode(record)
+        data["decided"] = {}
+        data["writes"] = {}
+        self._states[state.session_id] = data
 
     async def load(self, session_id: str) -> SessionState | None:
-        """The stored state, or ``None``."""
+        """The stored state with every recorded decision and ledger entry."""
         data = self._states.get(session_id)
-        return None if data is None else decode(SessionState, data)
+        if data is None:
+            return None
+        state = decode(SessionState, data)
+        state.decided = dict(self._decisions.get(session_id, {}))
+        state.writes = {
+            k: decode(WriteRecord, v) for k, v in self._writes.get(session_id, {}).items()
+        }
+        return state
 
     async def delete(self, session_id: str) -> None:
         """Forget a session."""
         self._states.pop(session_id, None)
+        self._decisions.pop(session_id, None)
+        self._writes.pop(session_id, None)
+
+    async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Record the decision unless one was already recorded."""
+        decided = self._decisions.setdefault(session_id, {})
+        if attempt_id in decided:
+            return False
+        decided[attempt_id] = decision
+        return True
+
+    async def record_write(self, session_id: str, record: WriteRecord) -> None:
+        """Upsert one ledger entry."""
+        self._writes.setdefault(session_id, {})[record.key] = encode(record)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class InMemoryRunLock:
+    """Leases in a dict: one process only."""
+
+    def __init__(self, *, clock: Clock = time.monotonic) -> None:
+        """Create an empty lock table."""
+        self._clock = clock
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def _live(self, key: str) -> tuple[str, float] | None:
+        lease = self._leases.get(key)
+        if lease is not None and lease[1] <= self._clock():
+            del self._leases[key]
+            return None
+        return lease
+
+    async def acquire(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Take the lease unless another owner holds a live one."""
+        lease = self._live(key)
+        if lease is not None and lease[0] != owner:
+            return False
+        self._leases[key] = (owner, self._clock() + ttl)
+        return True
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Extend this owner's live lease."""
+        lease = self._live(key)
+        if lease is None or lease[0] != owner:
+            return False
+        self._leases[key] = (owner, self._clock() + ttl)
+        return True
+
+    async def release(self, key: str, owner: str) -> None:
+        """Drop this owner's lease."""
+        lease = self._live(key)
+        if lease is not None and lease[0] == owner:
+            del self._leases[key]
+
+    async def holder(self, key: str) -> str | None:
+        """The owner of the live lease, if any."""
+        lease = self._live(key)
+        return lease[0] if lease else None
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

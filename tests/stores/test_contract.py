@@ -1,0 +1,237 @@
+"""The contract every store implementation keeps (run against every backend)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mainspring.events import Event, PendingAction, TextDelta
+from mainspring.messages import Message, ToolCallPart, ToolResultPart
+from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.stores import CheckpointStore, RunLock, SessionStore
+from mainspring.usage import Usage
+from tests import strategies
+
+pytestmark = pytest.mark.anyio
+
+
+# ------------------------------------------------------------- checkpoints
+
+
+async def test_checkpoint_round_trips_every_event_type_in_order(
+    checkpoint_store: CheckpointStore,
+) -> None:
+    events = list(strategies.ONE_OF_EACH_EVENT)
+    for event in events:
+        await checkpoint_store.append("s1", event)
+    assert await checkpoint_store.load("s1") == events
+
+
+async def test_checkpoint_streams_are_isolated_and_clearable(
+    checkpoint_store: CheckpointStore,
+) -> None:
+    await checkpoint_store.append("a", TextDelta(text="for a"))
+    await checkpoint_store.append("b", TextDelta(text="for b ✓ 日本"))
+    assert await checkpoint_store.load("a") == [TextDelta(text="for a")]
+    assert await checkpoint_store.load("b") == [TextDelta(text="for b ✓ 日本")]
+    assert await checkpoint_store.load("unknown") == []
+    await checkpoint_store.clear("a")
+    assert await checkpoint_store.load("a") == []
+    assert await checkpoint_store.load("b") == [TextDelta(text="for b ✓ 日本")]
+
+
+async def test_checkpoint_appends_from_concurrent_tasks_are_all_kept(
+    checkpoint_store: CheckpointStore,
+) -> None:
+    async def writer(n: int) -> None:
+        for i in range(20):
+            await checkpoint_store.append("s", TextDelta(text=f"{n}:{i}"))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(writer, n)
+    loaded = await checkpoint_store.load("s")
+    texts = [e.text for e in loaded if isinstance(e, TextDelta)]
+    assert sorted(texts) == sorted(f"{n}:{i}" for n in range(4) for i in range(20))
+    for n in range(4):  # each writer's own order is kept
+        mine = [t for t in texts if t.startswith(f"{n}:")]
+        assert mine == [f"{n}:{i}" for i in range(20)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(events=st.lists(strategies.events, max_size=8))
+async def test_checkpoint_round_trips_random_events(
+    checkpoint_store: CheckpointStore, events: list[Event]
+) -> None:
+    await checkpoint_store.clear("h")
+    for event in events:
+        await checkpoint_store.append("h", event)
+    assert await checkpoint_store.load("h") == events
+
+
+# ---------------------------------------------------------------- sessions
+
+
+def paused_state(session_id: str = "sess-1") -> SessionState:
+    call = ToolCallPart(id="c1", name="pay", arguments={"amount": 5})
+    pending = PendingAction(
+        attempt_id="att-1",
+        tool_use_id="c1",
+        turn_index=1,
+        name="pay",
+        input={"amount": 5},
+        description="Pay.",
+    )
+    return SessionState(
+        session_id=session_id,
+        agent_name="wallet",
+        messages=[Message.user("pay 5 ✓"), Message(role="assistant", parts=(call,))],
+        turn_index=1,
+        usage=Usage(input_tokens=10, output_tokens=3, requests=1),
+        cost_usd=0.25,
+        auto_spent_usd=1.5,
+        paused=PausedStep(
+            turn_index=1,
+            steps=1,
+            calls=[CallRecord(index=0, tool_use_id="c1", name="pay", input={"amount": 5})],
+            position=0,
+            pending=pending,
+        ),
+        active_stream=None,
+    )
+
+
+async def test_session_round_trip(session_store: SessionStore) -> None:
+    state = paused_state()
+    await session_store.save(state)
+    assert await session_store.load("sess-1") == state
+    assert await session_store.load("nobody") is None
+
+
+async def test_session_saves_appended_messages_and_a_shorter_transcript(
+    session_store: SessionStore,
+) -> None:
+    state = paused_state()
+    await session_store.save(state)
+    result = ToolResultPart(tool_use_id="c1", name="pay", content="paid")
+    state.messages.append(Message.tool_results([result]))
+    state.messages.append(Message.assistant("done"))
+    state.paused = None
+    await session_store.save(state)
+    loaded = await session_store.load("sess-1")
+    assert loaded == state
+    state.messages = state.messages[:1]  # a host may rewrite history
+    await session_store.save(state)
+    loaded = await session_store.load("sess-1")
+    assert loaded is not None and loaded.messages == state.messages
+
+
+async def test_a_decision_is_claimed_once_across_workers(
+    session_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    one, two = session_stores
+    await one.save(paused_state())
+    results: list[bool] = []
+
+    async def claim(store: SessionStore, decision: str) -> None:
+        results.append(await store.claim_decision("sess-1", "att-1", decision))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(claim, one if i % 2 else two, f"approved-{i}")
+    assert sorted(results) == [False] * 5 + [True]
+    loaded = await two.load("sess-1")
+    assert loaded is not None and set(loaded.decided) == {"att-1"}
+
+
+async def test_saving_a_stale_state_never_loses_a_claim_or_ledger_entry(
+    session_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    one, two = session_stores
+    stale = paused_state()
+    await one.save(stale)
+    assert await two.claim_decision("sess-1", "att-1", "approved")
+    record = WriteRecord(key="1:c1", tool="pay", status="started", attempt_id="att-1")
+    await two.record_write("sess-1", record)
+    await one.save(stale)  # a worker that never saw the claim saves its copy
+    loaded = await one.load("sess-1")
+    assert loaded is not None
+    assert loaded.decided == {"att-1": "approved"}
+    assert loaded.writes == {"1:c1": record}
+    assert not await one.claim_decision("sess-1", "att-1", "rejected")
+
+
+async def test_write_ledger_entries_are_upserted(session_store: SessionStore) -> None:
+    await session_store.save(paused_state())
+    started = WriteRecord(key="1:c1", tool="pay", status="started", attempt_id="att-1")
+    done = WriteRecord(key="1:c1", tool="pay", status="done", attempt_id="att-1")
+    other = WriteRecord(key="1:c2", tool="pay", status="unknown")
+    await session_store.record_write("sess-1", started)
+    await session_store.record_write("sess-1", done)
+    await session_store.record_write("sess-1", other)
+    loaded = await session_store.load("sess-1")
+    assert loaded is not None and loaded.writes == {"1:c1": done, "1:c2": other}
+
+
+async def test_delete_forgets_everything(session_store: SessionStore) -> None:
+    await session_store.save(paused_state())
+    await session_store.claim_decision("sess-1", "att-1", "approved")
+    await session_store.delete("sess-1")
+    assert await session_store.load("sess-1") is None
+    await session_store.save(paused_state())
+    loaded = await session_store.load("sess-1")
+    assert loaded is not None and loaded.decided == {}
+    assert await session_store.claim_decision("sess-1", "att-1", "approved")
+
+
+async def test_sessions_are_isolated(session_store: SessionStore) -> None:
+    await session_store.save(paused_state("a"))
+    await session_store.save(paused_state("b"))
+    await session_store.claim_decision("a", "att-1", "approved")
+    b = await session_store.load("b")
+    assert b is not None and b.decided == {}
+
+
+# ------------------------------------------------------------------- locks
+
+
+async def test_one_owner_at_a_time(run_locks: tuple[RunLock, RunLock]) -> None:
+    one, two = run_locks
+    assert await one.acquire("sess", "w1", ttl=30)
+    assert not await two.acquire("sess", "w2", ttl=30)
+    assert await one.acquire("sess", "w1", ttl=30)  # re-entrant for its owner
+    assert await two.holder("sess") == "w1"
+    await two.release("sess", "w2")  # not the owner: no effect
+    assert await one.holder("sess") == "w1"
+    assert await one.refresh("sess", "w1", ttl=30)
+    assert not await two.refresh("sess", "w2", ttl=30)
+    await one.release("sess", "w1")
+    assert await two.holder("sess") is None
+    assert await two.acquire("sess", "w2", ttl=30)
+    assert await one.acquire("other", "w1", ttl=30)  # keys are independent
+
+
+async def test_an_expired_lease_can_be_taken(run_locks: tuple[RunLock, RunLock]) -> None:
+    one, two = run_locks
+    assert await one.acquire("sess", "w1", ttl=0.2)
+    with anyio.fail_after(10):
+        while not await two.acquire("sess", "w2", ttl=30):  # noqa: ASYNC110  # polling a lease
+            await anyio.sleep(0.05)
+    assert await one.holder("sess") == "w2"
+    assert not await one.refresh("sess", "w1", ttl=30)
+
+
+async def test_racing_acquires_have_one_winner(run_locks: tuple[RunLock, RunLock]) -> None:
+    one, two = run_locks
+    winners: list[str] = []
+
+    async def take(lock: RunLock, owner: str) -> None:
+        if await lock.acquire("race", owner, ttl=30):
+            winners.append(owner)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(take, one if i % 2 else two, f"w{i}")
+    assert len(winners) == 1
