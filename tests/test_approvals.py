@@ -15,6 +15,7 @@ from mainspring import (
     ClientResult,
     DecisionConflict,
     Deny,
+    Event,
     FieldNotModifiable,
     Guard,
     Hooks,
@@ -388,7 +389,13 @@ async def test_paused_session_survives_a_new_process_through_the_store() -> None
 async def test_checkpoint_store_logs_every_event_after_stream_started() -> None:
     store = InMemoryCheckpointStore()
     session = Session(Agent(model=pay_model(300), tools=[payment_tool([])]), checkpoint_store=store)
-    events = await send(session, "pay")
+    events: list[Event] = []
+    logged: list[Event] = []
+    async for event in session.send("pay"):
+        events.append(event)
+        if event.type == "turn_complete":
+            logged = await store.load(events[0].stream_id)  # type: ignore[union-attr]
     assert events[0].type == "stream_started"
-    stream_id = events[0].stream_id
-    assert await store.load(stream_id) == events
+    assert logged == events
+    # A stream that ended naturally (consumed to the end) has its log cleared.
+    assert await store.load(events[0].stream_id) == []  # type: ignore[union-attr]

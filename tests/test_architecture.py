@@ -34,6 +34,7 @@ RANKS: dict[str, int] = {
     "agent": 7,
     "engine": 8,
     "stores": 8,
+    "replay": 8,
     "session": 9,
     "demo": 10,
     "cli": 11,

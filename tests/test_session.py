@@ -13,6 +13,7 @@ from mainspring import (
     ScriptedResponse,
     Session,
     SessionBusy,
+    TextDelta,
     ThinkingDone,
 )
 from mainspring.errors import StoreError
@@ -100,10 +101,10 @@ async def test_usage_and_cost_survive_a_store_round_trip() -> None:
 async def test_checkpoint_ttl_slides_and_expires() -> None:
     now = [0.0]
     store = InMemoryCheckpointStore(ttl=10, clock=lambda: now[0])
-    session = Session(Agent(model=ScriptedModel(["hi"])), checkpoint_store=store)
-    events = await send(session, "x")
-    stream_id = events[0].stream_id  # type: ignore[union-attr]
+    await store.append("s", TextDelta(text="a"))
     now[0] = 9.0
-    assert len(await store.load(stream_id)) == len(events)
-    now[0] = 25.0
-    assert await store.load(stream_id) == []
+    await store.append("s", TextDelta(text="b"))  # refreshes the TTL
+    now[0] = 18.0
+    assert len(await store.load("s")) == 2
+    now[0] = 30.0
+    assert await store.load("s") == []

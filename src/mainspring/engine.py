@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 import anyio
 import anyio.lowlevel
@@ -70,7 +70,7 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
 
-__all__ = ["TurnRunner", "truncate_result"]
+__all__ = ["Durability", "TurnRunner", "recover_interrupted", "truncate_result"]
 
 log = logging.getLogger("mainspring.engine")
 
@@ -88,6 +88,18 @@ def truncate_result(content: str, limit: int) -> str:
         + f"\n\n[truncated: the result has {len(content):,} characters; only the first "
         f"{limit:,} are shown. Narrow the call (filter, paginate or ask for less) to see the rest.]"
     )
+
+
+class Durability(Protocol):
+    """Where a runner makes its progress durable (a session with a SessionStore)."""
+
+    async def save(self) -> None:
+        """Persist the session state as it is now."""
+        ...
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """Persist one write-ledger entry."""
+        ...
 
 
 @dataclass(slots=True)
@@ -119,14 +131,21 @@ class TurnRunner:
         cost: CostTracker,
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],
+        durable: Durability | None = None,
     ) -> None:
-        """Bind a runner to a session's state; ``emit`` receives every event."""
+        """Bind a runner to a session's state; ``emit`` receives every event.
+
+        With ``durable``, progress is saved at every point a crash must not
+        lose: the user message, each assistant message, each write before and
+        after it runs, each step's results.
+        """
         self.agent = agent
         self.state = state
         self.view = view
         self.cost = cost
         self.turn_cache = turn_cache
         self._emit = emit
+        self._durable = durable
         self._scope: anyio.CancelScope | None = None
         self._cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
@@ -190,6 +209,17 @@ class TurnRunner:
         self.state.messages.append(message)
         self.view.append(message, self._turn_index)
 
+    async def _save(self) -> None:
+        if self._durable is not None:
+            with anyio.CancelScope(shield=True):
+                await self._durable.save()
+
+    async def _ledger(self, record: WriteRecord) -> None:
+        self.state.writes[record.key] = record
+        if self._durable is not None:
+            with anyio.CancelScope(shield=True):
+                await self._durable.record_write(record)
+
     # -------------------------------------------------------------- the loop
 
     async def start_turn(self, message: Message) -> None:
@@ -198,6 +228,7 @@ class TurnRunner:
         self._turn_index = self.state.turn_index
         self.turn_cache.clear()
         self._append(message)
+        await self._save()
         await self._loop()
 
     async def _loop(self) -> None:
@@ -220,13 +251,16 @@ class TurnRunner:
                 self._complete(stop if stop in ("max_tokens", "refusal") else "end_turn")
                 return
             if await self._run_serial(step.calls, 0):
+                await self._save()
                 self._complete("pending_action")
                 return
             self._finish_step(step.calls)
+            await self._save()
 
     def _finish_step(self, calls: list[CallRecord]) -> None:
         results = [c.result for c in calls if c.result is not None]
         self._append(Message.tool_results(results))
+        self.state.in_flight = None
         self._step = None
 
     # ------------------------------------------------------------ model step
@@ -289,6 +323,10 @@ class TurnRunner:
         step.calls.sort(key=lambda c: c.index)
         self._append(Message(role="assistant", parts=tuple(step.parts)))
         step.appended = True
+        if step.calls:
+            self.state.in_flight = step.calls
+        if self._durable is not None:
+            await self._save()
         self._account(step.stop.model or self.agent.model.name, usage)
         if self.cost.exceeded() and step.calls:
             reads.cancel_scope.cancel()
@@ -452,6 +490,7 @@ class TurnRunner:
             client_executed=tool.client_executed,
             amount_usd=verdict.amount_usd,
         )
+        self.state.in_flight = None
         self.state.paused = PausedStep(
             turn_index=self._turn_index,
             steps=self._steps,
@@ -502,8 +541,8 @@ class TurnRunner:
         key = f"{self._turn_index}:{rec.tool_use_id}"
         auto = judged is not None and judged[0].outcome == "run"
         if write:
-            self.state.writes[key] = WriteRecord(
-                key=key, tool=rec.name, status="started", attempt_id=attempt
+            await self._ledger(
+                WriteRecord(key=key, tool=rec.name, status="started", attempt_id=attempt)
             )
             if auto and judged is not None and judged[0].amount_usd is not None:
                 self.state.auto_spent_usd += judged[0].amount_usd
@@ -513,15 +552,17 @@ class TurnRunner:
         finally:
             if ctx is not None:
                 self._contexts.discard(ctx)
-        if write:
-            self.state.writes[key] = WriteRecord(
-                key=key, tool=rec.name, status=status, attempt_id=attempt
-            )
         if self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output)
         if write and auto and self.agent.on_auto_executed is not None:
             await call_hook(self.agent.on_auto_executed(tool, args, output))
         self._record(rec, output, tool.policy.max_result_chars)
+        if write:
+            await self._ledger(
+                WriteRecord(
+                    key=key, tool=rec.name, status=status, attempt_id=attempt, result=rec.result
+                )
+            )
 
     async def _invoke(
         self,
@@ -612,6 +653,8 @@ class TurnRunner:
         calls = paused.calls
         rec = calls[paused.position]
         self._step = _Step(calls=calls, appended=True)
+        self.state.in_flight = calls
+        await self._save()
         tool = self.agent.tool(rec.name)
         if isinstance(decision, Reject):
             self._fail_call(rec, f"the user rejected this action: {decision.reason}")
@@ -631,9 +674,11 @@ class TurnRunner:
             else:
                 await self._execute(tool, rec, None, True, attempt_id)
         if await self._run_serial(calls, paused.position + 1):
+            await self._save()
             self._complete("pending_action")
             return
         self._finish_step(calls)
+        await self._save()
         await self._loop()
 
     # --------------------------------------------------------------- repair
@@ -644,6 +689,11 @@ class TurnRunner:
         if step is None:
             return
         if not step.appended:
+            # The model's answer was cut: its calls never reach the transcript,
+            # but reads already started get a result event, as every start does.
+            for rec in step.calls:
+                if rec.result is None and rec.tool_use_id in step.started:
+                    self._fail_call(rec, f"tool {rec.name!r} was interrupted: {reason}")
             step.flush_text()
             text = [p for p in step.parts if isinstance(p, TextPart)]
             if keep_partial and text:
@@ -657,6 +707,48 @@ class TurnRunner:
                 self._fail_call(rec, message)
         self.state.paused = None
         self._finish_step(step.calls)
+
+
+def recover_interrupted(state: SessionState) -> list[WriteRecord]:
+    """Repair the state of a run whose process died; return the writes of unknown outcome.
+
+    Ledger entries still ``started`` become ``unknown`` (never re-run). The
+    interrupted step's calls get results: the one gathered before the crash,
+    the result a finished write left in the ledger, or an error saying the
+    call was interrupted (naming the attempt for writes of unknown outcome).
+    """
+    unknown: list[WriteRecord] = []
+    for key, record in list(state.writes.items()):
+        if record.status == "started":
+            state.writes[key] = replace(record, status="unknown")
+            unknown.append(state.writes[key])
+    calls = state.in_flight
+    if calls is not None:
+        results: list[ToolResultPart] = []
+        for rec in sorted(calls, key=lambda c: c.index):
+            entry = state.writes.get(f"{state.turn_index}:{rec.tool_use_id}")
+            if rec.result is not None:
+                results.append(rec.result)
+            elif entry is not None and entry.result is not None:
+                results.append(entry.result)
+            else:
+                if entry is not None:
+                    attempt = f" (attempt {entry.attempt_id})" if entry.attempt_id else ""
+                    note = f"was interrupted while running; its outcome is unknown{attempt}"
+                else:
+                    note = "did not run: the process running the turn stopped"
+                results.append(
+                    ToolResultPart(
+                        tool_use_id=rec.tool_use_id,
+                        name=rec.name,
+                        content=f"tool {rec.name!r} {note}",
+                        is_error=True,
+                    )
+                )
+        state.messages.append(Message.tool_results(results))
+        state.in_flight = None
+    state.active_stream = None
+    return unknown
 
 
 def _failed(tool: Tool, exc: Exception) -> ToolOutput:

@@ -44,6 +44,7 @@ StopReason: TypeAlias = Literal[
     "cancelled",
     "max_tokens",
     "refusal",
+    "interrupted",
 ]
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from pydantic import JsonValue
@@ -30,7 +30,7 @@ from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
-from mainspring.engine import TurnRunner
+from mainspring.engine import TurnRunner, recover_interrupted
 from mainspring.errors import (
     ApprovalError,
     ConfigError,
@@ -43,8 +43,9 @@ from mainspring.errors import (
 from mainspring.events import Event, PendingAction, StreamStarted
 from mainspring.messages import Message
 from mainspring.microcompact import Microcompactor
-from mainspring.state import SessionState
-from mainspring.stores.base import CheckpointStore, SessionStore
+from mainspring.replay import has_terminal, synthesize_terminal
+from mainspring.state import SessionState, WriteRecord
+from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
 
 __all__ = ["Session"]
@@ -63,7 +64,11 @@ class Session:
         messages: Sequence[Message] = (),
         checkpoint_store: CheckpointStore | None = None,
         session_store: SessionStore | None = None,
+        run_lock: RunLock | None = None,
         state: SessionState | None = None,
+        when_busy: Literal["error", "wait"] = "error",
+        lock_ttl: float = 30.0,
+        owner: str | None = None,
     ) -> None:
         """Start a session (or continue one from ``state``).
 
@@ -72,12 +77,20 @@ class Session:
             session_id: Defaults to a new UUID4.
             messages: Prior history to continue from.
             checkpoint_store: Appends every yielded event (and starts each
-                stream with ``stream_started``).
-            session_store: Saves the session state when each stream ends.
+                stream with ``stream_started``), so streams can be resumed.
+            session_store: Saves the state at every durable point of a run.
+            run_lock: One active run per session across workers.
             state: A state loaded from a store (see :meth:`load`).
+            when_busy: A run while another holds the session: ``"error"``
+                raises SessionBusy, ``"wait"`` waits for it to end.
+            lock_ttl: Seconds a run's lease lasts without renewal (renewed
+                while the run is alive, so only a dead worker's lease expires).
+            owner: This worker's name in the lock (defaults to a UUID4).
         """
         if state is not None and messages:
             raise ConfigError("pass either state or messages, not both")
+        if lock_ttl <= 0:
+            raise ConfigError("lock_ttl must be positive")
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
@@ -85,6 +98,10 @@ class Session:
         self._state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
         self.session_store = session_store
+        self.run_lock = run_lock
+        self.when_busy = when_busy
+        self.lock_ttl = lock_ttl
+        self.owner = owner or str(uuid.uuid4())
         self._view = Microcompactor(enabled=agent.microcompact)
         for message in self._state.messages:
             self._view.append(message, 0)
@@ -97,6 +114,7 @@ class Session:
         self._turn_cache: dict[str, Any] = {}
         self._runner: TurnRunner | None = None
         self._running = False
+        self._live_stream: str | None = None
 
     @classmethod
     async def load(
@@ -142,7 +160,7 @@ class Session:
 
     @property
     def running(self) -> bool:
-        """Whether a send or resume stream is active."""
+        """Whether a send or resume stream is active in this process."""
         return self._running
 
     @property
@@ -152,24 +170,46 @@ class Session:
 
     # ------------------------------------------------------------- the API
 
-    def send(self, message: str | Message) -> AsyncGenerator[Event, None]:
-        """Send a user message; iterate the result for the turn's events.
+    def send(
+        self, message: str | Message | None = None, *, resume_stream_id: str | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Send a user message, or resume a stream; iterate the result for its events.
+
+        With ``resume_stream_id`` (and no message) the stream's checkpointed
+        log is replayed, followed by what is still to come: live events if
+        the run goes on, else its terminal event — the original one, a
+        ``turn_complete(stop_reason="interrupted")`` if it was cut with no
+        tool in flight, or an ``error`` naming the tool (and attempt) that was.
 
         Raises:
             SessionBusy: A run is active, or the session waits for a decision.
+            ConfigError: Resuming without a checkpoint store, or with a message.
         """
+        if resume_stream_id is not None:
+            if message is not None:
+                raise ConfigError("send() takes a message or resume_stream_id, not both")
+            if self.checkpoint_store is None:
+                raise ConfigError("resuming a stream needs a checkpoint_store")
+            return self._replay(self.checkpoint_store, resume_stream_id)
+        if message is None:
+            raise ConfigError("send() needs a message")
         msg = Message.user(message) if isinstance(message, str) else message
         if msg.role != "user":
             raise ConfigError(f"send() takes a user message, not a {msg.role!r} one")
         self._check_idle()
-        return self._stream(lambda runner: runner.start_turn(msg), check=self._check_idle)
+
+        async def check() -> None:
+            self._check_not_paused()
+
+        return self._stream(lambda runner: runner.start_turn(msg), check=check)
 
     def resume(self, attempt_id: str, decision: Decision) -> AsyncGenerator[Event, None]:
         """Decide a pending action and continue the paused turn.
 
         Raises:
             UnknownAttempt: No pending action has this id.
-            DecisionConflict: It was already decided.
+            DecisionConflict: It was already decided (here, or by another worker:
+                that one is detected when iteration starts).
             FieldNotModifiable: ``Approve.edits`` touches fields the tool does not allow.
             ToolInputError: The edited input is not valid for the tool.
             ApprovalError: The decision does not fit the action (e.g. approving a
@@ -179,11 +219,19 @@ class Session:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         final_input = self._validate_decision(attempt_id, decision)
 
-        def check() -> None:
-            if self._running:
-                raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        async def check() -> None:
             self._validate_decision(attempt_id, decision)
-            self._state.decided[attempt_id] = _decision_kind(decision)
+            kind = _decision_kind(decision)
+            store = self.session_store
+            if store is not None and not await store.claim_decision(
+                self.session_id, attempt_id, kind
+            ):
+                raise DecisionConflict(
+                    f"attempt {attempt_id} was already decided by another worker; "
+                    "a decision is never applied twice",
+                    attempt_id=attempt_id,
+                )
+            self._state.decided[attempt_id] = kind
 
         return self._stream(
             lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
@@ -204,6 +252,9 @@ class Session:
     def _check_idle(self) -> None:
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        self._check_not_paused()
+
+    def _check_not_paused(self) -> None:
         pending = self.pending
         if pending is not None:
             raise SessionBusy(
@@ -261,15 +312,102 @@ class Session:
             )
         return tool.validate({**pending.input, **decision.edits})
 
+    # ------------------------------------------------------- durability
+
+    async def save(self) -> None:
+        """Persist the state now (a no-op without a session store)."""
+        if self.session_store is not None:
+            self._state.usage = self._cost.usage
+            self._state.cost_usd = self._cost.total_usd
+            await self.session_store.save(self._state)
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """Persist one write-ledger entry."""
+        if self.session_store is not None:
+            await self.session_store.record_write(self.session_id, record)
+
+    def _recover(self) -> list[WriteRecord]:
+        """Repair the state left by a run whose process died."""
+        before = len(self._state.messages)
+        unknown = recover_interrupted(self._state)
+        for message in self._state.messages[before:]:
+            self._view.append(message, self._state.turn_index)
+        if unknown:
+            log.warning(
+                "session %s: writes of unknown outcome after a crash: %s",
+                self.session_id,
+                ", ".join(f"{r.tool} {r.key} attempt={r.attempt_id}" for r in unknown),
+            )
+        return unknown
+
+    async def _acquire(self) -> None:
+        lock = self.run_lock
+        if lock is None:
+            return
+        while not await lock.acquire(self.session_id, self.owner, ttl=self.lock_ttl):
+            if self.when_busy == "error":
+                holder = await lock.holder(self.session_id)
+                raise SessionBusy(
+                    f"session {self.session_id!r} has an active run on worker {holder!r}"
+                )
+            await anyio.sleep(min(0.25, self.lock_ttl / 4))
+        if self.session_store is not None:
+            # Another worker may have moved the session on since we loaded it.
+            fresh = await self.session_store.load(self.session_id)
+            if fresh is not None and fresh != self._state:
+                self._reset(fresh)
+
+    def _reset(self, state: SessionState) -> None:
+        self._state = state
+        self._view = Microcompactor(enabled=self.agent.microcompact)
+        for message in state.messages:
+            self._view.append(message, 0)
+        self._cost.usage = state.usage
+        self._cost.total_usd = state.cost_usd
+
+    async def _keep_lease(self) -> None:
+        lock = self.run_lock
+        assert lock is not None
+        while True:
+            await anyio.sleep(self.lock_ttl / 3)
+            if not await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl):
+                log.error("session %s: lost the run lock", self.session_id)
+                return
+
+    async def _release(self) -> None:
+        if self.run_lock is not None:
+            await self.run_lock.release(self.session_id, self.owner)
+
+    # ------------------------------------------------------------ streams
+
+    async def _begin(self, check: Callable[[], Awaitable[None]]) -> None:
+        """Take the session for a run: the flag, the lock, crash recovery, the check."""
+        if self._running:
+            raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        self._running = True
+        locked = False
+        try:
+            await self._acquire()
+            locked = True
+            if self._state.active_stream is not None:
+                self._recover()  # we hold the lock: the run that set this died
+            await check()
+        except BaseException:
+            self._running = False
+            if locked:
+                with anyio.CancelScope(shield=True):
+                    await self._release()
+            raise
+
     async def _stream(
         self,
         start: Callable[[TurnRunner], Awaitable[None]],
         *,
-        check: Callable[[], None],
+        check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
-        check()
-        self._running = True
+        await self._begin(check)
         relay: Relay[Event] = Relay()
+        durable = self.session_store is not None
         runner = TurnRunner(
             agent=self.agent,
             state=self._state,
@@ -277,17 +415,23 @@ class Session:
             cost=self._cost,
             turn_cache=self._turn_cache,
             emit=relay.put,
+            durable=self if durable else None,
         )
         self._runner = runner
         store = self.checkpoint_store
         stream_id = str(uuid.uuid4())
         abort = anyio.CancelScope()
         done = anyio.Event()
+        natural = False
 
         async def produce() -> None:
             try:
                 with abort:
-                    await runner.run(lambda: start(runner))
+                    async with anyio.create_task_group() as tg:
+                        if self.run_lock is not None:
+                            tg.start_soon(self._keep_lease)
+                        await runner.run(lambda: start(runner))
+                        tg.cancel_scope.cancel()
             except BaseException:  # pragma: no cover - run() reports failures as events
                 log.exception("session producer failed")
             finally:
@@ -295,10 +439,13 @@ class Session:
                 done.set()
 
         try:
+            self._state.active_stream = stream_id
+            self._live_stream = stream_id
             if store is not None:
                 first = StreamStarted(stream_id=stream_id, session_id=self.session_id)
                 with anyio.CancelScope(shield=True):
                     await store.append(stream_id, first)
+                    await self.save()
                 yield first
             spawn(produce)
             while await relay.wait():
@@ -307,19 +454,60 @@ class Session:
                         with anyio.CancelScope(shield=True):
                             await store.append(stream_id, event)
                     yield event
+            natural = True
         finally:
-            relay.close()
             # The consumer is done or gone: stop the producer (a running write
             # still finishes, within the agent's grace) and wait for its clean-up.
+            relay.close()
             abort.cancel()
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.write_cancel_grace + 5.0
                 await done.wait()
-            self._runner = None
-            self._running = False
-            if self.session_store is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.session_store.save(self._state)
+                self._state.active_stream = None
+                self._live_stream = None
+                self._runner = None
+                try:
+                    await self.save()
+                    if natural and store is not None:
+                        await store.clear(stream_id)
+                finally:
+                    await self._release()
+                    self._running = False
+
+    async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
+        events = await store.load(stream_id)
+        if not events:
+            raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown, expired or ended)")
+        for event in events:
+            yield event
+        seen = len(events)
+        while not has_terminal(events) and await self._still_running(stream_id):
+            await anyio.sleep(0.05)
+            events = await store.load(stream_id)
+            for event in events[seen:]:
+                yield event
+            seen = len(events)
+        if has_terminal(events):
+            return
+        if self._state.active_stream == stream_id:
+            self._recover()
+            await self.save()
+        terminal = synthesize_terminal(
+            events, writes=self._state.writes, turn_index=self._state.turn_index
+        )
+        await store.append(stream_id, terminal)
+        yield terminal
+
+    async def _still_running(self, stream_id: str) -> bool:
+        if self._live_stream == stream_id:
+            return True
+        lock = self.run_lock
+        if lock is None or self.session_store is None:
+            return False
+        if await lock.holder(self.session_id) is None:
+            return False
+        fresh = await self.session_store.load(self.session_id)
+        return fresh is not None and fresh.active_stream == stream_id
 
 
 def _decision_kind(decision: Decision) -> str:

@@ -57,6 +57,9 @@ class WriteRecord:
     tool: str
     status: Literal["started", "done", "unknown"]
     attempt_id: str | None = None
+    result: ToolResultPart | None = None
+    """What the write returned (with ``done``), so a crash before the result
+    reached the transcript does not lose it."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,6 +74,8 @@ class SessionState:
     cost_usd: float = 0.0
     auto_spent_usd: float = 0.0
     paused: PausedStep | None = None
+    in_flight: list[CallRecord] | None = None
+    """The calls of the step being executed, with the results gathered so far."""
     decided: dict[str, str] = field(default_factory=dict[str, str])
     """attempt id -> what was decided (``approved``, ``rejected``, ``client_result``)."""
     writes: dict[str, WriteRecord] = field(default_factory=dict[str, WriteRecord])
