@@ -40,7 +40,7 @@ from mainspring.errors import (
     StoreError,
     UnknownAttempt,
 )
-from mainspring.events import Event, PendingAction, StreamStarted
+from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, TurnComplete
 from mainspring.messages import Message
 from mainspring.microcompact import Microcompactor
 from mainspring.replay import has_terminal, synthesize_terminal
@@ -422,7 +422,7 @@ class Session:
         stream_id = str(uuid.uuid4())
         abort = anyio.CancelScope()
         done = anyio.Event()
-        natural = False
+        terminal: TurnComplete | ErrorEvent | None = None
 
         async def produce() -> None:
             try:
@@ -441,6 +441,12 @@ class Session:
         try:
             self._state.active_stream = stream_id
             self._live_stream = stream_id
+            ended = self._state.last_stream
+            if store is not None and ended is not None:
+                # The previous stream ended naturally: its log is no longer needed
+                # (kept until now so a client resuming right after its end got it all).
+                with anyio.CancelScope(shield=True):
+                    await store.clear(ended)
             if store is not None:
                 first = StreamStarted(stream_id=stream_id, session_id=self.session_id)
                 with anyio.CancelScope(shield=True):
@@ -453,8 +459,10 @@ class Session:
                     if store is not None:
                         with anyio.CancelScope(shield=True):
                             await store.append(stream_id, event)
+                    if isinstance(event, TurnComplete | ErrorEvent):
+                        terminal = event
                     yield event
-            natural = True
+            self._state.last_stream, self._state.last_terminal = stream_id, terminal
         finally:
             # The consumer is done or gone: stop the producer (a running write
             # still finishes, within the agent's grace) and wait for its clean-up.
@@ -468,8 +476,6 @@ class Session:
                 self._runner = None
                 try:
                     await self.save()
-                    if natural and store is not None:
-                        await store.clear(stream_id)
                 finally:
                     await self._release()
                     self._running = False
@@ -477,13 +483,23 @@ class Session:
     async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         events = await store.load(stream_id)
         if not events:
-            raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown, expired or ended)")
+            ended = await self._ended_terminal(stream_id)
+            if ended is None:
+                raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
+            yield ended  # it ended naturally and its log was cleared
+            return
         for event in events:
             yield event
         seen = len(events)
         while not has_terminal(events) and await self._still_running(stream_id):
             await anyio.sleep(0.05)
             events = await store.load(stream_id)
+            if len(events) < seen:  # cleared: it ended naturally meanwhile
+                ended = await self._ended_terminal(stream_id)
+                if ended is not None:
+                    yield ended
+                    return
+                break
             for event in events[seen:]:
                 yield event
             seen = len(events)
@@ -497,6 +513,12 @@ class Session:
         )
         await store.append(stream_id, terminal)
         yield terminal
+
+    async def _ended_terminal(self, stream_id: str) -> TurnComplete | ErrorEvent | None:
+        state = self._state
+        if self.session_store is not None and self._live_stream is None:
+            state = await self.session_store.load(self.session_id) or state
+        return state.last_terminal if state.last_stream == stream_id else None
 
     async def _still_running(self, stream_id: str) -> bool:
         if self._live_stream == stream_id:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from mainspring.events import PendingAction
+from mainspring.events import ErrorEvent, PendingAction, TurnComplete
 from mainspring.messages import Message, ToolResultPart
 from mainspring.usage import Usage
 
@@ -84,4 +84,8 @@ class SessionState:
     """The stream id of a run in progress; set when a run starts, cleared when it ends.
     Found set on load (with no live run holding the session's lock), it means the
     process running it died."""
+    last_stream: str | None = None
+    """The id of the last stream that ended, and its terminal event below: a
+    client resuming a stream whose log was already cleared still learns how it ended."""
+    last_terminal: TurnComplete | ErrorEvent | None = None
     version: int = 1
