@@ -11,6 +11,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.stores.servers"]
+
 NEEDS_PREFIX = "needs "
 
 

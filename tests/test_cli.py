@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -77,3 +78,35 @@ def test_version_and_module_entry_point() -> None:
         check=True,
     )
     assert out.stdout.startswith("mainspring ")
+
+
+def test_demo_approval_can_come_from_a_later_process(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    first = runner.invoke(app, ["demo", "--store", url])  # no terminal: it pauses
+    assert first.exit_code == 0, first.output
+    assert "waiting for approval" in first.output and "→ send_payment" not in first.output
+    session_id = first.output.split("--session")[-1].split()[0]
+    later = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mainspring",
+            "demo",
+            "--store",
+            url,
+            "--session",
+            session_id,
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert later.returncode == 0, later.stderr
+    assert "→ send_payment" in later.stdout and "new balance is $130.00" in later.stdout
+
+
+def test_unknown_store_url_is_a_clean_error() -> None:
+    result = runner.invoke(app, ["demo", "--store", "bogus://x"])
+    assert result.exit_code == 1
+    assert "unknown store URL" in result.output and "Traceback" not in result.output

@@ -475,3 +475,15 @@ def session_states(draw: st.DrawFn) -> SessionState:
 def test_session_state_round_trip_property(state: SessionState) -> None:
     data: JsonValue = json.loads(json.dumps(encode(state)))
     assert decode(SessionState, data) == state
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(event=events)
+def test_the_fast_encoding_path_matches_the_adapter(event: Event) -> None:
+    from pydantic import TypeAdapter
+
+    from mainspring.events import Event as EventUnion
+
+    expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
+    assert event_to_dict(event) == expected
+    assert list(event_to_dict(event)) == list(expected)  # same key order on the wire

@@ -21,7 +21,7 @@ from rich.text import Text
 from mainspring._version import __version__
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import DEMO_MESSAGE, demo_agent
-from mainspring.errors import MainspringError
+from mainspring.errors import ConfigError, MainspringError
 from mainspring.events import (
     ErrorEvent,
     Event,
@@ -36,6 +36,7 @@ from mainspring.events import (
     UsageEvent,
 )
 from mainspring.session import Session
+from mainspring.stores.urls import Stores, open_stores
 
 __all__ = ["app", "main"]
 
@@ -142,25 +143,61 @@ def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
     return Reject("The user declined at the terminal.")
 
 
-async def _run_demo(message: str, *, yes: bool, console: Console) -> int:
-    session = Session(demo_agent())
+async def _run_demo(
+    message: str, *, yes: bool, console: Console, store_url: str | None, session_id: str | None
+) -> int:
+    stores = await open_stores(store_url) if store_url else Stores()
+    try:
+        if session_id is not None:
+            if stores.sessions is None:
+                raise ConfigError("--session needs a --store that holds sessions")
+            session = await Session.load(
+                demo_agent(),
+                stores.sessions,
+                session_id,
+                checkpoint_store=stores.checkpoints,
+                run_lock=stores.locks,
+            )
+        else:
+            session = Session(demo_agent(), **stores.session_kwargs())
+        return await _converse(session, message, yes=yes, console=console, store_url=store_url)
+    finally:
+        await stores.aclose()
+
+
+async def _converse(
+    session: Session, message: str, *, yes: bool, console: Console, store_url: str | None
+) -> int:
     render = _Renderer(console)
-    console.print(f"[bold]you[/]: {message}")
-    stream = session.send(message)
+    pending: PendingAction | None = session.pending
+    stream = None
+    if pending is None:
+        console.print(f"[bold]you[/]: {message}")
+        stream = session.send(message)
     while True:
-        pending: PendingAction | None = None
         failed = False
-        async for event in stream:
-            render.show(event)
-            if isinstance(event, PendingAction):
-                pending = event
-            elif isinstance(event, ErrorEvent):
-                failed = True
+        if stream is not None:
+            pending = None
+            async for event in stream:
+                render.show(event)
+                if isinstance(event, PendingAction):
+                    pending = event
+                elif isinstance(event, ErrorEvent):
+                    failed = True
         if failed:
             return 1
         if pending is None:
             return 0
-        decision = _ask(console, pending, yes=yes)
+        try:
+            decision = _ask(console, pending, yes=yes)
+        except _NoTerminal:
+            if store_url is None:
+                raise
+            console.print(
+                f"[yellow]waiting for approval[/]: continue later with "
+                f"mainspring demo --store {store_url} --session {session.session_id}"
+            )
+            return 0
         stream = session.resume(pending.attempt_id, decision)
 
 
@@ -175,6 +212,13 @@ def demo(
     model: Annotated[
         str, typer.Option(help="Model to use; offline 'scripted' for now.")
     ] = "scripted",
+    store: Annotated[
+        str | None,
+        typer.Option(help="Keep the session in a store: memory://, sqlite:///demo.db, …"),
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Continue this stored session (e.g. one awaiting approval).")
+    ] = None,
 ) -> None:
     """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
     console = Console(highlight=False)
@@ -186,7 +230,11 @@ def demo(
         )
         raise typer.Exit(2)
     try:
-        code = anyio.run(lambda: _run_demo(message, yes=yes, console=console))
+        code = anyio.run(
+            lambda: _run_demo(
+                message, yes=yes, console=console, store_url=store, session_id=session
+            )
+        )
     except (MainspringError, _NoTerminal) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from None

@@ -7,13 +7,25 @@ first use so that ``import mainspring`` stays cheap. Every wire format
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, JsonValue, TypeAdapter, ValidationError
 
 from mainspring.errors import StoreError
-from mainspring.events import Event
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    StreamStarted,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolCallDelta,
+    ToolProgress,
+    ToolResult,
+    ToolStart,
+)
 from mainspring.messages import Message
 
 __all__ = [
@@ -55,8 +67,34 @@ def decode(tp: type[T], data: object) -> T:
     return value
 
 
+def _flat_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+# Events whose fields are all JSON already (str, int, float, bool, None, or a
+# JSON object): encoded field by field, several times faster than the adapter.
+# tests/test_codec.py checks this path gives exactly what the adapter gives.
+_FLAT: dict[type, tuple[str, ...]] = {
+    cls: _flat_fields(cls)
+    for cls in (
+        StreamStarted,
+        TextDelta,
+        ThinkingDelta,
+        ThinkingDone,
+        ToolCallDelta,
+        ToolStart,
+        ToolProgress,
+        ToolResult,
+        ErrorEvent,
+    )
+}
+
+
 def event_to_dict(event: Event) -> dict[str, JsonValue]:
     """An event as a JSON object (its ``type`` included)."""
+    fields = _FLAT.get(type(event))
+    if fields is not None:
+        return {name: getattr(event, name) for name in fields}
     data: dict[str, JsonValue] = _adapter(_EVENT).dump_python(event, mode="json")
     return data
 

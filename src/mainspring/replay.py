@@ -34,22 +34,27 @@ def synthesize_terminal(
 ) -> Event:
     """The terminal event for a log that was cut before its own."""
     finished = {e.tool_use_id for e in events if isinstance(e, ToolResult)}
-    in_flight = [e for e in events if isinstance(e, ToolStart) and e.tool_use_id not in finished]
+    in_flight = {
+        e.tool_use_id: e.name
+        for e in events
+        if isinstance(e, ToolStart) and e.tool_use_id not in finished
+    }
+    # The ledger knows of writes that started before their tool_start was logged.
+    prefix = f"{turn_index}:"
+    attempt: str | None = None
+    for key, record in writes.items():
+        tool_use_id = key.removeprefix(prefix)
+        if key.startswith(prefix) and record.status != "done" and tool_use_id not in finished:
+            in_flight.setdefault(tool_use_id, record.tool)
+            attempt = attempt or record.attempt_id
     if not in_flight:
         return TurnComplete(stop_reason="interrupted", turn_index=turn_index)
-    names: list[str] = []
-    attempt: str | None = None
-    for start in in_flight:
-        record = writes.get(f"{turn_index}:{start.tool_use_id}")
-        if record is not None and record.attempt_id and attempt is None:
-            attempt = record.attempt_id
-        names.append(f"{start.name} ({start.tool_use_id})")
+    names = ", ".join(f"{name} ({tool_use_id})" for tool_use_id, name in in_flight.items())
     return ErrorEvent(
         code="tool_interrupted",
         message=(
-            "the stream was cut while tools were running: "
-            + ", ".join(names)
-            + "; a write among them has an unknown outcome and was not run again"
+            f"the stream was cut while tools were running: {names}; "
+            "a write among them has an unknown outcome and was not run again"
         ),
         attempt_id=attempt,
     )

@@ -326,8 +326,13 @@ class Session:
         if self.session_store is not None:
             await self.session_store.record_write(self.session_id, record)
 
-    def _recover(self) -> list[WriteRecord]:
-        """Repair the state left by a run whose process died."""
+    async def _recover(self) -> None:
+        """Repair the state left by a run whose process died, on record."""
+        for record in self._recover_state():
+            await self.record_write(record)
+        await self.save()
+
+    def _recover_state(self) -> list[WriteRecord]:
         before = len(self._state.messages)
         unknown = recover_interrupted(self._state)
         for message in self._state.messages[before:]:
@@ -390,7 +395,7 @@ class Session:
             await self._acquire()
             locked = True
             if self._state.active_stream is not None:
-                self._recover()  # we hold the lock: the run that set this died
+                await self._recover()  # we hold the lock: the run that set this died
             await check()
         except BaseException:
             self._running = False
@@ -450,15 +455,17 @@ class Session:
             if store is not None:
                 first = StreamStarted(stream_id=stream_id, session_id=self.session_id)
                 with anyio.CancelScope(shield=True):
+                    await self.save()  # the run is on record before any event is
                     await store.append(stream_id, first)
-                    await self.save()
                 yield first
             spawn(produce)
             while await relay.wait():
-                for event in relay.drain():
-                    if store is not None:
-                        with anyio.CancelScope(shield=True):
-                            await store.append(stream_id, event)
+                batch = relay.drain()
+                if store is not None:
+                    # The whole batch is on record before any of it is yielded.
+                    with anyio.CancelScope(shield=True):
+                        await store.append_many(stream_id, batch)
+                for event in batch:
                     if isinstance(event, TurnComplete | ErrorEvent):
                         terminal = event
                     yield event
@@ -506,8 +513,7 @@ class Session:
         if has_terminal(events):
             return
         if self._state.active_stream == stream_id:
-            self._recover()
-            await self.save()
+            await self._recover()
         terminal = synthesize_terminal(
             events, writes=self._state.writes, turn_index=self._state.turn_index
         )

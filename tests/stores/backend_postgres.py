@@ -1,14 +1,21 @@
-"""Fixtures for the postgres backend (placeholder until it lands)."""
+"""Fixtures for the postgres backend: stores on a fresh schema of the session's server."""
 
 from __future__ import annotations
 
-from typing import NoReturn
-
 import pytest
 
-
-def _missing(*_args: object) -> NoReturn:
-    pytest.skip("the postgres backend has not landed yet")
+from mainspring.stores import SessionStore
 
 
-checkpoint_store = session_stores = run_locks = _missing
+async def session_stores(request: pytest.FixtureRequest) -> tuple[SessionStore, SessionStore]:
+    """Two store objects (two connections) on one database: two workers."""
+    url: str = request.getfixturevalue("postgres_url")
+    from mainspring.stores.postgres import PostgresSessionStore
+
+    one = await PostgresSessionStore.open(url)
+    try:
+        two = await PostgresSessionStore.open(url)
+    except BaseException:
+        await one.aclose()
+        raise
+    return one, two

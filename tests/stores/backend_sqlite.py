@@ -1,14 +1,34 @@
-"""Fixtures for the sqlite backend (placeholder until it lands)."""
+"""Fixtures for the SQLite backend: store objects on one database file per test."""
 
 from __future__ import annotations
 
-from typing import NoReturn
+from pathlib import Path
 
-import pytest
+from mainspring.stores import (
+    CheckpointStore,
+    RunLock,
+    SessionStore,
+    SQLiteCheckpointStore,
+    SQLiteRunLock,
+    SQLiteSessionStore,
+)
+
+DB_NAME = "mainspring.db"
 
 
-def _missing(*_args: object) -> NoReturn:
-    pytest.skip("the sqlite backend has not landed yet")
+async def checkpoint_store(tmp_path: Path) -> CheckpointStore:
+    return await SQLiteCheckpointStore.open(tmp_path / DB_NAME)
 
 
-checkpoint_store = session_stores = run_locks = _missing
+async def session_stores(tmp_path: Path) -> tuple[SessionStore, SessionStore]:
+    """Two store objects (two connections) on one file: two workers."""
+    one = await SQLiteSessionStore.open(tmp_path / DB_NAME)
+    two = await SQLiteSessionStore.open(tmp_path / DB_NAME)
+    return one, two
+
+
+async def run_locks(tmp_path: Path) -> tuple[RunLock, RunLock]:
+    """Two lock objects (two connections) on one file: two workers."""
+    one = await SQLiteRunLock.open(tmp_path / DB_NAME)
+    two = await SQLiteRunLock.open(tmp_path / DB_NAME)
+    return one, two

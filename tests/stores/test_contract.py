@@ -163,6 +163,20 @@ async def test_saving_a_stale_state_never_loses_a_claim_or_ledger_entry(
     assert not await one.claim_decision("sess-1", "att-1", "rejected")
 
 
+async def test_a_stale_save_never_moves_a_write_back(
+    session_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    one, two = session_stores
+    stale = paused_state()
+    stale.writes["1:c1"] = WriteRecord(key="1:c1", tool="pay", status="started")
+    await one.save(stale)
+    done = WriteRecord(key="1:c1", tool="pay", status="done")
+    await two.record_write("sess-1", done)
+    await one.save(stale)  # still thinks the write is running
+    loaded = await two.load("sess-1")
+    assert loaded is not None and loaded.writes["1:c1"] == done
+
+
 async def test_write_ledger_entries_are_upserted(session_store: SessionStore) -> None:
     await session_store.save(paused_state())
     started = WriteRecord(key="1:c1", tool="pay", status="started", attempt_id="att-1")

@@ -9,11 +9,12 @@
   and after it runs.
 - **RunLock**: one active run per session, across workers, with expiry.
 
-Every implementation must pass ``tests/stores/contract.py``.
+Every implementation must pass ``tests/stores/test_contract.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from mainspring.events import Event
@@ -31,6 +32,13 @@ class CheckpointStore(Protocol):
 
     async def append(self, stream_id: str, event: Event) -> None:
         """Append one event; durable when it returns (one round trip for remote stores)."""
+        ...
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        """Append events in order, all durable when it returns, in one round trip.
+
+        A session appends each batch of events it is about to yield at once.
+        """
         ...
 
     async def load(self, stream_id: str) -> list[Event]:
@@ -58,7 +66,9 @@ class SessionStore(Protocol):
         """Write the state.
 
         Decisions and ledger entries already recorded through
-        :meth:`claim_decision` and :meth:`record_write` are kept (merged, never lost).
+        :meth:`claim_decision` and :meth:`record_write` are kept (merged, never
+        lost): ``save`` only adds entries the store lacks, so a stale state can
+        never move a write back from ``done`` to ``started``.
         """
         ...
 

@@ -7,7 +7,7 @@ cannot be persisted fails here first, not in a durable backend later.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pydantic import JsonValue, ValidationError
 
@@ -31,15 +31,22 @@ class InMemoryCheckpointStore:
         self._logs: dict[str, tuple[float, list[JsonValue]]] = {}
 
     def _expire(self) -> None:
+        # Logs are kept in order of their last append, so expiry looks at the front only.
         now = self._clock()
-        for key in [k for k, (seen, _) in self._logs.items() if now - seen > self._ttl]:
+        for key, (seen, _) in list(self._logs.items()):
+            if now - seen <= self._ttl:
+                break
             del self._logs[key]
 
     async def append(self, stream_id: str, event: Event) -> None:
         """Append one event and refresh the stream's TTL."""
+        await self.append_many(stream_id, (event,))
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        """Append events and refresh the stream's TTL."""
         self._expire()
-        _, log = self._logs.get(stream_id, (0.0, []))
-        log.append(event_to_dict(event))
+        _, log = self._logs.pop(stream_id, (0.0, []))
+        log.extend(event_to_dict(e) for e in events)
         self._logs[stream_id] = (self._clock(), log)
 
     async def load(self, stream_id: str) -> list[Event]:
@@ -86,7 +93,8 @@ class InMemorySessionStore:
             decided.setdefault(attempt_id, decision)
         writes = self._writes.setdefault(state.session_id, {})
         for key, record in state.writes.items():
-            writes[key] = encode(record)
+            # Only fill gaps: a stale state never moves an entry back.
+            writes.setdefault(key, encode(record))
         data["decided"] = {}
         data["writes"] = {}
         self._states[state.session_id] = data

@@ -2,7 +2,7 @@
 
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput, client_tool, tool
-from mainspring.tools.policy import Flag, Permission, ToolPolicy, UsdAmount, usd
+from mainspring.tools.policy import Flag, Permission, ToolInput, ToolPolicy, UsdAmount, usd
 from mainspring.tools.registry import ToolRegistry, matches, matches_any, namespaced
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Permission",
     "Tool",
     "ToolContext",
+    "ToolInput",
     "ToolOutput",
     "ToolPolicy",
     "ToolRegistry",

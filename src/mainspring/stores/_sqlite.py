@@ -1,0 +1,257 @@
+"""SQLite plumbing shared by the SQLite stores: the schema, one connection per store.
+
+A :class:`Database` opens the file (WAL journal, ``synchronous=NORMAL``, a busy
+timeout; :func:`synced` for the commits that must survive a power loss), checks or
+records the schema version, and runs one operation at a time on its
+connection in a worker thread, so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import UnionType
+from typing import TypeVar, TypeVarTuple
+
+import anyio
+import anyio.to_thread
+from pydantic import JsonValue
+
+from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.stores.base import SCHEMA_VERSION
+
+__all__ = [
+    "BUSY_TIMEOUT",
+    "CODEC_ERRORS",
+    "Clock",
+    "Database",
+    "StrPath",
+    "check_text",
+    "check_ttl",
+    "check_type",
+    "dumps",
+    "encoding",
+    "synced",
+    "transaction",
+]
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+Clock = Callable[[], float]
+"""Wall-clock seconds (``time.time``): rows are compared across processes."""
+StrPath = str | os.PathLike[str]
+
+BUSY_TIMEOUT = 10.0
+"""Seconds an operation waits for another connection's write to finish."""
+
+CODEC_ERRORS = (ValueError, TypeError, RecursionError)
+"""What encoding or decoding JSON raises (pydantic's errors are ``ValueError``)."""
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS mainspring_checkpoints (
+        stream_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (stream_id, seq)
+    ) WITHOUT ROWID""",  # small rows, read by stream: one b-tree, clustered
+    """CREATE TABLE IF NOT EXISTS mainspring_sessions (
+        session_id TEXT PRIMARY KEY,
+        header TEXT NOT NULL,
+        revision TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_messages (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_decisions (
+        session_id TEXT NOT NULL,
+        attempt_id TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        PRIMARY KEY (session_id, attempt_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_writes (
+        session_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_locks (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
+)
+
+
+def dumps(data: JsonValue) -> str:
+    """Compact JSON text, ASCII-escaped: any Python string (even a lone surrogate) round-trips."""
+    return json.dumps(data, separators=(",", ":"))
+
+
+@contextmanager
+def encoding(what: str) -> Iterator[None]:
+    """Turn a value the codec cannot encode into :class:`StoreError` naming ``what``."""
+    try:
+        yield
+    except CODEC_ERRORS as exc:
+        raise StoreError(f"{what} cannot be stored: {exc}") from exc
+
+
+def check_text(what: str, value: object) -> str:
+    """``value`` if it is a string SQLite can store, else :class:`ConfigError`."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ConfigError(f"{what} {value!r} is not valid Unicode text") from None
+    return value
+
+
+def check_type(what: str, value: object, kind: type | UnionType) -> None:
+    if not isinstance(value, kind):
+        raise ConfigError(
+            f"{what} must be a {getattr(kind, '__name__', kind)}, not {type(value).__name__}"
+        )
+
+
+def check_ttl(ttl: object) -> float:
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
+        raise ConfigError(f"ttl must be a positive number of seconds, not {ttl!r}")
+    return float(ttl)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
+    """One transaction; ``write`` takes the write lock first (no upgrade deadlock)."""
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def synced(conn: sqlite3.Connection) -> Iterator[None]:
+    """Commits made inside are on disk when they return (``synchronous=FULL``).
+
+    In WAL mode that also syncs every commit before them, by any connection.
+    """
+    conn.execute("PRAGMA synchronous=FULL")
+    try:
+        yield
+    finally:
+        conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open ``path``, switch it to WAL and check or create the schema."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
+    try:
+        (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+        if str(mode).lower() != "wal":
+            raise StoreError(f"SQLite store {str(path)!r} cannot use WAL (journal mode {mode})")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        with transaction(conn, write=True):
+            _check_schema(conn, path)
+            for ddl in _TABLES:
+                conn.execute(ddl)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if exc.sqlite_errorcode in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+            raise StoreError(
+                f"{str(path)!r} is not a SQLite database (or is damaged): {exc}"
+            ) from exc
+        raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file written by a newer layout; record the version in a new one."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS mainspring_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    )
+    row = conn.execute("SELECT value FROM mainspring_meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO mainspring_meta (key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        return
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        version = 0
+    if version < 1:
+        raise StoreError(
+            f"SQLite store {str(path)!r}: mainspring_meta holds schema version {row[0]!r},"
+            " not a positive integer"
+        )
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"SQLite store {str(path)!r} has schema version {version}, written by a newer"
+            f" mainspring; this one reads up to version {SCHEMA_VERSION}: upgrade mainspring"
+        )
+    # Older versions: none exist yet. A layout change adds its migration here.
+
+
+def _run_guarded(
+    path: Path, fn: Callable[[sqlite3.Connection, *Ts], T], conn: sqlite3.Connection, *args: *Ts
+) -> T:
+    try:
+        return fn(conn, *args)
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite store {str(path)!r}: {exc}") from exc
+
+
+class Database:
+    """One connection, used by one operation at a time, always from a worker thread."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = conn
+        self._lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, path: StrPath) -> Database:
+        location = Path(path)
+        if str(path) in ("", ":memory:"):
+            raise ConfigError("an SQLite store needs a file path; use the InMemory stores instead")
+        conn = await anyio.to_thread.run_sync(_connect, location)
+        return cls(location, conn)
+
+    async def run(self, fn: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts) -> T:
+        """``fn(connection, *args)`` in a worker thread; sqlite errors become StoreError."""
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError(f"SQLite store {str(self.path)!r} is closed")
+            # Not abandoned on cancellation: the lock is held until the call is done.
+            return await anyio.to_thread.run_sync(_run_guarded, self.path, fn, conn, *args)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    await anyio.to_thread.run_sync(conn.close)

@@ -1,0 +1,346 @@
+r"""PostgreSQL session store: durable sessions shared by many workers.
+
+Import it from this module (``mainspring.stores`` does not, so that it stays
+light without the extra)::
+
+    from mainspring.stores.postgres import PostgresSessionStore
+
+    store = await PostgresSessionStore.open("postgresql://user:password@db.internal/app")
+
+Tables are created when missing, in the connection's first schema on
+``search_path`` (pick another with ``?options=-csearch_path%3Dmyschema``):
+
+- ``mainspring_meta``: the layout version.
+- ``mainspring_sessions``: one row per session, the state without its
+  transcript, decisions and write ledger.
+- ``mainspring_messages``: the transcript, one row per message; ``save``
+  inserts only the messages not stored yet.
+- ``mainspring_decisions``: keyed by ``(session_id, attempt_id)``, so a
+  decision is claimed once, by whichever worker inserts it first.
+- ``mainspring_writes``: the write ledger, upserted by ``(session_id, key)``.
+
+JSON is stored as ``text``, not ``jsonb``: jsonb rejects the NUL character
+(``\u0000``) that message text may contain.
+
+Each store object holds one connection and runs one operation at a time on
+it; open one per worker. A lost connection fails the operation in progress
+with :class:`~mainspring.errors.StoreError`; the next one reconnects.
+psycopg's async connection runs on asyncio only (not trio).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Self
+
+import anyio
+from pydantic import JsonValue, ValidationError
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.pq import TransactionStatus
+    from psycopg.rows import TupleRow
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'mainspring.stores.postgres needs: pip install "mainspring[postgres]"'
+    ) from exc
+
+from mainspring.codec import decode, encode, message_from_dict, message_to_dict
+from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.state import SessionState, WriteRecord
+from mainspring.stores.base import SCHEMA_VERSION
+
+__all__ = ["PostgresSessionStore"]
+
+_Connection = psycopg.AsyncConnection[TupleRow]
+
+# Serializes table creation across workers opening at once (CREATE TABLE IF NOT
+# EXISTS races otherwise). The number spells "mainspr".
+_SETUP_LOCK = 0x6D61696E737072
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS mainspring_sessions (
+        session_id text PRIMARY KEY,
+        data text NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_messages (
+        session_id text NOT NULL,
+        seq integer NOT NULL,
+        data text NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_decisions (
+        session_id text NOT NULL,
+        attempt_id text NOT NULL,
+        decision text NOT NULL,
+        PRIMARY KEY (session_id, attempt_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_writes (
+        session_id text NOT NULL,
+        key text NOT NULL,
+        data text NOT NULL,
+        PRIMARY KEY (session_id, key)
+    )""",
+)
+
+_DELETES = (
+    "DELETE FROM mainspring_sessions WHERE session_id = %s",
+    "DELETE FROM mainspring_messages WHERE session_id = %s",
+    "DELETE FROM mainspring_decisions WHERE session_id = %s",
+    "DELETE FROM mainspring_writes WHERE session_id = %s",
+)
+_INSERT_DECISION = """
+    INSERT INTO mainspring_decisions (session_id, attempt_id, decision) VALUES (%s, %s, %s)
+    ON CONFLICT (session_id, attempt_id) DO NOTHING
+"""
+_UPSERT_WRITE = """
+    INSERT INTO mainspring_writes (session_id, key, data) VALUES (%s, %s, %s)
+    ON CONFLICT (session_id, key) DO UPDATE SET data = EXCLUDED.data
+"""
+# save() only fills gaps in the ledger: a stale state must never move an entry
+# back (say from "done" to "started"); record_write is the one path forward.
+_INSERT_WRITE = """
+    INSERT INTO mainspring_writes (session_id, key, data) VALUES (%s, %s, %s)
+    ON CONFLICT (session_id, key) DO NOTHING
+"""
+
+
+def _dumps(data: JsonValue) -> str:
+    # json escapes control characters, so NUL is stored as the six characters \u0000.
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+class PostgresSessionStore:
+    """Session states in PostgreSQL tables: an append-only transcript, atomic claims."""
+
+    def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
+        """Prepare a store on ``url`` without connecting; use :meth:`open`."""
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError:
+            # from None: the URL may hold a password.
+            raise ConfigError("not a PostgreSQL URL or connection string") from None
+        host = params.get("host") or os.environ.get("PGHOST") or "localhost"
+        port = params.get("port") or os.environ.get("PGPORT") or 5432
+        self._where = f"{host}:{port}"
+        self._url = url
+        self._connect_timeout = connect_timeout
+        self._conn: _Connection | None = None
+        self._lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, url: str, *, connect_timeout: int = 10) -> Self:
+        """Connect to ``url`` and create the tables if missing.
+
+        Args:
+            url: A ``postgresql://`` URL or a libpq connection string.
+            connect_timeout: Seconds to wait for the server.
+
+        Raises:
+            StoreError: The server cannot be reached.
+            SchemaTooNew: The tables were written by a newer mainspring.
+        """
+        store = cls(url, connect_timeout=connect_timeout)
+        async with store._lock:
+            await store._connection()
+        return store
+
+    async def _connection(self) -> _Connection:
+        """The open connection, made again if it broke or was left mid-operation."""
+        conn = self._conn
+        if conn is not None:
+            if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+                return conn
+            self._conn = None
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self._url, autocommit=True, connect_timeout=self._connect_timeout
+            )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot reach PostgreSQL at {self._where}: {exc}") from exc
+        try:
+            await self._set_up(conn)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    async def _set_up(self, conn: _Connection) -> None:
+        """Check the schema version (set it on first use) and create missing tables."""
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS mainspring_meta"
+                    " (key text PRIMARY KEY, value text NOT NULL)"
+                )
+                await conn.execute(
+                    "INSERT INTO mainspring_meta (key, value) VALUES ('schema_version', %s)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (str(SCHEMA_VERSION),),
+                )
+                cur = await conn.execute(
+                    "SELECT value FROM mainspring_meta WHERE key = 'schema_version'"
+                )
+                row = await cur.fetchone()
+                stored = row[0] if row else None
+                try:
+                    version = int(str(stored))
+                except ValueError:
+                    raise StoreError(
+                        f"PostgreSQL at {self._where}: mainspring_meta holds schema version"
+                        f" {stored!r}, not a number"
+                    ) from None
+                if version > SCHEMA_VERSION:
+                    raise SchemaTooNew(
+                        f"PostgreSQL at {self._where} holds schema version {version}, written"
+                        f" by a newer mainspring; this one reads up to version {SCHEMA_VERSION}"
+                    )
+                for ddl in _TABLES:
+                    await conn.execute(ddl)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where}: setting up tables failed: {exc}"
+            ) from exc
+
+    @asynccontextmanager
+    async def _use(self, action: str) -> AsyncIterator[_Connection]:
+        """The connection, for one operation at a time; database errors become StoreError."""
+        async with self._lock:
+            conn = await self._connection()
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL at {self._where}: {action} failed: {exc}") from exc
+
+    async def save(self, state: SessionState) -> None:
+        """Write the state in one transaction (recorded decisions and ledger entries are kept).
+
+        Only messages not stored yet are inserted. The stored transcript is
+        rewritten when the state has fewer messages than stored, or a
+        different message where the stored transcript ends.
+        """
+        sid = state.session_id
+        header = encode(dataclasses.replace(state, messages=[], decided={}, writes={}))
+        decisions = [(sid, attempt_id, d) for attempt_id, d in state.decided.items()]
+        writes = [(sid, key, _dumps(encode(record))) for key, record in state.writes.items()]
+        async with self._use(f"save of session {sid!r}") as conn, conn.transaction():
+            # The upsert locks the session's row: saves of one session run one at a time.
+            await conn.execute(
+                "INSERT INTO mainspring_sessions (session_id, data) VALUES (%s, %s)"
+                " ON CONFLICT (session_id) DO UPDATE SET data = EXCLUDED.data",
+                (sid, _dumps(header)),
+            )
+            start = await self._stored_prefix(conn, state)
+            if start < len(state.messages):
+                async with conn.cursor() as cur:
+                    await cur.executemany(
+                        "INSERT INTO mainspring_messages (session_id, seq, data)"
+                        " VALUES (%s, %s, %s)",
+                        [
+                            (sid, seq, _dumps(message_to_dict(state.messages[seq])))
+                            for seq in range(start, len(state.messages))
+                        ],
+                    )
+            async with conn.cursor() as cur:
+                if decisions:
+                    await cur.executemany(_INSERT_DECISION, decisions)
+                if writes:
+                    await cur.executemany(_INSERT_WRITE, writes)
+
+    @staticmethod
+    async def _stored_prefix(conn: _Connection, state: SessionState) -> int:
+        """How many of the state's messages are stored already (deleting the rest if stale)."""
+        cur = await conn.execute(
+            "SELECT seq, data FROM mainspring_messages WHERE session_id = %s"
+            " ORDER BY seq DESC LIMIT 1",
+            (state.session_id,),
+        )
+        last = await cur.fetchone()
+        if last is None:
+            return 0
+        stored = int(str(last[0])) + 1
+        if stored <= len(state.messages) and last[1] == _dumps(
+            message_to_dict(state.messages[stored - 1])
+        ):
+            return stored
+        await conn.execute(
+            "DELETE FROM mainspring_messages WHERE session_id = %s", (state.session_id,)
+        )
+        return 0
+
+    async def load(self, session_id: str) -> SessionState | None:
+        """The saved state with every recorded decision and ledger entry, or ``None``.
+
+        Raises:
+            StoreError: A stored row cannot be decoded.
+        """
+        async with self._use(f"load of session {session_id!r}") as conn, conn.transaction():
+            # One snapshot for the four reads, even while another worker saves.
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cur = await conn.execute(
+                "SELECT data FROM mainspring_sessions WHERE session_id = %s", (session_id,)
+            )
+            header = await cur.fetchone()
+            if header is None:
+                return None
+            cur = await conn.execute(
+                "SELECT data FROM mainspring_messages WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            )
+            messages = await cur.fetchall()
+            cur = await conn.execute(
+                "SELECT attempt_id, decision FROM mainspring_decisions WHERE session_id = %s",
+                (session_id,),
+            )
+            decisions = await cur.fetchall()
+            cur = await conn.execute(
+                "SELECT key, data FROM mainspring_writes WHERE session_id = %s ORDER BY key",
+                (session_id,),
+            )
+            writes = await cur.fetchall()
+        try:
+            state = decode(SessionState, json.loads(str(header[0])))
+            state.messages = [message_from_dict(json.loads(str(m))) for (m,) in messages]
+            state.decided = {str(a): str(d) for a, d in decisions}
+            state.writes = {str(k): decode(WriteRecord, json.loads(str(w))) for k, w in writes}
+        except (ValueError, ValidationError, RecursionError) as exc:
+            raise StoreError(
+                f"PostgreSQL at {self._where}: stored session {session_id!r} is unreadable: {exc}"
+            ) from exc
+        return state
+
+    async def delete(self, session_id: str) -> None:
+        """Forget a session and everything recorded for it."""
+        async with self._use(f"delete of session {session_id!r}") as conn, conn.transaction():
+            for statement in _DELETES:
+                await conn.execute(statement, (session_id,))
+
+    async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Record the decision unless one was already recorded, by any worker."""
+        async with self._use(f"claim of attempt {attempt_id!r}") as conn:
+            cur = await conn.execute(_INSERT_DECISION, (session_id, attempt_id, decision))
+            return cur.rowcount == 1
+
+    async def record_write(self, session_id: str, record: WriteRecord) -> None:
+        """Upsert one ledger entry."""
+        data = _dumps(encode(record))
+        async with self._use(f"ledger write {record.key!r}") as conn:
+            await conn.execute(_UPSERT_WRITE, (session_id, record.key, data))
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()

@@ -1,0 +1,306 @@
+"""Redis stores: stream checkpoints and run locks shared by many workers.
+
+Import them from this module (``mainspring.stores`` does not, so that it
+stays light without the extra)::
+
+    from mainspring.stores.redis import RedisCheckpointStore, RedisRunLock
+
+    checkpoints = await RedisCheckpointStore.open("redis://localhost:6379/0")
+    locks = await RedisRunLock.open("redis://localhost:6379/0")
+
+Keys live under a prefix (``"mainspring:"`` by default):
+
+- ``<prefix>schema``: the layout version, set by the first open.
+- ``<prefix>stream:<stream id>``: a list of events as JSON text; it expires
+  ``ttl`` seconds after its last append.
+- ``<prefix>lock:<key>``: the owner of a lease; the key's TTL is the lease's.
+
+redis-py's asyncio client runs on asyncio only (not trio).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Self
+
+import anyio
+
+try:
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError('mainspring.stores.redis needs: pip install "mainspring[redis]"') from exc
+
+from mainspring.codec import event_from_json, event_to_json
+from mainspring.errors import CheckpointCorrupt, ConfigError, SchemaTooNew, StoreError
+from mainspring.events import Event
+from mainspring.stores.base import SCHEMA_VERSION
+
+__all__ = ["DEFAULT_PREFIX", "RedisCheckpointStore", "RedisRunLock"]
+
+DEFAULT_PREFIX = "mainspring:"
+"""Prefix of every key mainspring writes."""
+
+# A lease is taken when free, expired, or already ours (re-entrant for its owner).
+_ACQUIRE = """
+local current = redis.call('GET', KEYS[1])
+if current and current ~= ARGV[1] then
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+_REFRESH = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def _milliseconds(seconds: float) -> int:
+    # Redis refuses an expiry of 0; a lease never lasts less than a millisecond.
+    return max(1, math.ceil(seconds * 1000))
+
+
+def _check_ttl(ttl: float) -> None:
+    if not ttl > 0:
+        raise ConfigError(f"ttl must be positive, got {ttl}")
+
+
+class _RedisStore:
+    """A client, the prefix its keys live under, and errors turned into StoreError."""
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._where = _where(client)
+
+    @classmethod
+    async def _connect(
+        cls, url: str, *, prefix: str, connect_timeout: float, retry: bool
+    ) -> aioredis.Redis:
+        """A client on ``url``, pinged, with the schema version checked (or set)."""
+        options: dict[str, Any] = {"socket_connect_timeout": connect_timeout}
+        if not retry:
+            options["retry"] = Retry(NoBackoff(), retries=0)
+        try:
+            client = aioredis.Redis.from_url(url, **options)
+        except ValueError:
+            # from None: the URL may hold a password.
+            raise ConfigError("not a Redis URL: use redis://, rediss:// or unix://") from None
+        where = _where(client)
+        try:
+            await client.ping()
+            await _check_schema(client, prefix=prefix, where=where)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            await _close(client)
+            raise StoreError(f"cannot reach Redis at {where}: {exc}") from exc
+        except RedisError as exc:
+            await _close(client)
+            raise StoreError(f"Redis at {where} refused to open the store: {exc}") from exc
+        except BaseException:
+            await _close(client)
+            raise
+        return client
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except RedisError as exc:
+            raise StoreError(f"Redis at {self._where}: {action} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the client and its connections."""
+        await _close(self._client)
+
+
+class RedisCheckpointStore(_RedisStore):
+    """Event logs as Redis lists, each expiring ``ttl`` seconds after its last append.
+
+    Calls are not retried: an append retried after a timeout may have run the
+    first time too, and would store the event twice. A failed call raises
+    :class:`~mainspring.errors.StoreError`.
+    """
+
+    def __init__(
+        self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX, ttl: float = 300.0
+    ) -> None:
+        """Wrap a client (prefer :meth:`open`, which also checks the schema version).
+
+        Raises:
+            ConfigError: ``ttl`` is not positive.
+        """
+        _check_ttl(ttl)
+        super().__init__(client, prefix=prefix)
+        self._ttl_ms = _milliseconds(ttl)
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        ttl: float = 300.0,
+        connect_timeout: float = 5.0,
+    ) -> Self:
+        """Connect to ``url`` (``redis://[[user]:password@]host:port/db``).
+
+        Raises:
+            ConfigError: ``ttl`` is not positive.
+            StoreError: The server cannot be reached.
+            SchemaTooNew: The keys were written by a newer mainspring.
+        """
+        _check_ttl(ttl)
+        client = await cls._connect(
+            url, prefix=prefix, connect_timeout=connect_timeout, retry=False
+        )
+        return cls(client, prefix=prefix, ttl=ttl)
+
+    def _key(self, stream_id: str) -> str:
+        return f"{self._prefix}stream:{stream_id}"
+
+    async def append(self, stream_id: str, event: Event) -> None:
+        """Append one event and refresh the stream's TTL, in one round trip."""
+        await self.append_many(stream_id, (event,))
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        """Append events and refresh the stream's TTL, in one round trip."""
+        if not events:
+            return
+        records = [event_to_json(event) for event in events]
+        key = self._key(stream_id)
+        with self._errors(f"append to stream {stream_id!r}"):
+            # MULTI/RPUSH/PEXPIRE/EXEC go out in one write: one round trip, applied atomically.
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, *records)
+                pipe.pexpire(key, self._ttl_ms)
+                await pipe.execute()
+
+    async def load(self, stream_id: str) -> list[Event]:
+        """Every event of the stream, in order (empty if unknown or expired).
+
+        Raises:
+            CheckpointCorrupt: A record cannot be decoded (names stream and offset).
+        """
+        with self._errors(f"load of stream {stream_id!r}"):
+            records = await self._client.lrange(self._key(stream_id), 0, -1)
+        events: list[Event] = []
+        for offset, record in enumerate(records):
+            try:
+                events.append(event_from_json(record))
+            except StoreError as exc:
+                raise CheckpointCorrupt(
+                    f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
+                    stream_id=stream_id,
+                    offset=offset,
+                ) from exc
+        return events
+
+    async def clear(self, stream_id: str) -> None:
+        """Drop the stream's log."""
+        with self._errors(f"clear of stream {stream_id!r}"):
+            await self._client.delete(self._key(stream_id))
+
+
+class RedisRunLock(_RedisStore):
+    """Leases as Redis keys holding their owner, with compare-and-set scripts.
+
+    Every call is idempotent for its owner, so redis-py retries it on a lost
+    connection (its default policy).
+    """
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        """Wrap a client (prefer :meth:`open`, which also checks the schema version)."""
+        super().__init__(client, prefix=prefix)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._refresh = client.register_script(_REFRESH)
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    async def open(
+        cls, url: str, *, prefix: str = DEFAULT_PREFIX, connect_timeout: float = 5.0
+    ) -> Self:
+        """Connect to ``url`` (``redis://[[user]:password@]host:port/db``).
+
+        Raises:
+            StoreError: The server cannot be reached.
+            SchemaTooNew: The keys were written by a newer mainspring.
+        """
+        client = await cls._connect(url, prefix=prefix, connect_timeout=connect_timeout, retry=True)
+        return cls(client, prefix=prefix)
+
+    def _key(self, key: str) -> str:
+        return f"{self._prefix}lock:{key}"
+
+    async def acquire(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Take the lease for ``ttl`` seconds unless another owner holds a live one."""
+        with self._errors(f"acquire of lock {key!r}"):
+            taken = await self._acquire(keys=[self._key(key)], args=[owner, _milliseconds(ttl)])
+        return bool(taken)
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        """Extend this owner's live lease; ``False`` if it lost it."""
+        with self._errors(f"refresh of lock {key!r}"):
+            kept = await self._refresh(keys=[self._key(key)], args=[owner, _milliseconds(ttl)])
+        return bool(kept)
+
+    async def release(self, key: str, owner: str) -> None:
+        """Drop this owner's lease (a no-op unless it holds it)."""
+        with self._errors(f"release of lock {key!r}"):
+            await self._release(keys=[self._key(key)], args=[owner])
+
+    async def holder(self, key: str) -> str | None:
+        """The owner of the live lease, if any."""
+        with self._errors(f"read of lock {key!r}"):
+            owner = await self._client.get(self._key(key))
+        return owner.decode() if isinstance(owner, bytes) else owner
+
+
+def _where(client: aioredis.Redis) -> str:
+    """``host:port`` (or the socket path) of a client, never its password."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return str(kwargs["path"])
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+async def _check_schema(client: aioredis.Redis, *, prefix: str, where: str) -> None:
+    key = f"{prefix}schema"
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.set(key, SCHEMA_VERSION, nx=True)
+        pipe.get(key)
+        _, stored = await pipe.execute()
+    try:
+        version = int(stored)
+    except (TypeError, ValueError):
+        raise StoreError(
+            f"Redis at {where}: key {key!r} holds {stored!r}, not a schema version"
+        ) from None
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"Redis at {where} (prefix {prefix!r}) holds schema version {version}, written by"
+            f" a newer mainspring; this one reads up to version {SCHEMA_VERSION}"
+        )
+
+
+async def _close(client: aioredis.Redis) -> None:
+    # Shielded: a cancelled caller must not leave sockets open.
+    with anyio.CancelScope(shield=True):
+        await client.aclose()

@@ -1,0 +1,179 @@
+"""Stores chosen by URL, for the CLI, the server and the Python API alike.
+
+=====================  =============================================  ==================
+URL                    backend                                        holds
+=====================  =============================================  ==================
+``memory://[name]``    in-process dicts (a name shares them)          sessions, checkpoints, locks
+``sqlite:///rel.db``   one SQLite file (WAL); ``sqlite:////abs.db``   sessions, checkpoints, locks
+``redis://host:port``  Redis (also ``rediss://``)                     checkpoints, locks
+``postgresql://…``     PostgreSQL (also ``postgres://``)              sessions
+=====================  =============================================  ==================
+
+SQLite paths follow SQLAlchemy's convention: three slashes then a relative
+path, four for an absolute one.
+
+```python
+stores = await open_stores("sqlite:///agent.db")
+session = Session(agent, **stores.session_kwargs())
+# many workers: sessions in PostgreSQL, checkpoints and locks in Redis
+stores = await open_stores(sessions="postgresql://…", checkpoints="redis://…", locks="redis://…")
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mainspring.errors import ConfigError
+from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
+
+__all__ = ["Stores", "open_checkpoint_store", "open_run_lock", "open_session_store", "open_stores"]
+
+_SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
+_SHARED: dict[str, tuple[InMemorySessionStore, InMemoryCheckpointStore, InMemoryRunLock]] = {}
+
+
+def _scheme(url: str) -> str:
+    scheme, sep, _ = url.partition("://")
+    if not sep or scheme not in _SCHEMES:
+        raise ConfigError(
+            f"unknown store URL {url!r}: use memory://, sqlite:///path, redis://host:port "
+            "or postgresql://…"
+        )
+    return scheme
+
+
+def _memory(url: str) -> tuple[InMemorySessionStore, InMemoryCheckpointStore, InMemoryRunLock]:
+    name = url.removeprefix("memory://")
+    fresh = (InMemorySessionStore(), InMemoryCheckpointStore(), InMemoryRunLock())
+    if not name:
+        return fresh
+    return _SHARED.setdefault(name, fresh)
+
+
+def _sqlite_path(url: str) -> str:
+    path = url.removeprefix("sqlite:///")
+    if not path or url == path:
+        raise ConfigError(
+            f"a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path: {url!r}"
+        )
+    return path
+
+
+async def open_session_store(url: str) -> SessionStore:
+    """A SessionStore for ``url``.
+
+    Raises:
+        ConfigError: Unknown scheme, or a backend that holds no sessions.
+        StoreError: The store cannot be reached or opened.
+    """
+    scheme = _scheme(url)
+    if scheme == "memory":
+        return _memory(url)[0]
+    if scheme == "sqlite":
+        from mainspring.stores.sqlite import SQLiteSessionStore
+
+        return await SQLiteSessionStore.open(_sqlite_path(url))
+    if scheme in ("postgresql", "postgres"):
+        from mainspring.stores.postgres import PostgresSessionStore
+
+        return await PostgresSessionStore.open(url)
+    raise ConfigError(
+        f"{scheme}:// holds checkpoints and locks, not sessions: "
+        "use postgresql:// or sqlite:/// for sessions"
+    )
+
+
+async def open_checkpoint_store(url: str) -> CheckpointStore:
+    """A CheckpointStore for ``url`` (see :func:`open_session_store` for errors)."""
+    scheme = _scheme(url)
+    if scheme == "memory":
+        return _memory(url)[1]
+    if scheme == "sqlite":
+        from mainspring.stores.sqlite import SQLiteCheckpointStore
+
+        return await SQLiteCheckpointStore.open(_sqlite_path(url))
+    if scheme in ("redis", "rediss"):
+        from mainspring.stores.redis import RedisCheckpointStore
+
+        return await RedisCheckpointStore.open(url)
+    raise ConfigError(
+        f"{scheme}:// holds sessions only: use redis:// or sqlite:/// for checkpoints"
+    )
+
+
+async def open_run_lock(url: str) -> RunLock:
+    """A RunLock for ``url`` (see :func:`open_session_store` for errors)."""
+    scheme = _scheme(url)
+    if scheme == "memory":
+        return _memory(url)[2]
+    if scheme == "sqlite":
+        from mainspring.stores.sqlite import SQLiteRunLock
+
+        return await SQLiteRunLock.open(_sqlite_path(url))
+    if scheme in ("redis", "rediss"):
+        from mainspring.stores.redis import RedisRunLock
+
+        return await RedisRunLock.open(url)
+    raise ConfigError(f"{scheme}:// holds sessions only: use redis:// or sqlite:/// for locks")
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """The stores of a deployment."""
+
+    sessions: SessionStore | None = None
+    checkpoints: CheckpointStore | None = None
+    locks: RunLock | None = None
+
+    def session_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`~mainspring.session.Session`."""
+        return {
+            "session_store": self.sessions,
+            "checkpoint_store": self.checkpoints,
+            "run_lock": self.locks,
+        }
+
+    async def aclose(self) -> None:
+        """Close every store."""
+        for store in (self.sessions, self.checkpoints, self.locks):
+            if store is not None:
+                await store.aclose()
+
+
+async def open_stores(
+    url: str | None = None,
+    *,
+    sessions: str | None = None,
+    checkpoints: str | None = None,
+    locks: str | None = None,
+) -> Stores:
+    """Open the stores named by URLs; ``url`` fills every role its backend can hold.
+
+    Raises:
+        ConfigError: An unknown scheme, or a role its URL cannot hold.
+        StoreError: A store cannot be reached, or was written by a newer version.
+    """
+    if url is not None:
+        scheme = _scheme(url)
+        if scheme in ("memory", "sqlite"):
+            sessions, checkpoints, locks = sessions or url, checkpoints or url, locks or url
+        elif scheme in ("redis", "rediss"):
+            checkpoints, locks = checkpoints or url, locks or url
+        else:
+            sessions = sessions or url
+    opened: list[Any] = []
+    try:
+        s = await open_session_store(sessions) if sessions else None
+        opened.append(s)
+        c = await open_checkpoint_store(checkpoints) if checkpoints else None
+        opened.append(c)
+        lk = await open_run_lock(locks) if locks else None
+    except BaseException:
+        for store in opened:
+            if store is not None:
+                await store.aclose()
+        raise
+    return Stores(sessions=s, checkpoints=c, locks=lk)

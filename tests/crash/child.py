@@ -1,0 +1,56 @@
+"""A worker process for the crash tests: runs one phase, printing each event.
+
+``python -m tests.crash.child PHASE SESSION_ID EFFECTS SESSIONS CHECKPOINTS LOCKS [ATTEMPT]``
+with PHASE ``send`` (turn 1 until it pauses) or ``resume`` (approve ATTEMPT).
+Each consumed event is printed as one JSON line and flushed before the next
+is pulled, so the parent knows exactly what a client saw.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+
+from mainspring import Approve, Session
+from mainspring.codec import event_to_json
+from mainspring.stores.urls import open_stores
+from tests.crash.scenario import CrashingCheckpoints, make_agent, maybe_crash
+
+
+async def main(argv: list[str]) -> None:
+    phase, session_id, effects, sessions_url, checkpoints_url, locks_url, *rest = argv
+    stores = await open_stores(sessions=sessions_url, checkpoints=checkpoints_url, locks=locks_url)
+    assert stores.sessions is not None and stores.checkpoints is not None
+    agent = make_agent(Path(effects))
+    checkpoints = CrashingCheckpoints(stores.checkpoints)
+    if phase == "send":
+        session = Session(
+            agent,
+            session_id=session_id,
+            session_store=stores.sessions,
+            checkpoint_store=checkpoints,
+            run_lock=stores.locks,
+            lock_ttl=1.0,
+        )
+        stream = session.send("go")
+    else:
+        session = await Session.load(
+            agent,
+            stores.sessions,
+            session_id,
+            checkpoint_store=checkpoints,
+            run_lock=stores.locks,
+            lock_ttl=1.0,
+        )
+        stream = session.resume(rest[0], Approve())
+    async for event in stream:
+        sys.stdout.write(event_to_json(event) + "\n")
+        sys.stdout.flush()
+    maybe_crash("end")
+    await stores.aclose()
+
+
+if __name__ == "__main__":
+    anyio.run(main, sys.argv[1:])

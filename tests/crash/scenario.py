@@ -1,0 +1,162 @@
+"""The agent both the crashing child and the recovering parent run.
+
+Turn 1 ("go"): two parallel reads, an auto-tier write (``transfer``), then a
+confirm-tier write (``pay``) that pauses; after approval a final answer.
+Turn 2 (anything else): a plain answer. Every tool appends its effect to a
+file (flushed and fsynced) so the parent can count what really ran.
+
+``CRASH_AT`` (environment) names the point where the process SIGKILLs itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from mainspring import (
+    Agent,
+    Event,
+    Hooks,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    tool,
+)
+from mainspring.messages import Message
+from mainspring.models.base import ModelEvent, ModelRequest, ToolSpec
+from mainspring.stores import CheckpointStore
+from mainspring.tools import Tool, ToolInput, ToolOutput
+
+PHASE = os.environ.get("CRASH_PHASE", "")
+
+
+def maybe_crash(point: str) -> None:
+    """SIGKILL this process if ``point`` (prefixed with the phase) is the crash point."""
+    if os.environ.get("CRASH_AT") == f"{PHASE}:{point}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record_effect(path: Path, effect: str) -> None:
+    with path.open("a") as handle:
+        handle.write(effect + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+    last = messages[-1]
+    if last.role == "user":
+        if last.text != "go":
+            return ScriptedResponse(text="Nothing else to do today.")
+        return ScriptedResponse(
+            text="Let me look at both accounts first.",
+            tool_calls=[
+                ScriptedCall("lookup", {"account": "a"}),
+                ScriptedCall("lookup", {"account": "b"}),
+            ],
+        )
+    done = {p.name for m in messages for p in m.tool_results_parts}
+    if "transfer" not in done:
+        return ScriptedResponse(
+            text="Moving a little money.",
+            tool_calls=[ScriptedCall("transfer", {"amount": 5})],
+        )
+    if "pay" not in done:
+        return ScriptedResponse(
+            text="Now the payment.", tool_calls=[ScriptedCall("pay", {"amount": 50})]
+        )
+    return ScriptedResponse(text="All done: the accounts are settled.")
+
+
+class CrashingModel:
+    """A ScriptedModel that can die mid-stream."""
+
+    def __init__(self) -> None:
+        self._inner = ScriptedModel(script, name="crash-model", chunk_size=6)
+        self._requests = 0
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self._requests += 1
+        n = self._requests
+        k = 0
+        async for event in self._inner.stream(request):
+            yield event
+            k += 1
+            maybe_crash(f"model{n}-delta{k}")
+            if event.type == "tool_call_end":
+                maybe_crash(f"model{n}-callend")
+
+
+def make_agent(effects: Path) -> Agent:
+    @tool(read_only=True)
+    async def lookup(account: str) -> str:
+        """Read an account."""
+        maybe_crash(f"read-{account}-start")
+        record_effect(effects, f"read:{account}")
+        maybe_crash(f"read-{account}-after-effect")
+        return f"account {account}: $100"
+
+    @tool
+    async def transfer(amount: float) -> str:
+        """Move money between the user's own accounts (auto-approved)."""
+        maybe_crash("transfer-before-effect")
+        record_effect(effects, "write:transfer")
+        maybe_crash("transfer-after-effect")
+        return f"moved ${amount:g}"
+
+    @tool(permission="confirm")
+    async def pay(amount: float) -> str:
+        """Pay a third party (asks first)."""
+        maybe_crash("pay-before-effect")
+        record_effect(effects, "write:pay")
+        maybe_crash("pay-after-effect")
+        return f"paid ${amount:g}"
+
+    def before(t: Tool, args: ToolInput) -> None:
+        maybe_crash(f"before-{t.name}")
+
+    def after(t: Tool, args: ToolInput, out: ToolOutput) -> None:
+        maybe_crash(f"after-{t.name}")
+
+    def audited(t: Tool, args: ToolInput, out: ToolOutput) -> None:
+        maybe_crash(f"audit-{t.name}")
+
+    return Agent(
+        name="crash",
+        model=CrashingModel(),
+        tools=[lookup, transfer, pay],
+        hooks=Hooks(before_tool_call=before, after_tool_call=after),
+        on_auto_executed=audited,
+    )
+
+
+class CrashingCheckpoints:
+    """Wraps a checkpoint store; can die right after an append, before the yield."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        self._inner = inner
+        self._appends = 0
+
+    async def append(self, stream_id: str, event: Event) -> None:
+        await self.append_many(stream_id, (event,))
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        await self._inner.append_many(stream_id, events)
+        for _ in events:  # the batch is on record, none of it delivered yet
+            self._appends += 1
+            maybe_crash(f"append{self._appends}")
+
+    async def load(self, stream_id: str) -> list[Event]:
+        return await self._inner.load(stream_id)
+
+    async def clear(self, stream_id: str) -> None:
+        await self._inner.clear(stream_id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
