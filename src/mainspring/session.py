@@ -428,19 +428,27 @@ class Session:
         abort = anyio.CancelScope()
         done = anyio.Event()
         terminal: TurnComplete | ErrorEvent | None = None
+        # With a checkpoint store, a writer task puts each batch on record while
+        # the run goes on producing the next; the consumer gets only what is on record.
+        outbox: Relay[Event] = Relay() if store is not None else relay
 
         async def produce() -> None:
             try:
                 with abort:
                     async with anyio.create_task_group() as tg:
+                        if store is not None:
+                            tg.start_soon(_write_through, store, stream_id, relay, outbox)
                         if self.run_lock is not None:
                             tg.start_soon(self._keep_lease)
                         await runner.run(lambda: start(runner))
-                        tg.cancel_scope.cancel()
+                        relay.close()  # the writer drains what is left, then stops
+                        if self.run_lock is not None:
+                            tg.cancel_scope.cancel()
             except BaseException:  # pragma: no cover - run() reports failures as events
                 log.exception("session producer failed")
             finally:
                 relay.close()
+                outbox.close()
                 done.set()
 
         try:
@@ -453,19 +461,13 @@ class Session:
                 with anyio.CancelScope(shield=True):
                     await store.clear(ended)
             if store is not None:
-                first = StreamStarted(stream_id=stream_id, session_id=self.session_id)
                 with anyio.CancelScope(shield=True):
                     await self.save()  # the run is on record before any event is
-                    await store.append(stream_id, first)
-                yield first
+                # Logged with the first batch, and yielded only once it is.
+                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
             spawn(produce)
-            while await relay.wait():
-                batch = relay.drain()
-                if store is not None:
-                    # The whole batch is on record before any of it is yielded.
-                    with anyio.CancelScope(shield=True):
-                        await store.append_many(stream_id, batch)
-                for event in batch:
+            while await outbox.wait():
+                for event in outbox.drain():
                     if isinstance(event, TurnComplete | ErrorEvent):
                         terminal = event
                     yield event
@@ -474,6 +476,7 @@ class Session:
             # The consumer is done or gone: stop the producer (a running write
             # still finishes, within the agent's grace) and wait for its clean-up.
             relay.close()
+            outbox.close()
             abort.cancel()
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.write_cancel_grace + 5.0
@@ -489,12 +492,13 @@ class Session:
 
     async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         events = await store.load(stream_id)
-        if not events:
+        if not events and self._state.active_stream != stream_id:
             ended = await self._ended_terminal(stream_id)
             if ended is None:
                 raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
             yield ended  # it ended naturally and its log was cleared
             return
+        # (An empty log of the session's active stream: it died before logging anything.)
         for event in events:
             yield event
         seen = len(events)
@@ -536,6 +540,21 @@ class Session:
             return False
         fresh = await self.session_store.load(self.session_id)
         return fresh is not None and fresh.active_stream == stream_id
+
+
+async def _write_through(
+    store: CheckpointStore, stream_id: str, relay: Relay[Event], outbox: Relay[Event]
+) -> None:
+    """Put each batch from ``relay`` on record, then pass it on to ``outbox``."""
+    try:
+        while await relay.wait():
+            batch = relay.drain()
+            with anyio.CancelScope(shield=True):
+                await store.append_many(stream_id, batch)
+            for event in batch:
+                outbox.put(event)
+    finally:
+        outbox.close()
 
 
 def _decision_kind(decision: Decision) -> str:

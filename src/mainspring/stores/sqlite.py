@@ -126,12 +126,16 @@ class SQLiteCheckpointStore:
     def _append(
         self, conn: sqlite3.Connection, stream_id: str, data: list[str], now: float, sweep: bool
     ) -> None:
-        conn.executemany(
-            "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at)"
-            " SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2, ?3"
-            " FROM mainspring_checkpoints WHERE stream_id = ?1",
-            [(stream_id, item, now) for item in data],
-        )
+        with transaction(conn, write=True):  # one commit for the batch
+            (base,) = conn.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_checkpoints WHERE stream_id = ?",
+                (stream_id,),
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(stream_id, base + i, item, now) for i, item in enumerate(data)],
+            )
         if sweep:
             conn.execute(
                 "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("
