@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
-from mainspring.codec import decode, encode, event_from_dict, event_to_dict
-from mainspring.errors import CheckpointCorrupt
+from mainspring.codec import decode, encode, event_to_dict
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord
+from mainspring.stores._log import decode_log
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
@@ -53,19 +53,7 @@ class InMemoryCheckpointStore:
         """Every event of the stream, in order."""
         self._expire()
         entry = self._logs.get(stream_id)
-        if entry is None:
-            return []
-        events: list[Event] = []
-        for offset, record in enumerate(entry[1]):
-            try:
-                events.append(event_from_dict(record))
-            except (ValidationError, ValueError) as exc:
-                raise CheckpointCorrupt(
-                    f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
-                    stream_id=stream_id,
-                    offset=offset,
-                ) from exc
-        return events
+        return [] if entry is None else decode_log(stream_id, entry[1])
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""

@@ -37,9 +37,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('mainspring.stores.redis needs: pip install "mainspring[redis]"') from exc
 
-from mainspring.codec import event_from_json, event_to_json
-from mainspring.errors import CheckpointCorrupt, ConfigError, SchemaTooNew, StoreError
+from mainspring.codec import event_to_json
+from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.events import Event
+from mainspring.stores._log import decode_log
 from mainspring.stores.base import SCHEMA_VERSION
 
 __all__ = ["DEFAULT_PREFIX", "RedisCheckpointStore", "RedisRunLock"]
@@ -201,17 +202,7 @@ class RedisCheckpointStore(_RedisStore):
         """
         with self._errors(f"load of stream {stream_id!r}"):
             records = await self._client.lrange(self._key(stream_id), 0, -1)
-        events: list[Event] = []
-        for offset, record in enumerate(records):
-            try:
-                events.append(event_from_json(record))
-            except StoreError as exc:
-                raise CheckpointCorrupt(
-                    f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
-                    stream_id=stream_id,
-                    offset=offset,
-                ) from exc
-        return events
+        return decode_log(stream_id, records)
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""

@@ -39,15 +39,15 @@ from typing import Self
 from mainspring.codec import (
     decode,
     encode,
-    event_from_dict,
     event_to_dict,
     message_from_dict,
     message_to_dict,
 )
-from mainspring.errors import CheckpointCorrupt, StoreError
+from mainspring.errors import StoreError
 from mainspring.events import Event
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord
+from mainspring.stores._log import decode_log
 from mainspring.stores._sqlite import (
     CODEC_ERRORS,
     Clock,
@@ -172,17 +172,7 @@ class SQLiteCheckpointStore:
                 start = i  # the log expired before this append, which began a new one
         if start:
             self._delete_through(conn, stream_id, rows[start - 1][0])
-        events: list[Event] = []
-        for offset, (_, data, _) in enumerate(rows[start:]):
-            try:
-                events.append(event_from_dict(json.loads(data)))
-            except CODEC_ERRORS as exc:
-                raise CheckpointCorrupt(
-                    f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
-                    stream_id=stream_id,
-                    offset=offset,
-                ) from exc
-        return events
+        return decode_log(stream_id, [data for _, data, _ in rows[start:]])
 
     @staticmethod
     def _delete_through(conn: sqlite3.Connection, stream_id: str, seq: int) -> None:
