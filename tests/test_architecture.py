@@ -17,6 +17,7 @@ RANKS: dict[str, int] = {
     "usage": 0,
     "_background": 0,
     "_relay": 0,
+    "_lazy": 0,
     "_version": 0,
     "messages": 1,
     "events": 1,

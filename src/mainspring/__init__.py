@@ -5,9 +5,9 @@ events it streams back while the engine calls the model, runs reads in
 parallel, pauses writes for approval, and keeps going until the turn is done.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mainspring._lazy import lazy_attributes
 from mainspring._version import __version__
 
 if TYPE_CHECKING:
@@ -124,17 +124,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mainspring' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes("mainspring", globals(), _LAZY)
 
 
 __all__ = [

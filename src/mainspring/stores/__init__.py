@@ -3,9 +3,9 @@
 The SQLite stores load on first use (``sqlite3`` stays out of ``import mainspring``).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mainspring._lazy import lazy_attributes
 from mainspring.stores.base import SCHEMA_VERSION, CheckpointStore, RunLock, SessionStore
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
@@ -19,17 +19,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mainspring.stores' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes("mainspring.stores", globals(), _LAZY)
 
 
 __all__ = [
