@@ -345,7 +345,12 @@ class TurnRunner:
             assert isinstance(event, ThinkingDone)
             step.flush_text()
             step.parts.append(
-                ThinkingPart(text=event.text, signature=event.signature, redacted=event.redacted)
+                ThinkingPart(
+                    text=event.text,
+                    signature=event.signature,
+                    redacted=event.redacted,
+                    provider=event.provider,
+                )
             )
             self._emit(event)
         elif kind is ModelStop:

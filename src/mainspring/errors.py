@@ -5,6 +5,15 @@ MainspringError
 ├── ConfigError            misuse, raised at construction
 ├── ModelError             .provider .retryable
 │   ├── ModelHTTPError     .status .body
+│   │   ├── AuthenticationError   401
+│   │   ├── PermissionDenied      403
+│   │   ├── ModelNotFound         404
+│   │   ├── BadRequest            400, 422
+│   │   │   └── ContextTooLong    the prompt does not fit the model
+│   │   ├── RateLimited           429 (.retry_after)
+│   │   ├── Overloaded            503, 529
+│   │   └── ServerError           other 5xx
+│   ├── ModelTimeout       no answer in time (also a TimeoutError)
 │   └── ModelOutputError   malformed or cut-off stream
 ├── ToolError              .tool
 │   ├── ToolTimeout        (also a TimeoutError)
@@ -32,17 +41,26 @@ from __future__ import annotations
 
 __all__ = [
     "ApprovalError",
+    "AuthenticationError",
+    "BadRequest",
     "BudgetExceeded",
     "CheckpointCorrupt",
     "ConfigError",
+    "ContextTooLong",
     "DecisionConflict",
     "FieldNotModifiable",
     "MainspringError",
     "ModelError",
     "ModelHTTPError",
+    "ModelNotFound",
     "ModelOutputError",
+    "ModelTimeout",
+    "Overloaded",
+    "PermissionDenied",
     "PrefixMutationError",
+    "RateLimited",
     "SchemaTooNew",
+    "ServerError",
     "SessionBusy",
     "StoreError",
     "ToolError",
@@ -84,6 +102,54 @@ class ModelHTTPError(ModelError):
         super().__init__(message, provider=provider, retryable=retryable)
         self.status = status
         self.body = body
+
+
+class AuthenticationError(ModelHTTPError):
+    """The API key is missing, wrong or revoked (401)."""
+
+
+class PermissionDenied(ModelHTTPError):
+    """The key may not use this model or feature (403)."""
+
+
+class ModelNotFound(ModelHTTPError):
+    """No such model or endpoint (404)."""
+
+
+class BadRequest(ModelHTTPError):
+    """The provider rejected the request as malformed (400, 422)."""
+
+
+class ContextTooLong(BadRequest):
+    """The request does not fit the model's context window."""
+
+
+class RateLimited(ModelHTTPError):
+    """Too many requests (429); ``retry_after`` seconds when the provider said."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int = 429,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status=status, body=body, retryable=True)
+        self.retry_after = retry_after
+
+
+class Overloaded(ModelHTTPError):
+    """The provider is overloaded (503, 529); retryable."""
+
+
+class ServerError(ModelHTTPError):
+    """The provider failed (5xx); retryable."""
+
+
+class ModelTimeout(ModelError, TimeoutError):
+    """No answer in time; retryable."""
 
 
 class ModelOutputError(ModelError):

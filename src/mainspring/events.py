@@ -80,6 +80,7 @@ class ThinkingDone:
     text: str
     signature: str | None = None
     redacted: bool = False
+    provider: str | None = None
     type: Literal["thinking_done"] = "thinking_done"
 
 

@@ -79,6 +79,9 @@ class ThinkingPart:
     signature: str | None = None
     redacted: bool = False
     """The provider withheld the text; ``signature`` carries the encrypted payload."""
+    provider: str | None = None
+    """Who produced it (``"anthropic"``, ``"openai"``, ``"gemini"``…): a signature only
+    means something to its own provider, so other adapters drop or convert the part."""
     type: Literal["thinking"] = "thinking"
 
 

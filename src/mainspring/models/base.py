@@ -20,6 +20,7 @@ from mainspring.messages import Message
 from mainspring.usage import Usage
 
 __all__ = [
+    "Effort",
     "Model",
     "ModelEvent",
     "ModelRequest",
@@ -51,6 +52,9 @@ class ToolSpec:
     input_schema: dict[str, JsonValue]
 
 
+Effort: TypeAlias = Literal["minimal", "low", "medium", "high", "max"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSettings:
     """Per-request generation settings; ``None`` leaves the provider default."""
@@ -58,7 +62,13 @@ class ModelSettings:
     max_tokens: int | None = None
     temperature: float | None = None
     tool_choice: Literal["auto", "none", "required"] | str | None = None
+    """``"auto"``, ``"none"``, ``"required"`` (some tool), or a tool's name."""
+    effort: Effort | None = None
+    """One neutral reasoning setting, mapped to each provider's thinking controls."""
+    output_schema: dict[str, JsonValue] | None = None
+    """JSON schema the answer must follow, where the API offers structured output."""
     extra: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """Provider-specific request fields, merged into the request body as is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

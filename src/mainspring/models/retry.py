@@ -1,0 +1,88 @@
+"""Retries for model calls: exponential backoff with jitter, bounded by a deadline.
+
+Built on ``tenacity``. A stream is retried only while it has yielded nothing:
+once deltas reached the engine, a failure is surfaced (as a retryable error)
+instead of replaying text the user already saw. A provider's ``retry-after``
+is honoured when it is longer than the backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import anyio
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from mainspring.errors import ConfigError, ModelError, RateLimited
+from mainspring.models.base import ModelEvent
+
+__all__ = ["RetryPolicy", "retrying_stream"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How often and how long to retry a retryable model error."""
+
+    max_attempts: int = 4
+    """Attempts in all (1 = no retry)."""
+    initial_backoff: float = 0.5
+    max_backoff: float = 8.0
+    jitter: float = 0.5
+    """Up to this many seconds of random extra wait."""
+    deadline: float = 60.0
+    """No new attempt starts after this many seconds."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError("max_attempts must be at least 1")
+        if min(self.initial_backoff, self.max_backoff, self.jitter, self.deadline) < 0:
+            raise ConfigError("retry delays must not be negative")
+
+    def _wait(self) -> Callable[[RetryCallState], float]:
+        backoff = wait_exponential_jitter(
+            initial=self.initial_backoff, max=self.max_backoff, jitter=self.jitter
+        )
+
+        def wait(state: RetryCallState) -> float:
+            delay = backoff(state)
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, RateLimited) and exc.retry_after is not None:
+                delay = max(delay, min(exc.retry_after, self.deadline))
+            return float(delay)
+
+        return wait
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ModelError) and exc.retryable
+
+
+async def retrying_stream(
+    start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
+) -> AsyncIterator[ModelEvent]:
+    """Events of ``start()``, opened again on a retryable error before the first event."""
+    retrying = AsyncRetrying(
+        sleep=anyio.sleep,
+        stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.deadline),
+        wait=policy._wait(),
+        retry=retry_if_exception(_retryable),
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            stream = start()
+            first = await anext(stream, None)  # a failure here is retried
+        if first is None:
+            return
+        yield first
+        async for event in stream:  # past the first event, failures surface
+            yield event
+        return
