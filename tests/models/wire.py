@@ -43,7 +43,7 @@ class Recorded:
         exchange = self.exchanges[min(len(self.requests), len(self.exchanges) - 1)]
         self.requests.append(request)
         response = exchange["response"]
-        headers = {k: v for k, v in response.get("headers_subset", {}).items()}
+        headers = dict(response.get("headers_subset", {}))
         if "sse" in response:
             headers["content-type"] = "text/event-stream"
             return httpx.Response(
