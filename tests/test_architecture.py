@@ -29,6 +29,7 @@ RANKS: dict[str, int] = {
     "guards": 6,
     "hooks": 6,
     "cost": 6,
+    "prices": 5,
     "decisions": 6,
     "state": 6,
     "microcompact": 6,

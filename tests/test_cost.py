@@ -80,7 +80,7 @@ def test_price_of_does_not_record() -> None:
     tracker = CostTracker(prices={"sonnet": SONNET})
     usage = Usage(output_tokens=1_000_000)
     assert tracker.price_of("sonnet", usage) == pytest.approx(15.0)
-    assert tracker.price_of("mystery", usage) == 0.0
+    assert tracker.price_of("mystery", usage) is None  # no price known: not guessed
     assert tracker.total_usd == 0.0
     assert tracker.usage == Usage()
     assert tracker.unpriced == set()
@@ -126,3 +126,19 @@ def test_trackers_do_not_share_state() -> None:
     a.record("x", Usage(requests=1))
     assert b.unpriced == set()
     assert b.usage == Usage()
+
+
+def test_models_without_a_configured_price_are_priced_by_genai_prices() -> None:
+    pytest.importorskip("genai_prices", reason='needs genai-prices (pip install -e ".[test]")')
+    usage = Usage(input_tokens=100_000, cache_read_tokens=50_000, output_tokens=10_000)
+    tracker = CostTracker()
+    cost = tracker.record("anthropic:claude-sonnet-4-5", usage)
+    # $3 input + $0.30 cache read + $15 output per million tokens, not double counted.
+    assert cost == pytest.approx(0.3 + 0.015 + 0.15)
+    big = Usage(input_tokens=1_000_000, cache_read_tokens=1_000_000, output_tokens=1_000_000)
+    assert tracker.record("anthropic:claude-sonnet-4-5", big) > 18.3  # long-context tier
+    assert tracker.unpriced == set()
+    assert tracker.record("openai-compatible:llama3.2", usage) == 0.0
+    assert tracker.unpriced == {"openai-compatible:llama3.2"}
+    offline = CostTracker(auto_prices=False)
+    assert offline.record("anthropic:claude-sonnet-4-5", usage) == 0.0

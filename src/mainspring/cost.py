@@ -1,8 +1,9 @@
 """Cost tracking: token prices per model and a budget.
 
-Prices are per million tokens and configurable per model name. (A later
-issue feeds them from ``genai-prices``.) A model with no price costs nothing
-and is reported as unpriced, never guessed.
+Prices are per million tokens and configurable per model name; a model
+without a configured price is priced by ``genai-prices`` when that extra is
+installed. A model priced by neither costs nothing and is reported as
+unpriced, never guessed.
 """
 
 from __future__ import annotations
@@ -54,18 +55,26 @@ class CostTracker:
         if self.budget_usd is not None and self.budget_usd < 0:
             raise ConfigError("budget_usd must not be negative")
 
-    def price_of(self, model: str, usage: Usage) -> float:
-        """What ``usage`` on ``model`` costs, without recording it."""
+    auto_prices: bool = True
+    """Look prices up in genai-prices for models not in ``prices``."""
+
+    def price_of(self, model: str, usage: Usage) -> float | None:
+        """What ``usage`` on ``model`` costs (``None`` when no price is known)."""
         price = self.prices.get(model)
-        if price is None:
-            return 0.0
-        return price.cost(usage)
+        if price is not None:
+            return price.cost(usage)
+        if self.auto_prices and model not in self.unpriced:
+            from mainspring.prices import genai_price
+
+            return genai_price(model, usage)
+        return None
 
     def record(self, model: str, usage: Usage) -> float:
         """Add one call's usage; return its cost."""
-        if model not in self.prices:
+        priced = self.price_of(model, usage)
+        if priced is None:
             self.unpriced.add(model)
-        cost = self.price_of(model, usage)
+        cost = priced or 0.0
         self.total_usd += cost
         self.usage = self.usage + usage
         return cost
