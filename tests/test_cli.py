@@ -63,11 +63,16 @@ def test_demo_reports_tool_errors_to_the_model() -> None:
     assert "couldn't find that contact" in result.output
 
 
-def test_unknown_model_is_a_clean_error() -> None:
-    result = runner.invoke(app, ["demo", "--model", "openai:gpt-5"])
+def test_a_model_without_its_key_says_exactly_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = runner.invoke(app, ["demo", "--model", "anthropic:claude-sonnet-4-5"])
     assert result.exit_code == 2
-    assert "not available" in result.output
+    assert "needs ANTHROPIC_API_KEY" in result.output
     assert "Traceback" not in result.output
+    result = runner.invoke(app, ["demo", "--model", "nope:model"])
+    assert result.exit_code == 2 and "unknown model provider" in result.output
 
 
 def test_version_and_module_entry_point() -> None:

@@ -35,6 +35,8 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
+from mainspring.models.base import Model
+from mainspring.models.registry import missing_credentials, model_from_string
 from mainspring.session import Session
 from mainspring.stores.urls import Stores, open_stores
 
@@ -144,7 +146,13 @@ def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
 
 
 async def _run_demo(
-    message: str, *, yes: bool, console: Console, store_url: str | None, session_id: str | None
+    message: str,
+    *,
+    yes: bool,
+    console: Console,
+    store_url: str | None,
+    session_id: str | None,
+    model: Model | None = None,
 ) -> int:
     stores = await open_stores(store_url) if store_url else Stores()
     try:
@@ -152,14 +160,14 @@ async def _run_demo(
             if stores.sessions is None:
                 raise ConfigError("--session needs a --store that holds sessions")
             session = await Session.load(
-                demo_agent(),
+                demo_agent(model=model),
                 stores.sessions,
                 session_id,
                 checkpoint_store=stores.checkpoints,
                 run_lock=stores.locks,
             )
         else:
-            session = Session(demo_agent(), **stores.session_kwargs())
+            session = Session(demo_agent(model=model), **stores.session_kwargs())
         return await _converse(session, message, yes=yes, console=console, store_url=store_url)
     finally:
         await stores.aclose()
@@ -210,7 +218,11 @@ def demo(
         bool, typer.Option("--yes", "-y", help="Approve every action automatically.")
     ] = False,
     model: Annotated[
-        str, typer.Option(help="Model to use; offline 'scripted' for now.")
+        str,
+        typer.Option(
+            help="'scripted' (offline), or a model string such as anthropic:claude-sonnet-4-5, "
+            "openai:gpt-5, gemini:gemini-2.5-flash, openai-compatible:http://localhost:11434/v1#llama3.2"
+        ),
     ] = "scripted",
     store: Annotated[
         str | None,
@@ -223,16 +235,26 @@ def demo(
     """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
     console = Console(highlight=False)
     err = Console(stderr=True)
+    chosen: Model | None = None
     if model != "scripted":
-        err.print(
-            f"[red]error:[/] model {model!r} is not available: this build runs the demo offline "
-            "with the 'scripted' model (provider adapters are an optional extra still to come)"
-        )
-        raise typer.Exit(2)
+        try:
+            problem = missing_credentials(model)
+            if problem is None:
+                chosen = model_from_string(model)
+        except (ConfigError, ImportError) as exc:
+            problem = str(exc)
+        if problem is not None:
+            err.print(f"[red]error:[/] {problem}")
+            raise typer.Exit(2)
     try:
         code = anyio.run(
             lambda: _run_demo(
-                message, yes=yes, console=console, store_url=store, session_id=session
+                message,
+                yes=yes,
+                console=console,
+                store_url=store,
+                session_id=session,
+                model=chosen,
             )
         )
     except (MainspringError, _NoTerminal) as exc:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from mainspring.agent import Agent
 from mainspring.cost import ModelPrice
 from mainspring.messages import Message
-from mainspring.models.base import ToolSpec
+from mainspring.models.base import Model, ToolSpec
 from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 from mainspring.permissions import PermissionRules, UsdTiers
 from mainspring.tools.context import ToolContext
@@ -123,12 +123,15 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
     )
 
 
-def demo_agent(*, balance_usd: float = 250.0) -> Agent:
-    """The demo agent, with its own in-memory balance."""
+def demo_agent(*, balance_usd: float = 250.0, model: Model | None = None) -> Agent:
+    """The demo agent, with its own in-memory balance (offline unless ``model`` is given)."""
     return Agent(
         name="wallet",
-        instructions="You are a careful wallet assistant. Never move money without approval.",
-        model=ScriptedModel(_script, name="scripted-demo", chunk_size=6),
+        instructions=(
+            "You are a careful wallet assistant. Look up the balance and the contact "
+            "before paying; never move money without approval."
+        ),
+        model=model or ScriptedModel(_script, name="scripted-demo", chunk_size=6),
         tools=_tools([balance_usd]),
         permissions=PermissionRules(usd_tiers=UsdTiers.conservative()),
         # Illustrative prices, so the demo shows cost tracking at work.
