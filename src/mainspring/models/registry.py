@@ -30,6 +30,7 @@ from typing import Any
 
 from mainspring.errors import ConfigError, ModelError
 from mainspring.models.base import Model, ModelEvent, ModelRequest
+from mainspring.models.routing import RoutedModel
 
 __all__ = ["FallbackModel", "ModelRegistry", "missing_credentials", "model_from_string"]
 
@@ -178,6 +179,10 @@ class ModelRegistry:
         model = model_from_string(spec) if isinstance(spec, str) else spec
         self._built[label_or_spec] = model
         return model
+
+    def routed(self, cheap: str, expensive: str, *, judge: bool = True) -> RoutedModel:
+        """A cost router between two labelled models (see :class:`RoutedModel`)."""
+        return RoutedModel(self.get(cheap), self.get(expensive), judge=judge)
 
     def fallback(self, *labels: str) -> FallbackModel:
         """A chain over the labelled models, in order."""
