@@ -77,9 +77,13 @@ async def retrying_stream(
         reraise=True,
     )
     async for attempt in retrying:
+        first: ModelEvent | None = None
         with attempt:
             stream = start()
             first = await anext(stream, None)  # a failure here is retried
+        outcome = attempt.retry_state.outcome
+        if outcome is not None and outcome.failed:
+            continue  # tenacity waits, then starts the next attempt
         if first is None:
             return
         yield first
