@@ -29,17 +29,12 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('OpenAIResponsesModel needs: pip install "mainspring[openai]"') from exc
 
 from mainspring.errors import (
-    AuthenticationError,
     BadRequest,
     ConfigError,
     ContextTooLong,
     ModelError,
-    ModelHTTPError,
-    ModelNotFound,
     ModelOutputError,
-    ModelTimeout,
     Overloaded,
-    PermissionDenied,
     RateLimited,
     ServerError,
 )
@@ -62,6 +57,7 @@ from mainspring.models.base import (
     ToolCallEnd,
     ToolSpec,
 )
+from mainspring.models.openai.errors import map_openai_error
 from mainspring.models.retry import RetryPolicy, retrying_stream
 from mainspring.usage import Usage
 
@@ -70,7 +66,6 @@ __all__ = [
     "build_params",
     "input_items",
     "map_error",
-    "retry_after",
     "strict_compatible",
     "tool_param",
     "usage_from_responses",
@@ -486,53 +481,10 @@ def _failure(error: Any) -> ModelError:
     return ModelError(text, provider=PROVIDER)
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (HTTP dates are ignored)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(float(value) / scale, 0.0)
-        except ValueError:
-            continue
-    return None
-
-
 def map_error(exc: openai.OpenAIError) -> ModelError:
-    """The typed mainspring error for an SDK exception."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout(f"OpenAI Responses timed out: {exc}", provider=PROVIDER, retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError(
-            f"OpenAI Responses connection failed: {exc}", provider=PROVIDER, retryable=True
-        )
-    if isinstance(exc, openai.APIStatusError):
-        return _status_error(exc)
-    if isinstance(exc, openai.APIError):  # an error frame inside the stream
+    """The typed mainspring error for an SDK exception (shared with Chat Completions)."""
+    if isinstance(exc, openai.APIError) and not isinstance(
+        exc, openai.APIStatusError | openai.APIConnectionError
+    ):  # an error frame inside the stream
         return _failure(exc.body if isinstance(exc.body, Mapping) else exc)
-    return ModelError(f"OpenAI Responses: {exc}", provider=PROVIDER)
-
-
-def _status_error(exc: openai.APIStatusError) -> ModelHTTPError:
-    status = exc.status_code
-    body = exc.response.text if exc.body is None else json.dumps(exc.body)
-    message = f"OpenAI Responses HTTP {status}: {exc.message}"
-    common: dict[str, Any] = {"provider": PROVIDER, "status": status, "body": body}
-    if status == 429:
-        return RateLimited(message, retry_after=retry_after(exc.response.headers), **common)
-    if status in (400, 413, 422):
-        context = exc.code == "context_length_exceeded" or _CONTEXT.search(exc.message)
-        return (ContextTooLong if context else BadRequest)(message, **common)
-    typed: dict[int, type[ModelHTTPError]] = {
-        401: AuthenticationError,
-        403: PermissionDenied,
-        404: ModelNotFound,
-    }
-    if status in typed:
-        return typed[status](message, **common)
-    if status in (503, 529):
-        return Overloaded(message, retryable=True, **common)
-    if status >= 500:
-        return ServerError(message, retryable=True, **common)
-    return ModelHTTPError(message, retryable=status in (408, 409), **common)
+    return map_openai_error(exc, PROVIDER)
