@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -106,8 +107,10 @@ class OpenAIChatModel:
         return retrying_stream(lambda: self._attempt(body), self._retry)
 
     def _new_call_id(self) -> str:
+        # Unique across processes too: a session resumed elsewhere must never see a
+        # second call with an id it already has (ids key the write ledger).
         self._call_ids += 1
-        return f"call_{self._call_ids}"
+        return f"call_{uuid.uuid4().hex[:16]}"
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         reader = ChunkReader(provider=self._provider, new_call_id=self._new_call_id)
