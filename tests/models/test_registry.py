@@ -82,3 +82,28 @@ async def test_registry_labels() -> None:
     registry.register("pro", "nope:x")
     with pytest.raises(ConfigError, match="unknown model provider"):
         registry.get("pro")
+
+
+@pytest.mark.parametrize(
+    ("spec", "env", "cls", "name"),
+    [
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "AnthropicModel", "claude-sonnet-4-5"),
+        ("openai:gpt-5", "OPENAI_API_KEY", "OpenAIResponsesModel", "gpt-5"),
+        ("openai-chat:gpt-4.1", "OPENAI_API_KEY", "OpenAIChatModel", "gpt-4.1"),
+        ("gemini:gemini-2.5-flash", "GEMINI_API_KEY", "GeminiModel", "gemini-2.5-flash"),
+        (
+            "openai-compatible:http://127.0.0.1:11434/v1#llama3.2",
+            None,
+            "OpenAIChatModel",
+            "llama3.2",
+        ),
+    ],
+)
+def test_model_strings_build_their_adapters_offline(
+    spec: str, env: str | None, cls: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if env is not None:
+        monkeypatch.setenv(env, "test-key")
+    model = model_from_string(spec)
+    assert type(model).__name__ == cls
+    assert name in model.name
