@@ -46,7 +46,7 @@ from mainspring import (
     Usage,
     tool,
 )
-from mainspring.engine import truncate_result
+from mainspring.calls import truncate_result
 from mainspring.messages import Part, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, SystemBlock, ToolCallEnd
 

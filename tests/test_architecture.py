@@ -34,14 +34,15 @@ RANKS: dict[str, int] = {
     "state": 6,
     "microcompact": 6,
     "agent": 7,
-    "engine": 8,
+    "calls": 8,
+    "engine": 9,
     "stores": 8,
     "replay": 8,
-    "session": 9,
-    "demo": 10,
-    "cli": 11,
-    "__init__": 12,
-    "__main__": 12,
+    "session": 10,
+    "demo": 11,
+    "cli": 12,
+    "__init__": 13,
+    "__main__": 13,
 }
 
 
