@@ -18,6 +18,7 @@ from mainspring.models.registry import (
     missing_credentials,
     model_from_string,
 )
+from mainspring.models.routing import RoutedModel
 from tests.helpers import collect
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +108,14 @@ def test_model_strings_build_their_adapters_offline(
     model = model_from_string(spec)
     assert type(model).__name__ == cls
     assert name in model.name
+
+
+def test_route_true_gives_one_router_per_label_over_the_cheap_model() -> None:
+    primary, flash = ScriptedModel(["p"], name="p"), ScriptedModel(["f"], name="f")
+    registry = ModelRegistry({"primary": primary, "flash": flash})
+    router = registry.get("primary", route=True)
+    assert isinstance(router, RoutedModel)
+    assert router.cheap is flash and router.expensive is primary
+    assert registry.get("primary", route=True) is router  # stats accumulate
+    with pytest.raises(ConfigError, match="cheap model"):
+        ModelRegistry({"primary": primary}).get("primary", route=True)

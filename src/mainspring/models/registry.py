@@ -155,18 +155,38 @@ class FallbackModel:
 class ModelRegistry:
     """Models registered under labels (``primary``, ``pro``, ``flash``, ``lite``…)."""
 
-    def __init__(self, models: Mapping[str, Model | str] | None = None) -> None:
-        """Register ``label -> model`` (a Model, or a model string built on first use)."""
+    def __init__(
+        self, models: Mapping[str, Model | str] | None = None, *, cheap: str | None = None
+    ) -> None:
+        """Register ``label -> model`` (a Model, or a model string built on first use).
+
+        Args:
+            models: The labelled models.
+            cheap: The label ``get(..., route=True)`` routes easy turns to
+                (defaults to ``lite``, then ``flash``, when registered).
+        """
         self._specs: dict[str, Model | str] = dict(models or {})
         self._built: dict[str, Model] = {}
+        self._cheap = cheap
+        self._routers: dict[str, RoutedModel] = {}
 
     def register(self, label: str, model: Model | str) -> None:
         """Add or replace a label."""
         self._specs[label] = model
         self._built.pop(label, None)
 
-    def get(self, label_or_spec: str) -> Model:
-        """The model registered under a label, or built from a model string."""
+    def get(self, label_or_spec: str, *, route: bool = False) -> Model:
+        """The model registered under a label, or built from a model string.
+
+        With ``route=True``, a cost router between the cheap label and this
+        model (one router per label, so its stats accumulate).
+        """
+        if route:
+            router = self._routers.get(label_or_spec)
+            if router is None:
+                router = self.routed(self._cheap_label(), label_or_spec)
+                self._routers[label_or_spec] = router
+            return router
         if label_or_spec in self._built:
             return self._built[label_or_spec]
         spec = self._specs.get(label_or_spec)
@@ -179,6 +199,16 @@ class ModelRegistry:
         model = model_from_string(spec) if isinstance(spec, str) else spec
         self._built[label_or_spec] = model
         return model
+
+    def _cheap_label(self) -> str:
+        if self._cheap is not None:
+            return self._cheap
+        for label in ("lite", "flash"):
+            if label in self._specs:
+                return label
+        raise ConfigError(
+            "route=True needs a cheap model: register 'lite' or 'flash', or pass cheap="
+        )
 
     def routed(self, cheap: str, expensive: str, *, judge: bool = True) -> RoutedModel:
         """A cost router between two labelled models (see :class:`RoutedModel`)."""
