@@ -601,3 +601,13 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
     )
     assert sent == expected
     assert session.usage.reasoning_tokens == 202
+
+
+def test_the_timeout_of_a_given_client_is_kept() -> None:
+    import httpx2
+
+    from mainspring.models.gemini import DEFAULT_TIMEOUT, _timeout_seconds
+
+    assert _timeout_seconds(None, httpx2.AsyncClient(timeout=0.2)) == pytest.approx(0.2)
+    assert _timeout_seconds(3.0, httpx2.AsyncClient(timeout=0.2)) == 3.0
+    assert _timeout_seconds(None, None) == DEFAULT_TIMEOUT

@@ -40,7 +40,6 @@ from mainspring.errors import (
     ModelError,
     ModelNotFound,
     ModelOutputError,
-    ModelTimeout,
     Overloaded,
     RateLimited,
     ServerError,
@@ -738,11 +737,11 @@ async def test_malformed_sse_frame_is_output_error() -> None:
     assert info.value.retryable
 
 
-async def test_connection_error_is_retryable_timeout() -> None:
+async def test_connection_error_is_a_retryable_cut_stream() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ConnectError("connection refused", request=request)
 
-    with pytest.raises(ModelTimeout) as info:
+    with pytest.raises(ModelOutputError) as info:
         await collect(_stream_model(handler).stream(plain()))
     assert info.value.retryable
     assert info.value.provider == "openai"

@@ -95,3 +95,12 @@ def test_bad_policies_are_config_errors() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ConfigError):
         RetryPolicy(initial_backoff=-1)
+
+
+async def test_a_retry_after_past_the_deadline_gives_up_at_once() -> None:
+    limited = RateLimited("come back in a minute", provider="p", retry_after=60.0)
+    calls, start = flaky([limited])
+    began = anyio.current_time()
+    with pytest.raises(RateLimited):
+        await collect(RetryPolicy(deadline=1.0), start)
+    assert len(calls) == 1 and anyio.current_time() - began < 1.0

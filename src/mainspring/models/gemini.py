@@ -151,7 +151,7 @@ class GeminiModel:
             options = types.HttpOptions(
                 api_version="v1beta",
                 base_url=base_url,
-                timeout=None if timeout is None else int(timeout * 1000),
+                timeout=int(_timeout_seconds(timeout, http_client) * 1000),
                 httpx_async_client=http_client,
                 async_client_args=None if transport is None else {"transport": transport},
             )
@@ -192,9 +192,11 @@ class GeminiModel:
             raise error_from_api(exc) from exc
         except httpx2.TimeoutException as exc:
             raise ModelTimeout(f"gemini: {exc!r}", provider=PROVIDER, retryable=True) from exc
-        except httpx2.TransportError as exc:
-            raise ModelError(f"gemini: {exc!r}", provider=PROVIDER, retryable=True) from exc
-        except (json.JSONDecodeError, ValidationError) as exc:
+        except httpx2.TransportError as exc:  # e.g. a reset: the stream was cut off
+            raise ModelOutputError(
+                f"gemini: connection lost: {exc!r}", provider=PROVIDER, retryable=True
+            ) from exc
+        except (json.JSONDecodeError, ValidationError, genai_errors.UnknownApiResponseError) as exc:
             raise ModelOutputError(
                 f"gemini: malformed stream chunk: {exc}", provider=PROVIDER, retryable=True
             ) from exc
@@ -535,3 +537,17 @@ def _retry_after(exc: genai_errors.APIError) -> float | None:
             except ValueError:
                 pass
     return None
+
+
+DEFAULT_TIMEOUT = 600.0
+
+
+def _timeout_seconds(timeout: float | None, http_client: object) -> float:
+    """The request timeout: given, else the client's own, else a default.
+
+    Never none: the SDK sends its value on every request, overriding the client's.
+    """
+    if timeout is not None:
+        return timeout
+    client_timeout = getattr(getattr(http_client, "timeout", None), "read", None)
+    return float(client_timeout) if client_timeout else DEFAULT_TIMEOUT

@@ -18,8 +18,10 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
+    stop_any,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 
 from mainspring.errors import ConfigError, ModelError, RateLimited
 from mainspring.models.base import ModelEvent
@@ -55,10 +57,25 @@ class RetryPolicy:
             delay = backoff(state)
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, RateLimited) and exc.retry_after is not None:
-                delay = max(delay, min(exc.retry_after, self.deadline))
+                delay = max(delay, exc.retry_after)  # within the deadline (see the stop)
             return float(delay)
 
         return wait
+
+
+class _WaitPastDeadline(stop_base):
+    """Give up at once when the provider asks to wait longer than the time left."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome else None
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            elapsed = retry_state.seconds_since_start or 0.0
+            return exc.retry_after > self.deadline - elapsed
+        return False
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -71,7 +88,11 @@ async def retrying_stream(
     """Events of ``start()``, opened again on a retryable error before the first event."""
     retrying = AsyncRetrying(
         sleep=anyio.sleep,
-        stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.deadline),
+        stop=stop_any(
+            stop_after_attempt(policy.max_attempts),
+            stop_after_delay(policy.deadline),
+            _WaitPastDeadline(policy.deadline),
+        ),
         wait=policy._wait(),
         retry=retry_if_exception(_retryable),
         reraise=True,

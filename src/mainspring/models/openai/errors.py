@@ -95,9 +95,9 @@ def map_openai_error(exc: Exception, provider: str) -> ModelError:
     """The typed mainspring error for an exception raised by the ``openai`` SDK."""
     if isinstance(exc, openai.APITimeoutError):
         return ModelTimeout(f"{provider}: request timed out", provider=provider, retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelTimeout(
-            f"{provider}: connection failed: {exc.__cause__ or exc}",
+    if isinstance(exc, openai.APIConnectionError):  # refused, or reset mid-stream
+        return ModelOutputError(
+            f"{provider}: connection lost: {exc.__cause__ or exc!r}",
             provider=provider,
             retryable=True,
         )
