@@ -32,9 +32,13 @@ def _available() -> bool:
     return True
 
 
+_UNKNOWN: set[str] = set()
+"""Models genai-prices does not know: not looked up again in this process."""
+
+
 def genai_price(model: str, usage: Usage) -> float | None:
     """USD for ``usage`` on ``model`` from genai-prices, or ``None`` when unknown."""
-    if not _available():
+    if model in _UNKNOWN or not _available():
         return None
     import genai_prices
 
@@ -43,7 +47,8 @@ def genai_price(model: str, usage: Usage) -> float | None:
     if not sep:
         ref = model
     elif provider_id is None:
-        return None  # openai-compatible servers and others: unknown prices
+        _UNKNOWN.add(model)  # openai-compatible servers and others: unknown prices
+        return None
     priced = genai_prices.Usage(
         # genai-prices counts input tokens with the cached ones included.
         input_tokens=usage.total_input_tokens,
@@ -54,5 +59,6 @@ def genai_price(model: str, usage: Usage) -> float | None:
     try:
         calc = genai_prices.calc_price(priced, model_ref=ref, provider_id=provider_id)
     except LookupError:
+        _UNKNOWN.add(model)
         return None
     return float(calc.total_price)
