@@ -34,6 +34,7 @@ RANKS: dict[str, int] = {
     "state": 6,
     "microcompact": 6,
     "agent": 7,
+    "skills": 7,
     "calls": 8,
     "engine": 9,
     "stores": 8,

@@ -26,6 +26,8 @@ MainspringError
 ├── PrefixMutationError
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
 ├── BudgetExceeded         .spent_usd .budget_usd
+├── SkillNotFound          .name (also a KeyError)
+├── SkillPathError         .name .path (also a ValueError)
 └── StoreError            a store cannot be reached, read or written
     ├── CheckpointCorrupt  .stream_id .offset
     └── SchemaTooNew       the store was written by a newer mainspring
@@ -62,6 +64,8 @@ __all__ = [
     "SchemaTooNew",
     "ServerError",
     "SessionBusy",
+    "SkillNotFound",
+    "SkillPathError",
     "StoreError",
     "ToolError",
     "ToolInputError",
@@ -247,3 +251,23 @@ class CheckpointCorrupt(StoreError):
 
 class SchemaTooNew(StoreError):
     """The store's schema version is newer than this mainspring understands."""
+
+
+class SkillNotFound(MainspringError, KeyError):
+    """No skill has this name."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class SkillPathError(MainspringError, ValueError):
+    """A skill resource path is absolute, escapes the folder, is a symlink, or is unreadable."""
+
+    def __init__(self, message: str, *, name: str, path: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.path = path
