@@ -41,6 +41,7 @@ RANKS: dict[str, int] = {
     "replay": 8,
     "session": 10,
     "demo": 11,
+    "mcp": 11,
     "cli": 12,
     "__init__": 13,
     "__main__": 13,

@@ -266,6 +266,53 @@ def demo(
     raise typer.Exit(code)
 
 
+mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
+app.add_typer(mcp_app)
+
+
+async def _serve_mcp(
+    *, http: bool, host: str, port: int, expose_confirm: bool, skills: list[str]
+) -> None:
+    from mainspring.mcp.server import build_mcp_server, serve_http, serve_stdio  # needs the extra
+    from mainspring.skills import SkillCatalog
+
+    catalog = SkillCatalog(skills) if skills else None
+    server = build_mcp_server(demo_agent(), skills=catalog, expose_confirm=expose_confirm)
+    if http:
+        await serve_http(server, host=host, port=port)
+    else:
+        await serve_stdio(server)
+
+
+@mcp_app.command("serve")
+def mcp_serve(
+    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP host (loopback only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    expose_confirm: Annotated[
+        bool,
+        typer.Option(
+            "--expose-confirm", help="Also expose tools that need approval, marked as such."
+        ),
+    ] = False,
+    skills: Annotated[
+        list[str] | None, typer.Option("--skills", help="A skills folder (repeatable).")
+    ] = None,
+) -> None:
+    """Serve the demo agent's tools (and skills, as prompts) to MCP clients."""
+    try:
+        anyio.run(
+            lambda: _serve_mcp(
+                http=http, host=host, port=port, expose_confirm=expose_confirm, skills=skills or []
+            )
+        )
+    except (ImportError, MainspringError) as exc:
+        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
 def main() -> None:
     """Entry point of the ``mainspring`` script."""
     app()

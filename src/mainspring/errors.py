@@ -26,6 +26,7 @@ MainspringError
 ├── PrefixMutationError
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
 ├── BudgetExceeded         .spent_usd .budget_usd
+├── McpStartupError        .server: a required MCP server did not start
 ├── SkillNotFound          .name (also a KeyError)
 ├── SkillPathError         .name .path (also a ValueError)
 └── StoreError            a store cannot be reached, read or written
@@ -52,6 +53,7 @@ __all__ = [
     "DecisionConflict",
     "FieldNotModifiable",
     "MainspringError",
+    "McpStartupError",
     "ModelError",
     "ModelHTTPError",
     "ModelNotFound",
@@ -271,3 +273,11 @@ class SkillPathError(MainspringError, ValueError):
         super().__init__(message)
         self.name = name
         self.path = path
+
+
+class McpStartupError(MainspringError):
+    """A required MCP server did not start (``.server`` names it)."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server

@@ -1,0 +1,16 @@
+"""MCP: use the tools and prompts of Model Context Protocol servers.
+
+Needs the ``mcp`` extra: ``pip install "mainspring[mcp]"``.
+"""
+
+from __future__ import annotations
+
+from mainspring.mcp.client import (
+    McpClientManager,
+    McpPrompt,
+    McpServerConfig,
+    McpStartupError,
+    RawResult,
+)
+
+__all__ = ["McpClientManager", "McpPrompt", "McpServerConfig", "McpStartupError", "RawResult"]

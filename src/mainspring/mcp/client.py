@@ -1,0 +1,540 @@
+"""Use the tools and prompts of MCP servers, many at once.
+
+```python
+config = McpServerConfig(name="time", command="python", args=("-m", "mcp_server_time"))
+async with McpClientManager([config]) as manager:
+    agent = Agent(model=model, tools=manager.tools())  # mcp__time__get_current_time, ...
+```
+
+Every server's session lives in its own task, owned by the manager's task
+group, so the SDK's cancel scopes are entered and exited in one task. A call
+that finds its server dead returns an error result and marks the server for
+reconnection; the next call starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import anyio
+import anyio.abc
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
+
+from mainspring.errors import ConfigError, McpStartupError
+from mainspring.messages import ImagePart
+from mainspring.tools.define import Tool, ToolOutput, client_tool
+from mainspring.tools.policy import ToolPolicy
+from mainspring.tools.registry import matches_any, namespaced
+
+try:
+    import httpx2
+    import mcp.types as mcp_types
+    from mcp.client.session import ClientSession, IncomingMessage
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+except ImportError as exc:
+    raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
+
+__all__ = ["McpClientManager", "McpPrompt", "McpServerConfig", "McpStartupError", "RawResult"]
+
+logger = logging.getLogger(__name__)
+
+ESSENTIAL_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "SYSTEMROOT",
+)
+"""Variables a stdio server inherits unless ``inherit_env`` is set."""
+
+_TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServerConfig:
+    """How to reach one MCP server, and how far to trust it."""
+
+    name: str
+    transport: Literal["stdio", "http"] = "stdio"
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Extra variables for a stdio server, on top of :data:`ESSENTIAL_ENV`."""
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
+    startup_timeout: float = 30.0
+    call_timeout: float = 60.0
+    max_concurrent_calls: int = 4
+    output_budget: int = 50_000
+    """Characters of text a result may carry; longer results are cut with a note."""
+    required: bool = True
+    """A required server that fails to start fails :meth:`McpClientManager.start`."""
+    allow: tuple[str, ...] | None = None
+    """Tool name patterns (``*`` suffix for a prefix) to keep; ``None`` keeps all."""
+    deny: tuple[str, ...] = ()
+    inherit_env: bool = False
+    """Give a stdio server this process's whole environment."""
+
+    def __post_init__(self) -> None:
+        if not self.name or "__" in self.name or not self.name.replace("-", "_").isidentifier():
+            raise ConfigError(f"MCP server name {self.name!r} must be letters, digits, '_', '-'")
+        if self.transport == "stdio" and not self.command:
+            raise ConfigError(f"MCP server {self.name!r}: a stdio server needs a command")
+        if self.transport == "http" and not self.url:
+            raise ConfigError(f"MCP server {self.name!r}: an http server needs a url")
+        for label, value in (
+            ("startup_timeout", self.startup_timeout),
+            ("call_timeout", self.call_timeout),
+            ("max_concurrent_calls", self.max_concurrent_calls),
+            ("output_budget", self.output_budget),
+        ):
+            if value <= 0:
+                raise ConfigError(f"MCP server {self.name!r}: {label} must be positive")
+
+    def wants(self, tool_name: str) -> bool:
+        """Whether the allow/deny patterns keep a tool (by its server-side name)."""
+        if self.allow is not None and not matches_any(self.allow, tool_name):
+            return False
+        return not matches_any(self.deny, tool_name)
+
+    def stdio_env(self) -> dict[str, str]:
+        """The environment a stdio server is started with."""
+        if self.inherit_env:
+            base = dict(os.environ)
+        else:
+            base = {k: v for k in ESSENTIAL_ENV if (v := os.environ.get(k)) is not None}
+        return base | dict(self.env)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpPrompt:
+    """A prompt a server offers."""
+
+    server: str
+    name: str
+    description: str = ""
+    arguments: tuple[tuple[str, bool], ...] = ()
+    """``(name, required)`` of each argument."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawResult:
+    """A call's untruncated result, kept for audit."""
+
+    server: str
+    tool: str
+    arguments: dict[str, JsonValue]
+    result: mcp_types.CallToolResult
+    truncated: bool
+
+
+class _Connection:
+    """One server: the task that owns its session, its cached tool list, its limits."""
+
+    def __init__(self, config: McpServerConfig) -> None:
+        self.config = config
+        self.session: ClientSession | None = None
+        self.tools: list[mcp_types.Tool] = []
+        self.limiter = anyio.Semaphore(config.max_concurrent_calls)
+        self.lock = anyio.Lock()
+        self.closing = anyio.Event()
+        self.done = anyio.Event()
+        self.done.set()  # no session task yet
+        self.generation = 0
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = self.config
+        if cfg.transport == "stdio":
+            assert cfg.command is not None
+            params = StdioServerParameters(
+                command=cfg.command, args=list(cfg.args), env=cfg.stdio_env(), cwd=cfg.cwd
+            )
+            async with stdio_client(params) as streams:
+                yield streams
+        else:
+            assert cfg.url is not None
+            async with (
+                httpx2.AsyncClient(
+                    headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                ) as http,
+                streamable_http_client(cfg.url, http_client=http) as streams,
+            ):
+                yield streams
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Connect, report started, hold the session until asked to close."""
+        cfg = self.config
+        started = False
+        deadline = anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout)
+        self.closing = anyio.Event()
+        self.done = anyio.Event()
+        try:
+            with deadline:
+                async with AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(self._transport())
+                    session = await stack.enter_async_context(
+                        ClientSession(read, write, message_handler=self._on_message)
+                    )
+                    await session.initialize()
+                    self.tools = await _list_all_tools(session)
+                    deadline.deadline = math.inf
+                    self.session = session
+                    self.generation += 1
+                    started = True
+                    task_status.started()
+                    await self.closing.wait()
+            if not started:
+                raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
+        except Exception as exc:
+            if not started:
+                raise
+            logger.warning("MCP server %r session ended: %s", cfg.name, _describe(exc))
+        finally:
+            self.session = None
+            self.done.set()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        session = self.session
+        if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
+            try:
+                self.tools = await _list_all_tools(session)
+            except Exception as exc:
+                logger.warning("MCP server %r: tools refresh failed: %s", self.config.name, exc)
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r transport error: %s", self.config.name, message)
+
+    async def close(self) -> None:
+        """End the session task (it closes the transport) and wait for it."""
+        if self.session is None and self.done.is_set():
+            return
+        self.closing.set()
+        await self.done.wait()
+
+
+async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_connection_lost(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(exc, _TRANSPORT_GONE | OSError)
+
+
+class McpClientManager:
+    """Connects to MCP servers and offers their tools as mainspring tools.
+
+    Use ``async with manager:`` or :meth:`start` / :meth:`aclose` from one task.
+    """
+
+    def __init__(self, configs: Sequence[McpServerConfig], *, audit_limit: int = 32) -> None:
+        """Create a manager for ``configs`` (names must be unique); nothing starts yet."""
+        names = [c.name for c in configs]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"MCP server names must be unique, got {names}")
+        self._connections = {c.name: _Connection(c) for c in configs}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.failures: dict[str, str] = {}
+        """Servers that could not start (optional ones) or whose tools were skipped."""
+        self.skipped_tools: dict[str, str] = {}
+        """``mcp__server__tool`` names left out, with the reason (e.g. a malformed schema)."""
+        self.raw_results: deque[RawResult] = deque(maxlen=audit_limit)
+        """The latest results, untruncated, for audit."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def servers(self) -> list[str]:
+        """Names of the servers that are connected now."""
+        return [n for n, c in self._connections.items() if c.session is not None]
+
+    async def start(self) -> None:
+        """Connect to every server at once.
+
+        Raises:
+            McpStartupError: A required server failed or timed out (others are closed).
+        """
+        if self._tg is not None:
+            raise ConfigError("McpClientManager is already started")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        try:
+            async with anyio.create_task_group() as starters:
+                for conn in self._connections.values():
+                    starters.start_soon(self._start_one, conn)
+            broken = [n for n in self.failures if n in self._connections and self._required(n)]
+            if broken:
+                name = broken[0]
+                raise McpStartupError(
+                    f"required MCP server {name!r} failed to start: {self.failures[name]}",
+                    server=name,
+                )
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def _required(self, name: str) -> bool:
+        return self._connections[name].config.required
+
+    async def _start_one(self, conn: _Connection) -> None:
+        try:
+            await self._connect(conn)
+        except Exception as exc:
+            self.failures[conn.config.name] = _describe(exc)
+            if not conn.config.required:
+                logger.warning(
+                    "optional MCP server %r skipped: %s", conn.config.name, _describe(exc)
+                )
+
+    async def _connect(self, conn: _Connection) -> None:
+        if self._tg is None:
+            raise ConfigError("McpClientManager is not started")
+        await self._tg.start(conn.serve)
+
+    async def aclose(self) -> None:
+        """Close every session and wait for the servers to stop."""
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        for conn in self._connections.values():
+            conn.closing.set()
+        # Each session task closes its own transport (the stdio shutdown is shielded).
+        await tg.__aexit__(None, None, None)
+
+    def tools(self) -> list[Tool]:
+        """The tools of every connected server, named ``mcp__<server>__<tool>``."""
+        found: list[Tool] = []
+        for conn in self._connections.values():
+            for spec in conn.tools:
+                if not conn.config.wants(spec.name):
+                    continue
+                made = self._make_tool(conn, spec)
+                if made is not None:
+                    found.append(made)
+        return found
+
+    def _make_tool(self, conn: _Connection, spec: mcp_types.Tool) -> Tool | None:
+        cfg = conn.config
+        try:
+            name = namespaced(cfg.name, spec.name)
+        except ConfigError as exc:
+            self.skipped_tools[f"mcp__{cfg.name}__{spec.name}"] = str(exc)
+            return None
+        try:
+            schema = json.loads(json.dumps(spec.input_schema))
+            base = client_tool(
+                name,
+                description=spec.description or spec.title or spec.name,
+                input_schema=schema,
+            )
+        except (ConfigError, TypeError, ValueError) as exc:
+            self.skipped_tools[name] = str(exc)
+            logger.warning("MCP tool %r skipped: %s", name, exc)
+            return None
+        read_only = bool(spec.annotations and spec.annotations.read_only_hint)
+        meta: dict[str, JsonValue] = {"mcp_server": cfg.name, "mcp_tool": spec.name}
+        meta.update(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+        tool_name = spec.name
+
+        async def call_server(**arguments: Any) -> ToolOutput:
+            return await self.call_tool(cfg.name, tool_name, arguments)
+
+        return replace(
+            base,
+            fn=call_server,
+            is_async=True,
+            meta=meta,
+            policy=ToolPolicy(read_only=read_only, max_result_chars=cfg.output_budget + 200),
+        )
+
+    async def refresh_tools(self, server: str) -> None:
+        """Fetch a server's tool list again (also done on its list-changed notification)."""
+        conn = await self._session_of(server)
+        assert conn.session is not None
+        conn.tools = await _list_all_tools(conn.session)
+
+    async def _session_of(self, server: str) -> _Connection:
+        conn = self._connections.get(server)
+        if conn is None:
+            raise ConfigError(f"no MCP server named {server!r}")
+        async with conn.lock:
+            if conn.session is None:
+                await conn.close()
+                await self._connect(conn)
+                self.failures.pop(server, None)
+        return conn
+
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        """Call a tool; failures, timeouts and a dead server become error results."""
+        cfg = self._config(server)
+        try:
+            conn = await self._session_of(server)
+        except Exception as exc:
+            return ToolOutput(
+                content=f"MCP server {server!r} is unavailable: {_describe(exc)}", is_error=True
+            )
+        session = conn.session
+        if session is None:
+            return ToolOutput(content=f"MCP server {server!r} is not connected", is_error=True)
+        try:
+            with anyio.fail_after(cfg.call_timeout):
+                async with conn.limiter:
+                    result = await session.call_tool(tool, arguments)
+        except TimeoutError:
+            return ToolOutput(
+                content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
+                is_error=True,
+            )
+        except Exception as exc:
+            if _connection_lost(exc) and conn.session is session:
+                conn.session = None  # the next call reconnects
+                conn.closing.set()
+            return ToolOutput(
+                content=f"MCP tool {tool!r} on {server!r} failed: {_describe(exc)}",
+                is_error=True,
+            )
+        return self._to_output(server, tool, arguments, result)
+
+    def _config(self, server: str) -> McpServerConfig:
+        conn = self._connections.get(server)
+        if conn is None:
+            raise ConfigError(f"no MCP server named {server!r}")
+        return conn.config
+
+    def _to_output(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        result: mcp_types.CallToolResult,
+    ) -> ToolOutput:
+        texts: list[str] = []
+        images: list[ImagePart] = []
+        for block in result.content:
+            if isinstance(block, mcp_types.ImageContent):
+                images.append(ImagePart(media_type=block.mime_type, data=block.data))
+            else:
+                texts.append(_block_text(block))
+        if not texts and result.structured_content is not None:
+            texts.append(json.dumps(to_jsonable_python(result.structured_content)))
+        text = "\n".join(texts)
+        budget = self._config(server).output_budget
+        truncated = len(text) > budget
+        if truncated:
+            text = (
+                text[:budget] + f"\n[truncated: showing {budget} of {len(text)} characters; "
+                "the full result is kept for audit]"
+            )
+        self.raw_results.append(
+            RawResult(
+                server=server,
+                tool=tool,
+                arguments=to_jsonable_python(arguments),
+                result=result,
+                truncated=truncated,
+            )
+        )
+        return ToolOutput(content=text, is_error=bool(result.is_error), images=tuple(images))
+
+    async def list_prompts(self, server: str) -> list[McpPrompt]:
+        """The prompts a server offers."""
+        session = await self._live_session(server)
+        prompts: list[McpPrompt] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_prompts(params=params)
+            prompts.extend(
+                McpPrompt(
+                    server=server,
+                    name=p.name,
+                    description=p.description or "",
+                    arguments=tuple((a.name, bool(a.required)) for a in p.arguments or ()),
+                )
+                for p in page.prompts
+            )
+            cursor = page.next_cursor
+            if not cursor:
+                return prompts
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> str:
+        """A server's prompt rendered as text (its messages' text, in order)."""
+        session = await self._live_session(server)
+        with anyio.fail_after(self._config(server).call_timeout):
+            result = await session.get_prompt(name, dict(arguments or {}))
+        return "\n\n".join(_block_text(m.content) for m in result.messages)
+
+    async def _live_session(self, server: str) -> ClientSession:
+        conn = await self._session_of(server)
+        if conn.session is None:
+            raise McpStartupError(f"MCP server {server!r} is not connected", server=server)
+        return conn.session
+
+
+def _block_text(block: mcp_types.ContentBlock) -> str:
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, mcp_types.ImageContent):
+        return f"[image: {block.mime_type}]"
+    if isinstance(block, mcp_types.AudioContent):
+        return f"[audio: {block.mime_type}]"
+    if isinstance(block, mcp_types.ResourceLink):
+        return f"[resource: {block.uri}]"
+    resource = block.resource
+    if isinstance(resource, mcp_types.TextResourceContents):
+        return resource.text
+    return f"[binary resource: {resource.uri}]"

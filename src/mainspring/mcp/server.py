@@ -1,0 +1,351 @@
+"""Expose an agent's tools, and its skills, to MCP clients.
+
+``build_mcp_server(agent)`` returns the official SDK's low-level
+:class:`mcp.server.lowlevel.Server`:
+
+- ``tools/list`` lists the agent's tools with their JSON schema and
+  annotations (``readOnlyHint`` from the policy; writes are
+  ``destructiveHint``; the ``external`` flag sets ``openWorldHint``).
+- ``tools/call`` validates with :meth:`Tool.validate`, runs the preflight and
+  :meth:`Tool.call` (under the tool's timeout); invalid input, a failed
+  preflight, a timeout or a raising tool become ``isError`` results naming
+  the problem, so the calling model can correct itself.
+- ``prompts/list`` and ``prompts/get`` serve a :class:`SkillCatalog`: one
+  prompt per skill, whose text is the skill's ``SKILL.md`` body.
+
+Approval. Inside mainspring a confirm-tier write (static ``"confirm"``, a
+permission resolver, USD tiers) or a client-executed tool pauses the turn for
+a decision. MCP has no such pause: the client decides whether to ask its user
+before each call. So those tools are hidden unless ``expose_confirm=True``;
+then their description starts with an approval note, their annotations say
+``readOnlyHint=false, destructiveHint=true`` with a title ending in
+"(requires approval)", and ``_meta`` carries ``"mainspring/requiresApproval":
+true``. MCP clients (Claude Desktop, Cursor, Claude Code…) show their own
+approval prompt for such tools; expose them only to a client that does.
+A client-executed tool has no body here, so calling it is an error result.
+Tools matching the agent's ``permissions.deny`` patterns are never exposed.
+
+Runners: :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, loopback
+only unless ``allow_remote=True``); :func:`http_app` is the ASGI app.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+try:
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+    from starlette.applications import Starlette
+except ImportError as exc:
+    raise ImportError('the MCP server needs: pip install "mainspring[mcp]"') from exc
+
+import anyio
+from anyio.abc import TaskStatus
+
+if TYPE_CHECKING:
+    import uvicorn
+
+from mainspring.agent import Agent
+from mainspring.errors import ConfigError, MainspringError, ToolInputError
+from mainspring.events import Event
+from mainspring.skills import SkillCatalog
+from mainspring.tools.context import ToolContext
+from mainspring.tools.define import Tool, ToolOutput
+from mainspring.tools.policy import Flag, UsdAmount, run_preflight
+from mainspring.tools.registry import matches_any
+
+__all__ = [
+    "APPROVAL_META_KEY",
+    "build_mcp_server",
+    "http_app",
+    "is_loopback",
+    "needs_approval",
+    "serve_http",
+    "serve_stdio",
+]
+
+APPROVAL_META_KEY = "mainspring/requiresApproval"
+"""``Tool._meta`` key set on tools whose calls need the user's approval."""
+
+_APPROVAL_NOTE = (
+    "REQUIRES THE USER'S APPROVAL: this action changes things on the user's behalf; "
+    "ask the user to confirm each call before running it."
+)
+_ServerContext = ServerRequestContext[Any, Any]
+_ListPrompts = Callable[
+    [_ServerContext, types.PaginatedRequestParams | None], Awaitable[types.ListPromptsResult]
+]
+_GetPrompt = Callable[
+    [_ServerContext, types.GetPromptRequestParams], Awaitable[types.GetPromptResult]
+]
+
+
+def needs_approval(tool: Tool) -> bool:
+    """Whether mainspring would pause this tool's calls for a decision."""
+    perm = tool.policy.permission
+    return (
+        tool.client_executed or isinstance(perm, UsdAmount) or callable(perm) or perm == "confirm"
+    )
+
+
+def _annotations(tool: Tool, *, approval: bool) -> types.ToolAnnotations:
+    read_only = tool.policy.read_only and not approval
+    return types.ToolAnnotations(
+        title=f"{tool.name} (requires approval)" if approval else None,
+        read_only_hint=read_only,
+        destructive_hint=not read_only,
+        open_world_hint=Flag.EXTERNAL in tool.policy.flags,
+    )
+
+
+def _mcp_tool(tool: Tool) -> types.Tool:
+    approval = needs_approval(tool)
+    description = f"{_APPROVAL_NOTE}\n\n{tool.description}" if approval else tool.description
+    schema: dict[str, Any] = dict(tool.input_schema)
+    schema.setdefault("type", "object")
+    return types.Tool(
+        name=tool.name,
+        description=description,
+        input_schema=schema,
+        annotations=_annotations(tool, approval=approval),
+        _meta={APPROVAL_META_KEY: approval},
+    )
+
+
+def _exposed(agent: Agent, *, expose_confirm: bool) -> dict[str, Tool]:
+    tools: dict[str, Tool] = {}
+    for name in agent.tool_names:
+        tool = agent.tool(name)
+        if tool is None or matches_any(agent.permissions.deny, name):
+            continue
+        if needs_approval(tool) and not expose_confirm:
+            continue
+        tools[name] = tool
+    return tools
+
+
+def _error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _result(output: ToolOutput, limit: int) -> types.CallToolResult:
+    text = output.content
+    if len(text) > limit:
+        text = text[:limit] + f"\n[truncated: {len(output.content) - limit} more characters]"
+    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    for image in output.images:
+        if image.data is not None:
+            content.append(types.ImageContent(data=image.data, mime_type=image.media_type))
+        elif image.url is not None:
+            content.append(types.TextContent(text=f"[image: {image.url}]"))
+    return types.CallToolResult(content=content, is_error=output.is_error)
+
+
+def _drop(_: Event) -> None:
+    """Events (progress, canvas) have no MCP counterpart here; they are dropped."""
+
+
+async def _run(agent: Agent, tool: Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+    if tool.fn is None:
+        return _error(f"tool {tool.name!r} is executed by the host application, not this server")
+    try:
+        args, kwargs = tool.parse(arguments)
+    except ToolInputError as exc:
+        return _error(str(exc))
+    problem = await run_preflight(tool.policy, args)
+    if problem is not None:
+        return _error(problem)
+    ctx = ToolContext(
+        session_id="mcp",
+        agent_name=agent.name,
+        tool_use_id=f"mcp_{uuid.uuid4().hex}",
+        tool_name=tool.name,
+        turn_index=0,
+        cache={},
+        emit=_drop,
+    )
+    try:
+        with anyio.fail_after(tool.policy.timeout):
+            output = await tool.call(args, ctx, kwargs=kwargs)
+    except TimeoutError:
+        return _error(f"tool {tool.name!r} timed out after {tool.policy.timeout} seconds")
+    except Exception as exc:  # a tool's failure is a result the caller can act on
+        kind = "" if isinstance(exc, MainspringError) else f"{type(exc).__name__}: "
+        return _error(f"tool {tool.name!r} failed: {kind}{exc}")
+    return _result(output, tool.policy.max_result_chars)
+
+
+def _skill_prompts(skills: SkillCatalog) -> tuple[_ListPrompts, _GetPrompt]:
+    async def list_prompts(
+        ctx: _ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        found = await anyio.to_thread.run_sync(lambda: skills.skills)
+        return types.ListPromptsResult(
+            prompts=[types.Prompt(name=s.name, description=s.description) for s in found]
+        )
+
+    async def get_prompt(
+        ctx: _ServerContext, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        skill = await anyio.to_thread.run_sync(skills.get, params.name)
+        if skill is None:
+            raise MCPError(types.INVALID_PARAMS, f"no skill named {params.name!r}")
+        text = await anyio.to_thread.run_sync(_whole_body, skills, params.name)
+        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
+        return types.GetPromptResult(description=skill.description, messages=[message])
+
+    return list_prompts, get_prompt
+
+
+def _whole_body(skills: SkillCatalog, name: str) -> str:
+    parts: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = skills.read(name, offset)
+        parts.append(page.text)
+        offset = page.next_offset
+    return "".join(parts)
+
+
+def build_mcp_server(
+    agent: Agent,
+    *,
+    skills: SkillCatalog | None = None,
+    expose_confirm: bool = False,
+    name: str = "mainspring",
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
+
+    Args:
+        agent: Whose tools are exposed.
+        skills: Served as prompts (one per skill, the ``SKILL.md`` body as text).
+        expose_confirm: Also expose tools that need approval, marked as such.
+        name: The server's name in the MCP handshake.
+    """
+    from mainspring._version import __version__
+
+    tools = _exposed(agent, expose_confirm=expose_confirm)
+    listed = [_mcp_tool(t) for t in tools.values()]
+
+    async def list_tools(
+        ctx: _ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(
+        ctx: _ServerContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = tools.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
+        return await _run(agent, tool, params.arguments or {})
+
+    list_prompts, get_prompt = _skill_prompts(skills) if skills is not None else (None, None)
+    return Server(
+        name,
+        version=__version__,
+        instructions=agent.instructions or None,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve over this process's stdin and stdout until the client hangs up."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_host(host: str, *, allow_remote: bool) -> None:
+    if not allow_remote and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve MCP on {host!r}: only loopback hosts unless allow_remote=True"
+        )
+
+
+def http_app(
+    server: Server[Any], *, host: str = "127.0.0.1", path: str = "/mcp", allow_remote: bool = False
+) -> Starlette:
+    """The streamable HTTP ASGI app (with DNS-rebinding protection on loopback hosts).
+
+    Serve it once: its lifespan runs the SDK's session manager.
+    """
+    _check_host(host, allow_remote=allow_remote)
+    return server.streamable_http_app(streamable_http_path=path, host=host)
+
+
+async def serve_http(
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    allow_remote: bool = False,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve over streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+    With ``port=0`` the system picks one: ``port = await tg.start(serve_http, server, port=0)``.
+    Cancelling shuts the server down gracefully.
+    """
+    import uvicorn
+
+    app = http_app(server, host=host, path=path, allow_remote=allow_remote)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+        )
+        uv = uvicorn.Server(config)
+        await _run_uvicorn(uv, sock, task_status)
+    finally:
+        sock.close()
+
+
+async def _run_uvicorn(
+    uv: uvicorn.Server, sock: socket.socket, task_status: TaskStatus[int]
+) -> None:
+    done = anyio.Event()
+
+    async def run() -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # stopped through should_exit, gracefully
+                await uv.serve([sock])
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            while not uv.started:
+                if done.is_set():
+                    raise ConfigError("the MCP HTTP server failed to start")
+                await anyio.sleep(0.01)
+            task_status.started(sock.getsockname()[1])
+            await done.wait()
+        finally:
+            uv.should_exit = True

@@ -1,0 +1,129 @@
+"""A tiny line-delimited JSON-RPC MCP server for fault tests; run as a script.
+
+Usage: ``python _fake_server.py MODE PIDFILE`` where MODE is one of
+``ok``, ``silent`` (never answers initialize), ``die`` (exits during the first
+``crash`` call), ``bad_schema``. Tools: ``echo``, ``big`` (5 MB), ``hang``,
+``crash``, ``env``, ``picture``, ``add_tool`` (then announces list_changed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+MODE = sys.argv[1]
+Path(sys.argv[2]).open("a").write(f"{os.getpid()}\n")
+OBJ = {"type": "object", "properties": {"text": {"type": "string"}}}
+TOOLS = [
+    {"name": "echo", "description": "Echo text.", "inputSchema": OBJ},
+    {"name": "big", "description": "5 MB.", "inputSchema": {"type": "object"}},
+    {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object"}},
+    {"name": "crash", "description": "Exits.", "inputSchema": {"type": "object"}},
+    {"name": "env", "description": "Env names.", "inputSchema": {"type": "object"}},
+    {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
+    {"name": "add_tool", "description": "Adds a tool.", "inputSchema": {"type": "object"}},
+    {
+        "name": "flagged",
+        "description": "Annotated.",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True, "title": "Flagged"},
+    },
+]
+if MODE == "bad_schema":
+    TOOLS.append(
+        {
+            "name": "broken",
+            "description": "Bad.",
+            "inputSchema": {"type": "object", "properties": {"x": {"type": 12}}},
+        }
+    )
+LOCK = threading.Lock()
+died = Path(sys.argv[2] + ".died")
+
+
+def send(obj: dict[str, object]) -> None:
+    with LOCK:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+def text(rid: object, value: str) -> None:
+    send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": value}]}})
+
+
+def call(rid: object, name: str, args: dict[str, object]) -> None:
+    if name == "echo":
+        text(rid, str(args.get("text", "")))
+    elif name == "big":
+        text(rid, "x" * 5_000_000)
+    elif name == "hang":
+        return
+    elif name == "crash":
+        if MODE == "die" and not died.exists():
+            died.write_text("1")
+            os._exit(3)
+        text(rid, "survived")
+    elif name == "env":
+        text(rid, " ".join(sorted(os.environ)))
+    elif name == "picture":
+        img = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {"content": [{"type": "text", "text": "see"}, img]},
+            }
+        )
+    elif name == "add_tool":
+        TOOLS.append({"name": "added", "description": "New.", "inputSchema": {"type": "object"}})
+        text(rid, "added")
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+
+def main() -> None:
+    for line in sys.stdin:
+        msg = json.loads(line)
+        rid, method = msg.get("id"), msg.get("method")
+        if rid is None:
+            continue
+        if method == "initialize":
+            if MODE == "silent":
+                continue
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {
+                        "protocolVersion": msg["params"]["protocolVersion"],
+                        "capabilities": {"tools": {"listChanged": True}, "prompts": {}},
+                        "serverInfo": {"name": "fake", "version": "0"},
+                    },
+                }
+            )
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+        elif method == "prompts/list":
+            prompt = {
+                "name": "greet",
+                "description": "Say hi.",
+                "arguments": [{"name": "who", "required": True}],
+            }
+            send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": [prompt]}})
+        elif method == "prompts/get":
+            who = msg["params"].get("arguments", {}).get("who", "?")
+            message = {"role": "user", "content": {"type": "text", "text": f"Greet {who} warmly."}}
+            send({"jsonrpc": "2.0", "id": rid, "result": {"messages": [message]}})
+        elif method == "tools/call":
+            params = msg["params"]
+            threading.Thread(
+                target=call, args=(rid, params["name"], params.get("arguments") or {}), daemon=True
+            ).start()
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "result": {}})
+    os._exit(0)
+
+
+main()

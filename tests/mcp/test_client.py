@@ -1,0 +1,281 @@
+"""McpClientManager against real PyPI MCP servers and tiny faulty ones."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, ToolResult
+from mainspring.errors import ConfigError
+from mainspring.mcp import McpClientManager, McpServerConfig, McpStartupError
+from tests.helpers import send
+
+pytestmark = pytest.mark.anyio
+
+FAKE = str(Path(__file__).with_name("_fake_server.py"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split(") ")[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def children() -> set[int]:
+    """Live direct children of this process (from /proc)."""
+    found: set[int] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(") ")[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def fake(tmp_path: Path, name: str, mode: str = "ok", **kw: object) -> McpServerConfig:
+    pidfile = tmp_path / f"{name}.pids"
+    return McpServerConfig(
+        name=name,
+        command=sys.executable,
+        args=(FAKE, mode, str(pidfile)),
+        **kw,  # type: ignore[arg-type]  # test shorthand
+    )
+
+
+def pids(tmp_path: Path, name: str) -> list[int]:
+    path = tmp_path / f"{name}.pids"
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    (repo / "a.txt").write_text("hello\n")
+    subprocess.run(["git", "-C", str(repo), "add", "a.txt"], check=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(repo), "commit", "-q", "-m", "first commit"], check=True, env=env
+    )
+    (repo / "b.txt").write_text("untracked\n")
+    return repo
+
+
+@pytest.fixture
+async def real(git_repo: Path) -> AsyncIterator[McpClientManager]:
+    before = children()
+    configs = [
+        McpServerConfig(name="time", command=sys.executable, args=("-m", "mcp_server_time")),
+        McpServerConfig(
+            name="git",
+            command=sys.executable,
+            args=("-m", "mcp_server_git", "--repository", str(git_repo)),
+            allow=("git_status", "git_log", "git_diff*"),
+            deny=("git_diff_staged",),
+        ),
+    ]
+    async with McpClientManager(configs) as manager:
+        assert children() - before, "servers run as child processes"
+        yield manager
+    assert children() <= before, "no child process left behind"
+
+
+async def test_real_servers_tools_named_filtered_and_meta_kept(real: McpClientManager) -> None:
+    names = {t.name for t in real.tools()}
+    assert "mcp__time__get_current_time" in names
+    assert "mcp__time__convert_time" in names
+    git = {n for n in names if n.startswith("mcp__git__")}
+    assert git == {
+        "mcp__git__git_status",
+        "mcp__git__git_log",
+        "mcp__git__git_diff_unstaged",
+        "mcp__git__git_diff",
+    }
+    tool = next(t for t in real.tools() if t.name == "mcp__time__get_current_time")
+    assert tool.meta["mcp_server"] == "time"
+    assert tool.meta["name"] == "get_current_time"
+    assert "timezone" in str(tool.input_schema)
+    assert tool.description
+
+
+async def test_real_git_calls(real: McpClientManager, git_repo: Path) -> None:
+    status = await real.call_tool("git", "git_status", {"repo_path": str(git_repo)})
+    assert not status.is_error, status.content
+    assert "b.txt" in status.content
+    log = await real.call_tool("git", "git_log", {"repo_path": str(git_repo)})
+    assert "first commit" in log.content
+
+
+async def test_real_call_through_session(real: McpClientManager) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=[ScriptedCall("mcp__time__get_current_time", {"timezone": "UTC"})]
+            ),
+            "done",
+        ]
+    )
+    session = Session(Agent(model=model, tools=real.tools()))
+    events = await send(session, "what time is it?")
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert not result.is_error, result.content
+    assert "UTC" in result.content
+    assert "datetime" in result.content
+
+
+async def test_required_server_never_answering_fails_start(tmp_path: Path) -> None:
+    before = children()
+    manager = McpClientManager(
+        [fake(tmp_path, "ok"), fake(tmp_path, "mute", "silent", startup_timeout=0.5)]
+    )
+    with pytest.raises(McpStartupError, match=r"'mute'.*0\.5 s") as info:
+        await manager.start()
+    assert info.value.server == "mute"
+    assert children() <= before
+    assert not any(alive(p) for p in pids(tmp_path, "mute") + pids(tmp_path, "ok"))
+
+
+async def test_optional_server_never_answering_is_skipped(tmp_path: Path) -> None:
+    configs = [
+        fake(tmp_path, "ok"),
+        fake(tmp_path, "mute", "silent", startup_timeout=0.5, required=False),
+    ]
+    async with McpClientManager(configs) as manager:
+        assert "mute" in manager.failures
+        assert manager.servers == ["ok"]
+        assert all(t.name.startswith("mcp__ok__") for t in manager.tools())
+    assert not any(alive(p) for p in pids(tmp_path, "mute") + pids(tmp_path, "ok"))
+
+
+async def test_server_exiting_mid_call_then_reconnects(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", "die")]) as manager:
+        first = await manager.call_tool("f", "crash", {})
+        assert first.is_error
+        assert "failed" in first.content
+        again = await manager.call_tool("f", "crash", {})
+        assert not again.is_error, again.content
+        assert again.content == "survived"
+        assert len(pids(tmp_path, "f")) == 2
+    assert not any(alive(p) for p in pids(tmp_path, "f"))
+
+
+async def test_big_result_truncated_raw_kept(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", output_budget=1000)]) as manager:
+        out = await manager.call_tool("f", "big", {})
+        assert out.content.startswith("x" * 1000)
+        assert "[truncated: showing 1000 of 5000000 characters" in out.content
+        assert len(out.content) < 1200
+        raw = manager.raw_results[-1]
+        assert raw.truncated
+        assert raw.tool == "big"
+        block = raw.result.content[0]
+        assert getattr(block, "text", "") == "x" * 5_000_000
+
+
+async def test_malformed_schema_is_reported_not_fatal(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", "bad_schema")]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__f__echo" in names
+        assert "mcp__f__broken" not in names
+        assert "invalid input schema" in manager.skipped_tools["mcp__f__broken"]
+
+
+async def test_hanging_call_times_out_and_session_goes_on(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", call_timeout=0.5)]) as manager:
+        with anyio.fail_after(5):
+            out = await manager.call_tool("f", "hang", {})
+        assert out.is_error
+        assert "timed out after 0.5 s" in out.content
+        echo = await manager.call_tool("f", "echo", {"text": "still here"})
+        assert echo.content == "still here"
+
+
+async def test_hang_through_engine(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", call_timeout=0.3)]) as manager:
+        calls = [ScriptedCall("mcp__f__hang", {}), ScriptedCall("mcp__f__echo", {"text": "ok"})]
+        model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+        events = await send(Session(Agent(model=model, tools=manager.tools())), "go")
+        results = {e.name: e for e in events if isinstance(e, ToolResult)}
+        assert results["mcp__f__hang"].is_error
+        assert results["mcp__f__echo"].content == "ok"
+
+
+async def test_env_is_minimal_unless_inherited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAINSPRING_SECRET_TOKEN", "hush")
+    configs = [
+        fake(tmp_path, "plain", env={"GIVEN_VAR": "1"}),
+        fake(tmp_path, "full", inherit_env=True),
+    ]
+    async with McpClientManager(configs) as manager:
+        plain = (await manager.call_tool("plain", "env", {})).content.split()
+        full = (await manager.call_tool("full", "env", {})).content.split()
+    assert "GIVEN_VAR" in plain
+    assert "PATH" in plain
+    assert "MAINSPRING_SECRET_TOKEN" not in plain
+    assert "MAINSPRING_SECRET_TOKEN" in full
+
+
+async def test_images_annotations_and_list_changed(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f", deny=("crash",))]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__f__crash" not in names
+        flagged = next(t for t in manager.tools() if t.name == "mcp__f__flagged")
+        assert flagged.policy.read_only
+        assert flagged.meta["annotations"] == {"readOnlyHint": True, "title": "Flagged"}
+        pic = await manager.call_tool("f", "picture", {})
+        assert pic.content == "see"
+        assert pic.images[0].media_type == "image/png"
+        assert pic.images[0].data == "iVBORw0KGgo="
+        await manager.call_tool("f", "add_tool", {})
+        for _ in range(250):  # the refresh runs when the notification arrives
+            if "mcp__f__added" in {t.name for t in manager.tools()}:
+                break
+            await anyio.sleep(0.02)
+        else:
+            pytest.fail("tool list not refreshed after tools/list_changed")
+
+
+async def test_prompts(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f")]) as manager:
+        prompts = await manager.list_prompts("f")
+        assert [(p.name, p.arguments) for p in prompts] == [("greet", (("who", True),))]
+        assert await manager.get_prompt("f", "greet", {"who": "Ada"}) == "Greet Ada warmly."
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError):
+        McpServerConfig(name="a__b", command="x")
+    with pytest.raises(ConfigError):
+        McpServerConfig(name="h", transport="http")
+    with pytest.raises(ConfigError):
+        McpServerConfig(name="t", command="x", call_timeout=0)
+    with pytest.raises(ConfigError, match="unique"):
+        McpClientManager([McpServerConfig(name="t", command="x")] * 2)
