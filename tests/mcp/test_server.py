@@ -185,3 +185,39 @@ async def test_stdio_cli_serves_the_demo_agent() -> None:
             assert names == {"get_balance", "lookup_contact"}  # send_payment is USD-tiered
             found = await session.call_tool("lookup_contact", {"name": "alice"})
             assert "acct_alice_01" in text_of(found)
+
+
+async def test_our_client_manager_uses_our_server_over_http() -> None:
+    """Both ends of this project over streamable HTTP on loopback, through an agent."""
+    from mainspring import ScriptedCall, ScriptedResponse, Session
+    from mainspring.mcp import McpClientManager, McpServerConfig
+    from tests.helpers import collect
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(
+                lambda task_status: serve_http(
+                    build_mcp_server(agent()), port=0, task_status=task_status
+                )
+            )
+            config = McpServerConfig(
+                name="calc", transport="http", url=f"http://127.0.0.1:{port}/mcp"
+            )
+            async with McpClientManager([config]) as manager:
+                tools = {t.name: t for t in manager.tools()}
+                assert "mcp__calc__add" in tools
+                assert "mcp__calc__delete_account" not in tools  # approval-gated: hidden
+                model = ScriptedModel(
+                    [
+                        ScriptedResponse(
+                            tool_calls=[ScriptedCall("mcp__calc__add", {"a": 2, "b": 3})]
+                        ),
+                        "five",
+                    ]
+                )
+                session = Session(Agent(model=model, tools=list(tools.values())))
+                events = await collect(session.send("add"))
+                assert events[-1].type == "turn_complete"
+                result = session.messages[-2].tool_results_parts[0]
+                assert not result.is_error and "5" in result.content
+            tg.cancel_scope.cancel()
