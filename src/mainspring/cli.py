@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -37,6 +39,15 @@ from mainspring.events import (
 )
 from mainspring.models.base import Model
 from mainspring.models.registry import missing_credentials, model_from_string
+from mainspring.pipelines import (
+    ContextLoaded,
+    PipelineRunner,
+    Stage,
+    StageEvent,
+    StageFinished,
+    load_workspace,
+    scripted_pipeline_model,
+)
 from mainspring.session import Session
 from mainspring.stores.urls import Stores, open_stores
 
@@ -311,6 +322,75 @@ def mcp_serve(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is_help=True)
+app.add_typer(pipeline_app)
+
+
+def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
+    def gate(stage: Stage) -> bool:
+        console.print(f"[bold]stage {stage.name} done[/]: review {stage.output_dir}")
+        if yes:
+            console.print("[yellow]continuing automatically (--yes)[/]")
+            return True
+        if not _interactive():
+            console.print("[yellow]no terminal to ask on; pass --yes to continue[/]")
+            return False
+        return Confirm.ask("Continue to the next stage?", console=console, default=True)
+
+    return gate
+
+
+async def _run_pipeline(
+    runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
+) -> int:
+    render = _Renderer(console)
+    if stage is not None:
+        events = runner.run_stage(runner.workspace.stage(stage))
+    elif resume:
+        events = runner.resume()
+    else:
+        events = runner.run()
+    async for event in events:
+        if isinstance(event, StageEvent):
+            render.show(event.event)
+        elif isinstance(event, ContextLoaded):
+            console.print(
+                f"[bold cyan]stage {event.stage}[/] · context: {', '.join(event.files)} "
+                f"(~{event.token_estimate} tokens)"
+            )
+        elif isinstance(event, StageFinished):
+            console.print(f"[green]wrote[/] {', '.join(str(p) for p in event.artifacts)}")
+        else:
+            console.print(f"[yellow]halted at {event.stage}[/]: {event.reason}")
+            return 1
+    return 0
+
+
+@pipeline_app.command("run")
+def pipeline_run(
+    directory: Annotated[Path, typer.Argument(help="The workspace folder.")],
+    stage: Annotated[
+        int | None, typer.Option("--stage", help="Re-run only this stage number.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Start at the first stage with stale outputs.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Pass every review gate.")] = False,
+) -> None:
+    """Run a workspace's stages in order with the offline scripted model."""
+    console = Console(highlight=False)
+    try:
+        workspace = load_workspace(directory)
+        runner = PipelineRunner(
+            workspace, model=scripted_pipeline_model(), gate=_pipeline_gate(console, yes=yes)
+        )
+        code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
+    except MainspringError as exc:
+        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
 
 
 def main() -> None:

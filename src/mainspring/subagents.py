@@ -1,0 +1,283 @@
+"""Subagents: an agent exposed as a tool of another agent.
+
+```python
+researcher = SubagentHandle(research_agent, description="Research a topic.", budget_usd=0.5)
+host = Agent(model=..., tools=[researcher.tool])
+```
+
+(:func:`subagent_tool` is the shortcut when you need only the tool;
+:meth:`SubagentHandle.of` finds the handle again from that tool.)
+
+Each call runs the subagent in a fresh :class:`~mainspring.session.Session`
+of its own (its tools, model, budget and ``max_turns``), on the input
+``{"task": str}``; the host model gets the subagent's final text as the
+tool result. A subagent that stops early (``max_turns``, budget, error)
+gives an error result naming why, with whatever text it had.
+
+**Events.** Every subagent event reaches the host's stream as a
+``canvas`` event of kind ``"subagent_event"`` with
+``data={"agent": name, "event": event_to_dict(event)}`` (its
+``tool_use_id`` is the host's call). The host's event union is unchanged.
+
+**Cancellation.** The subagent runs inside the host's tool call, which is a
+serial read (``read_only=True, concurrency_safe=False``: not shielded like a
+write), so cancelling the host cancels the call; the subagent stream is closed
+(``aclosing``), which stops its run (its own running write still gets its
+agent's ``write_cancel_grace``).
+
+**Approvals.** The host engine can pause a turn only before a call runs, and
+whether a subagent will need a decision is not known until it runs; so a
+subagent that pauses does not pause the host. Instead:
+
+1. the call returns a (non-error) result telling the host model that the
+   subagent waits for approval, and emits a ``canvas`` event of kind
+   ``"subagent_pending_action"`` with ``data={"agent": name,
+   "action": event_to_dict(pending)}``;
+2. the paused subagent session is kept by the handle, keyed by the
+   action's ``attempt_id``;
+3. the application decides with ``await handle.resume(attempt_id, decision)``,
+   which runs the rest of the subagent's turn and returns a
+   :class:`SubagentResult` (it may pause again: see ``result.pending``);
+4. the application feeds the outcome back to the host with
+   ``host_session.send(result.followup())``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from mainspring.agent import Agent
+from mainspring.codec import event_to_dict
+from mainspring.decisions import Decision
+from mainspring.errors import ConfigError, UnknownAttempt
+from mainspring.events import Canvas, ErrorEvent, Event, PendingAction, StopReason, TurnComplete
+from mainspring.session import Session
+from mainspring.tools.context import ToolContext
+from mainspring.tools.define import Tool, ToolOutput
+from mainspring.tools.policy import ToolPolicy
+
+__all__ = [
+    "SUBAGENT_EVENT",
+    "SUBAGENT_PENDING_ACTION",
+    "SubagentHandle",
+    "SubagentResult",
+    "subagent_tool",
+]
+
+SUBAGENT_EVENT = "subagent_event"
+"""Canvas kind of a forwarded subagent event."""
+SUBAGENT_PENDING_ACTION = "subagent_pending_action"
+"""Canvas kind of a subagent's action awaiting the application's decision."""
+
+
+class _TaskInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task: str = Field(description="The task for the subagent, with everything it needs to know.")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentResult:
+    """How one subagent run (or resumed run) ended."""
+
+    agent: str
+    text: str
+    """The subagent's final text."""
+    stop_reason: StopReason | None
+    """``None`` when the run ended with an error event."""
+    error: str | None = None
+    pending: PendingAction | None = None
+    """Set when the subagent paused for a decision (see :meth:`SubagentHandle.resume`)."""
+    artifacts: tuple[Canvas, ...] = ()
+    """Canvas events the subagent's tools emitted."""
+    events: tuple[Event, ...] = field(default=(), repr=False)
+    cost_usd: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """The subagent finished its turn normally."""
+        return self.stop_reason == "end_turn"
+
+    def output(self) -> ToolOutput:
+        """The tool result the host model sees."""
+        if self.pending is not None:
+            return ToolOutput(
+                content=(
+                    f"Subagent {self.agent!r} is waiting for the user's approval of "
+                    f"{self.pending.name!r} (attempt {self.pending.attempt_id}). Its result "
+                    "will be sent to you once the user decides; do not call it again for this."
+                )
+            )
+        if self.ok:
+            return ToolOutput(content=self.text)
+        why = self.error or f"stopped: {self.stop_reason}"
+        text = f"\n\nIts last text:\n{self.text}" if self.text else ""
+        return ToolOutput(content=f"Subagent {self.agent!r} {why}.{text}", is_error=True)
+
+    def followup(self) -> str:
+        """A user message giving a resumed subagent's outcome back to the host."""
+        out = self.output()
+        status = "failed" if out.is_error else "finished"
+        return f"[Subagent {self.agent!r} {status} after the approval decision]\n{out.content}"
+
+
+class SubagentHandle:
+    """An agent usable as a tool of another agent; keeps the subagents paused for approval."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        description: str,
+        budget_usd: float | None = None,
+        max_turns: int | None = None,
+    ) -> None:
+        """Wrap ``agent`` as a tool named ``name`` (defaults to the agent's name).
+
+        ``budget_usd`` and ``max_turns`` override the agent's own limits for
+        every run of the subagent.
+        """
+        if not description:
+            raise ConfigError("a subagent tool needs a description")
+        changes: dict[str, float | int] = {}
+        if budget_usd is not None:
+            changes["budget_usd"] = budget_usd
+        if max_turns is not None:
+            changes["max_turns"] = max_turns
+        self.agent = dataclasses.replace(agent, **changes) if changes else agent  # type: ignore[arg-type]
+        self.name = name or agent.name
+        self._paused: dict[str, Session] = {}
+        schema = _TaskInput.model_json_schema()
+        schema.pop("title", None)
+        props = schema.get("properties", {})
+        for prop in props.values():
+            prop.pop("title", None)
+        self.tool = Tool(
+            name=self.name,
+            description=description,
+            input_schema=schema,
+            policy=ToolPolicy(read_only=True, concurrency_safe=False),
+            fn=self._call,
+            input_model=_TaskInput,
+            ctx_param="ctx",
+            is_async=True,
+            meta={"subagent": self.name},
+        )
+
+    @classmethod
+    def of(cls, tool: Tool) -> SubagentHandle:
+        """The handle behind a tool made by :func:`subagent_tool`.
+
+        Raises:
+            ConfigError: The tool is not a subagent tool.
+        """
+        owner = getattr(tool.fn, "__self__", None)
+        if not isinstance(owner, SubagentHandle):
+            raise ConfigError(f"tool {tool.name!r} is not a subagent tool")
+        return owner
+
+    @property
+    def pending(self) -> tuple[PendingAction, ...]:
+        """Actions of paused subagent runs awaiting a decision."""
+        return tuple(p for s in self._paused.values() if (p := s.pending) is not None)
+
+    async def run(self, task: str, ctx: ToolContext | None = None) -> SubagentResult:
+        """Run the subagent on ``task`` in a new session (forwarding events to ``ctx``)."""
+        session = Session(self.agent)
+        return await self._consume(session, session.send(task), ctx)
+
+    async def resume(
+        self, attempt_id: str, decision: Decision, *, ctx: ToolContext | None = None
+    ) -> SubagentResult:
+        """Decide a paused subagent's action and run the rest of its turn.
+
+        Raises:
+            UnknownAttempt: No paused subagent run waits on this attempt.
+            DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``.
+        """
+        session = self._paused.get(attempt_id)
+        if session is None:
+            raise UnknownAttempt(
+                f"no paused run of subagent {self.name!r} waits on attempt {attempt_id!r}",
+                attempt_id=attempt_id,
+            )
+        stream = session.resume(attempt_id, decision)  # validates before we let go of it
+        del self._paused[attempt_id]
+        return await self._consume(session, stream, ctx)
+
+    async def _call(self, task: str, ctx: ToolContext) -> ToolOutput:
+        result = await self.run(task, ctx)
+        return result.output()
+
+    async def _consume(
+        self, session: Session, stream: AsyncIterator[Event], ctx: ToolContext | None
+    ) -> SubagentResult:
+        events: list[Event] = []
+        cost_before = session.cost_usd
+        try:
+            async with aclosing(stream) as running:  # type: ignore[type-var]
+                async for event in running:
+                    events.append(event)
+                    if ctx is not None:
+                        self._forward(ctx, event)
+        finally:
+            if ctx is not None and ctx.cancelled:
+                session.cancel()
+        return self._result(session, events, session.cost_usd - cost_before, ctx)
+
+    def _forward(self, ctx: ToolContext, event: Event) -> None:
+        data: dict[str, JsonValue] = {"agent": self.name, "event": event_to_dict(event)}
+        ctx.canvas(SUBAGENT_EVENT, data, title=self.name)
+
+    def _result(
+        self, session: Session, events: list[Event], cost: float, ctx: ToolContext | None
+    ) -> SubagentResult:
+        terminal = events[-1] if events else None
+        pending = session.pending
+        if pending is not None:
+            self._paused[pending.attempt_id] = session
+            if ctx is not None:
+                data: dict[str, JsonValue] = {"agent": self.name, "action": event_to_dict(pending)}
+                ctx.canvas(SUBAGENT_PENDING_ACTION, data, title=self.name)
+        last = next((m for m in reversed(session.messages) if m.role == "assistant"), None)
+        return SubagentResult(
+            agent=self.name,
+            text=last.text if last is not None else "",
+            stop_reason=terminal.stop_reason if isinstance(terminal, TurnComplete) else None,
+            error=_error_of(terminal),
+            pending=pending,
+            artifacts=tuple(e for e in events if isinstance(e, Canvas)),
+            events=tuple(events),
+            cost_usd=cost,
+        )
+
+
+def _error_of(terminal: Event | None) -> str | None:
+    if terminal is None:
+        return "ended without a terminal event"
+    if isinstance(terminal, ErrorEvent):
+        return f"failed: {terminal.message}"
+    return None
+
+
+def subagent_tool(
+    agent: Agent,
+    *,
+    name: str | None = None,
+    description: str,
+    budget_usd: float | None = None,
+    max_turns: int | None = None,
+) -> Tool:
+    """``agent`` as a tool of another agent (input: ``task``; output: its final text).
+
+    See the module docstring for events, cancellation and approvals; get the
+    handle that resumes paused runs with ``SubagentHandle.of(tool)``.
+    """
+    return SubagentHandle(
+        agent, name=name, description=description, budget_usd=budget_usd, max_turns=max_turns
+    ).tool

@@ -1,0 +1,237 @@
+"""Subagents: an agent as a tool of another, its events, limits, cancellation and approvals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from mainspring import (
+    Agent,
+    ModelPrice,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolResult,
+    TurnComplete,
+    Usage,
+    tool,
+)
+from mainspring.decisions import Approve
+from mainspring.errors import ConfigError, UnknownAttempt
+from mainspring.events import Canvas, Event
+from mainspring.messages import Message
+from mainspring.models.base import ToolSpec
+from mainspring.subagents import (
+    SUBAGENT_EVENT,
+    SUBAGENT_PENDING_ACTION,
+    SubagentHandle,
+    subagent_tool,
+)
+from mainspring.tools.define import Tool
+from tests.helpers import send
+
+pytestmark = pytest.mark.anyio
+
+
+@tool(read_only=True)
+async def lookup(topic: str) -> str:
+    """Look a topic up."""
+    return f"{topic}: 42"
+
+
+def host_agent(sub: Tool, *script: str | ScriptedResponse) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(list(script))
+    return Agent(model=model, name="host", tools=[sub]), model
+
+
+def call_sub(task: str, name: str = "researcher") -> ScriptedResponse:
+    return ScriptedResponse(tool_calls=[ScriptedCall(name, {"task": task})])
+
+
+def tool_results(events: list[Event], name: str = "researcher") -> list[ToolResult]:
+    return [e for e in events if isinstance(e, ToolResult) and e.name == name]
+
+
+def forwarded(events: list[Event], kind: str = SUBAGENT_EVENT) -> list[dict[str, JsonValue]]:
+    found: list[dict[str, JsonValue]] = []
+    for e in events:
+        if isinstance(e, Canvas) and e.kind == kind:
+            assert isinstance(e.data, dict)
+            found.append(e.data)
+    return found
+
+
+async def test_host_gets_the_subagent_final_text_and_its_tagged_events() -> None:
+    sub_model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("lookup", {"topic": "life"})]), "It is 42."]
+    )
+    sub = subagent_tool(
+        Agent(model=sub_model, name="researcher", tools=[lookup]), description="Research."
+    )
+    agent, model = host_agent(sub, call_sub("find the answer"), "The researcher says 42.")
+    session = Session(agent)
+    events = await send(session, "what is the answer?")
+
+    assert [r.content for r in tool_results(events)] == ["It is 42."]
+    assert not tool_results(events)[0].is_error
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.stop_reason == "end_turn"
+    # The host model saw the subagent's answer as the tool result.
+    last = model.requests[-1].messages[-1]
+    assert [p.content for p in last.tool_results_parts] == ["It is 42."]
+    # The subagent got the task as its user message, and ran its own tool.
+    assert sub_model.requests[0].messages[0].text == "find the answer"
+    tagged = forwarded(events)
+    assert tagged and all(d["agent"] == "researcher" for d in tagged)
+    inner = [d["event"] for d in tagged]
+    assert all(isinstance(e, dict) for e in inner)
+    inner_types = [e["type"] for e in inner if isinstance(e, dict)]
+    assert "tool_start" in inner_types and inner_types[-1] == "turn_complete"
+    starts = [e for e in inner if isinstance(e, dict) and e["type"] == "tool_start"]
+    assert starts[0]["name"] == "lookup"
+    canvases = [e for e in events if isinstance(e, Canvas) and e.kind == SUBAGENT_EVENT]
+    call_id = tool_results(events)[0].tool_use_id
+    assert all(c.tool_use_id == call_id for c in canvases)
+
+
+async def test_max_turns_of_the_subagent_applies() -> None:
+    def always_lookup(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        return ScriptedResponse(tool_calls=[ScriptedCall("lookup", {"topic": "x"})])
+
+    sub_model = ScriptedModel(always_lookup)
+    sub = subagent_tool(
+        Agent(model=sub_model, name="researcher", tools=[lookup]),
+        description="Research.",
+        max_turns=2,
+    )
+    agent, _ = host_agent(sub, call_sub("loop"), "It gave up.")
+    events = await send(Session(agent), "go")
+    (result,) = tool_results(events)
+    assert result.is_error and "max_turns" in result.content
+    assert len(sub_model.requests) == 2
+
+
+async def test_budget_of_the_subagent_applies() -> None:
+    big = Usage(input_tokens=1_000_000, requests=1)
+    sub_model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("lookup", {"topic": "x"})], usage=big), "no"],
+        name="m",
+    )
+    sub_agent = Agent(
+        model=sub_model,
+        name="researcher",
+        tools=[lookup],
+        prices={"m": ModelPrice(input=2.0, output=10.0)},
+    )
+    handle = SubagentHandle(sub_agent, description="Research.", budget_usd=1.0)
+    assert handle.agent.budget_usd == 1.0 and sub_agent.budget_usd is None
+    agent, _ = host_agent(handle.tool, call_sub("spend"), "Too costly.")
+    events = await send(Session(agent), "go")
+    (result,) = tool_results(events)
+    assert result.is_error and "budget_exceeded" in result.content
+    assert len(sub_model.requests) == 1
+
+
+async def test_cancelling_the_host_stops_the_subagent_and_leaves_the_host_usable() -> None:
+    started = anyio.Event()
+    stopped: list[str] = []
+
+    @tool(read_only=True)
+    async def wait_forever() -> str:
+        """Never returns."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.append("stopped")
+        return "unreachable"  # pragma: no cover
+
+    sub_model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("wait_forever")])])
+    sub = subagent_tool(
+        Agent(model=sub_model, name="researcher", tools=[wait_forever]), description="Research."
+    )
+    agent, model = host_agent(sub, call_sub("wait"), "Still here.")
+    session = Session(agent)
+    events: list[Event] = []
+    with anyio.fail_after(10):
+        async for event in session.send("go"):
+            events.append(event)
+            if isinstance(event, Canvas) and event.kind == SUBAGENT_EVENT:
+                data = event.data
+                assert isinstance(data, dict)
+                inner = data["event"]
+                if isinstance(inner, dict) and inner["type"] == "tool_start":
+                    await started.wait()
+                    session.cancel()
+    done = events[-1]
+    assert isinstance(done, TurnComplete) and done.stop_reason == "cancelled"
+    assert stopped == ["stopped"]
+    assert not session.running and session.pending is None
+    # The host goes on.
+    again = await send(session, "and now?")
+    assert isinstance(again[-1], TurnComplete) and again[-1].stop_reason == "end_turn"
+    assert session.messages[-1].text == "Still here."
+    assert len(model.requests) == 2
+
+
+async def test_subagent_approval_surfaces_to_the_host_and_resumes_once() -> None:
+    sent: list[str] = []
+
+    @tool(permission="confirm")
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    sub_model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("send_email", {"to": "bob"})]), "Email sent."]
+    )
+    handle = SubagentHandle(
+        Agent(model=sub_model, name="mailer", tools=[send_email]), description="Send mail."
+    )
+    assert SubagentHandle.of(handle.tool) is handle
+    agent, model = host_agent(
+        handle.tool, call_sub("email bob", "mailer"), "Waiting for approval.", "Bob was emailed."
+    )
+    host = Session(agent)
+    events = await send(host, "email bob")
+
+    # The host turn ends normally; the model was told the subagent waits.
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+    (result,) = tool_results(events, "mailer")
+    assert not result.is_error and "approval" in result.content
+    assert sent == []
+    # The pending action reached the host application, tagged with the subagent.
+    (surfaced,) = forwarded(events, SUBAGENT_PENDING_ACTION)
+    assert surfaced["agent"] == "mailer"
+    action = surfaced["action"]
+    assert isinstance(action, dict) and action["name"] == "send_email"
+    attempt_id = action["attempt_id"]
+    assert isinstance(attempt_id, str)
+    assert [p.attempt_id for p in handle.pending] == [attempt_id]
+
+    outcome = await handle.resume(attempt_id, Approve())
+    assert sent == ["bob"]
+    assert outcome.ok and outcome.text == "Email sent." and outcome.pending is None
+    assert handle.pending == ()
+    with pytest.raises(UnknownAttempt):
+        await handle.resume(attempt_id, Approve())
+    assert sent == ["bob"]
+
+    # Feed it back to the host.
+    after = await send(host, outcome.followup())
+    assert isinstance(after[-1], TurnComplete) and after[-1].stop_reason == "end_turn"
+    told = model.requests[-1].messages[-1].text
+    assert "mailer" in told and "Email sent." in told
+    assert host.messages[-1].text == "Bob was emailed."
+
+
+async def test_handle_of_rejects_other_tools_and_description_is_required() -> None:
+    with pytest.raises(ConfigError):
+        SubagentHandle.of(lookup)
+    with pytest.raises(ConfigError):
+        subagent_tool(Agent(model=ScriptedModel([])), description="")
