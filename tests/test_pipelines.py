@@ -251,3 +251,15 @@ def test_cli_reports_a_malformed_workspace(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["pipeline", "run", str(tmp_path)])
     assert result.exit_code == 1
     assert "has no AGENT.md" in result.output
+
+
+def test_cli_pipeline_with_a_model_missing_its_key_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from mainspring.cli import app
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = CliRunner().invoke(app, ["pipeline", "run", str(tmp_path), "--model", "openai:gpt-5"])
+    assert result.exit_code == 2 and "needs OPENAI_API_KEY" in result.output

@@ -246,17 +246,7 @@ def demo(
     """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
     console = Console(highlight=False)
     err = Console(stderr=True)
-    chosen: Model | None = None
-    if model != "scripted":
-        try:
-            problem = missing_credentials(model)
-            if problem is None:
-                chosen = model_from_string(model)
-        except (ConfigError, ImportError) as exc:
-            problem = str(exc)
-        if problem is not None:
-            err.print(f"[red]error:[/] {problem}")
-            raise typer.Exit(2)
+    chosen = _resolve_model(model, err)
     try:
         code = anyio.run(
             lambda: _run_demo(
@@ -378,19 +368,39 @@ def pipeline_run(
         bool, typer.Option("--resume", help="Start at the first stage with stale outputs.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Pass every review gate.")] = False,
+    model: Annotated[
+        str, typer.Option(help="'scripted' (offline) or a model string, as for demo.")
+    ] = "scripted",
 ) -> None:
-    """Run a workspace's stages in order with the offline scripted model."""
+    """Run a workspace's stages in order (offline with the scripted model by default)."""
     console = Console(highlight=False)
+    chosen = _resolve_model(model, Console(stderr=True))
     try:
         workspace = load_workspace(directory)
         runner = PipelineRunner(
-            workspace, model=scripted_pipeline_model(), gate=_pipeline_gate(console, yes=yes)
+            workspace,
+            model=chosen or scripted_pipeline_model(),
+            gate=_pipeline_gate(console, yes=yes),
         )
         code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
     except MainspringError as exc:
         Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False, markup=False)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+def _resolve_model(model: str, err: Console) -> Model | None:
+    """``None`` for the offline scripted model, else the adapter; exits 2 saying what is missing."""
+    if model == "scripted":
+        return None
+    try:
+        problem = missing_credentials(model)
+        if problem is None:
+            return model_from_string(model)
+    except (ConfigError, ImportError) as exc:
+        problem = str(exc)
+    err.print(f"[red]error:[/] {problem}")
+    raise typer.Exit(2)
 
 
 def main() -> None:
