@@ -38,18 +38,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from pydantic import JsonValue
 
 from mainspring.errors import (
-    AuthenticationError,
-    BadRequest,
-    ContextTooLong,
     ModelError,
     ModelHTTPError,
-    ModelNotFound,
     ModelOutputError,
     ModelTimeout,
-    Overloaded,
-    PermissionDenied,
-    RateLimited,
-    ServerError,
 )
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (
@@ -61,6 +53,7 @@ from mainspring.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from mainspring.models._http import http_error, retry_after_seconds
 from mainspring.models.base import (
     Effort,
     ModelEvent,
@@ -465,37 +458,15 @@ def _status_error(exc: anthropic.APIStatusError) -> ModelHTTPError:
     if status < 400:  # an ``event: error`` frame inside a 200 stream
         status = _ERROR_TYPE_STATUS.get(error_type, 500)
     text = json.dumps(body) if body is not None else ""
-    kwargs: dict[str, Any] = {"provider": PROVIDER, "status": status, "body": text}
     what = f"Anthropic {status} {error_type}: {message}".strip()
-    if status == 429:
-        return RateLimited(what, retry_after=_retry_after(exc.response.headers), **kwargs)
-    if status in (503, 529):
-        return Overloaded(what, retryable=True, **kwargs)
-    if status >= 500:
-        return ServerError(what, retryable=True, **kwargs)
-    known: dict[int, type[ModelHTTPError]] = {
-        401: AuthenticationError,
-        403: PermissionDenied,
-        404: ModelNotFound,
-    }
-    if status in known:
-        return known[status](what, **kwargs)
-    if status in (400, 413) and any(w in message.lower() for w in _CONTEXT_WORDING):
-        return ContextTooLong(what, **kwargs)
     if status == 408:
-        return ServerError(what, retryable=True, **kwargs)
-    if status in (400, 413, 422):
-        return BadRequest(what, **kwargs)
-    return ModelHTTPError(what, **kwargs)
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) / scale
-        except ValueError:
-            continue  # an HTTP date: leave the wait to the backoff
-    return None
+        status = 500  # the request timed out upstream: a server-side failure to retry
+    return http_error(
+        status,
+        what,
+        provider=PROVIDER,
+        body=text,
+        retry_after=retry_after_seconds(exc.response.headers),
+        context_too_long=status in (400, 413)
+        and any(w in message.lower() for w in _CONTEXT_WORDING),
+    )

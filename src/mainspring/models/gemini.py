@@ -41,18 +41,10 @@ from pydantic import JsonValue, ValidationError
 
 from mainspring.errors import (
     AuthenticationError,
-    BadRequest,
     ConfigError,
-    ContextTooLong,
     ModelError,
-    ModelHTTPError,
-    ModelNotFound,
     ModelOutputError,
     ModelTimeout,
-    Overloaded,
-    PermissionDenied,
-    RateLimited,
-    ServerError,
 )
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (
@@ -63,6 +55,7 @@ from mainspring.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from mainspring.models._http import http_error
 from mainspring.models.base import (
     Effort,
     ModelEvent,
@@ -491,32 +484,18 @@ def error_from_api(exc: genai_errors.APIError) -> ModelError:
     code = int(exc.code or 0)
     body = json.dumps(exc.details, default=str) if exc.details is not None else ""
     message = f"gemini: HTTP {code} {exc.status or ''}: {exc.message or ''}".rstrip(": ")
-    kind: type[ModelHTTPError] | None = {
-        401: AuthenticationError,
-        403: PermissionDenied,
-        404: ModelNotFound,
-        422: BadRequest,
-    }.get(code)
-    if code == 400:
-        if "API_KEY_INVALID" in body:
-            kind = AuthenticationError
-        elif _CONTEXT_HINTS.search(exc.message or ""):
-            kind = ContextTooLong
-        else:
-            kind = BadRequest
-    if kind is not None:
-        return kind(message, provider=PROVIDER, status=code, body=body)
-    if code == 429:
-        return RateLimited(
-            message, provider=PROVIDER, status=code, body=body, retry_after=_retry_after(exc)
-        )
-    if code == 504:
+    if code == 504:  # the upstream gave up waiting: a timeout to retry
         return ModelTimeout(message, provider=PROVIDER, retryable=True)
-    if code in (503, 529):
-        return Overloaded(message, provider=PROVIDER, status=code, body=body, retryable=True)
-    if code >= 500:
-        return ServerError(message, provider=PROVIDER, status=code, body=body, retryable=True)
-    return ModelHTTPError(message, provider=PROVIDER, status=code, body=body)
+    if code == 400 and "API_KEY_INVALID" in body:  # how Google reports a bad key
+        return AuthenticationError(message, provider=PROVIDER, status=code, body=body)
+    return http_error(
+        code,
+        message,
+        provider=PROVIDER,
+        body=body,
+        retry_after=_retry_after(exc) if code == 429 else None,
+        context_too_long=code == 400 and bool(_CONTEXT_HINTS.search(exc.message or "")),
+    )
 
 
 def _retry_after(exc: genai_errors.APIError) -> float | None:
