@@ -1,0 +1,416 @@
+"""The append-only transcript every model call is compiled from.
+
+Messages are *committed* by :meth:`Transcript.append` (O(delta)) or by
+:meth:`Transcript.sync`, for hosts that only hold the whole list. Sync finds
+the committed prefix in the new list and commits what follows it:
+
+* **Value check** (default): for each committed index, the same object is
+  accepted at once (its fingerprint was cached when it was committed);
+  another object is fingerprinted by the adapter and compared with the
+  cached digest. O(prefix) identity checks plus O(replaced objects)
+  fingerprints, plus O(delta).
+* **Identity fast path** (``trust_message_identity=True``): if the list holds
+  the *last* committed message, as the same object, at its index, the whole
+  prefix is taken as unchanged without looking at the others: O(1) + O(delta).
+  The host promises it never replaces an earlier message while keeping the
+  last one. Otherwise sync falls back to the value check.
+
+Messages are treated as immutable once committed; changing one in place
+(e.g. its ``meta`` dict) is not detected.
+
+A changed prefix (a different message, or a list shorter than the
+transcript) is refused in strict mode with :class:`PrefixMutationError`
+before anything changes. In relaxed mode it starts a new *generation*: the
+transcript keeps the unchanged part, commits the rest, clears every
+registered prefix-dependent cache, rebuilds its indexes and reports a
+:class:`PrefixChange` to ``on_prefix_change``. :meth:`Transcript.invalidate_prefix`
+does the same for changes outside the transcript (a new system prompt).
+
+Indexes (by role, tool call id to call and result, last user message) grow
+with each commit and never rescan the committed prefix; they are rebuilt
+only on a new generation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar, overload, runtime_checkable
+
+from mainspring.codec import message_to_dict
+from mainspring.errors import PrefixMutationError
+from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
+
+__all__ = [
+    "MainspringAdapter",
+    "MessageAdapter",
+    "PrefixChange",
+    "ToolCallLookup",
+    "ToolLink",
+    "Transcript",
+    "TranscriptView",
+    "json_fingerprint",
+]
+
+logger = logging.getLogger("mainspring.context")
+
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+def json_fingerprint(data: object) -> bytes:
+    """A 16-byte blake2b digest of ``data`` as canonical JSON (sorted keys)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+class MessageAdapter(Protocol[T]):
+    """What the transcript needs to know about a host's message type ``T``."""
+
+    def clone(self, message: T) -> T:
+        """A copy that later changes to ``message`` do not reach."""
+        ...
+
+    def fingerprint(self, message: T) -> bytes:
+        """A digest of the message's value: equal values, equal digests."""
+        ...
+
+    def role(self, message: T) -> str:
+        """The message's role (``"user"``, ``"assistant"``, ``"tool"``, …)."""
+        ...
+
+    def text_segments(self, message: T) -> Sequence[str]:
+        """The message's text, one string per text segment, in order."""
+        ...
+
+    def create_user(self, text: str) -> T:
+        """A new user message holding ``text``."""
+        ...
+
+    def append_user_content(self, message: T, text: str) -> T:
+        """A copy of the user message ``message`` with ``text`` added at its end."""
+        ...
+
+
+@runtime_checkable
+class ToolCallLookup(Protocol[T_contra]):
+    """Optional adapter part: the tool-call ids a message opens and closes."""
+
+    def tool_call_ids(self, message: T_contra) -> Sequence[str]:
+        """Ids of the tool calls this message makes."""
+        ...
+
+    def tool_result_ids(self, message: T_contra) -> Sequence[str]:
+        """Ids of the tool calls this message answers."""
+        ...
+
+
+class MainspringAdapter:
+    """The adapter for :class:`mainspring.messages.Message`.
+
+    Messages are frozen, so :meth:`clone` only copies the mutable ``meta``
+    dict. The fingerprint digests the codec's JSON, ``meta`` included.
+    """
+
+    def clone(self, message: Message) -> Message:
+        """A copy with its own ``meta`` dict."""
+        return dataclasses.replace(message, meta=dict(message.meta))
+
+    def fingerprint(self, message: Message) -> bytes:
+        """blake2b of the codec's JSON for the message."""
+        return json_fingerprint(message_to_dict(message))
+
+    def role(self, message: Message) -> str:
+        """The message's role."""
+        return message.role
+
+    def text_segments(self, message: Message) -> Sequence[str]:
+        """The text of each text part."""
+        return [p.text for p in message.parts if isinstance(p, TextPart)]
+
+    def create_user(self, text: str) -> Message:
+        """``Message.user(text)``."""
+        return Message.user(text)
+
+    def append_user_content(self, message: Message, text: str) -> Message:
+        """A copy with one more text part at the end."""
+        return dataclasses.replace(message, parts=(*message.parts, TextPart(text=text)))
+
+    def tool_call_ids(self, message: Message) -> Sequence[str]:
+        """Ids of the message's tool calls."""
+        return [p.id for p in message.parts if isinstance(p, ToolCallPart)]
+
+    def tool_result_ids(self, message: Message) -> Sequence[str]:
+        """Ids the message's tool results answer."""
+        return [p.tool_use_id for p in message.parts if isinstance(p, ToolResultPart)]
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixChange:
+    """A structured warning: the committed prefix changed, caches were cleared."""
+
+    generation: int
+    """The generation that starts with this change."""
+    first_changed_index: int
+    """The first message index whose prefix-dependent results are stale."""
+    reason: str
+    processor_id: str | None = None
+    """Who asked for the change (for :meth:`Transcript.invalidate_prefix`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLink:
+    """Where a tool call and its result sit in the transcript."""
+
+    call_index: int | None
+    result_index: int | None
+
+
+class TranscriptView(Sequence[T]):
+    """A read-only O(1) view of the first ``n`` committed messages.
+
+    A new generation gives the transcript a new list, so a view taken
+    earlier keeps showing what it showed.
+    """
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[T], n: int) -> None:
+        self._items = items
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return self._items[: self._n][index]
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("transcript index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        items = self._items
+        for i in range(self._n):
+            yield items[i]
+
+
+class _Indexes:
+    """Incremental indexes over committed messages."""
+
+    __slots__ = ("by_role", "last_user", "tools")
+
+    def __init__(self) -> None:
+        self.by_role: dict[str, list[int]] = {}
+        self.tools: dict[str, ToolLink] = {}
+        self.last_user: int | None = None
+
+    def add(self, index: int, role: str, calls: Sequence[str], results: Sequence[str]) -> None:
+        self.by_role.setdefault(role, []).append(index)
+        if role == "user":
+            self.last_user = index
+        for call_id in calls:
+            old = self.tools.get(call_id)
+            self.tools[call_id] = ToolLink(index, old.result_index if old else None)
+        for call_id in results:
+            old = self.tools.get(call_id)
+            self.tools[call_id] = ToolLink(old.call_index if old else None, index)
+
+
+class Transcript(Generic[T]):
+    """An append-only list of committed messages with incremental indexes."""
+
+    def __init__(
+        self,
+        adapter: MessageAdapter[T],
+        messages: Iterable[T] = (),
+        *,
+        strict: bool = True,
+        trust_message_identity: bool = False,
+        on_prefix_change: Callable[[PrefixChange], None] | None = None,
+    ) -> None:
+        self._adapter = adapter
+        self._lookup: ToolCallLookup[T] | None = (
+            adapter if isinstance(adapter, ToolCallLookup) else None
+        )
+        self.strict = strict
+        self.trust_message_identity = trust_message_identity
+        self._on_prefix_change = on_prefix_change
+        self._items: list[T] = []
+        self._fingerprints: list[bytes] = []
+        self._indexes = _Indexes()
+        self._generation = 0
+        self._caches: list[Callable[[PrefixChange], None]] = []
+        self.append(messages)
+
+    # -- reading -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def generation(self) -> int:
+        """0 at the start; one more for each accepted prefix change."""
+        return self._generation
+
+    @property
+    def messages(self) -> TranscriptView[T]:
+        """The committed messages, as an O(1) read-only view."""
+        return TranscriptView(self._items, len(self._items))
+
+    @property
+    def fingerprints(self) -> tuple[bytes, ...]:
+        """The cached fingerprint of each committed message."""
+        return tuple(self._fingerprints)
+
+    def indices_by_role(self, role: str) -> Sequence[int]:
+        """Indexes of the committed messages with ``role``, ascending."""
+        return tuple(self._indexes.by_role.get(role, ()))
+
+    @property
+    def roles(self) -> dict[str, tuple[int, ...]]:
+        """Every role's message indexes."""
+        return {role: tuple(ix) for role, ix in self._indexes.by_role.items()}
+
+    def tool_link(self, call_id: str) -> ToolLink | None:
+        """Where the call ``call_id`` and its result sit, if either is committed."""
+        return self._indexes.tools.get(call_id)
+
+    @property
+    def tool_links(self) -> dict[str, ToolLink]:
+        """Every known tool call id and where its call and result sit."""
+        return dict(self._indexes.tools)
+
+    @property
+    def last_user_index(self) -> int | None:
+        """The index of the last user message, if any."""
+        return self._indexes.last_user
+
+    # -- prefix-dependent caches -------------------------------------------
+
+    def register_cache(self, clear: Callable[[PrefixChange], None]) -> Callable[[], None]:
+        """Call ``clear`` on every prefix change; returns an unregister function."""
+        self._caches.append(clear)
+
+        def unregister() -> None:
+            if clear in self._caches:
+                self._caches.remove(clear)
+
+        return unregister
+
+    # -- committing --------------------------------------------------------
+
+    def append(self, delta: Iterable[T]) -> None:
+        """Commit ``delta`` after the committed messages: O(len(delta))."""
+        adapter = self._adapter
+        batch = [(message, adapter.fingerprint(message)) for message in delta]
+        for message, digest in batch:
+            self._commit(message, digest)
+
+    def sync(self, full: Sequence[T]) -> int:
+        """Bring the transcript to ``full``; returns how many messages were committed.
+
+        Raises PrefixMutationError (strict mode) if ``full`` does not start with
+        the committed messages; nothing changes then.
+        """
+        changed, fresh = self._find_change(full)
+        if changed is None:
+            start = len(self._items)
+            self._extend(full, start, fresh)
+            return len(full) - start
+        if self.strict:
+            raise PrefixMutationError(
+                f"committed message {changed} changed (transcript has {len(self._items)}, "
+                f"sync got {len(full)})"
+            )
+        self._items = self._items[:changed]
+        self._fingerprints = self._fingerprints[:changed]
+        self._rebuild_indexes()
+        self._extend(full, changed, fresh)
+        self._start_generation(changed, "sync: committed prefix changed", None)
+        return len(full) - changed
+
+    def invalidate_prefix(self, reason: str, processor_id: str | None = None) -> PrefixChange:
+        """Start a new generation for a change outside the transcript.
+
+        The messages stay as they are; prefix-dependent caches are cleared
+        and the change is reported like one found by :meth:`sync`.
+        """
+        return self._start_generation(0, reason, processor_id)
+
+    # -- internals ---------------------------------------------------------
+
+    def _find_change(self, full: Sequence[T]) -> tuple[int | None, dict[int, bytes]]:
+        """The first changed committed index (None: none) and the digests computed."""
+        items, fps = self._items, self._fingerprints
+        n = len(items)
+        fresh: dict[int, bytes] = {}
+        if n == 0:
+            return None, fresh
+        if self.trust_message_identity and len(full) >= n and full[n - 1] is items[n - 1]:
+            return None, fresh
+        for i in range(min(n, len(full))):
+            message = full[i]
+            if message is items[i]:
+                continue
+            digest = self._adapter.fingerprint(message)
+            fresh[i] = digest
+            if digest != fps[i]:
+                return i, fresh
+        if len(full) < n:
+            return len(full), fresh
+        return None, fresh
+
+    def _extend(self, full: Sequence[T], start: int, fresh: dict[int, bytes]) -> None:
+        adapter = self._adapter
+        delta = [full[i] for i in range(start, len(full))]
+        digests = [fresh.get(i) or adapter.fingerprint(m) for i, m in enumerate(delta, start)]
+        for message, digest in zip(delta, digests, strict=True):
+            self._commit(message, digest)
+
+    def _commit(self, message: T, digest: bytes) -> None:
+        index = len(self._items)
+        self._items.append(message)
+        self._fingerprints.append(digest)
+        self._index(index, message)
+
+    def _index(self, index: int, message: T) -> None:
+        lookup = self._lookup
+        calls: Sequence[str] = ()
+        results: Sequence[str] = ()
+        if lookup is not None:
+            calls = lookup.tool_call_ids(message)
+            results = lookup.tool_result_ids(message)
+        self._indexes.add(index, self._adapter.role(message), calls, results)
+
+    def _rebuild_indexes(self) -> None:
+        self._indexes = _Indexes()
+        for index, message in enumerate(self._items):
+            self._index(index, message)
+
+    def _start_generation(
+        self, first_changed: int, reason: str, processor_id: str | None
+    ) -> PrefixChange:
+        self._generation += 1
+        change = PrefixChange(self._generation, first_changed, reason, processor_id)
+        for clear in list(self._caches):
+            clear(change)
+        if self._on_prefix_change is not None:
+            self._on_prefix_change(change)
+        else:
+            logger.warning(
+                "transcript prefix changed: %s",
+                reason,
+                extra={"prefix_change": dataclasses.asdict(change)},
+            )
+        return change

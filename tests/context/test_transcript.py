@@ -1,0 +1,418 @@
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mainspring.context import (
+    MainspringAdapter,
+    MessageAdapter,
+    PrefixChange,
+    ToolCallLookup,
+    ToolLink,
+    Transcript,
+)
+from mainspring.errors import PrefixMutationError
+from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
+
+ADAPTER = MainspringAdapter()
+
+
+def call(call_id: str) -> Message:
+    return Message(role="assistant", parts=(ToolCallPart(id=call_id, name="t", arguments={}),))
+
+
+def result(call_id: str) -> Message:
+    return Message.tool_results([ToolResultPart(tool_use_id=call_id, name="t", content="ok")])
+
+
+def new(
+    messages: Sequence[Message] = (), *, strict: bool = True, identity: bool = False
+) -> Transcript[Message]:
+    return Transcript(ADAPTER, messages, strict=strict, trust_message_identity=identity)
+
+
+def snapshot(t: Transcript[Any]) -> tuple[object, ...]:
+    return (
+        list(t.messages),
+        t.fingerprints,
+        t.roles,
+        t.tool_links,
+        t.last_user_index,
+        t.generation,
+    )
+
+
+def indexes(t: Transcript[Any]) -> tuple[object, ...]:
+    return (t.roles, t.tool_links, t.last_user_index, t.fingerprints)
+
+
+def assert_indexes_fresh(t: Transcript[Message]) -> None:
+    assert indexes(t) == indexes(new(list(t.messages)))
+
+
+# -- append and sync -------------------------------------------------------
+
+
+def test_append_commits_in_order_and_indexes() -> None:
+    t = new()
+    t.append([Message.user("hi"), call("c1")])
+    t.append([result("c1"), Message.assistant("done")])
+    assert [m.role for m in t.messages] == ["user", "assistant", "tool", "assistant"]
+    assert t.indices_by_role("assistant") == (1, 3)
+    assert t.indices_by_role("system") == ()
+    assert t.tool_link("c1") == ToolLink(1, 2)
+    assert t.tool_link("nope") is None
+    assert t.last_user_index == 0
+    assert len(t) == 4
+    assert t.generation == 0
+
+
+def test_sync_commits_only_the_delta() -> None:
+    history = [Message.user("a"), Message.assistant("b")]
+    t = new(history)
+    assert t.sync([*history, Message.user("c")]) == 1
+    assert t.last_user_index == 2
+    assert t.sync(list(t.messages)) == 0
+    assert len(t) == 3
+
+
+def test_sync_accepts_equal_values_in_new_objects() -> None:
+    t = new([Message.user("a"), call("c1")])
+    rebuilt = [Message.user("a"), call("c1"), result("c1")]
+    assert t.sync(rebuilt) == 1
+    assert t.tool_link("c1") == ToolLink(1, 2)
+    assert t.generation == 0
+
+
+def test_sync_into_empty_transcript() -> None:
+    t = new()
+    assert t.sync([Message.user("a")]) == 1
+    assert t.last_user_index == 0
+
+
+def test_view_is_stable_and_read_only() -> None:
+    t = new([Message.user("a")])
+    view = t.messages
+    t.append([Message.user("b")])
+    assert len(view) == 1
+    assert view[-1].text == "a"
+    assert list(view[0:5]) == [Message.user("a")]
+    with pytest.raises(IndexError):
+        view[1]
+
+
+def test_result_before_call_is_linked_when_the_call_arrives() -> None:
+    t = new([result("c9")])
+    assert t.tool_link("c9") == ToolLink(None, 0)
+    t.append([call("c9")])
+    assert t.tool_link("c9") == ToolLink(1, 0)
+
+
+# -- strict mode -----------------------------------------------------------
+
+
+def test_strict_rejects_a_changed_message_and_leaves_state_untouched() -> None:
+    t = new([Message.user("a"), Message.assistant("b")])
+    cleared: list[PrefixChange] = []
+    t.register_cache(cleared.append)
+    before = snapshot(t)
+    with pytest.raises(PrefixMutationError, match="committed message 1"):
+        t.sync([Message.user("a"), Message.assistant("B"), Message.user("c")])
+    assert snapshot(t) == before
+    assert cleared == []
+
+
+def test_strict_rejects_a_shortened_list() -> None:
+    t = new([Message.user("a"), Message.assistant("b")])
+    before = snapshot(t)
+    with pytest.raises(PrefixMutationError):
+        t.sync([Message.user("a")])
+    assert snapshot(t) == before
+
+
+def test_meta_is_part_of_the_value() -> None:
+    t = new([Message.user("a")])
+    with pytest.raises(PrefixMutationError):
+        t.sync([Message(role="user", parts=(TextPart(text="a"),), meta={"k": 1})])
+
+
+# -- relaxed mode ----------------------------------------------------------
+
+
+def test_relaxed_starts_a_generation_clears_caches_rebuilds_and_warns() -> None:
+    changes: list[PrefixChange] = []
+    cleared: list[PrefixChange] = []
+    t = Transcript(
+        ADAPTER,
+        [Message.user("a"), call("c1"), result("c1"), Message.user("q")],
+        strict=False,
+        on_prefix_change=changes.append,
+    )
+    cache = {"compiled": "stale"}
+    t.register_cache(lambda change: cache.clear())
+    unregister = t.register_cache(cleared.append)
+    old_view = t.messages
+    assert t.sync([Message.user("a"), call("c2"), result("c2")]) == 2
+    assert t.generation == 1
+    assert changes == [PrefixChange(1, 1, "sync: committed prefix changed")]
+    assert cleared == changes
+    assert cache == {}
+    assert t.tool_link("c1") is None
+    assert t.tool_link("c2") == ToolLink(1, 2)
+    assert t.last_user_index == 0
+    assert_indexes_fresh(t)
+    assert len(old_view) == 4 and old_view[1] == call("c1")
+    unregister()
+    unregister()
+    t.sync([Message.user("z")])
+    assert len(cleared) == 1
+    assert t.generation == 2
+    assert changes[-1].first_changed_index == 0
+
+
+def test_relaxed_truncation_and_default_warning_goes_to_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    t = new([Message.user("a"), Message.assistant("b")], strict=False)
+    with caplog.at_level(logging.WARNING, logger="mainspring.context"):
+        assert t.sync([Message.user("a")]) == 0
+    assert t.generation == 1
+    assert t.indices_by_role("assistant") == ()
+    record = caplog.records[-1]
+    assert getattr(record, "prefix_change") == {  # noqa: B009
+        "generation": 1,
+        "first_changed_index": 1,
+        "reason": "sync: committed prefix changed",
+        "processor_id": None,
+    }
+
+
+def test_invalidate_prefix_keeps_messages_and_clears_caches() -> None:
+    changes: list[PrefixChange] = []
+    t = Transcript(ADAPTER, [Message.user("a")], on_prefix_change=changes.append)
+    cleared: list[PrefixChange] = []
+    t.register_cache(cleared.append)
+    before = indexes(t)
+    change = t.invalidate_prefix("system prompt changed", "base-system")
+    assert change == PrefixChange(1, 0, "system prompt changed", "base-system")
+    assert changes == cleared == [change]
+    assert t.generation == 1
+    assert indexes(t) == before
+
+
+# -- identity fast path ----------------------------------------------------
+
+
+class CountingAdapter(MainspringAdapter):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def fingerprint(self, message: Message) -> bytes:
+        self.calls += 1
+        return super().fingerprint(message)
+
+
+def test_identity_fast_path_checks_only_the_last_committed_message() -> None:
+    adapter = CountingAdapter()
+    history = [Message.user(str(i)) for i in range(50)]
+    t = Transcript(adapter, history, trust_message_identity=True)
+    adapter.calls = 0
+    # Only the last committed object is looked at: an earlier replacement is
+    # trusted away, as documented (the host promises not to do that).
+    replaced = [Message.user("x"), *history[1:], Message.user("new")]
+    assert t.sync(replaced) == 1
+    assert adapter.calls == 1  # the delta only
+    assert t.messages[0].text == "0"
+
+
+def test_identity_fast_path_falls_back_to_values() -> None:
+    adapter = CountingAdapter()
+    history = [Message.user(str(i)) for i in range(5)]
+    t = Transcript(adapter, history, trust_message_identity=True)
+    adapter.calls = 0
+    with pytest.raises(PrefixMutationError):
+        t.sync([*history[:4], Message.user("changed")])
+    assert adapter.calls == 1
+    adapter.calls = 0
+    assert t.sync([*history[:4], Message.user("4")]) == 0  # equal value, new object
+    assert adapter.calls == 1
+
+
+def test_value_mode_fingerprints_only_replaced_objects() -> None:
+    adapter = CountingAdapter()
+    history = [Message.user(str(i)) for i in range(20)]
+    t = Transcript(adapter, history)
+    adapter.calls = 0
+    assert t.sync([*history, Message.user("x")]) == 1
+    assert adapter.calls == 1
+
+
+# -- adapters --------------------------------------------------------------
+
+
+def test_default_adapter() -> None:
+    m = Message(role="user", parts=(TextPart(text="a"), TextPart(text="b")), meta={"k": [1]})
+    clone = ADAPTER.clone(m)
+    assert clone == m and clone.meta is not m.meta
+    assert ADAPTER.text_segments(m) == ["a", "b"]
+    assert ADAPTER.role(m) == "user"
+    assert ADAPTER.create_user("q") == Message.user("q")
+    assert ADAPTER.text_segments(ADAPTER.append_user_content(m, "c")) == ["a", "b", "c"]
+    assert ADAPTER.fingerprint(m) == ADAPTER.fingerprint(clone)
+    assert ADAPTER.fingerprint(m) != ADAPTER.fingerprint(Message.user("ab"))
+    assert isinstance(ADAPTER, ToolCallLookup)
+
+
+Dict = dict[str, Any]
+
+
+class DictAdapter:
+    """Host messages as plain OpenAI-style dicts."""
+
+    def clone(self, message: Dict) -> Dict:
+        return copy.deepcopy(message)
+
+    def fingerprint(self, message: Dict) -> bytes:
+        from mainspring.context import json_fingerprint
+
+        return json_fingerprint(message)
+
+    def role(self, message: Dict) -> str:
+        return str(message["role"])
+
+    def text_segments(self, message: Dict) -> Sequence[str]:
+        content = message.get("content")
+        return [content] if isinstance(content, str) else []
+
+    def create_user(self, text: str) -> Dict:
+        return {"role": "user", "content": text}
+
+    def append_user_content(self, message: Dict, text: str) -> Dict:
+        return {**message, "content": f"{message.get('content') or ''}{text}"}
+
+
+class DictToolAdapter(DictAdapter):
+    def tool_call_ids(self, message: Dict) -> Sequence[str]:
+        return [c["id"] for c in message.get("tool_calls", [])]
+
+    def tool_result_ids(self, message: Dict) -> Sequence[str]:
+        return [message["tool_call_id"]] if "tool_call_id" in message else []
+
+
+def test_custom_dict_adapter() -> None:
+    adapter: MessageAdapter[Dict] = DictToolAdapter()
+    user = adapter.create_user("hi")
+    history: list[Dict] = [
+        user,
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "k"}]},
+        {"role": "tool", "tool_call_id": "k", "content": "42"},
+    ]
+    t = Transcript(adapter, history[:1])
+    assert t.sync([copy.deepcopy(m) for m in history]) == 2
+    assert t.tool_link("k") == ToolLink(1, 2)
+    assert t.indices_by_role("tool") == (2,)
+    assert adapter.text_segments(adapter.append_user_content(user, "!")) == ["hi!"]
+    assert adapter.clone(user) == user and adapter.clone(user) is not user
+    with pytest.raises(PrefixMutationError):
+        t.sync([{"role": "user", "content": "changed"}, *history[1:]])
+
+
+def test_adapter_without_tool_lookup_keeps_no_tool_index() -> None:
+    adapter = DictAdapter()
+    assert not isinstance(adapter, ToolCallLookup)
+    t = Transcript(adapter, [{"role": "tool", "tool_call_id": "k", "content": ""}])
+    assert t.tool_links == {}
+    assert t.indices_by_role("tool") == (0,)
+
+
+# -- properties ------------------------------------------------------------
+
+messages = st.one_of(
+    st.builds(Message.user, st.sampled_from("abc")),
+    st.builds(Message.assistant, st.sampled_from("abc")),
+    st.builds(call, st.sampled_from(["c1", "c2", "c3"])),
+    st.builds(result, st.sampled_from(["c1", "c2", "c3"])),
+)
+deltas = st.lists(messages, max_size=4)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), deltas),
+        st.tuples(st.just("sync"), deltas),
+        st.tuples(st.just("sync_equal_copies"), deltas),
+        st.tuples(st.just("mutate"), st.integers(0, 30), deltas),
+        st.tuples(st.just("truncate"), st.integers(0, 30)),
+    ),
+    max_size=15,
+)
+
+
+def run(t: Transcript[Message], op: tuple[Any, ...], step: int) -> list[Message] | None:
+    """Apply ``op``; the list the host synced, or None for an append."""
+    current = list(t.messages)
+    kind = op[0]
+    if kind == "append":
+        t.append(op[1])
+        return None
+    if kind == "sync":
+        full = [*current, *op[1]]
+    elif kind == "sync_equal_copies":
+        full = [ADAPTER.clone(m) for m in current] + op[1]
+    elif kind == "mutate":
+        if not current:
+            return None
+        i = op[1] % len(current)
+        full = [*current[:i], Message.user(f"mutated-{step}"), *current[i + 1 :], *op[2]]
+        if t.trust_message_identity and i != len(current) - 1:
+            # The identity contract: a host that edits its prefix does not keep
+            # the last committed object, so the fast path falls back to values.
+            full[len(current) - 1] = ADAPTER.clone(current[-1])
+    else:
+        full = current[: op[1] % (len(current) + 1)]
+    t.sync(full)
+    return full
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, identity=st.booleans())
+def test_strict_never_changes_state_on_rejection(
+    ops: list[tuple[Any, ...]], identity: bool
+) -> None:
+    t = new(identity=identity)
+    expected: list[Message] = []
+    for step, op in enumerate(ops):
+        before = snapshot(t)
+        try:
+            full = run(t, op, step)
+        except PrefixMutationError:
+            assert op[0] in {"mutate", "truncate"}
+            assert snapshot(t) == before
+        else:
+            expected = list(t.messages) if full is None else full
+            assert [ADAPTER.fingerprint(m) for m in t.messages] == [
+                ADAPTER.fingerprint(m) for m in expected
+            ]
+        assert t.generation == 0
+        assert_indexes_fresh(t)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops, identity=st.booleans())
+def test_relaxed_indexes_always_equal_a_rebuild(ops: list[tuple[Any, ...]], identity: bool) -> None:
+    changes: list[PrefixChange] = []
+    t = Transcript(
+        ADAPTER, strict=False, trust_message_identity=identity, on_prefix_change=changes.append
+    )
+    for step, op in enumerate(ops):
+        generation = t.generation
+        full = run(t, op, step)
+        if full is not None:
+            assert t.fingerprints == tuple(ADAPTER.fingerprint(m) for m in full)
+        assert t.generation in {generation, generation + 1}
+        assert len(changes) == t.generation
+        assert_indexes_fresh(t)
