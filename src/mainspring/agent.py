@@ -7,9 +7,22 @@ a :class:`~mainspring.session.Session` does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from mainspring.context.accounting import Accounting
+from mainspring.context.compaction import Compaction, Summarizer
+from mainspring.context.compiler import ContextEngine
+from mainspring.context.history import Microcompact
+from mainspring.context.layers import (
+    BaseSystemPrompt,
+    ContextBlock,
+    MemoryRecall,
+    SkillRecipe,
+    TextSource,
+)
+from mainspring.context.pipeline import Module, Processor
 from mainspring.cost import ModelPrice
 from mainspring.errors import ConfigError
 from mainspring.guards import Guard
@@ -18,6 +31,10 @@ from mainspring.models.base import Model, ModelSettings, ToolSpec
 from mainspring.permissions import PermissionRules
 from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from mainspring.memory import MemoryStore
+    from mainspring.messages import Message
 
 __all__ = ["Agent"]
 
@@ -45,6 +62,23 @@ class Agent:
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
     microcompact: bool = True
+    """Show a repeated identical tool result as ``[same result as turn N]``."""
+    context_block: TextSource | None = None
+    """Layer 2: a host-supplied block (text, or a function returning it)."""
+    skill_recipe: TextSource | None = None
+    """Layer 4: a skill block, e.g. ``SkillCatalog.resident_block()``."""
+    memory: MemoryStore | None = None
+    """Layer 3: recall the top ``memory_k`` items for each turn's user message."""
+    memory_k: int = 5
+    memory_scope: str = "default"
+    context_budget: int | None = 200_000
+    """History tokens before compaction (at 85%); ``None`` turns compaction off."""
+    summarizer: Summarizer | None = None
+    """Writes compaction summaries when pruning old tool results is not enough."""
+    context_modules: Sequence[Module | Callable[[], Module]] = ()
+    """More context modules; give factories for modules that keep per-session state."""
+    accounting: Accounting | None = None
+    """Per-source token accounting and snapshots (off by default)."""
     write_cancel_grace: float = 30.0
     """Seconds a running write may keep going after ``Session.cancel()``."""
     _tool_map: dict[str, Tool] = field(init=False, repr=False, compare=False)
@@ -55,10 +89,45 @@ class Agent:
             raise ConfigError("max_turns must be at least 1")
         if self.budget_usd is not None and self.budget_usd < 0:
             raise ConfigError("budget_usd must not be negative")
+        if self.memory_k < 1:
+            raise ConfigError("memory_k must be at least 1")
+        if self.context_budget is not None and self.context_budget < 1:
+            raise ConfigError("context_budget must be positive (or None for no compaction)")
         registry = self.tools if isinstance(self.tools, ToolRegistry) else ToolRegistry(self.tools)
         allowed = registry.allowed(self.allowed_tools)
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in allowed))
+
+    def context_engine(
+        self, messages: Iterable[Message] = (), *, session_id: str = ""
+    ) -> ContextEngine[Message]:
+        """A new context engine for one session of this agent.
+
+        It holds the five layers, microcompact, compaction and the agent's own
+        modules.
+        """
+        processors: list[Processor] = []
+        if self.instructions:
+            processors.append(BaseSystemPrompt(self.instructions))
+        if self.context_block is not None:
+            processors.append(ContextBlock(self.context_block))
+        if self.skill_recipe is not None:
+            processors.append(SkillRecipe(self.skill_recipe))
+        if self.memory is not None:
+            processors.append(MemoryRecall(self.memory, k=self.memory_k, scope=self.memory_scope))
+        if self.microcompact:
+            processors.append(Microcompact())
+        if self.context_budget is not None:
+            processors.append(Compaction(self.context_budget, summarizer=self.summarizer))
+        modules = [m if isinstance(m, Module) else m() for m in self.context_modules]
+        return ContextEngine(
+            messages=messages,
+            processors=processors,
+            modules=modules,
+            accounting=self.accounting,
+            session_id=session_id,
+            model=self.model.name,
+        )
 
     def tool(self, name: str) -> Tool | None:
         """The tool this agent may use under ``name``, if any."""

@@ -389,6 +389,43 @@ def pipeline_run(
     raise typer.Exit(code)
 
 
+@app.command()
+def report(
+    session_file: Annotated[
+        Path, typer.Argument(help="A session file: JSONL, one turn snapshot per line.")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the page.")] = Path(
+        "report.html"
+    ),
+    title: Annotated[str | None, typer.Option(help="The page's title.")] = None,
+) -> None:
+    """Write a standalone HTML report of a session file's token telemetry.
+
+    The page (report.html in the working directory unless -o says otherwise)
+    has inline CSS and SVG charts and loads nothing, so it opens offline.
+    Exits 2 when the session file is missing, 1 when it is malformed.
+    """
+    from mainspring.devtools.report import read_snapshots, report_data, write_report
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if not session_file.is_file():
+        err.print(Text.assemble(("error:", "red"), f" no such file: {session_file}"))
+        raise typer.Exit(2)
+    try:
+        snapshots = read_snapshots(session_file)
+        write_report(snapshots, output, title=title)
+    except (MainspringError, OSError) as exc:
+        err.print(Text.assemble(("error:", "red"), f" {exc}"))
+        raise typer.Exit(1) from None
+    totals = report_data(snapshots)["totals"]
+    Console(highlight=False, soft_wrap=True).print(
+        Text(
+            f"wrote {output} ({totals['turns']} turns, {totals['tokens']:,} tokens, "
+            f"${totals['cost_usd']:.4f})"
+        )
+    )
+
+
 def _resolve_model(model: str, err: Console) -> Model | None:
     """``None`` for the offline scripted model, else the adapter; exits 2 saying what is missing."""
     if model == "scripted":

@@ -69,6 +69,14 @@ class CostTracker:
             return genai_price(model, usage)
         return None
 
+    def price_source(self, model: str) -> str:
+        """Where ``model``'s price comes from: ``"configured"`` or ``"genai-prices <version>"``."""
+        if model in self.prices:
+            return "configured"
+        from mainspring.prices import price_data_version
+
+        return f"genai-prices {price_data_version()}"
+
     def record(self, model: str, usage: Usage) -> float:
         """Add one call's usage; return its cost."""
         priced = self.price_of(model, usage)

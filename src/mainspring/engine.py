@@ -33,6 +33,8 @@ from pydantic import JsonValue
 
 from mainspring.agent import Agent
 from mainspring.calls import CallRunner, Durability, Judged, Step
+from mainspring.context.compiler import CompiledContext, ContextEngine
+from mainspring.context.snapshot import CostEstimate
 from mainspring.cost import CostTracker
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import ModelError, ModelOutputError, ToolInputError
@@ -49,13 +51,11 @@ from mainspring.events import (
 )
 from mainspring.hooks import call_hook
 from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from mainspring.microcompact import Microcompactor
 from mainspring.models.base import (
     ModelEvent,
     ModelRequest,
     ModelStop,
     ModelUsage,
-    SystemBlock,
     ToolCallEnd,
 )
 from mainspring.state import CallRecord, SessionState, WriteRecord
@@ -77,7 +77,7 @@ class TurnRunner(CallRunner):
         *,
         agent: Agent,
         state: SessionState,
-        view: Microcompactor,
+        context: ContextEngine[Message],
         cost: CostTracker,
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],
@@ -91,7 +91,7 @@ class TurnRunner(CallRunner):
         """
         self.agent = agent
         self.state = state
-        self.view = view
+        self.context = context
         self.cost = cost
         self.turn_cache = turn_cache
         self._emit = emit
@@ -108,11 +108,7 @@ class TurnRunner(CallRunner):
         self._steps = 0
         self._turn_usage = Usage()
         self._turn_cost = 0.0
-        self._system = (
-            (SystemBlock(text=agent.instructions, source="instructions", cache_breakpoint=True),)
-            if agent.instructions
-            else ()
-        )
+        self._compiled: CompiledContext[Message] | None = None
 
     # ----------------------------------------------------------------- control
 
@@ -132,7 +128,14 @@ class TurnRunner(CallRunner):
             raise
         except Exception as exc:
             self._repair("the run failed", keep_partial=False)
+            self._end_turn_quietly()
             self._emit(_error_event(exc))
+
+    def _end_turn_quietly(self) -> None:
+        try:
+            self.context.end_turn()
+        except Exception:  # the run is failing already; its error is what the host sees
+            log.warning("could not record the turn's token accounting", exc_info=True)
 
     def cancel(self) -> None:
         """Stop the model stream and running reads now; let a running write finish."""
@@ -146,6 +149,8 @@ class TurnRunner(CallRunner):
             self._scope.cancel()
 
     def _complete(self, reason: StopReason) -> None:
+        # Accounting first: a strict sink that fails makes this run an error, not two terminals.
+        self.context.end_turn()
         self._emit(
             TurnComplete(
                 stop_reason=reason,
@@ -157,7 +162,7 @@ class TurnRunner(CallRunner):
 
     def _append(self, message: Message) -> None:
         self.state.messages.append(message)
-        self.view.append(message, self._turn_index)
+        self.context.append((message,))
 
     # -------------------------------------------------------------- the loop
 
@@ -205,9 +210,13 @@ class TurnRunner(CallRunner):
     # ------------------------------------------------------------ model step
 
     async def _model_step(self) -> Step:
+        compiled = await self.context.compile(
+            turn_index=self._turn_index, step=self._steps + 1, tools=self.agent.tool_specs
+        )
+        self._compiled = compiled
         request = ModelRequest(
-            system=self._system,
-            messages=self.view.snapshot(),
+            system=compiled.system,
+            messages=compiled.messages,
             tools=self.agent.tool_specs,
             settings=self.agent.model_settings,
         )
@@ -297,7 +306,20 @@ class TurnRunner(CallRunner):
             step.stop = event
 
     def _account(self, model: str, usage: Usage) -> None:
+        priced_before = model not in self.cost.unpriced
         cost = self.cost.record(model, usage)
+        if self._compiled is not None:
+            priced = priced_before and model not in self.cost.unpriced
+            self.context.record_call(
+                self._compiled,
+                model=model,
+                usage=usage,
+                cost=CostEstimate(
+                    usd=cost,
+                    priced=priced,
+                    price_source=self.cost.price_source(model) if priced else "none",
+                ),
+            )
         self._turn_usage = self._turn_usage + usage
         self._turn_cost += cost
         self.state.usage = self.cost.usage

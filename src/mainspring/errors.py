@@ -24,6 +24,12 @@ MainspringError
 │   └── FieldNotModifiable .fields
 ├── SessionBusy            a second run while one is active
 ├── PrefixMutationError
+├── PipelineError          a processor misconfigured or misbehaving
+│   ├── ProcessorCycleError     before/after constraints form a cycle (.cycle)
+│   └── ProcessorScopeError     a session-scoped processor changed structure
+├── EngineDestroyedError   a context engine used after destroy()
+├── EngineActiveError      a second context engine for one session key
+├── TelemetryError         a sink failed and telemetry is strict
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
 ├── BudgetExceeded         .spent_usd .budget_usd
 ├── McpStartupError        .server: a required MCP server did not start
@@ -51,6 +57,8 @@ __all__ = [
     "ConfigError",
     "ContextTooLong",
     "DecisionConflict",
+    "EngineActiveError",
+    "EngineDestroyedError",
     "FieldNotModifiable",
     "MainspringError",
     "McpStartupError",
@@ -61,7 +69,10 @@ __all__ = [
     "ModelTimeout",
     "Overloaded",
     "PermissionDenied",
+    "PipelineError",
     "PrefixMutationError",
+    "ProcessorCycleError",
+    "ProcessorScopeError",
     "RateLimited",
     "SchemaTooNew",
     "ServerError",
@@ -69,6 +80,7 @@ __all__ = [
     "SkillNotFound",
     "SkillPathError",
     "StoreError",
+    "TelemetryError",
     "ToolError",
     "ToolInputError",
     "ToolTimeout",
@@ -223,6 +235,34 @@ class SessionBusy(MainspringError, RuntimeError):
 
 class PrefixMutationError(MainspringError):
     """A committed transcript prefix was changed in strict mode."""
+
+
+class PipelineError(MainspringError):
+    """A context processor is misconfigured or broke the pipeline's rules."""
+
+
+class ProcessorCycleError(PipelineError, ValueError):
+    """Processors' before/after constraints form a cycle."""
+
+    def __init__(self, message: str, *, cycle: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.cycle = cycle
+
+
+class ProcessorScopeError(PipelineError):
+    """A session-scoped processor tried a structural change (it may only contribute)."""
+
+
+class EngineDestroyedError(MainspringError, RuntimeError):
+    """A context engine was used after ``destroy()``."""
+
+
+class EngineActiveError(MainspringError, RuntimeError):
+    """A session key already has an active context engine."""
+
+
+class TelemetryError(MainspringError):
+    """A telemetry sink failed while telemetry is strict."""
 
 
 class BudgetExceeded(MainspringError):

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from mainspring.usage import Usage
 
-__all__ = ["genai_price"]
+__all__ = ["genai_price", "price_data_version"]
 
 _PROVIDERS = {
     "anthropic": "anthropic",
@@ -62,3 +62,14 @@ def genai_price(model: str, usage: Usage) -> float | None:
         _UNKNOWN.add(model)
         return None
     return float(calc.total_price)
+
+
+@lru_cache(maxsize=1)
+def price_data_version() -> str:
+    """The installed genai-prices version (its price data), or ``"unavailable"``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("genai-prices")
+    except PackageNotFoundError:
+        return "unavailable"

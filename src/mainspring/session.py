@@ -42,7 +42,6 @@ from mainspring.errors import (
 )
 from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, TurnComplete
 from mainspring.messages import Message
-from mainspring.microcompact import Microcompactor
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
@@ -102,9 +101,7 @@ class Session:
         self.when_busy = when_busy
         self.lock_ttl = lock_ttl
         self.owner = owner or str(uuid.uuid4())
-        self._view = Microcompactor(enabled=agent.microcompact)
-        for message in self._state.messages:
-            self._view.append(message, 0)
+        self._context = agent.context_engine(self._state.messages, session_id=self.session_id)
         self._cost = CostTracker(
             prices=agent.prices,
             budget_usd=agent.budget_usd,
@@ -335,8 +332,7 @@ class Session:
     def _recover_state(self) -> list[WriteRecord]:
         before = len(self._state.messages)
         unknown = recover_interrupted(self._state)
-        for message in self._state.messages[before:]:
-            self._view.append(message, self._state.turn_index)
+        self._context.append(self._state.messages[before:])
         if unknown:
             log.warning(
                 "session %s: writes of unknown outcome after a crash: %s",
@@ -364,9 +360,7 @@ class Session:
 
     def _reset(self, state: SessionState) -> None:
         self._state = state
-        self._view = Microcompactor(enabled=self.agent.microcompact)
-        for message in state.messages:
-            self._view.append(message, 0)
+        self._context = self.agent.context_engine(state.messages, session_id=state.session_id)
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
@@ -416,7 +410,7 @@ class Session:
         runner = TurnRunner(
             agent=self.agent,
             state=self._state,
-            view=self._view,
+            context=self._context,
             cost=self._cost,
             turn_cache=self._turn_cache,
             emit=relay.put,

@@ -43,7 +43,13 @@ from typing import Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
 from mainspring.errors import PrefixMutationError
-from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from mainspring.messages import (
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 __all__ = [
     "MainspringAdapter",
@@ -54,6 +60,7 @@ __all__ = [
     "Transcript",
     "TranscriptView",
     "json_fingerprint",
+    "message_segments",
 ]
 
 logger = logging.getLogger("mainspring.context")
@@ -109,6 +116,23 @@ class ToolCallLookup(Protocol[T_contra]):
         ...
 
 
+def message_segments(message: Message) -> list[tuple[str, str]]:
+    """A mainspring message's text by source type (images are not counted)."""
+    out: list[tuple[str, str]] = []
+    role = message.role
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            out.append((role if role in ("user", "assistant") else "user", part.text))
+        elif isinstance(part, ToolResultPart):
+            out.append(("tool_result", part.content))
+        elif isinstance(part, ToolCallPart):
+            args = json.dumps(part.arguments, ensure_ascii=False, separators=(",", ":"))
+            out.append(("tool_call", part.name + args))
+        elif isinstance(part, ThinkingPart) and not part.redacted:
+            out.append(("thinking", part.text))
+    return out
+
+
 class MainspringAdapter:
     """The adapter for :class:`mainspring.messages.Message`.
 
@@ -147,6 +171,10 @@ class MainspringAdapter:
     def tool_result_ids(self, message: Message) -> Sequence[str]:
         """Ids the message's tool results answer."""
         return [p.tool_use_id for p in message.parts if isinstance(p, ToolResultPart)]
+
+    def segments(self, message: Message) -> Sequence[tuple[str, str]]:
+        """The message's text by source type (see :func:`message_segments`)."""
+        return message_segments(message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Stores: session state, per-stream event logs (checkpoints), run locks.
+"""Stores: session state, per-stream event logs (checkpoints), run locks, memory.
 
 The SQLite stores load on first use (``sqlite3`` stays out of ``import mainspring``).
 """
@@ -11,9 +11,11 @@ from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, I
 
 if TYPE_CHECKING:
     from mainspring.stores.sqlite import SQLiteCheckpointStore, SQLiteRunLock, SQLiteSessionStore
+    from mainspring.stores.sqlite_memory import SQLiteMemoryStore
 
 _LAZY: dict[str, str] = {
     "SQLiteCheckpointStore": "mainspring.stores.sqlite",
+    "SQLiteMemoryStore": "mainspring.stores.sqlite_memory",
     "SQLiteRunLock": "mainspring.stores.sqlite",
     "SQLiteSessionStore": "mainspring.stores.sqlite",
 }
@@ -30,6 +32,7 @@ __all__ = [
     "InMemorySessionStore",
     "RunLock",
     "SQLiteCheckpointStore",
+    "SQLiteMemoryStore",
     "SQLiteRunLock",
     "SQLiteSessionStore",
     "SessionStore",

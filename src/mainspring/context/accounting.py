@@ -1,0 +1,102 @@
+"""Token accounting: counting each attributed piece of a request.
+
+:class:`Accounting` is the opt-in configuration (tokenizer, sinks, whether
+raw text may enter snapshots, strict sinks). :class:`Meter` does the counting
+for one engine: a message is measured once, when it enters the model's
+history view, into :class:`Piece` s keyed by source / module / processor; a
+contribution is measured when it is made. Counts go through a
+:class:`~mainspring.tokens.CountCache` keyed by (tokenizer, model, framing,
+digest), so a warm compile only adds up cached numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from mainspring.context.sinks import SnapshotSink
+from mainspring.context.transcript import message_segments
+from mainspring.tokens import CountCache, Tokenizer, tokenizer_for
+
+__all__ = ["Accounting", "Meter", "Piece", "SegmentLookup", "message_segments"]
+
+
+@runtime_checkable
+class SegmentLookup(Protocol):
+    """Optional adapter part: a message's text split by source type."""
+
+    def segments(self, message: Any) -> Sequence[tuple[str, str]]:
+        """``(source, text)`` pairs (user, assistant, tool_call, tool_result, thinking)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Counted text: where it came from, its size, and (maybe) the text."""
+
+    source: str
+    module: str
+    processor: str
+    slot: str
+    chars: int
+    tokens: int
+    content: str | None = None
+
+
+@dataclass(kw_only=True)
+class Accounting:
+    """Opt-in token accounting for a context engine.
+
+    ``tokenizer`` defaults to the one :func:`~mainspring.tokens.tokenizer_for`
+    picks for the first model compiled for (exact tiktoken for OpenAI models,
+    a labelled estimate for others), fixed for the engine's life so history
+    counts stay comparable.
+    """
+
+    tokenizer: Tokenizer | None = None
+    sinks: Sequence[SnapshotSink] = ()
+    include_content: bool = False
+    """Keep raw text in snapshot segments (off: snapshots hold no text)."""
+    strict: bool = False
+    """A failing sink raises TelemetryError instead of being logged and skipped."""
+    cache: CountCache = field(default_factory=CountCache)
+
+
+class Meter:
+    """Counts text for one engine with one tokenizer and a shared cache."""
+
+    __slots__ = ("cache", "include_content", "model", "tokenizer")
+
+    def __init__(self, accounting: Accounting, model: str) -> None:
+        """Fix the tokenizer (given, or chosen for ``model``)."""
+        self.tokenizer = accounting.tokenizer or tokenizer_for(model or "unknown")
+        self.cache = accounting.cache
+        self.include_content = accounting.include_content
+        self.model = model
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` (cached by digest)."""
+        if not text:
+            return 0
+        if not self.tokenizer.exact:  # an estimate is cheaper than the cache's digest
+            return self.tokenizer.count(text)
+        return self.cache.count(self.tokenizer, text, model=self.model)
+
+    def piece(self, source: str, module: str, processor: str, slot: str, text: str) -> Piece:
+        """Measure one attributed text."""
+        return Piece(
+            source,
+            module,
+            processor,
+            slot,
+            len(text),
+            self.count(text),
+            text if self.include_content else None,
+        )
+
+    def measure(
+        self, segments: Sequence[tuple[str, str]], module: str, processor: str
+    ) -> tuple[Piece, ...]:
+        """Measure a history message given as ``(source, text)`` pairs."""
+        return tuple(self.piece(src, module, processor, "history", text) for src, text in segments)

@@ -1,0 +1,174 @@
+"""Compaction: keep the history inside a context budget.
+
+When the model's history view passes ``trigger * budget`` tokens
+(default 85% of 200,000), :class:`Compaction` brings it down to ``target *
+budget``:
+
+1. **Prune** — deterministic: the oldest tool results, outside the last
+   ``keep_recent_turns`` turns, are replaced by a one-line note saying how
+   much was pruned. Calls and results stay paired; only content shrinks.
+2. **Summarize** — optional, when pruning was not enough and a
+   ``summarizer`` is given: the oldest whole turns (cut at a user message,
+   so a tool call is never split from its result) become one user message
+   holding a summary. A failing summarizer is logged; the pruned history
+   stands.
+
+Compaction edits the view, not the transcript: the committed messages stay
+as they were, and the view's changed prefix is reported as reuse lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from mainspring.context.pipeline import Phase, Processor
+from mainspring.errors import ConfigError
+from mainspring.messages import Message, ToolResultPart
+
+if TYPE_CHECKING:
+    from mainspring.context.compiler import Compilation
+    from mainspring.models.base import Model
+
+__all__ = ["Compaction", "Summarizer", "model_summarizer"]
+
+log = logging.getLogger("mainspring.context")
+
+Summarizer = Callable[[Sequence[Message]], Awaitable[str]]
+"""Writes a summary of the given messages."""
+
+PRUNED = "[tool result pruned to save context: {n} characters]"
+SUMMARY_HEADING = "[Summary of the earlier conversation]"
+
+
+class Compaction(Processor):
+    """Prunes old tool results, then optionally summarizes old turns."""
+
+    phase: Phase = "history"
+    source = "summary"
+
+    def __init__(
+        self,
+        budget: int = 200_000,
+        *,
+        trigger: float = 0.85,
+        target: float = 0.6,
+        keep_recent_turns: int = 2,
+        summarizer: Summarizer | None = None,
+        id: str = "compaction",
+    ) -> None:
+        """Compact when history passes ``trigger * budget`` tokens, down to ``target``."""
+        super().__init__(id, after=("tool-result-budget", "microcompact"))
+        if budget < 1:
+            raise ConfigError(f"context budget must be positive, got {budget}")
+        if not 0 < target <= trigger <= 1:
+            raise ConfigError(f"need 0 < target <= trigger <= 1, got {target} and {trigger}")
+        if keep_recent_turns < 0:
+            raise ConfigError("keep_recent_turns must not be negative")
+        self.budget = budget
+        self.trigger = trigger
+        self.target = target
+        self.keep_recent_turns = keep_recent_turns
+        self.summarizer = summarizer
+        self.runs = 0
+        """How many times compaction ran."""
+        self.pruned = 0
+        """Tool results pruned so far."""
+        self.summaries = 0
+
+    async def process(self, ctx: Compilation[Any]) -> None:
+        """Compact the view when it is over the trigger."""
+        view = ctx.messages
+        if view.tokens <= self.trigger * self.budget:
+            return
+        self.runs += 1
+        goal = self.target * self.budget
+        protected = _recent_start(view, self.keep_recent_turns)
+        editor = ctx.edit_history()
+        for index in range(protected):
+            if view.tokens <= goal:
+                return
+            message = view[index]
+            if not isinstance(message, Message) or message.role != "tool":
+                continue
+            pruned = _prune(message)
+            if pruned is not message:
+                editor.replace(index, pruned)
+                self.pruned += 1
+        if view.tokens <= goal or self.summarizer is None:
+            return
+        cut = _summary_cut(view, protected, view.tokens - goal)
+        if cut <= 0:
+            return
+        try:
+            summary = (await self.summarizer(list(view[:cut]))).strip()
+        except Exception:
+            log.warning("compaction summary failed; keeping the pruned history", exc_info=True)
+            return
+        if summary:
+            editor.splice(0, cut, [Message.user(f"{SUMMARY_HEADING}\n{summary}")])
+            self.summaries += 1
+
+
+def _prune(message: Message) -> Message:
+    parts = list(message.parts)
+    changed = False
+    for i, part in enumerate(parts):
+        if isinstance(part, ToolResultPart) and not part.content.startswith("[tool result pruned"):
+            note = PRUNED.format(n=len(part.content))
+            if len(note) < len(part.content):
+                parts[i] = replace(part, content=note)
+                changed = True
+    return replace(message, parts=tuple(parts)) if changed else message
+
+
+def _user_starts(view: Sequence[Any]) -> list[int]:
+    return [i for i, m in enumerate(view) if isinstance(m, Message) and m.role == "user"]
+
+
+def _recent_start(view: Sequence[Any], keep: int) -> int:
+    """Index where the last ``keep`` turns start (everything before may be compacted)."""
+    if keep == 0:
+        return len(view)
+    starts = _user_starts(view)
+    if len(starts) <= keep:
+        return 0
+    return starts[-keep]
+
+
+def _summary_cut(view: Any, protected: int, excess: float) -> int:
+    """The smallest turn boundary whose prefix holds ``excess`` tokens (≤ protected)."""
+    best = 0
+    for start in _user_starts(view):
+        if start == 0 or start > protected:
+            continue
+        best = start
+        if view.tokens_before(start) >= excess:
+            break
+    return best
+
+
+def model_summarizer(
+    model: Model, *, instructions: str | None = None, max_tokens: int = 1_000
+) -> Summarizer:
+    """A summarizer that asks ``model`` for the summary."""
+    from mainspring.events import TextDelta
+    from mainspring.models.base import ModelRequest, ModelSettings, SystemBlock
+
+    prompt = instructions or (
+        "Summarize the conversation so far for your own later use: the user's goals, "
+        "decisions made, facts learned from tools, and what remains open. Be concise."
+    )
+
+    async def summarize(messages: Sequence[Message]) -> str:
+        request = ModelRequest(
+            system=(SystemBlock(text=prompt, source="compaction"),),
+            messages=[*messages, Message.user("Write the summary now.")],
+            settings=ModelSettings(max_tokens=max_tokens),
+        )
+        chunks = [e.text async for e in model.stream(request) if isinstance(e, TextDelta)]
+        return "".join(chunks)
+
+    return summarize

@@ -1,0 +1,824 @@
+"""The context engine: one session's transcript compiled into model requests.
+
+```
+append / sync ─► Transcript ─► sanitize + history map_message ─► ModelView
+                                                                  │
+compile(turn, step) ─► processors, phase by phase ─► contributions
+                          (session scope: replayed)      │
+                                                          ▼
+    system blocks (session ones, then ◆ breakpoint, then turn ones)
+    messages = view + first-user / last-user text + virtual tail
+    segments (source / module / processor, chars, tokens) ─► TurnSnapshot ─► sinks
+```
+
+A compile costs O(delta + contributions): the view is kept incrementally,
+the compiled message list is an overlay on it, and token sums are running
+totals. Session-scoped contributions sit before the prompt-cache breakpoint
+and never move it; turn-scoped ones sit after it (the latest user message,
+the virtual tail, system blocks after the breakpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, cast, overload
+
+import anyio
+
+from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
+from mainspring.context.pipeline import (
+    Contribution,
+    Module,
+    Processor,
+    Slot,
+    order_processors,
+)
+from mainspring.context.sinks import SinkSet
+from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segment, TurnSnapshot
+from mainspring.context.transcript import (
+    MainspringAdapter,
+    MessageAdapter,
+    PrefixChange,
+    Transcript,
+)
+from mainspring.context.view import ModelView
+from mainspring.errors import (
+    EngineDestroyedError,
+    PipelineError,
+    ProcessorScopeError,
+)
+from mainspring.models.base import SystemBlock, ToolSpec
+from mainspring.tokens import EstimateTokenizer
+from mainspring.usage import Usage
+
+__all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextEngine"]
+
+log = logging.getLogger("mainspring.context")
+
+_ESTIMATE = EstimateTokenizer("chars", chars_per_token=4.0)
+
+T = TypeVar("T")
+
+
+class CompiledMessages(Sequence[T]):
+    """The request's messages: the view, with a few entries overridden and a tail.
+
+    Built in O(overrides); reads are O(1) per index. Later view appends do
+    not show through (the length is fixed at compile time); an edit to the
+    view (compaction) does, so take a list if you keep it.
+    """
+
+    __slots__ = ("_base", "_n", "_overrides", "_tail")
+
+    def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
+        self._base = base
+        self._n = n
+        self._overrides = dict(overrides)
+        self._tail = tuple(tail)
+
+    def __len__(self) -> int:
+        return self._n + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        if index >= self._n:
+            return self._tail[index - self._n]
+        found = self._overrides.get(index)
+        return self._base[index] if found is None else found
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # list-like, unhashable
+
+    def __repr__(self) -> str:
+        return f"CompiledMessages({list(self)!r})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompiledContext(Generic[T]):
+    """One compiled request: system blocks, messages and their attribution."""
+
+    system: tuple[SystemBlock, ...]
+    messages: Sequence[T]
+    contributions: tuple[Contribution, ...]
+    turn_index: int
+    step: int
+    generation: int
+    stable_blocks: int
+    """How many system blocks form the stable (cached) prefix."""
+    segments: tuple[Segment, ...] = ()
+    """Per source / module / processor, with accounting on."""
+    prefix_tokens: int = 0
+    stable_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Counted tokens of the request (0 without accounting)."""
+        return sum(s.tokens for s in self.segments)
+
+
+@dataclass(slots=True)
+class _Prev:
+    """What the previous compile sent, for prefix reuse."""
+
+    system: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] | None = None
+    view_len: int = 0
+    last_user: tuple[int, str] | None = None
+    """(index, text) the previous call added to the latest user message."""
+    first_user: tuple[int, str] | None = None
+    generation: int = -1
+
+
+@dataclass(slots=True)
+class _Turn:
+    turn_index: int
+    started_at: float
+    calls: list[CallSnapshot] = field(default_factory=list[CallSnapshot])
+    pending: CompiledContext[Any] | None = None
+
+
+class Compilation(Generic[T]):
+    """What a processor sees and may do during one compile."""
+
+    def __init__(
+        self, engine: ContextEngine[T], turn_index: int, step: int, turn_cache: dict[str, Any]
+    ) -> None:
+        self.engine = engine
+        self.turn_index = turn_index
+        self.step = step
+        self.turn_cache = turn_cache
+        """Shared by the compiles of one turn (e.g. memory recalled once per turn)."""
+        self.contributions: list[Contribution] = []
+        self.overrides: dict[int, T] = {}
+        self.override_owners: dict[int, tuple[str, str]] = {}
+        self.tail: list[T] = []
+        self._current: Processor | None = None
+
+    # -- reading -----------------------------------------------------------
+
+    @property
+    def transcript(self) -> Transcript[T]:
+        """The committed transcript (read it; never change it)."""
+        return self.engine.transcript
+
+    @property
+    def messages(self) -> ModelView[T]:
+        """The model's history view."""
+        return self.engine.view
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        """The engine's services (e.g. ``"memory"``)."""
+        return self.engine.services
+
+    def config(self, module: str | None = None) -> Mapping[str, Any]:
+        """A module's config (default: the running processor's module)."""
+        name = module if module is not None else (self._current.module if self._current else "")
+        return self.engine.config.get(name, {})
+
+    @property
+    def last_user_text(self) -> str:
+        """The text of the latest user message ("" when there is none)."""
+        index = self.engine.transcript.last_user_index
+        if index is None:
+            return ""
+        message = self.engine.transcript.messages[index]
+        return "\n".join(self.engine.adapter.text_segments(message))
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by the engine's tokenizer (an estimate without accounting)."""
+        return self.engine._sizer.count(text)
+
+    # -- contributing ------------------------------------------------------
+
+    def contribute(self, text: str, *, slot: Slot | None = None, source: str | None = None) -> None:
+        """Add ``text`` to ``slot`` (default: the processor's), attributed to it."""
+        proc = self._current
+        if proc is None:
+            raise PipelineError("contribute() is only available while a processor runs")
+        chosen = slot or proc.slot
+        if chosen is None:
+            raise PipelineError(f"processor {proc.id!r} contributed without naming a slot")
+        if chosen not in ("system", "first-user", "last-user", "virtual-tail"):
+            raise PipelineError(f"processor {proc.id!r}: unknown slot {chosen!r}")
+        if not text:
+            return
+        self.contributions.append(
+            Contribution(
+                slot=chosen,
+                text=text,
+                source=source or proc.source,
+                module=proc.module,
+                processor=proc.id,
+                scope=proc.scope,
+            )
+        )
+
+    def rewrite(self, fn: Callable[[Contribution], str]) -> None:
+        """Content phase: replace each turn-scoped contribution's text by ``fn(c)``.
+
+        Session-scoped contributions form the cached prefix and are left as
+        they are.
+        """
+        self._structural("rewrite contributions")
+        self.contributions = [
+            c if c.scope == "session" else _with_text(c, fn(c)) for c in self.contributions
+        ]
+
+    # -- structural changes -------------------------------------------------
+
+    def replace_message(self, index: int, message: T) -> None:
+        """Show ``message`` instead of view entry ``index`` in this request only."""
+        self._structural("replace a message")
+        if not 0 <= index < len(self.engine.view):
+            raise IndexError(f"message index {index} out of range")
+        self.overrides[index] = message
+
+    def edit_history(self) -> _HistoryEditor[T]:
+        """Persistent edits of the view (compaction), attributed to this processor."""
+        proc = self._structural("edit the history")
+        return _HistoryEditor(self.engine.view, proc.module, proc.id)
+
+    def _structural(self, what: str) -> Processor:
+        proc = self._current
+        if proc is None:
+            raise PipelineError(f"cannot {what} outside a processor")
+        if proc.scope == "session":
+            raise ProcessorScopeError(
+                f"session-scoped processor {proc.id!r} tried to {what}; "
+                "session-scoped processors may only contribute"
+            )
+        return proc
+
+
+class _HistoryEditor(Generic[T]):
+    """Edits of the model view on behalf of one processor."""
+
+    def __init__(self, view: ModelView[T], module: str, processor: str) -> None:
+        self.view = view
+        self._module = module
+        self._processor = processor
+
+    def replace(self, index: int, message: T) -> None:
+        """Rewrite one entry."""
+        self.view.replace(index, message, self._module, self._processor)
+
+    def splice(self, start: int, stop: int, messages: Iterable[T]) -> None:
+        """Replace entries ``[start, stop)``."""
+        self.view.splice(start, stop, messages, self._module, self._processor)
+
+
+def _with_text(c: Contribution, text: str) -> Contribution:
+    return Contribution(
+        slot=c.slot,
+        text=text,
+        source=c.source,
+        module=c.module,
+        processor=c.processor,
+        scope=c.scope,
+    )
+
+
+class ContextEngine(Generic[T]):
+    """One session's context pipeline: transcript, processors, view, accounting."""
+
+    def __init__(
+        self,
+        *,
+        adapter: MessageAdapter[T] | None = None,
+        messages: Iterable[T] = (),
+        processors: Iterable[Processor] = (),
+        modules: Iterable[Module] = (),
+        services: Mapping[str, Any] | None = None,
+        config: Mapping[str, Mapping[str, Any]] | None = None,
+        strict: bool = True,
+        trust_message_identity: bool = False,
+        on_prefix_change: Callable[[PrefixChange], None] | None = None,
+        accounting: Accounting | None = None,
+        session_id: str = "",
+        model: str = "",
+    ) -> None:
+        """Build the engine; ``processors`` belong to an implicit module ``"engine"``.
+
+        Raises ProcessorCycleError / PipelineError for a bad processor order.
+        """
+        self.adapter: MessageAdapter[T] = adapter or cast(MessageAdapter[T], MainspringAdapter())
+        self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
+        self.services: Mapping[str, Any] = dict(services or {})
+        self.config: dict[str, Mapping[str, Any]] = {k: dict(v) for k, v in (config or {}).items()}
+        self.session_id = session_id
+        self.accounting = accounting
+        self.meter: Meter | None = Meter(accounting, model) if accounting else None
+        self._sizer = self.meter or Meter(Accounting(tokenizer=_ESTIMATE), model)
+        """Counts the view even without accounting (compaction needs sizes)."""
+        self._sinks = SinkSet(accounting.sinks, strict=accounting.strict) if accounting else None
+        everything: list[Processor] = []
+        for module in self.modules:
+            for proc in module.processors():
+                proc.module = module.name
+                everything.append(proc)
+        self.processors: tuple[Processor, ...] = tuple(order_processors(everything))
+        self._mappers = tuple(p for p in self.processors if p.maps_messages)
+        self._segmenter = self.adapter if isinstance(self.adapter, SegmentLookup) else None
+        self.view: ModelView[T] = ModelView(self._measure, self.adapter.role)
+        self._session_cache: dict[str, list[Contribution]] = {}
+        self._user_on_prefix_change = on_prefix_change
+        self.transcript: Transcript[T] = Transcript(
+            self.adapter,
+            strict=strict,
+            trust_message_identity=trust_message_identity,
+            on_prefix_change=self._prefix_changed,
+        )
+        self._stale_view = False
+        self.transcript.register_cache(self._clear_caches)
+        self._prev = _Prev()
+        self._turn: _Turn | None = None
+        self._turn_cache: dict[str, Any] = {}
+        self._set_up = False
+        self._destroyed = False
+        self._active: anyio.CancelScope | None = None
+        self.summary: list[TurnSnapshot] = []
+        """Every turn snapshot taken (with accounting on)."""
+        self.append(messages)
+
+    # -- transcript ---------------------------------------------------------
+
+    def append(self, delta: Iterable[T]) -> None:
+        """Commit messages and map them into the view: O(delta)."""
+        self._alive()
+        start = len(self.transcript)
+        self.transcript.append(delta)
+        self._extend_view(start)
+
+    def sync(self, full: Sequence[T]) -> int:
+        """Bring the transcript to ``full`` (see :meth:`Transcript.sync`)."""
+        self._alive()
+        start = len(self.transcript)
+        committed = self.transcript.sync(full)
+        if self._stale_view:
+            self._rebuild_view()
+        else:
+            self._extend_view(start)
+        return committed
+
+    def invalidate_prefix(self, reason: str, processor_id: str | None = None) -> PrefixChange:
+        """A change outside the transcript: recompute everything session-scoped."""
+        self._alive()
+        change = self.transcript.invalidate_prefix(reason, processor_id)
+        self._rebuild_view()
+        return change
+
+    def invalidate(self, processor_id: str) -> None:
+        """Recompute one session-scoped processor at the next compile."""
+        self._alive()
+        self._session_cache.pop(processor_id, None)
+
+    def _prefix_changed(self, change: PrefixChange) -> None:
+        if self._user_on_prefix_change is not None:
+            self._user_on_prefix_change(change)
+        else:
+            log.warning("transcript prefix changed: %s", change.reason)
+
+    def _clear_caches(self, change: PrefixChange) -> None:
+        self._session_cache.clear()
+        self._stale_view = True
+
+    def _extend_view(self, start: int) -> None:
+        if self._stale_view:
+            self._rebuild_view()
+            return
+        messages = self.transcript.messages
+        for index in range(start, len(messages)):
+            self._add_to_view(messages[index], index)
+
+    def _rebuild_view(self) -> None:
+        self._stale_view = False
+        for proc in self._mappers:
+            proc.reset()
+        self.view.clear()
+        for index, message in enumerate(self.transcript.messages):
+            self._add_to_view(message, index)
+
+    def _add_to_view(self, message: T, index: int) -> None:
+        owner = ("transcript", "transcript")
+        for proc in self._mappers:
+            mapped = proc.map_message(message, index)
+            if mapped is not message:
+                owner = (proc.module, proc.id)
+                message = mapped
+        self.view.append(message, *owner)
+
+    def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:
+        meter = self._sizer
+        if self._segmenter is not None:
+            segments = self._segmenter.segments(message)
+        else:
+            role = self.adapter.role(message)
+            segments = [(role, text) for text in self.adapter.text_segments(message)]
+        return meter.measure(segments, module, processor)
+
+    # -- compiling -----------------------------------------------------------
+
+    async def compile(
+        self, *, turn_index: int, step: int = 1, tools: tuple[ToolSpec, ...] = ()
+    ) -> CompiledContext[T]:
+        """Run the processors and assemble one request.
+
+        Raises EngineDestroyedError if the engine is (or gets) destroyed.
+        """
+        self._alive()
+        await self._setup()
+        if self._turn is None or self._turn.turn_index != turn_index:
+            self._flush_turn()
+            self._turn = _Turn(turn_index, time.time())
+            self._turn_cache = {}
+        ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
+        with anyio.CancelScope() as scope:
+            self._active = scope
+            try:
+                for proc in self.processors:
+                    await self._run(proc, ctx)
+            finally:
+                self._active = None
+        if scope.cancelled_caught or self._destroyed:
+            raise EngineDestroyedError("the context engine was destroyed during a compile")
+        compiled = self._assemble(ctx, tools)
+        if self._turn is not None:
+            self._turn.pending = compiled
+        return compiled
+
+    async def _run(self, proc: Processor, ctx: Compilation[T]) -> None:
+        if proc.scope == "session":
+            cached = self._session_cache.get(proc.id)
+            if cached is not None:
+                ctx.contributions.extend(cached)
+                return
+            mark = len(ctx.contributions)
+            ctx._current = proc
+            try:
+                await proc.process(ctx)
+            finally:
+                ctx._current = None
+            self._session_cache[proc.id] = ctx.contributions[mark:]
+            return
+        ctx._current = proc
+        try:
+            await proc.process(ctx)
+        finally:
+            ctx._current = None
+
+    def _assemble(self, ctx: Compilation[T], tools: tuple[ToolSpec, ...]) -> CompiledContext[T]:
+        adapter = self.adapter
+        view = self.view
+        n = len(view)
+        by_slot: dict[str, list[Contribution]] = {
+            "system": [],
+            "first-user": [],
+            "last-user": [],
+            "virtual-tail": [],
+        }
+        for c in ctx.contributions:
+            by_slot[c.slot].append(c)
+        # Session-scoped system text first: the stable prefix ends after it.
+        system_c = [c for c in by_slot["system"] if c.scope == "session"]
+        stable = len(system_c)
+        system_c += [c for c in by_slot["system"] if c.scope == "turn"]
+        system = tuple(
+            SystemBlock(text=c.text, source=c.source, cache_breakpoint=(i == stable - 1))
+            for i, c in enumerate(system_c)
+        )
+        overrides = dict(ctx.overrides)
+        first_index = view.first_user
+        last_index = view.last_user
+        first_text = "\n\n".join(c.text for c in by_slot["first-user"])
+        last_text = "\n\n".join(c.text for c in by_slot["last-user"])
+        if first_text and first_index is not None:
+            base = overrides.get(first_index, view[first_index])
+            overrides[first_index] = adapter.append_user_content(base, first_text)
+        if last_text and last_index is not None:
+            base = overrides.get(last_index, view[last_index])
+            overrides[last_index] = adapter.append_user_content(base, last_text)
+        tail_c = by_slot["virtual-tail"]
+        tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))] if tail_c else []
+        messages = CompiledMessages(view, n, overrides, tail)
+        segments: tuple[Segment, ...] = ()
+        prefix = stable_tokens = 0
+        if self.meter is not None:
+            segments, prefix, stable_tokens = self._account(
+                system_c,
+                stable,
+                tools,
+                by_slot,
+                first_index,
+                last_index,
+                ctx.overrides,
+                ctx.override_owners,
+            )
+        self._remember(system_c, tools, first_index, first_text, last_index, last_text)
+        view.mark_compiled()
+        return CompiledContext(
+            system=system,
+            messages=messages,
+            contributions=tuple(ctx.contributions),
+            turn_index=ctx.turn_index,
+            step=ctx.step,
+            generation=self.transcript.generation,
+            stable_blocks=stable,
+            segments=segments,
+            prefix_tokens=prefix,
+            stable_tokens=stable_tokens,
+        )
+
+    # -- accounting ------------------------------------------------------------
+
+    def _account(
+        self,
+        system_c: list[Contribution],
+        stable: int,
+        tools: tuple[ToolSpec, ...],
+        by_slot: dict[str, list[Contribution]],
+        first_index: int | None,
+        last_index: int | None,
+        replaced: Mapping[int, T],
+        owners: Mapping[int, tuple[str, str]],
+    ) -> tuple[tuple[Segment, ...], int, int]:
+        meter = self.meter
+        assert meter is not None
+        pieces: list[Piece] = []
+        tools_piece = None
+        if tools:
+            text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
+            tools_piece = meter.piece("tools", "engine", "tools", "tools", text)
+            pieces.append(tools_piece)
+        system_pieces = [
+            meter.piece(c.source, c.module, c.processor, "system", c.text) for c in system_c
+        ]
+        pieces += system_pieces
+        for slot in ("first-user", "last-user", "virtual-tail"):
+            for c in by_slot[slot]:
+                pieces.append(meter.piece(c.source, c.module, c.processor, slot, c.text))
+        view = self.view
+        for index, (module, processor) in sorted(owners.items()):
+            # A turn-only replacement is counted instead of the view entry.
+            pieces.extend(_negated(p) for p in view.pieces(index))
+            pieces.extend(self._measure(replaced[index], module, processor))
+        segments = _segments(pieces, view.totals, meter.include_content, view)
+        stable_tokens = (tools_piece.tokens if tools_piece else 0) + sum(
+            p.tokens for p in system_pieces[:stable]
+        )
+        reused = self._reuse(tools, tools_piece, system_c, system_pieces)
+        if reused is not None:
+            reused += view.tokens_before(
+                self._message_bound(by_slot, first_index, last_index, replaced)
+            )
+        return segments, reused or 0, stable_tokens
+
+    def _reuse(
+        self,
+        tools: tuple[ToolSpec, ...],
+        tools_piece: Piece | None,
+        system_c: list[Contribution],
+        system_pieces: list[Piece],
+    ) -> int | None:
+        """Reused tokens of tools and system; None when something before the messages changed."""
+        prev = self._prev
+        if prev.generation != self.transcript.generation:
+            return None
+        reused = 0
+        if tools or prev.tools:
+            if prev.tools != tools:
+                return None
+            reused += tools_piece.tokens if tools_piece else 0
+        texts = tuple(c.text for c in system_c)
+        for i, text in enumerate(texts):
+            if i >= len(prev.system) or prev.system[i] != text:
+                return None
+            reused += system_pieces[i].tokens
+        return reused if len(prev.system) == len(texts) else None
+
+    def _message_bound(
+        self,
+        by_slot: dict[str, list[Contribution]],
+        first_index: int | None,
+        last_index: int | None,
+        replaced: Mapping[int, T],
+    ) -> int:
+        """How many leading view messages the previous call sent identically."""
+        prev = self._prev
+        view = self.view
+        bound = min(prev.view_len, len(view))
+        if view.min_changed is not None:
+            bound = min(bound, view.min_changed)
+        for old, index, slot in (
+            (prev.last_user, last_index, "last-user"),
+            (prev.first_user, first_index, "first-user"),
+        ):
+            text = "\n\n".join(c.text for c in by_slot[slot])
+            now = (index, text) if text and index is not None else None
+            if old is not None and now != old:
+                bound = min(bound, old[0])
+            if now is not None and now != old:
+                bound = min(bound, now[0])
+        for index in replaced:
+            bound = min(bound, index)
+        return bound
+
+    def _remember(
+        self,
+        system_c: list[Contribution],
+        tools: tuple[ToolSpec, ...],
+        first_index: int | None,
+        first_text: str,
+        last_index: int | None,
+        last_text: str,
+    ) -> None:
+        self._prev = _Prev(
+            system=tuple(c.text for c in system_c),
+            tools=tools,
+            view_len=len(self.view),
+            last_user=(last_index, last_text) if last_text and last_index is not None else None,
+            first_user=(first_index, first_text)
+            if first_text and first_index is not None
+            else None,
+            generation=self.transcript.generation,
+        )
+
+    def record_call(
+        self,
+        compiled: CompiledContext[T],
+        *,
+        model: str,
+        usage: Usage,
+        cost: CostEstimate,
+    ) -> CallSnapshot | None:
+        """Attach the provider's usage and cost to a compiled request (accounting on)."""
+        if self.meter is None or self._turn is None:
+            return None
+        call = CallSnapshot(
+            step=compiled.step,
+            model=model,
+            tokenizer=self.meter.tokenizer.name,
+            exact=self.meter.tokenizer.exact,
+            segments=compiled.segments,
+            chars=sum(s.chars for s in compiled.segments),
+            tokens=compiled.tokens,
+            prefix_tokens=compiled.prefix_tokens,
+            stable_tokens=compiled.stable_tokens,
+            usage=usage,
+            cost=cost,
+        )
+        self._turn.calls.append(call)
+        if self._turn.pending is compiled:
+            self._turn.pending = None
+        return call
+
+    def end_turn(self) -> TurnSnapshot | None:
+        """Close the current turn: take its snapshot and hand it to the sinks."""
+        self._alive()
+        return self._flush_turn()
+
+    def _flush_turn(self) -> TurnSnapshot | None:
+        turn, self._turn = self._turn, None
+        if turn is None or self.meter is None:
+            return None
+        if turn.pending is not None:  # compiled, but the call never reported usage
+            pending = turn.pending
+            self._turn = turn
+            self.record_call(
+                pending,
+                model=self.meter.model,
+                usage=Usage(),
+                cost=CostEstimate(usd=0.0, priced=False, price_source="none"),
+            )
+            self._turn = None
+        if not turn.calls:
+            return None
+        snapshot = TurnSnapshot(
+            session_id=self.session_id,
+            turn_index=turn.turn_index,
+            calls=tuple(turn.calls),
+            started_at=turn.started_at,
+        )
+        self.summary.append(snapshot)
+        if self._sinks is not None:
+            self._sinks.emit(snapshot)
+        return snapshot
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def _setup(self) -> None:
+        if self._set_up:
+            return
+        self._set_up = True
+        for module in self.modules:
+            await module.setup(self.services, self.config.get(module.name, {}))
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether :meth:`destroy` ran."""
+        return self._destroyed
+
+    async def destroy(self) -> None:
+        """Abort a running compile, flush the summary, tear modules down, clear state.
+
+        Later calls raise EngineDestroyedError; a second destroy does nothing.
+        """
+        if self._destroyed:
+            return
+        if self._active is not None:
+            self._active.cancel()
+        try:
+            self._flush_turn()
+        finally:
+            self._destroyed = True
+            try:
+                if self._sinks is not None:
+                    self._sinks.close()
+            finally:
+                errors: list[BaseException] = []
+                if self._set_up:
+                    for module in reversed(self.modules):
+                        try:
+                            await module.teardown()
+                        except Exception as exc:  # every module gets its teardown
+                            log.exception("module %r failed to tear down", module.name)
+                            errors.append(exc)
+                self._session_cache.clear()
+                self._turn_cache = {}
+                self.view.clear()
+                if errors:
+                    raise PipelineError("a module failed to tear down") from errors[0]
+
+    def _alive(self) -> None:
+        if self._destroyed:
+            raise EngineDestroyedError("this context engine was destroyed")
+
+
+def _negated(p: Piece) -> Piece:
+    return Piece(p.source, p.module, p.processor, p.slot, -p.chars, -p.tokens)
+
+
+def _segments(
+    pieces: list[Piece],
+    history: Mapping[tuple[str, str, str], list[int]],
+    include_content: bool,
+    view: ModelView[Any],
+) -> tuple[Segment, ...]:
+    """Group pieces and the view's running totals into segments with shares."""
+    grouped: dict[tuple[str, str, str, str], list[int]] = {}
+    contents: dict[tuple[str, str, str, str], list[str]] = {}
+    for p in pieces:
+        key = (p.source, p.module, p.processor, p.slot)
+        entry = grouped.setdefault(key, [0, 0])
+        entry[0] += p.chars
+        entry[1] += p.tokens
+        if include_content and p.content is not None:
+            contents.setdefault(key, []).append(p.content)
+    for (source, module, processor), (chars, tokens) in history.items():
+        key = (source, module, processor, "history")
+        entry = grouped.setdefault(key, [0, 0])
+        entry[0] += chars
+        entry[1] += tokens
+    if include_content:
+        for index in range(len(view)):
+            for p in view.pieces(index):
+                if p.content is not None:
+                    contents.setdefault((p.source, p.module, p.processor, "history"), []).append(
+                        p.content
+                    )
+    total = sum(t for _, t in grouped.values()) or 1
+    return tuple(
+        Segment(
+            source=key[0],
+            module=key[1],
+            processor=key[2],
+            slot=key[3],
+            chars=chars,
+            tokens=tokens,
+            share=tokens / total,
+            content="\n".join(contents[key]) if key in contents else None,
+        )
+        for key, (chars, tokens) in grouped.items()
+        if chars or tokens
+    )

@@ -1,0 +1,291 @@
+"""Token accounting records: what one turn sent to a model, by source.
+
+A :class:`TurnSnapshot` is taken per turn (when accounting is on). It holds
+one :class:`CallSnapshot` per model call of the turn; each call lists the
+:class:`Segment` s of its request — characters, tokens and share of the
+request per source / module / processor — plus the internal prefix reuse
+(how many of its tokens the previous call of the session sent in the same
+position), the provider's normalized usage and cache figures, and a
+versioned cost estimate. Raw text stays out unless ``include_content``.
+
+Snapshots are plain frozen data with :meth:`TurnSnapshot.to_dict` /
+:meth:`TurnSnapshot.from_dict`, one JSON object per line in a JSONL sink,
+which ``mainspring report`` reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mainspring.errors import TelemetryError
+from mainspring.usage import Usage
+
+__all__ = [
+    "SNAPSHOT_VERSION",
+    "CallSnapshot",
+    "CostEstimate",
+    "Segment",
+    "TurnSnapshot",
+    "usage_from_dict",
+    "usage_to_dict",
+]
+
+SNAPSHOT_VERSION = 1
+"""Bumped when a snapshot's shape changes; readers refuse newer versions."""
+
+
+def usage_to_dict(usage: Usage) -> dict[str, int]:
+    """The normalized usage as a plain dict."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "requests": usage.requests,
+    }
+
+
+def usage_from_dict(data: Mapping[str, Any]) -> Usage:
+    """Read what :func:`usage_to_dict` wrote."""
+    return Usage(**{k: int(data.get(k, 0)) for k in usage_to_dict(Usage())})
+
+
+def cache_hit_rate(usage: Usage) -> float | None:
+    """Cache reads over all input tokens; ``None`` when nothing was sent."""
+    total = usage.total_input_tokens
+    return usage.cache_read_tokens / total if total else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Segment:
+    """One attributed piece of a request."""
+
+    source: str
+    """What kind of content: system, context, memory, skill, user, assistant,
+    tool_call, tool_result, thinking, tools, tail, …"""
+    module: str
+    """The module that contributed it (``"transcript"`` for history)."""
+    processor: str
+    """The processor that contributed or last rewrote it."""
+    slot: str
+    """Where it sits: system, first-user, last-user, virtual-tail, history, tools."""
+    chars: int
+    tokens: int
+    share: float = 0.0
+    """Its fraction of the request's tokens (0 to 1)."""
+    content: str | None = None
+    """The raw text, only with ``include_content=True``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (``content`` only when kept)."""
+        data: dict[str, Any] = {
+            "source": self.source,
+            "module": self.module,
+            "processor": self.processor,
+            "slot": self.slot,
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "share": self.share,
+        }
+        if self.content is not None:
+            data["content"] = self.content
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Segment:
+        """Read what :meth:`to_dict` wrote."""
+        return cls(
+            source=str(data["source"]),
+            module=str(data["module"]),
+            processor=str(data["processor"]),
+            slot=str(data["slot"]),
+            chars=int(data["chars"]),
+            tokens=int(data["tokens"]),
+            share=float(data.get("share", 0.0)),
+            content=data.get("content"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostEstimate:
+    """What a call or turn cost, and by which price data."""
+
+    usd: float
+    priced: bool
+    """False when no price was known for the model (``usd`` is then 0)."""
+    price_source: str
+    """``"configured"``, ``"genai-prices <version>"`` or ``"none"``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict."""
+        return {"usd": self.usd, "priced": self.priced, "price_source": self.price_source}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CostEstimate:
+        """Read what :meth:`to_dict` wrote."""
+        return cls(
+            usd=float(data["usd"]),
+            priced=bool(data["priced"]),
+            price_source=str(data["price_source"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallSnapshot:
+    """One model call: its request by segment, usage, cache and cost."""
+
+    step: int
+    """1 for the turn's first model call, 2 for the next, …"""
+    model: str
+    tokenizer: str
+    exact: bool
+    """Whether the tokenizer is the model family's own (else an estimate)."""
+    segments: tuple[Segment, ...]
+    chars: int
+    tokens: int
+    """Sum of the segments' tokens."""
+    prefix_tokens: int
+    """Tokens in the same position as in the session's previous call."""
+    stable_tokens: int
+    """Tokens before the prompt-cache breakpoint."""
+    usage: Usage = Usage()
+    cost: CostEstimate = CostEstimate(usd=0.0, priced=False, price_source="none")
+
+    @property
+    def prefix_reuse(self) -> float:
+        """The share of this call's tokens the previous call sent identically."""
+        return self.prefix_tokens / self.tokens if self.tokens else 0.0
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Provider cache reads over all input tokens."""
+        return cache_hit_rate(self.usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict."""
+        return {
+            "step": self.step,
+            "model": self.model,
+            "tokenizer": self.tokenizer,
+            "exact": self.exact,
+            "segments": [s.to_dict() for s in self.segments],
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "prefix_tokens": self.prefix_tokens,
+            "prefix_reuse": self.prefix_reuse,
+            "stable_tokens": self.stable_tokens,
+            "usage": usage_to_dict(self.usage),
+            "cache_hit_rate": self.cache_hit_rate,
+            "cost": self.cost.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CallSnapshot:
+        """Read what :meth:`to_dict` wrote."""
+        return cls(
+            step=int(data["step"]),
+            model=str(data["model"]),
+            tokenizer=str(data["tokenizer"]),
+            exact=bool(data["exact"]),
+            segments=tuple(Segment.from_dict(s) for s in data["segments"]),
+            chars=int(data["chars"]),
+            tokens=int(data["tokens"]),
+            prefix_tokens=int(data["prefix_tokens"]),
+            stable_tokens=int(data.get("stable_tokens", 0)),
+            usage=usage_from_dict(data.get("usage", {})),
+            cost=CostEstimate.from_dict(data["cost"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnSnapshot:
+    """Everything one turn sent and spent, attributed."""
+
+    session_id: str
+    turn_index: int
+    calls: tuple[CallSnapshot, ...]
+    started_at: float
+    """Unix time of the turn's first compile."""
+    version: int = SNAPSHOT_VERSION
+    meta: dict[str, Any] = field(default_factory=dict[str, Any])
+
+    @property
+    def tokens(self) -> int:
+        """Tokens sent over the turn's calls."""
+        return sum(c.tokens for c in self.calls)
+
+    @property
+    def chars(self) -> int:
+        """Characters sent over the turn's calls."""
+        return sum(c.chars for c in self.calls)
+
+    @property
+    def usage(self) -> Usage:
+        """The provider's usage over the turn's calls."""
+        total = Usage()
+        for call in self.calls:
+            total = total + call.usage
+        return total
+
+    @property
+    def cost_usd(self) -> float:
+        """The estimated cost of the turn."""
+        return sum(c.cost.usd for c in self.calls)
+
+    @property
+    def prefix_reuse(self) -> float:
+        """Reused tokens over sent tokens, over the turn's calls."""
+        tokens = self.tokens
+        return sum(c.prefix_tokens for c in self.calls) / tokens if tokens else 0.0
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Provider cache reads over all input tokens, over the turn's calls."""
+        return cache_hit_rate(self.usage)
+
+    def by_source(self) -> dict[str, int]:
+        """Tokens per source over the turn's calls."""
+        totals: dict[str, int] = {}
+        for call in self.calls:
+            for seg in call.segments:
+                totals[seg.source] = totals.get(seg.source, 0) + seg.tokens
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict (one JSONL line)."""
+        return {
+            "version": self.version,
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
+            "started_at": self.started_at,
+            "calls": [c.to_dict() for c in self.calls],
+            "tokens": self.tokens,
+            "chars": self.chars,
+            "usage": usage_to_dict(self.usage),
+            "cache_hit_rate": self.cache_hit_rate,
+            "prefix_reuse": self.prefix_reuse,
+            "cost_usd": self.cost_usd,
+            "by_source": self.by_source(),
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnSnapshot:
+        """Read what :meth:`to_dict` wrote; refuses a newer snapshot version."""
+        version = int(data.get("version", 0))
+        if version > SNAPSHOT_VERSION or version < 1:
+            raise TelemetryError(
+                f"snapshot version {version} is not supported (this mainspring reads "
+                f"1 to {SNAPSHOT_VERSION})"
+            )
+        return cls(
+            session_id=str(data["session_id"]),
+            turn_index=int(data["turn_index"]),
+            calls=tuple(CallSnapshot.from_dict(c) for c in data["calls"]),
+            started_at=float(data["started_at"]),
+            version=version,
+            meta=dict(data.get("meta", {})),
+        )

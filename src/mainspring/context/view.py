@@ -1,0 +1,174 @@
+"""The model's history view: committed messages as the model will see them.
+
+Each committed message enters the view once, after the sanitize and history
+processors mapped it (:meth:`Processor.map_message`). Compaction edits the
+view in place (:meth:`ModelView.replace`, :meth:`ModelView.splice`); the
+transcript itself never changes. The view keeps, per entry, who last wrote
+it and — with accounting on — its counted pieces, a running prefix sum of
+tokens and running totals per source / module / processor, so a compile
+reads them in O(1) whatever the history length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Generic, TypeVar, overload
+
+from mainspring.context.accounting import Piece
+
+__all__ = ["AttributionKey", "ModelView"]
+
+T = TypeVar("T")
+
+AttributionKey = tuple[str, str, str]
+"""(source, module, processor)."""
+
+
+class ModelView(Sequence[T], Generic[T]):
+    """An editable list of view messages with attribution and token sums."""
+
+    def __init__(
+        self,
+        measure: Callable[[T, str, str], tuple[Piece, ...]] | None,
+        role: Callable[[T], str],
+    ) -> None:
+        """``measure(message, module, processor)`` counts an entry; ``role`` names its role."""
+        self._measure = measure
+        self._role = role
+        self._users: list[int] = []
+        """Indexes of user messages, ascending."""
+        self._items: list[T] = []
+        self._owners: list[tuple[str, str]] = []
+        """(module, processor) that last wrote each entry; ("transcript", "transcript")."""
+        self._pieces: list[tuple[Piece, ...]] = []
+        self._cum: list[int] = [0]
+        """_cum[i] = tokens in entries [0, i)."""
+        self._cum_chars: list[int] = [0]
+        self.totals: dict[AttributionKey, list[int]] = {}
+        """(source, module, processor) → [chars, tokens], over the whole view."""
+        self.min_changed: int | None = None
+        """The lowest index edited (not appended) since :meth:`mark_compiled`."""
+
+    # -- reading -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items)
+
+    def owner(self, index: int) -> tuple[str, str]:
+        """(module, processor) that last wrote entry ``index``."""
+        return self._owners[index]
+
+    def pieces(self, index: int) -> tuple[Piece, ...]:
+        """The counted pieces of entry ``index`` (empty without accounting)."""
+        return self._pieces[index]
+
+    @property
+    def first_user(self) -> int | None:
+        """Index of the first user message in the view."""
+        return self._users[0] if self._users else None
+
+    @property
+    def last_user(self) -> int | None:
+        """Index of the last user message in the view."""
+        return self._users[-1] if self._users else None
+
+    def tokens_before(self, index: int) -> int:
+        """Tokens in entries ``[0, index)``: O(1)."""
+        return self._cum[index]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens in the whole view."""
+        return self._cum[-1]
+
+    @property
+    def chars(self) -> int:
+        """Counted characters in the whole view."""
+        return self._cum_chars[-1]
+
+    def items(self) -> list[T]:
+        """A copy of the entries."""
+        return list(self._items)
+
+    # -- writing -----------------------------------------------------------
+
+    def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
+        """Add an entry at the end: O(message)."""
+        pieces = self._measure(message, module, processor) if self._measure else ()
+        if self._role(message) == "user":
+            self._users.append(len(self._items))
+        self._items.append(message)
+        self._owners.append((module, processor))
+        self._pieces.append(pieces)
+        self._add(pieces, 1)
+        self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
+        self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
+
+    def replace(self, index: int, message: T, module: str, processor: str) -> None:
+        """Rewrite entry ``index`` (attributed to ``processor``): O(len - index)."""
+        self.splice(index, index + 1, [message], module, processor)
+
+    def splice(
+        self, start: int, stop: int, messages: Iterable[T], module: str, processor: str
+    ) -> None:
+        """Replace entries ``[start, stop)`` with ``messages``: O(len - start)."""
+        if not 0 <= start <= stop <= len(self._items):
+            raise IndexError(f"view slice [{start}, {stop}) out of range 0..{len(self._items)}")
+        new = list(messages)
+        new_pieces = [self._measure(m, module, processor) if self._measure else () for m in new]
+        for pieces in self._pieces[start:stop]:
+            self._add(pieces, -1)
+        for pieces in new_pieces:
+            self._add(pieces, 1)
+        self._items[start:stop] = new
+        self._owners[start:stop] = [(module, processor)] * len(new)
+        self._pieces[start:stop] = new_pieces
+        self._recount(start)
+        self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
+        self.min_changed = start if self.min_changed is None else min(self.min_changed, start)
+
+    def clear(self) -> None:
+        """Empty the view (a new transcript generation rebuilds it)."""
+        self._items.clear()
+        self._users.clear()
+        self._owners.clear()
+        self._pieces.clear()
+        self._cum = [0]
+        self._cum_chars = [0]
+        self.totals.clear()
+        self.min_changed = 0
+
+    def mark_compiled(self) -> None:
+        """A compile read the view: later edits count as changes from here."""
+        self.min_changed = None
+
+    # -- internals ---------------------------------------------------------
+
+    def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
+        totals = self.totals
+        for p in pieces:
+            key = (p.source, p.module, p.processor)
+            entry = totals.get(key)
+            if entry is None:
+                entry = totals[key] = [0, 0]
+            entry[0] += sign * p.chars
+            entry[1] += sign * p.tokens
+            if entry[0] == 0 and entry[1] == 0 and sign < 0:
+                del totals[key]
+
+    def _recount(self, start: int) -> None:
+        del self._cum[start + 1 :]
+        del self._cum_chars[start + 1 :]
+        for pieces in self._pieces[start:]:
+            self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
+            self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
