@@ -66,7 +66,10 @@ class Accounting:
 class Meter:
     """Counts text for one engine with one tokenizer and a shared cache."""
 
-    __slots__ = ("cache", "include_content", "model", "tokenizer")
+    __slots__ = ("_memo", "cache", "include_content", "model", "tokenizer")
+
+    MEMO_SIZE = 512
+    """Recent contribution pieces kept whole (session-scoped text repeats every compile)."""
 
     def __init__(self, accounting: Accounting, model: str) -> None:
         """Fix the tokenizer (given, or chosen for ``model``)."""
@@ -74,6 +77,7 @@ class Meter:
         self.cache = accounting.cache
         self.include_content = accounting.include_content
         self.model = model
+        self._memo: dict[tuple[str, str, str, str, str], Piece] = {}
 
     def count(self, text: str) -> int:
         """Tokens in ``text`` (cached by digest)."""
@@ -84,7 +88,16 @@ class Meter:
         return self.cache.count(self.tokenizer, text, model=self.model)
 
     def piece(self, source: str, module: str, processor: str, slot: str, text: str) -> Piece:
-        """Measure one attributed text."""
+        """Measure one attributed text (recent ones are remembered whole)."""
+        key = (source, module, processor, slot, text)
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            found = self._memo[key] = self._piece(source, module, processor, slot, text)
+        return found
+
+    def _piece(self, source: str, module: str, processor: str, slot: str, text: str) -> Piece:
         return Piece(
             source,
             module,
@@ -99,4 +112,4 @@ class Meter:
         self, segments: Sequence[tuple[str, str]], module: str, processor: str
     ) -> tuple[Piece, ...]:
         """Measure a history message given as ``(source, text)`` pairs."""
-        return tuple(self.piece(src, module, processor, "history", text) for src, text in segments)
+        return tuple(self._piece(src, module, processor, "history", text) for src, text in segments)

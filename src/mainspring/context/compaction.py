@@ -30,6 +30,7 @@ from mainspring.messages import Message, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
+    from mainspring.context.view import ModelView
     from mainspring.models.base import Model
 
 __all__ = ["Compaction", "Summarizer", "model_summarizer"]
@@ -77,6 +78,12 @@ class Compaction(Processor):
         self.pruned = 0
         """Tool results pruned so far."""
         self.summaries = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """The view is rebuilt: nothing in it is pruned yet."""
+        self._pruned_upto = 0
+        """Every tool result before this view index is already pruned."""
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Compact the view when it is over the trigger."""
@@ -87,9 +94,10 @@ class Compaction(Processor):
         goal = self.target * self.budget
         protected = _recent_start(view, self.keep_recent_turns)
         editor = ctx.edit_history()
-        for index in range(protected):
+        for index in range(self._pruned_upto, protected):
             if view.tokens <= goal:
                 return
+            self._pruned_upto = index + 1
             message = view[index]
             if not isinstance(message, Message) or message.role != "tool":
                 continue
@@ -109,6 +117,7 @@ class Compaction(Processor):
             return
         if summary:
             editor.splice(0, cut, [Message.user(f"{SUMMARY_HEADING}\n{summary}")])
+            self._pruned_upto = 1
             self.summaries += 1
 
 
@@ -124,24 +133,20 @@ def _prune(message: Message) -> Message:
     return replace(message, parts=tuple(parts)) if changed else message
 
 
-def _user_starts(view: Sequence[Any]) -> list[int]:
-    return [i for i, m in enumerate(view) if isinstance(m, Message) and m.role == "user"]
-
-
-def _recent_start(view: Sequence[Any], keep: int) -> int:
+def _recent_start(view: ModelView[Any], keep: int) -> int:
     """Index where the last ``keep`` turns start (everything before may be compacted)."""
     if keep == 0:
         return len(view)
-    starts = _user_starts(view)
+    starts = view.user_indices
     if len(starts) <= keep:
         return 0
     return starts[-keep]
 
 
-def _summary_cut(view: Any, protected: int, excess: float) -> int:
+def _summary_cut(view: ModelView[Any], protected: int, excess: float) -> int:
     """The smallest turn boundary whose prefix holds ``excess`` tokens (≤ protected)."""
     best = 0
-    for start in _user_starts(view):
+    for start in view.user_indices:
         if start == 0 or start > protected:
             continue
         best = start

@@ -250,10 +250,11 @@ class Compilation(Generic[T]):
 
     def replace_message(self, index: int, message: T) -> None:
         """Show ``message`` instead of view entry ``index`` in this request only."""
-        self._structural("replace a message")
+        proc = self._structural("replace a message")
         if not 0 <= index < len(self.engine.view):
             raise IndexError(f"message index {index} out of range")
         self.overrides[index] = message
+        self.override_owners[index] = (proc.module, proc.id)
 
     def edit_history(self) -> _HistoryEditor[T]:
         """Persistent edits of the view (compaction), attributed to this processor."""
@@ -353,6 +354,7 @@ class ContextEngine(Generic[T]):
         self._stale_view = False
         self.transcript.register_cache(self._clear_caches)
         self._prev = _Prev()
+        self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
         self._turn: _Turn | None = None
         self._turn_cache: dict[str, Any] = {}
         self._set_up = False
@@ -414,7 +416,7 @@ class ContextEngine(Generic[T]):
 
     def _rebuild_view(self) -> None:
         self._stale_view = False
-        for proc in self._mappers:
+        for proc in self.processors:
             proc.reset()
         self.view.clear()
         for index, message in enumerate(self.transcript.messages):
@@ -568,8 +570,10 @@ class ContextEngine(Generic[T]):
         pieces: list[Piece] = []
         tools_piece = None
         if tools:
-            text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
-            tools_piece = meter.piece("tools", "engine", "tools", "tools", text)
+            if self._tools_piece is None or self._tools_piece[0] != tools:
+                text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
+                self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
+            tools_piece = self._tools_piece[1]
             pieces.append(tools_piece)
         system_pieces = [
             meter.piece(c.source, c.module, c.processor, "system", c.text) for c in system_c

@@ -275,7 +275,8 @@ class Transcript(Generic[T]):
         self.trust_message_identity = trust_message_identity
         self._on_prefix_change = on_prefix_change
         self._items: list[T] = []
-        self._fingerprints: list[bytes] = []
+        self._fingerprints: list[bytes | None] = []
+        """Digests, computed on first need (append does not pay for them)."""
         self._indexes = _Indexes()
         self._generation = 0
         self._caches: list[Callable[[PrefixChange], None]] = []
@@ -299,7 +300,7 @@ class Transcript(Generic[T]):
     @property
     def fingerprints(self) -> tuple[bytes, ...]:
         """The cached fingerprint of each committed message."""
-        return tuple(self._fingerprints)
+        return tuple(self._digest(i) for i in range(len(self._items)))
 
     def indices_by_role(self, role: str) -> Sequence[int]:
         """Indexes of the committed messages with ``role``, ascending."""
@@ -340,10 +341,8 @@ class Transcript(Generic[T]):
 
     def append(self, delta: Iterable[T]) -> None:
         """Commit ``delta`` after the committed messages: O(len(delta))."""
-        adapter = self._adapter
-        batch = [(message, adapter.fingerprint(message)) for message in delta]
-        for message, digest in batch:
-            self._commit(message, digest)
+        for message in list(delta):
+            self._commit(message, None)
 
     def sync(self, full: Sequence[T]) -> int:
         """Bring the transcript to ``full``; returns how many messages were committed.
@@ -393,20 +392,23 @@ class Transcript(Generic[T]):
                 continue
             digest = self._adapter.fingerprint(message)
             fresh[i] = digest
-            if digest != fps[i]:
+            if digest != (fps[i] or self._digest(i)):
                 return i, fresh
         if len(full) < n:
             return len(full), fresh
         return None, fresh
 
     def _extend(self, full: Sequence[T], start: int, fresh: dict[int, bytes]) -> None:
-        adapter = self._adapter
-        delta = [full[i] for i in range(start, len(full))]
-        digests = [fresh.get(i) or adapter.fingerprint(m) for i, m in enumerate(delta, start)]
-        for message, digest in zip(delta, digests, strict=True):
-            self._commit(message, digest)
+        for i in range(start, len(full)):
+            self._commit(full[i], fresh.get(i))
 
-    def _commit(self, message: T, digest: bytes) -> None:
+    def _digest(self, index: int) -> bytes:
+        digest = self._fingerprints[index]
+        if digest is None:
+            digest = self._fingerprints[index] = self._adapter.fingerprint(self._items[index])
+        return digest
+
+    def _commit(self, message: T, digest: bytes | None) -> None:
         index = len(self._items)
         self._items.append(message)
         self._fingerprints.append(digest)

@@ -42,8 +42,12 @@ class ModelView(Sequence[T], Generic[T]):
         """(module, processor) that last wrote each entry; ("transcript", "transcript")."""
         self._pieces: list[tuple[Piece, ...]] = []
         self._cum: list[int] = [0]
-        """_cum[i] = tokens in entries [0, i)."""
+        """_cum[i] = tokens in entries [0, i), valid up to ``_valid``."""
         self._cum_chars: list[int] = [0]
+        self._valid = 0
+        """Prefix sums are right for indexes ≤ this; edits lower it, reads rebuild lazily."""
+        self._tokens = 0
+        self._chars = 0
         self.totals: dict[AttributionKey, list[int]] = {}
         """(source, module, processor) → [chars, tokens], over the whole view."""
         self.min_changed: int | None = None
@@ -78,23 +82,30 @@ class ModelView(Sequence[T], Generic[T]):
         return self._users[0] if self._users else None
 
     @property
+    def user_indices(self) -> Sequence[int]:
+        """Indexes of the user messages in the view, ascending (read-only)."""
+        return tuple(self._users) if len(self._users) < 64 else _ReadOnly(self._users)
+
+    @property
     def last_user(self) -> int | None:
         """Index of the last user message in the view."""
         return self._users[-1] if self._users else None
 
     def tokens_before(self, index: int) -> int:
-        """Tokens in entries ``[0, index)``: O(1)."""
+        """Tokens in entries ``[0, index)``: O(1) unless an edit left sums to rebuild."""
+        if index > self._valid:
+            self._recount()
         return self._cum[index]
 
     @property
     def tokens(self) -> int:
-        """Tokens in the whole view."""
-        return self._cum[-1]
+        """Tokens in the whole view: O(1)."""
+        return self._tokens
 
     @property
     def chars(self) -> int:
-        """Counted characters in the whole view."""
-        return self._cum_chars[-1]
+        """Counted characters in the whole view: O(1)."""
+        return self._chars
 
     def items(self) -> list[T]:
         """A copy of the entries."""
@@ -111,12 +122,25 @@ class ModelView(Sequence[T], Generic[T]):
         self._owners.append((module, processor))
         self._pieces.append(pieces)
         self._add(pieces, 1)
-        self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
-        self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
+        if self._valid == len(self._items) - 1:  # sums are current: extend them
+            self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
+            self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
+            self._valid += 1
 
     def replace(self, index: int, message: T, module: str, processor: str) -> None:
-        """Rewrite entry ``index`` (attributed to ``processor``): O(len - index)."""
-        self.splice(index, index + 1, [message], module, processor)
+        """Rewrite entry ``index`` (attributed to ``processor``): O(message)."""
+        if not 0 <= index < len(self._items):
+            raise IndexError(f"view index {index} out of range 0..{len(self._items)}")
+        pieces = self._measure(message, module, processor) if self._measure else ()
+        was_user = self._role(self._items[index]) == "user"
+        self._add(self._pieces[index], -1)
+        self._add(pieces, 1)
+        self._items[index] = message
+        self._owners[index] = (module, processor)
+        self._pieces[index] = pieces
+        if was_user != (self._role(message) == "user"):
+            self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
+        self._invalidate(index)
 
     def splice(
         self, start: int, stop: int, messages: Iterable[T], module: str, processor: str
@@ -133,9 +157,8 @@ class ModelView(Sequence[T], Generic[T]):
         self._items[start:stop] = new
         self._owners[start:stop] = [(module, processor)] * len(new)
         self._pieces[start:stop] = new_pieces
-        self._recount(start)
         self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
-        self.min_changed = start if self.min_changed is None else min(self.min_changed, start)
+        self._invalidate(start)
 
     def clear(self) -> None:
         """Empty the view (a new transcript generation rebuilds it)."""
@@ -145,6 +168,8 @@ class ModelView(Sequence[T], Generic[T]):
         self._pieces.clear()
         self._cum = [0]
         self._cum_chars = [0]
+        self._valid = 0
+        self._tokens = self._chars = 0
         self.totals.clear()
         self.min_changed = 0
 
@@ -154,9 +179,17 @@ class ModelView(Sequence[T], Generic[T]):
 
     # -- internals ---------------------------------------------------------
 
+    def _invalidate(self, index: int) -> None:
+        self._valid = min(self._valid, index)
+        del self._cum[self._valid + 1 :]
+        del self._cum_chars[self._valid + 1 :]
+        self.min_changed = index if self.min_changed is None else min(self.min_changed, index)
+
     def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
         totals = self.totals
         for p in pieces:
+            self._tokens += sign * p.tokens
+            self._chars += sign * p.chars
             key = (p.source, p.module, p.processor)
             entry = totals.get(key)
             if entry is None:
@@ -166,9 +199,29 @@ class ModelView(Sequence[T], Generic[T]):
             if entry[0] == 0 and entry[1] == 0 and sign < 0:
                 del totals[key]
 
-    def _recount(self, start: int) -> None:
-        del self._cum[start + 1 :]
-        del self._cum_chars[start + 1 :]
-        for pieces in self._pieces[start:]:
+    def _recount(self) -> None:
+        del self._cum[self._valid + 1 :]
+        del self._cum_chars[self._valid + 1 :]
+        for pieces in self._pieces[self._valid :]:
             self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
             self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
+        self._valid = len(self._items)
+
+
+class _ReadOnly(Sequence[int]):
+    """An O(1) read-only window on a list of ints."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[int]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        return self._items[index]
