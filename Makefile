@@ -1,14 +1,25 @@
-.PHONY: check test lint bench demo
+.PHONY: check test test-fast lint format types bench demo
 
-check: lint test
+# The same steps as CI (.ci/run), in the same order of cost.
+check: lint types test
 
 lint:
 	ruff format --check .
 	ruff check .
+
+format:
+	ruff format .
+	ruff check --fix .
+
+types:
 	mypy
 
 test:
 	python -m pytest
+
+# Everything but the tests marked slow (crash, property and fresh-install tests).
+test-fast:
+	python -m pytest -m "not slow"
 
 bench:
 	python bench/bench.py

@@ -449,7 +449,7 @@ def _python(args: list[str]) -> str:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "mainspring-bench-pycache")
     proc = subprocess.run(
-        [sys.executable, *args], check=True, capture_output=True, text=True, env=env
+        [sys.executable, *args], check=True, capture_output=True, text=True, env=env, timeout=60
     )
     return proc.stdout + proc.stderr
 

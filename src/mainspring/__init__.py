@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
     from mainspring.session import Session
     from mainspring.sse import parse_sse, serialize_sse
+    from mainspring.subagents import SubagentHandle, subagent_tool
     from mainspring.tools import (
         Flag,
         Tool,
@@ -97,6 +98,7 @@ _LAZY: dict[str, str] = {
     "Session": "mainspring.session",
     "SessionBusy": "mainspring.errors",
     "StreamStarted": "mainspring.events",
+    "SubagentHandle": "mainspring.subagents",
     "TextDelta": "mainspring.events",
     "ThinkingDelta": "mainspring.events",
     "ThinkingDone": "mainspring.events",
@@ -118,6 +120,7 @@ _LAZY: dict[str, str] = {
     "UsdTiers": "mainspring.permissions",
     "client_tool": "mainspring.tools",
     "parse_sse": "mainspring.sse",
+    "subagent_tool": "mainspring.subagents",
     "serialize_sse": "mainspring.sse",
     "tool": "mainspring.tools",
     "usd": "mainspring.tools",
@@ -159,6 +162,7 @@ __all__ = [
     "Session",
     "SessionBusy",
     "StreamStarted",
+    "SubagentHandle",
     "TextDelta",
     "ThinkingDelta",
     "ThinkingDone",
@@ -182,6 +186,7 @@ __all__ = [
     "client_tool",
     "parse_sse",
     "serialize_sse",
+    "subagent_tool",
     "tool",
     "usd",
 ]

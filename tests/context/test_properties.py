@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ from mainspring.context.pipeline import (
 from mainspring.errors import PrefixMutationError
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.tokens import EstimateTokenizer
+
+pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

@@ -314,7 +314,7 @@ def test_importing_sinks_does_not_import_opentelemetry() -> None:
         "print(any(m.startswith('opentelemetry') for m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.strip() == "False"
 

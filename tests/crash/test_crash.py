@@ -29,6 +29,8 @@ from tests.crash.scenario import make_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
 SEND_POINTS = [
     "send:append1",  # only stream_started logged
     "send:model1-delta1",

@@ -77,11 +77,14 @@ def git_repo(tmp_path: Path) -> Path:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@e",
     }
-    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env, timeout=60)
     (repo / "a.txt").write_text("hello\n")
-    subprocess.run(["git", "-C", str(repo), "add", "a.txt"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "add", "a.txt"], check=True, env=env, timeout=60)
     subprocess.run(
-        ["git", "-C", str(repo), "commit", "-q", "-m", "first commit"], check=True, env=env
+        ["git", "-C", str(repo), "commit", "-q", "-m", "first commit"],
+        check=True,
+        env=env,
+        timeout=60,
     )
     (repo / "b.txt").write_text("untracked\n")
     return repo

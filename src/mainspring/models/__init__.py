@@ -11,19 +11,26 @@ from mainspring.models.base import (
     ToolCallEnd,
     ToolSpec,
 )
+from mainspring.models.registry import FallbackModel, ModelRegistry, model_from_string
+from mainspring.models.routing import RoutedModel, RoutingStats
 from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 __all__ = [
+    "FallbackModel",
     "Model",
     "ModelEvent",
+    "ModelRegistry",
     "ModelRequest",
     "ModelSettings",
     "ModelStop",
     "ModelUsage",
+    "RoutedModel",
+    "RoutingStats",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedResponse",
     "SystemBlock",
     "ToolCallEnd",
     "ToolSpec",
+    "model_from_string",
 ]

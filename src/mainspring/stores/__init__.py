@@ -1,5 +1,8 @@
 """Stores: session state, per-stream event logs (checkpoints), run locks, memory.
 
+``open_stores(url)`` picks them by URL (``memory://``, ``sqlite:///…``,
+``redis://…``, ``postgresql://…``; see :mod:`mainspring.stores.urls`).
+
 The SQLite stores load on first use (``sqlite3`` stays out of ``import mainspring``).
 """
 
@@ -10,14 +13,30 @@ from mainspring.stores.base import SCHEMA_VERSION, CheckpointStore, RunLock, Ses
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
 if TYPE_CHECKING:
+    from mainspring.memory import InMemoryMemoryStore, MemoryItem, MemoryStore
     from mainspring.stores.sqlite import SQLiteCheckpointStore, SQLiteRunLock, SQLiteSessionStore
     from mainspring.stores.sqlite_memory import SQLiteMemoryStore
+    from mainspring.stores.urls import (
+        Stores,
+        open_checkpoint_store,
+        open_run_lock,
+        open_session_store,
+        open_stores,
+    )
 
 _LAZY: dict[str, str] = {
+    "InMemoryMemoryStore": "mainspring.memory",
+    "MemoryItem": "mainspring.memory",
+    "MemoryStore": "mainspring.memory",
     "SQLiteCheckpointStore": "mainspring.stores.sqlite",
     "SQLiteMemoryStore": "mainspring.stores.sqlite_memory",
     "SQLiteRunLock": "mainspring.stores.sqlite",
     "SQLiteSessionStore": "mainspring.stores.sqlite",
+    "Stores": "mainspring.stores.urls",
+    "open_checkpoint_store": "mainspring.stores.urls",
+    "open_run_lock": "mainspring.stores.urls",
+    "open_session_store": "mainspring.stores.urls",
+    "open_stores": "mainspring.stores.urls",
 }
 
 
@@ -28,12 +47,20 @@ __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
     "InMemoryCheckpointStore",
+    "InMemoryMemoryStore",
     "InMemoryRunLock",
     "InMemorySessionStore",
+    "MemoryItem",
+    "MemoryStore",
     "RunLock",
     "SQLiteCheckpointStore",
     "SQLiteMemoryStore",
     "SQLiteRunLock",
     "SQLiteSessionStore",
     "SessionStore",
+    "Stores",
+    "open_checkpoint_store",
+    "open_run_lock",
+    "open_session_store",
+    "open_stores",
 ]

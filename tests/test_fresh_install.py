@@ -1,0 +1,61 @@
+"""The README's Quick start, as a new user runs it: a fresh virtualenv, nothing shared.
+
+Slow (it installs the package twice from scratch); CI runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+def quick_start_commands() -> list[str]:
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return [c.strip() for c in re.findall(r"```bash\n(.*?)```", quick, flags=re.DOTALL)]
+
+
+def sh(command: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(sys.prefix)
+    )
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
+def test_both_quick_start_commands_work_in_a_fresh_virtualenv(tmp_path: Path) -> None:
+    demo, tests = quick_start_commands()
+    # Run them in a copy of the checkout (so the venv they make is fresh and ours).
+    work = tmp_path / "checkout"
+    copied = sh(
+        f"mkdir -p {work} && git -C {ROOT} ls-files -z --cached --others --exclude-standard"
+        f" | (cd {ROOT} && xargs -0 cp --parents -t {work})",
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert copied.returncode == 0, copied.stderr
+    first = sh(demo, cwd=work, timeout=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "send_payment" in first.stdout and "turn complete (end_turn)" in first.stdout
+    # The test command, up to collecting the suite (running it is this very run's job).
+    collect = tests.replace("python -m pytest", "python -m pytest --collect-only -q")
+    second = sh(collect, cwd=work, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert re.search(r"\d+ tests collected", second.stdout), second.stdout[-2000:]
