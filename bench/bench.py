@@ -46,7 +46,7 @@ from mainspring import (
     Usage,
     tool,
 )
-from mainspring.calls import truncate_result
+from mainspring._dispatch import truncate_result
 from mainspring.messages import Part, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, SystemBlock, ToolCallEnd
 
@@ -64,7 +64,7 @@ INSTRUCTIONS = (
 )
 USER_TEXT = "Where does the engine start read-only tool calls, and can two of them overlap?"
 FINAL_TEXT = (
-    "Reads start in `TurnRunner._on_call` (src/mainspring/engine.py): as soon as the model "
+    "Reads start in `Loop._on_call` (src/mainspring/_loop.py): as soon as the model "
     "closes a call's arguments, a read-only, concurrency-safe tool is judged and started on "
     "the step's task group, while the model is still streaming. So yes, reads overlap with "
     "each other and with the rest of the stream. Writes wait until the stream ends and then "
@@ -168,7 +168,7 @@ def _usage(input_tokens: int, output_tokens: int) -> Usage:
 
 
 S1_ARGS: dict[str, JsonValue] = {
-    "path": "src/mainspring/engine.py",
+    "path": "src/mainspring/_loop.py",
     "start_line": 1,
     "max_lines": 120,
 }

@@ -37,8 +37,8 @@ RANKS: dict[str, int] = {
     "context": 6,
     "agent": 7,
     "skills": 7,
-    "calls": 8,
-    "engine": 9,
+    "_dispatch": 8,
+    "_loop": 9,
     "stores": 8,
     "replay": 8,
     "session": 10,
@@ -104,7 +104,7 @@ def test_all_is_sorted_and_complete() -> None:
 def test_bare_import_loads_nothing_heavy_until_a_name_is_used() -> None:
     code = (
         "import sys, mainspring; "
-        "print('pydantic' in sys.modules, 'mainspring.engine' in sys.modules)"
+        "print('pydantic' in sys.modules, 'mainspring._loop' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

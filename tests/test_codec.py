@@ -30,7 +30,7 @@ from mainspring.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.state import Call, SessionState, Turn, TurnStatus, WriteRecord, state_from_stored
 from mainspring.usage import Usage
 from tests.strategies import (
     EVENT_STRATEGIES,
@@ -337,25 +337,27 @@ def test_message_from_dict_rejects_unknown_part() -> None:
 def _state() -> SessionState:
     pending = _pending("f00dfeed-0000-4000-8000-000000000001")
     calls = [
-        CallRecord(
+        Call(
+            id="tu_7",
             index=0,
-            tool_use_id="tu_7",
+            provider_id="toolu_same",
             name="read",
             input={"path": "a.txt"},
             result=ToolResultPart(tool_use_id="tu_7", name="read", content="A"),
             parallel=True,
         ),
-        CallRecord(
+        Call(
+            id="tu_8",
             index=1,
-            tool_use_id="tu_8",
+            provider_id="toolu_same",
             name="write",
             input=None,
             result=ToolResultPart(
                 tool_use_id="tu_8", name="write", content="bad input", is_error=True
             ),
         ),
-        CallRecord(index=2, tool_use_id="tu_9", name="delete", input={"path": "/tmp/x"}),
-        CallRecord(index=3, tool_use_id="tu_10", name="read", input={"path": "b"}),
+        Call(id="tu_9", index=2, name="delete", input={"path": "/tmp/x"}, started=True),
+        Call(id="tu_10", index=3, name="read", input={"path": "b"}),
     ]
     return SessionState(
         session_id="ses_1",
@@ -369,14 +371,15 @@ def _state() -> SessionState:
         usage=Usage(input_tokens=100, output_tokens=20, requests=3),
         cost_usd=0.125,
         auto_spent_usd=0.5,
-        paused=PausedStep(
-            turn_index=4,
+        turn=Turn(
+            index=4,
+            status="paused",
             steps=2,
             calls=calls,
             position=2,
             pending=pending,
-            turn_usage=Usage(input_tokens=40, requests=1),
-            turn_cost_usd=0.01,
+            usage=Usage(input_tokens=40, requests=1),
+            cost_usd=0.01,
         ),
         decided={"earlier-attempt": "approved"},
         writes={
@@ -392,12 +395,13 @@ def test_session_state_round_trip() -> None:
     text = json.dumps(data)
     back = decode(SessionState, json.loads(text))
     assert back == state
-    assert back.paused is not None
-    assert state.paused is not None
-    assert back.paused.pending.approval_id == back.paused.pending.attempt_id
-    assert back.paused.pending.findings == state.paused.pending.findings
-    assert len(back.paused.pending.findings) == 1
-    assert [c.input for c in back.paused.calls] == [
+    assert back.pending is not None and state.pending is not None
+    assert back.pending.approval_id == back.pending.attempt_id
+    assert back.pending.findings == state.pending.findings
+    assert len(back.pending.findings) == 1
+    assert back.turn is not None
+    assert [c.provider_id for c in back.turn.calls] == ["toolu_same", "toolu_same", "", ""]
+    assert [c.input for c in back.turn.calls] == [
         {"path": "a.txt"},
         None,
         {"path": "/tmp/x"},
@@ -410,9 +414,9 @@ def test_session_state_encode_shape() -> None:
     data = encode(_state())
     assert isinstance(data, dict)
     assert data["session_id"] == "ses_1"
-    paused = data["paused"]
-    assert isinstance(paused, dict)
-    pending = paused["pending"]
+    turn = data["turn"]
+    assert isinstance(turn, dict) and turn["status"] == "paused"
+    pending = turn["pending"]
     assert isinstance(pending, dict)
     assert pending["type"] == "pending_action"
     assert pending["approval_id"] == "f00dfeed-0000-4000-8000-000000000001"
@@ -430,10 +434,12 @@ def test_decode_rejects_data_that_does_not_fit() -> None:
         decode(Usage, {"input_tokens": "many"})
 
 
-call_records: st.SearchStrategy[CallRecord] = st.builds(
-    CallRecord,
+call_records: st.SearchStrategy[Call] = st.builds(
+    Call,
+    id=ids,
     index=st.integers(min_value=0, max_value=50),
-    tool_use_id=ids,
+    provider_id=st.just("") | ids,
+    started=st.booleans(),
     name=texts,
     input=st.none() | json_objects,
     result=st.none() | PART_STRATEGIES[ToolResultPart],
@@ -446,23 +452,25 @@ def session_states(draw: st.DrawFn) -> SessionState:
     pending = draw(EVENT_STRATEGIES[PendingAction])
     assert isinstance(pending, PendingAction)
     calls = draw(st.lists(call_records, min_size=1, max_size=4))
-    paused = PausedStep(
-        turn_index=draw(st.integers(min_value=0, max_value=100)),
+    status: TurnStatus = draw(st.sampled_from(("streaming", "executing", "paused")))
+    turn = Turn(
+        index=draw(st.integers(min_value=0, max_value=100)),
+        status=status,
         steps=draw(st.integers(min_value=0, max_value=100)),
         calls=calls,
         position=draw(st.integers(min_value=0, max_value=len(calls) - 1)),
-        pending=pending,
-        turn_usage=draw(usages),
-        turn_cost_usd=draw(st.floats(min_value=0, max_value=1e6)),
+        pending=pending if status == "paused" else None,
+        usage=draw(usages),
+        cost_usd=draw(st.floats(min_value=0, max_value=1e6)),
     )
     return SessionState(
         session_id=draw(ids),
         agent_name=draw(texts),
         messages=draw(st.lists(messages, max_size=3)),
-        turn_index=paused.turn_index,
+        turn_index=turn.index,
         usage=draw(usages),
         cost_usd=draw(st.floats(min_value=0, max_value=1e6)),
-        paused=draw(st.none() | st.just(paused)),
+        turn=draw(st.none() | st.just(turn)),
         decided=draw(
             st.dictionaries(ids, st.sampled_from(("approved", "rejected", "client_result")))
         ),
@@ -487,3 +495,34 @@ def test_the_fast_encoding_path_matches_the_adapter(event: Event) -> None:
     expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
     assert event_to_dict(event) == expected
     assert list(event_to_dict(event)) == list(expected)  # same key order on the wire
+
+
+def test_a_version_1_state_is_upgraded_on_load() -> None:
+    """mainspring 0.1 stored a pause as ``paused`` and keyed the ledger ``"<turn>:<id>"``."""
+    pending = encode(_pending("f00dfeed-0000-4000-8000-000000000002"))
+    v1 = {
+        "session_id": "s",
+        "agent_name": "a",
+        "turn_index": 3,
+        "paused": {
+            "turn_index": 3,
+            "steps": 1,
+            "calls": [{"index": 0, "tool_use_id": "toolu_1", "name": "pay", "input": {"x": 1}}],
+            "position": 0,
+            "pending": pending,
+            "turn_usage": {"input_tokens": 7},
+            "turn_cost_usd": 0.5,
+        },
+        "version": 1,
+    }
+    ledger = [("2:toolu_0", {"key": "2:toolu_0", "tool": "pay", "status": "done"})]
+    state = state_from_stored(v1, ledger)
+    assert state.turn is not None and state.turn.status == "paused"
+    assert state.turn.calls[0].id == "toolu_1" and state.turn.calls[0].provider_id == "toolu_1"
+    assert state.pending is not None and state.pending.attempt_id.endswith("0002")
+    assert state.turn.usage.input_tokens == 7 and state.turn.cost_usd == 0.5
+    assert state.writes["toolu_0"].turn_index == 2 and state.writes["toolu_0"].key == "toolu_0"
+    executing = {**v1, "paused": None, "in_flight": v1["paused"]["calls"]}  # type: ignore[index]
+    upgraded = state_from_stored(executing, [])
+    assert upgraded.turn is not None and upgraded.turn.status == "executing"
+    assert state_from_stored(encode(state), []).turn == state.turn  # version 2 is kept as is

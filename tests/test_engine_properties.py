@@ -1,4 +1,7 @@
-"""Property: for random tool mixes, scripts and decisions, the safety contracts hold.
+"""Property: for random tool mixes, scripts, provider ids and decisions, the contracts hold.
+
+Provider ids are random too: each call's own, one id shared by a whole step,
+none at all, or the scripted model's; the engine's ids keep the calls apart.
 
 - no confirm-tier write runs before its approval, and a rejected one never runs;
 - every write runs at most once; client-executed tools never run on the server;
@@ -108,11 +111,21 @@ def check_grammar(events: list[Event], checkpointed: bool) -> None:
         assert all(e.type != "stream_started" for e in events[1:])
 
 
-async def scenario(steps: list[list[str]], decisions: list[str], checkpointed: bool) -> None:
+def provider_id(style: str, i: int, j: int) -> str | None:
+    """The id the model gives a call: its own, one shared by every call, or none."""
+    return {"unique": f"s{i}c{j}", "duplicate": "same", "empty": ""}.get(style)
+
+
+async def scenario(
+    steps: list[list[str]], decisions: list[str], checkpointed: bool, ids: list[str]
+) -> None:
     world = World()
     responses: list[ScriptedResponse | str] = []
     for i, kinds in enumerate(steps):
-        calls = [ScriptedCall(k, {"tag": f"s{i}c{j}"}, id=f"s{i}c{j}") for j, k in enumerate(kinds)]
+        calls = [
+            ScriptedCall(k, {"tag": f"s{i}c{j}"}, id=provider_id(ids[(i + j) % len(ids)], i, j))
+            for j, k in enumerate(kinds)
+        ]
         responses.append(ScriptedResponse(tool_calls=calls))
     responses.append("finished")
     agent = Agent(model=ScriptedModel(responses), tools=world.tools(), max_turns=50)
@@ -128,14 +141,15 @@ async def scenario(steps: list[list[str]], decisions: list[str], checkpointed: b
         choice = decisions[pauses % len(decisions)]
         pauses += 1
         decision: Decision
+        tag = str(pending.input["tag"])  # the decision is for exactly this call
         if pending.client_executed:
             decision = ClientResult("signed", is_error=choice == "client_err")
         elif choice == "reject":
             decision = Reject("no")
-            world.rejected.add(pending.tool_use_id)
+            world.rejected.add(tag)
         else:
             decision = Approve()
-            world.approved.add(pending.tool_use_id)
+            world.approved.add(tag)
         events = [e async for e in session.resume(pending.attempt_id, decision)]
         check_grammar(events, checkpointed)
     assert events[-1].type == "turn_complete"
@@ -178,8 +192,9 @@ async def scenario(steps: list[list[str]], decisions: list[str], checkpointed: b
     decisions=decisions_strategy,
     checkpointed=st.booleans(),
     backend=st.sampled_from(["asyncio", "trio"]),
+    ids=st.lists(st.sampled_from(["unique", "duplicate", "empty", "scripted"]), min_size=1),
 )
 def test_safety_contracts_hold_for_random_runs(
-    steps: list[list[str]], decisions: list[str], checkpointed: bool, backend: str
+    steps: list[list[str]], decisions: list[str], checkpointed: bool, backend: str, ids: list[str]
 ) -> None:
-    anyio.run(scenario, steps, decisions, checkpointed, backend=backend)
+    anyio.run(scenario, steps, decisions, checkpointed, ids, backend=backend)

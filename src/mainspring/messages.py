@@ -53,9 +53,12 @@ class ToolCallPart:
     """The model asks for a tool to run."""
 
     id: str
-    """The provider's tool-use id; results are joined to calls by it."""
+    """The call's id; results are joined to calls by it. In a transcript the
+    engine wrote, the engine's own id (unique even when a model repeats one)."""
     name: str
     arguments: dict[str, JsonValue]
+    provider_id: str = ""
+    """The id the model gave the call, when the engine assigned ``id``."""
     type: Literal["tool_call"] = "tool_call"
 
 

@@ -40,12 +40,10 @@ def synthesize_terminal(
         if isinstance(e, ToolStart) and e.tool_use_id not in finished
     }
     # The ledger knows of writes that started before their tool_start was logged.
-    prefix = f"{turn_index}:"
     attempt: str | None = None
-    for key, record in writes.items():
-        tool_use_id = key.removeprefix(prefix)
-        if key.startswith(prefix) and record.status != "done" and tool_use_id not in finished:
-            in_flight.setdefault(tool_use_id, record.tool)
+    for call_id, record in writes.items():
+        if record.turn_index == turn_index and record.status != "done" and call_id not in finished:
+            in_flight.setdefault(call_id, record.tool)
             attempt = attempt or record.attempt_id
     if not in_flight:
         return TurnComplete(stop_reason="interrupted", turn_index=turn_index)

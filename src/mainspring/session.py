@@ -26,11 +26,11 @@ import anyio
 from pydantic import JsonValue
 
 from mainspring._background import spawn
+from mainspring._loop import Loop, recover_interrupted
 from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
-from mainspring.engine import TurnRunner, recover_interrupted
 from mainspring.errors import (
     ApprovalError,
     ConfigError,
@@ -109,7 +109,7 @@ class Session:
             usage=self._state.usage,
         )
         self._turn_cache: dict[str, Any] = {}
-        self._runner: TurnRunner | None = None
+        self._runner: Loop | None = None
         self._running = False
         self._live_stream: str | None = None
 
@@ -152,8 +152,7 @@ class Session:
     @property
     def pending(self) -> PendingAction | None:
         """The action awaiting a decision, if the session is paused."""
-        paused = self._state.paused
-        return paused.pending if paused else None
+        return self._state.pending
 
     @property
     def running(self) -> bool:
@@ -400,14 +399,14 @@ class Session:
 
     async def _stream(
         self,
-        start: Callable[[TurnRunner], Awaitable[None]],
+        start: Callable[[Loop], Awaitable[None]],
         *,
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
         await self._begin(check)
         relay: Relay[Event] = Relay()
         durable = self.session_store is not None
-        runner = TurnRunner(
+        runner = Loop(
             agent=self.agent,
             state=self._state,
             context=self._context,

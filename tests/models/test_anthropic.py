@@ -61,7 +61,7 @@ from mainspring.models.base import (
 )
 from mainspring.models.retry import RetryPolicy
 from mainspring.usage import Usage
-from tests.models.wire import Recorded, load, recorded
+from tests.models.wire import Recorded, as_provider_ids, load, recorded
 
 pytestmark = [
     pytest.mark.anyio,
@@ -769,7 +769,7 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
     expected_text = expected(second["response"]["sse"]).text
     assert "".join(e.text for e in of_type(events, TextDelta)) == expected_text
     assert len(rec.requests) == 2
-    sent = rec.sent_json(1)["messages"]
+    sent = as_provider_ids(rec.sent_json(1)["messages"], session.messages)
     recorded_messages = second["request"]["body"]["messages"]
     assert sent[0] == recorded_messages[0]
     # The recorded assistant turn also held a whitespace-only text block we never saw.

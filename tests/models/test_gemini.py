@@ -46,7 +46,7 @@ from mainspring.models.gemini import GeminiModel, thinking_config, usage_from_me
 from mainspring.models.retry import RetryPolicy
 from mainspring.usage import Usage
 from tests.helpers import send
-from tests.models.wire import Recorded, load, recorded
+from tests.models.wire import Recorded, as_provider_ids, load, recorded
 
 pytestmark = pytest.mark.anyio
 
@@ -593,7 +593,7 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
     assert text == "The capital of Mexico is Mexico City."
     assert len(rec.requests) == 2
     # The follow-up request is the recorded one, up to the call id we synthesized.
-    sent: list[JsonValue] = rec.sent_json(1)["contents"]
+    sent: list[JsonValue] = as_provider_ids(rec.sent_json(1)["contents"], session.messages)
     expected = json.loads(
         json.dumps(second["request"]["body"]["contents"]).replace(
             "pyd_ai_29bf73b69e02448588e15893d47a3e7e", "call_0"

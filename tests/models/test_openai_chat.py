@@ -72,7 +72,7 @@ from mainspring.models.openai import (
 from mainspring.models.retry import RetryPolicy
 from mainspring.usage import Usage
 from tests.helpers import send
-from tests.models.wire import WIRE, Recorded, load, recorded
+from tests.models.wire import WIRE, Recorded, as_provider_ids, load, recorded
 
 pytestmark = pytest.mark.anyio
 
@@ -780,7 +780,7 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
     assert events[-1].type == "turn_complete"
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "The capital of the UK is London."
-    second = rec.sent_json(1)["messages"]
+    second = as_provider_ids(rec.sent_json(1)["messages"], session.messages)
     assert second[1]["tool_calls"][0]["id"] == "call_ZR5UUuTt3pf61kjwAJIYdVMj"
     assert second[2] == {
         "role": "tool",

@@ -44,7 +44,7 @@ from mainspring.models.retry import RetryPolicy
 from mainspring.session import Session
 from mainspring.tools import tool
 from mainspring.usage import Usage
-from tests.models.wire import Recorded, load, recorded
+from tests.models.wire import Recorded, as_provider_ids, load, recorded
 
 pytestmark = pytest.mark.anyio
 
@@ -728,7 +728,7 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
     assert isinstance(events[-1], TurnComplete)
     assert session.messages[-1].text == "The capital of France is Paris."
     assert len(rec.requests) == 2
-    sent = rec.sent_json(1)
+    sent = as_provider_ids(rec.sent_json(1), session.messages)
     assert sent["store"] is False and sent["instructions"] == "Be brief."
     call_id = "call_kL0PCQV7M2WMoVX8V8OtYSAL"
     assert sent["input"][1:] == [

@@ -68,3 +68,32 @@ class Recorded:
 
 def recorded(*exchanges: dict[str, Any]) -> Recorded:
     return Recorded(list(exchanges))
+
+
+def as_provider_ids(sent: Any, messages: Any) -> Any:
+    """``sent`` with the engine's call ids put back to the ids the provider issued.
+
+    The engine gives every call its own id (a model may repeat one or send
+    none) and sends that id back to the provider; a recorded follow-up request
+    holds the provider's. Mapping one onto the other shows the request is the
+    recorded one in every other respect.
+    """
+    ids = {
+        part.id: part.provider_id
+        for message in messages
+        for part in message.tool_calls
+        if part.provider_id
+    }
+    assert ids, "the session made no call with a provider id"
+    assert all(i.startswith("call_") and len(i) == 37 for i in ids), "engine ids expected"
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return ids.get(value, value)
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        return value
+
+    return swap(sent)

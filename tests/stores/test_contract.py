@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mainspring.events import Event, PendingAction, TextDelta
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
-from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.state import Call, SessionState, Turn, WriteRecord
 from mainspring.stores import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
 from tests import strategies
@@ -92,10 +92,11 @@ def paused_state(session_id: str = "sess-1") -> SessionState:
         usage=Usage(input_tokens=10, output_tokens=3, requests=1),
         cost_usd=0.25,
         auto_spent_usd=1.5,
-        paused=PausedStep(
-            turn_index=1,
+        turn=Turn(
+            index=1,
+            status="paused",
             steps=1,
-            calls=[CallRecord(index=0, tool_use_id="c1", name="pay", input={"amount": 5})],
+            calls=[Call(id="c1", index=0, name="pay", input={"amount": 5})],
             position=0,
             pending=pending,
         ),
@@ -118,7 +119,7 @@ async def test_session_saves_appended_messages_and_a_shorter_transcript(
     result = ToolResultPart(tool_use_id="c1", name="pay", content="paid")
     state.messages.append(Message.tool_results([result]))
     state.messages.append(Message.assistant("done"))
-    state.paused = None
+    state.turn = None
     await session_store.save(state)
     loaded = await session_store.load("sess-1")
     assert loaded == state

@@ -17,7 +17,7 @@ from psycopg.conninfo import make_conninfo
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.events import PendingAction
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
-from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.state import Call, SessionState, Turn, WriteRecord
 from mainspring.stores import SCHEMA_VERSION, SessionStore
 from mainspring.stores.postgres import PostgresSessionStore
 from tests import strategies
@@ -146,10 +146,11 @@ async def test_nul_and_other_awkward_text_round_trips(store: PostgresSessionStor
                 [ToolResultPart(tool_use_id="c\x001", name="pay", content=awkward)]
             ),
         ],
-        paused=PausedStep(
-            turn_index=1,
+        turn=Turn(
+            index=1,
+            status="paused",
             steps=1,
-            calls=[CallRecord(index=0, tool_use_id="c\x001", name="pay", input={"m": awkward})],
+            calls=[Call(id="c\x001", index=0, name="pay", input={"m": awkward})],
             position=0,
             pending=pending,
         ),

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 
 from pydantic import JsonValue
 
-from mainspring.codec import decode, encode, event_to_dict
+from mainspring.codec import encode, event_to_dict
 from mainspring.events import Event
-from mainspring.state import SessionState, WriteRecord
+from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
@@ -92,11 +92,8 @@ class InMemorySessionStore:
         data = self._states.get(session_id)
         if data is None:
             return None
-        state = decode(SessionState, data)
+        state = state_from_stored(data, self._writes.get(session_id, {}).items())
         state.decided = dict(self._decisions.get(session_id, {}))
-        state.writes = {
-            k: decode(WriteRecord, v) for k, v in self._writes.get(session_id, {}).items()
-        }
         return state
 
     async def delete(self, session_id: str) -> None:

@@ -50,9 +50,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'mainspring.stores.postgres needs: pip install "mainspring[postgres]"'
     ) from exc
 
-from mainspring.codec import decode, encode, message_from_dict, message_to_dict
+from mainspring.codec import encode, message_from_dict, message_to_dict
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
-from mainspring.state import SessionState, WriteRecord
+from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores.base import SCHEMA_VERSION
 
 __all__ = ["PostgresSessionStore"]
@@ -309,10 +309,11 @@ class PostgresSessionStore:
             )
             writes = await cur.fetchall()
         try:
-            state = decode(SessionState, json.loads(str(header[0])))
+            state = state_from_stored(
+                json.loads(str(header[0])), ((str(k), json.loads(str(w))) for k, w in writes)
+            )
             state.messages = [message_from_dict(json.loads(str(m))) for (m,) in messages]
             state.decided = {str(a): str(d) for a, d in decisions}
-            state.writes = {str(k): decode(WriteRecord, json.loads(str(w))) for k, w in writes}
         except (ValueError, ValidationError, RecursionError) as exc:
             raise StoreError(
                 f"PostgreSQL at {self._where}: stored session {session_id!r} is unreadable: {exc}"

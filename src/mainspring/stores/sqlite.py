@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from typing import Self
 
 from mainspring.codec import (
-    decode,
     encode,
     event_to_dict,
     message_from_dict,
@@ -46,7 +45,7 @@ from mainspring.codec import (
 from mainspring.errors import StoreError
 from mainspring.events import Event
 from mainspring.messages import Message
-from mainspring.state import SessionState, WriteRecord
+from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
 from mainspring.stores._sqlite import (
     CODEC_ERRORS,
@@ -441,10 +440,9 @@ def _load(conn: sqlite3.Connection, session_id: str) -> tuple[SessionState, str]
             (session_id,),
         ).fetchall()
     try:
-        state = decode(SessionState, json.loads(row[0]))
+        state = state_from_stored(json.loads(row[0]), ((str(k), json.loads(w)) for k, w in writes))
         state.messages = [message_from_dict(json.loads(m)) for (m,) in messages]
         state.decided = {str(a): str(d) for a, d in decided}
-        state.writes = {str(k): decode(WriteRecord, json.loads(w)) for k, w in writes}
     except CODEC_ERRORS as exc:
         raise StoreError(f"stored session {session_id!r} cannot be decoded: {exc}") from exc
     return state, str(row[1])

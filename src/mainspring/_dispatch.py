@@ -1,11 +1,13 @@
-"""The tool calls of a model step: judged, paused for a decision, or executed.
+"""Dispatch: the tool calls of a step judged, paused for a decision, or executed.
 
 Judging runs permissions (deny list, allow list, callback, the tool's own
-tier), guards and the preflight check. Executing runs reads as they are
-(in parallel, started by the engine) and writes shielded from cancellation,
-on the write ledger before and after, with results truncated to the tool's
-budget. :class:`CallRunner` holds these steps; the engine's
-:class:`~mainspring.engine.TurnRunner` builds on it.
+tier), guards and the preflight check. Executing runs reads as they are (in
+parallel, started by the loop mid-stream) and writes shielded from
+cancellation, on the write ledger before and after, with results truncated
+to the tool's budget. Every call is keyed by its engine id (``Call.id``);
+the provider's id is never a key. The :class:`Dispatcher` reads and writes
+the :class:`~mainspring.state.Turn` it is handed and keeps only per-run
+caches of its own (verdicts, parsed arguments, live tool contexts).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -25,16 +27,14 @@ from mainspring.errors import ToolInputError
 from mainspring.events import Event, PendingAction, ToolResult, ToolStart
 from mainspring.guards import GuardReport, check_after, check_before
 from mainspring.hooks import call_hook
-from mainspring.messages import Part, TextPart, ToolResultPart
-from mainspring.models.base import ModelStop
+from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
-from mainspring.state import CallRecord, PausedStep, SessionState, WriteRecord
+from mainspring.state import Call, SessionState, Turn, WriteRecord
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
-from mainspring.usage import Usage
 
-__all__ = ["CallRunner", "Durability", "Step", "truncate_result"]
+__all__ = ["Dispatcher", "Durability", "Judged", "truncate_result"]
 
 Judged = tuple[Verdict, GuardReport]
 _NO_REPORT = GuardReport()
@@ -53,7 +53,7 @@ def truncate_result(content: str, limit: int) -> str:
 
 
 class Durability(Protocol):
-    """Where a runner makes its progress durable (a session with a SessionStore)."""
+    """Where a run makes its progress durable (a session with a SessionStore)."""
 
     async def save(self) -> None:
         """Persist the session state as it is now."""
@@ -64,65 +64,83 @@ class Durability(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class Step:
-    """A model step in progress."""
+class Dispatcher:
+    """Judges and executes the calls of one run's steps."""
 
-    calls: list[CallRecord] = field(default_factory=list[CallRecord])
-    parts: list[Part] = field(default_factory=list[Part])
-    text: list[str] = field(default_factory=list[str])
-    started: set[str] = field(default_factory=set[str])
-    appended: bool = False
-    stop: ModelStop | None = None
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        state: SessionState,
+        turn_cache: dict[str, Any],
+        emit: Callable[[Event], None],
+        durable: Durability | None,
+    ) -> None:
+        """Bind to a session's state; ``emit`` receives every event."""
+        self.agent = agent
+        self.state = state
+        self.turn_cache = turn_cache
+        self.emit = emit
+        self.durable = durable
+        self.cancel_requested = False
+        self._write_scope: anyio.CancelScope | None = None
+        self._contexts: set[ToolContext] = set()
+        self.verdicts: dict[str, Judged] = {}
+        """Verdicts of calls judged mid-stream that wait for the serial pass."""
+        self.kwargs: dict[str, dict[str, Any]] = {}
+        """Python arguments of validated calls, so a call is not validated twice."""
 
-    def flush_text(self) -> None:
-        """Close the text being streamed into a text part."""
-        if self.text:
-            self.parts.append(TextPart(text="".join(self.text)))
-            self.text.clear()
+    def cancel(self) -> None:
+        """Stop running reads now; let a running write finish within the grace."""
+        self.cancel_requested = True
+        for ctx in self._contexts:
+            ctx._cancel()  # the dispatcher owns the contexts it made
+        if self._write_scope is not None:
+            grace = anyio.current_time() + self.agent.write_cancel_grace
+            self._write_scope.deadline = min(self._write_scope.deadline, grace)
 
-
-class CallRunner:
-    """Judging and executing the calls of a step (the engine's runner builds on it)."""
-
-    agent: Agent
-    state: SessionState
-    turn_cache: dict[str, Any]
-    _emit: Callable[[Event], None]
-    _durable: Durability | None
-    _cancel_requested: bool
-    _write_scope: anyio.CancelScope | None
-    _contexts: set[ToolContext]
-    _step: Step | None
-    _verdicts: dict[str, Judged]
-    _kwargs: dict[str, dict[str, Any]]
-    _turn_index: int
-    _steps: int
-    _turn_usage: Usage
-    _turn_cost: float
-
-    async def _save(self) -> None:
-        if self._durable is not None:
+    async def save(self) -> None:
+        """Persist the state, shielded (a no-op without a store)."""
+        if self.durable is not None:
             with anyio.CancelScope(shield=True):
-                await self._durable.save()
+                await self.durable.save()
 
     async def _ledger(self, record: WriteRecord) -> None:
         self.state.writes[record.key] = record
-        if self._durable is not None:
+        if self.durable is not None:
             with anyio.CancelScope(shield=True):
-                await self._durable.record_write(record)
+                await self.durable.record_write(record)
 
-    def _fail_call(self, rec: CallRecord, message: str) -> None:
-        rec.result = ToolResultPart(
-            tool_use_id=rec.tool_use_id, name=rec.name, content=message, is_error=True
+    # ----------------------------------------------------------------- results
+
+    def fail(self, call: Call, message: str) -> None:
+        """Give ``call`` an error result the model sees."""
+        call.result = ToolResultPart(
+            tool_use_id=call.id, name=call.name, content=message, is_error=True
         )
-        self._emit(
-            ToolResult(tool_use_id=rec.tool_use_id, name=rec.name, content=message, is_error=True)
+        self.emit(ToolResult(tool_use_id=call.id, name=call.name, content=message, is_error=True))
+
+    def record(self, call: Call, output: ToolOutput, limit: int) -> None:
+        """Give ``call`` its result, cut to ``limit`` characters."""
+        content = truncate_result(output.content, limit)
+        call.result = ToolResultPart(
+            tool_use_id=call.id,
+            name=call.name,
+            content=content,
+            is_error=output.is_error,
+            images=output.images,
+        )
+        self.emit(
+            ToolResult(
+                tool_use_id=call.id, name=call.name, content=content, is_error=output.is_error
+            )
         )
 
-    async def _judge(self, tool: Tool, rec: CallRecord) -> Judged | None:
+    # ----------------------------------------------------------------- judging
+
+    async def judge(self, tool: Tool, call: Call) -> Judged | None:
         """Permissions, guards and preflight; ``None`` when the call got an error result."""
-        assert rec.input is not None
+        assert call.input is not None
         rules = self.agent.permissions
         spent = self.state.auto_spent_usd
         if (
@@ -134,66 +152,75 @@ class CallRunner:
             return _AUTO  # nothing to decide: the common read
         try:
             if rules.can_use_tool is None:
-                verdict = evaluate_static(rules, tool, rec.input, auto_spent=spent)
+                verdict = evaluate_static(rules, tool, call.input, auto_spent=spent)
             else:
-                verdict = await evaluate(rules, tool, rec.input, auto_spent=spent)
+                verdict = await evaluate(rules, tool, call.input, auto_spent=spent)
         except ToolInputError as exc:
-            self._fail_call(rec, f"the permission callback rewrote the input badly: {exc}")
+            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
             return None
         if verdict.outcome == "deny":
-            self._fail_call(rec, f"permission denied: {verdict.reason}")
+            self.fail(call, f"permission denied: {verdict.reason}")
             return None
         if verdict.rewritten:
-            rec.input = verdict.input
-            self._kwargs.pop(rec.tool_use_id, None)
+            call.input = verdict.input
+            self.kwargs.pop(call.id, None)
         report = (
-            check_before(self.agent.guards, tool, rec.input) if self.agent.guards else _NO_REPORT
+            check_before(self.agent.guards, tool, call.input) if self.agent.guards else _NO_REPORT
         )
         blocked = report.blocked
         if blocked is not None:
-            self._fail_call(rec, f"blocked by {blocked.source}: {blocked.message}")
+            self.fail(call, f"blocked by {blocked.source}: {blocked.message}")
             return None
         if tool.policy.preflight is not None:
-            problem = await run_preflight(tool.policy, rec.input)
+            problem = await run_preflight(tool.policy, call.input)
             if problem:
-                self._fail_call(rec, problem)
+                self.fail(call, problem)
                 return None
         if report.needs_confirm and verdict.outcome == "run":
             reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
             verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
         return verdict, report
 
-    async def _run_serial(self, calls: list[CallRecord], start: int) -> bool:
-        """Run the step's remaining calls in order; True when one paused the turn."""
-        for pos in range(start, len(calls)):
-            rec = calls[pos]
-            if rec.result is not None or rec.parallel:
+    # ---------------------------------------------------------- the serial pass
+
+    async def run_serial(self, turn: Turn) -> bool:
+        """Run the step's remaining calls in order from ``turn.position``.
+
+        Returns True when one paused the turn (``turn.status`` is then
+        ``"paused"`` and ``turn.position`` names the pending call).
+        """
+        calls = turn.calls
+        while turn.position < len(calls):
+            call = calls[turn.position]
+            if call.result is not None or call.parallel:
+                turn.position += 1
                 continue
-            tool = self.agent.tool(rec.name)
+            tool = self.agent.tool(call.name)
             if tool is None:
-                self._fail_call(rec, f"tool {rec.name!r} is no longer available")
+                self.fail(call, f"tool {call.name!r} is no longer available")
+                turn.position += 1
                 continue
-            judged = self._verdicts.pop(rec.tool_use_id, None) or await self._judge(tool, rec)
+            judged = self.verdicts.pop(call.id, None) or await self.judge(tool, call)
             if judged is None:
+                turn.position += 1
                 continue
             if judged[0].outcome == "confirm":
-                self._pause(tool, rec, calls, pos, judged)
+                self._pause(tool, call, turn, judged)
                 return True
             await anyio.lowlevel.checkpoint_if_cancelled()
-            await self._execute(tool, rec, judged, tool.policy.is_write)
+            await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
+            turn.position += 1
         return False
 
-    def _pause(
-        self, tool: Tool, rec: CallRecord, calls: list[CallRecord], pos: int, judged: Judged
-    ) -> None:
+    def _pause(self, tool: Tool, call: Call, turn: Turn, judged: Judged) -> None:
         verdict, report = judged
-        assert rec.input is not None
-        pending = PendingAction(
+        assert call.input is not None
+        turn.pending = PendingAction(
             attempt_id=str(uuid.uuid4()),
-            tool_use_id=rec.tool_use_id,
-            turn_index=self._turn_index,
-            name=rec.name,
-            input=rec.input,
+            tool_use_id=call.id,
+            turn_index=turn.index,
+            name=call.name,
+            input=call.input,
             description=tool.description,
             modifiable_fields=tool.policy.modifiable_fields,
             reason=verdict.reason,
@@ -201,64 +228,59 @@ class CallRunner:
             client_executed=tool.client_executed,
             amount_usd=verdict.amount_usd,
         )
-        self.state.in_flight = None
-        self.state.paused = PausedStep(
-            turn_index=self._turn_index,
-            steps=self._steps,
-            calls=calls,
-            position=pos,
-            pending=pending,
-            turn_usage=self._turn_usage,
-            turn_cost_usd=self._turn_cost,
-        )
-        self._step = None
-        self._emit(pending)
+        turn.status = "paused"
+        self.emit(turn.pending)
 
-    # ------------------------------------------------------------ execution
+    # --------------------------------------------------------------- execution
 
-    async def _execute(
+    async def execute(
         self,
         tool: Tool,
-        rec: CallRecord,
+        call: Call,
+        turn: Turn,
         judged: Judged | None,
+        *,
         write: bool,
         attempt: str | None = None,
     ) -> None:
         """Run one call and record its result; never raises except cancellation."""
-        assert rec.input is not None
-        args = rec.input
+        assert call.input is not None
+        args = call.input
         hooks = self.agent.hooks
         if hooks.before_tool_call is not None:
             denial = await call_hook(hooks.before_tool_call(tool, args))
             if denial:
-                self._fail_call(rec, denial)
+                self.fail(call, denial)
                 return
-        step = self._step
-        if step is not None:
-            step.started.add(rec.tool_use_id)
-        self._emit(ToolStart(tool_use_id=rec.tool_use_id, name=rec.name, input=args))
+        call.started = True
+        self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = None
         if tool.ctx_param is not None:
             ctx = ToolContext(
                 session_id=self.state.session_id,
                 agent_name=self.agent.name,
-                tool_use_id=rec.tool_use_id,
-                tool_name=rec.name,
-                turn_index=self._turn_index,
+                tool_use_id=call.id,
+                tool_name=call.name,
+                turn_index=turn.index,
                 cache=self.turn_cache,
-                emit=self._emit,
+                emit=self.emit,
             )
             self._contexts.add(ctx)
-        key = f"{self._turn_index}:{rec.tool_use_id}"
         auto = judged is not None and judged[0].outcome == "run"
         if write:
             await self._ledger(
-                WriteRecord(key=key, tool=rec.name, status="started", attempt_id=attempt)
+                WriteRecord(
+                    key=call.id,
+                    tool=call.name,
+                    status="started",
+                    attempt_id=attempt,
+                    turn_index=turn.index,
+                )
             )
             if auto and judged is not None and judged[0].amount_usd is not None:
                 self.state.auto_spent_usd += judged[0].amount_usd
         try:
-            kwargs = self._kwargs.pop(rec.tool_use_id, None)
+            kwargs = self.kwargs.pop(call.id, None)
             output, status = await self._invoke(tool, args, ctx, write, kwargs)
         finally:
             if ctx is not None:
@@ -267,11 +289,16 @@ class CallRunner:
             output = await self._after(tool, args, output)
         if write and auto and self.agent.on_auto_executed is not None:
             await call_hook(self.agent.on_auto_executed(tool, args, output))
-        self._record(rec, output, tool.policy.max_result_chars)
+        self.record(call, output, tool.policy.max_result_chars)
         if write:
             await self._ledger(
                 WriteRecord(
-                    key=key, tool=rec.name, status=status, attempt_id=attempt, result=rec.result
+                    key=call.id,
+                    tool=call.name,
+                    status=status,
+                    attempt_id=attempt,
+                    turn_index=turn.index,
+                    result=call.result,
                 )
             )
 
@@ -296,7 +323,7 @@ class CallRunner:
             with scope:
                 if write:
                     self._write_scope = scope
-                    if self._cancel_requested:
+                    if self.cancel_requested:
                         scope.deadline = min(
                             deadline, anyio.current_time() + self.agent.write_cancel_grace
                         )
@@ -308,7 +335,7 @@ class CallRunner:
                 self._write_scope = None
         if output is not None:
             return output, "done"
-        if write and self._cancel_requested:
+        if write and self.cancel_requested:
             message = f"tool {tool.name!r} was cancelled while running; its outcome is unknown"
             return ToolOutput(content=message, is_error=True), "unknown"
         return ToolOutput(
@@ -329,24 +356,6 @@ class CallRunner:
             if replaced is not None:
                 output = replaced
         return output
-
-    def _record(self, rec: CallRecord, output: ToolOutput, limit: int) -> None:
-        content = truncate_result(output.content, limit)
-        rec.result = ToolResultPart(
-            tool_use_id=rec.tool_use_id,
-            name=rec.name,
-            content=content,
-            is_error=output.is_error,
-            images=output.images,
-        )
-        self._emit(
-            ToolResult(
-                tool_use_id=rec.tool_use_id,
-                name=rec.name,
-                content=content,
-                is_error=output.is_error,
-            )
-        )
 
 
 def _failed(tool: Tool, exc: Exception) -> ToolOutput:

@@ -1,0 +1,551 @@
+"""The loop: one send or resume of a session, from its start to one terminal event.
+
+```
+user message ─► build request ─► stream ─► text / thinking / calls
+                                   │ each call, as its arguments close:
+                                   │   concurrency-safe auto reads start now
+                                   ▼
+               dispatch: reads finish ─► writes, one at a time, in the model's order
+                                   │   confirm-tier ─► pending_action, pause
+                                   ▼
+               decide ─► commit (results in the model's order) ─► next step …
+                         until final text, max_steps, budget, cancel or error
+```
+
+Every fact of the turn lives in ``state.turn`` (a :class:`~mainspring.state.Turn`):
+the loop reads and writes it there, the dispatcher likewise, and the session
+persists it. What the loop keeps itself is only the answer being streamed
+(text and parts not yet committed) and the ids it handed to tool-call deltas.
+Private machinery: applications meet :class:`~mainspring.session.Session`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
+
+import anyio
+import anyio.lowlevel
+from pydantic import JsonValue
+
+from mainspring._dispatch import Dispatcher, Durability
+from mainspring.agent import Agent
+from mainspring.context.compiler import CompiledContext, ContextEngine
+from mainspring.context.snapshot import CostEstimate
+from mainspring.cost import CostTracker
+from mainspring.decisions import ClientResult, Decision, Reject
+from mainspring.errors import ModelError, ModelOutputError, ToolInputError
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolCallDelta,
+    TurnComplete,
+    UsageEvent,
+)
+from mainspring.hooks import call_hook
+from mainspring.messages import (
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
+from mainspring.state import Call, SessionState, Turn, WriteRecord, new_call_id
+from mainspring.tools.define import ToolOutput
+from mainspring.tools.policy import run_preflight
+from mainspring.usage import Usage
+
+__all__ = ["Loop", "recover_interrupted"]
+
+log = logging.getLogger("mainspring.loop")
+
+
+@dataclass(slots=True)
+class _Answer:
+    """The model's answer while it streams: what is not yet in the transcript."""
+
+    parts: list[Part] = field(default_factory=list[Part])
+    text: list[str] = field(default_factory=list[str])
+    stop: ModelStop | None = None
+    delta_ids: dict[int, str] = field(default_factory=dict[int, str])
+    """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
+
+    def flush_text(self) -> None:
+        """Close the text being streamed into a text part."""
+        if self.text:
+            self.parts.append(TextPart(text="".join(self.text)))
+            self.text.clear()
+
+
+class Loop:
+    """Runs one send or one resume of a session to its terminal event."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        state: SessionState,
+        context: ContextEngine[Message],
+        cost: CostTracker,
+        turn_cache: dict[str, Any],
+        emit: Callable[[Event], None],
+        durable: Durability | None = None,
+    ) -> None:
+        """Bind a loop to a session's state; ``emit`` receives every event.
+
+        With ``durable``, progress is saved at every point a crash must not
+        lose: the user message, each assistant message, each write before and
+        after it runs, each step's results.
+        """
+        self.agent = agent
+        self.state = state
+        self.context = context
+        self.cost = cost
+        self.turn_cache = turn_cache
+        self.emit = emit
+        self.dispatch = Dispatcher(
+            agent=agent, state=state, turn_cache=turn_cache, emit=emit, durable=durable
+        )
+        self._durable = durable
+        self._scope: anyio.CancelScope | None = None
+        self._answer: _Answer | None = None
+        self._compiled: CompiledContext[Message] | None = None
+
+    @property
+    def turn(self) -> Turn:
+        """The turn this loop runs."""
+        turn = self.state.turn
+        assert turn is not None, "the loop runs inside a turn"
+        return turn
+
+    # ----------------------------------------------------------------- control
+
+    async def run(self, start: Callable[[], Awaitable[None]]) -> None:
+        """Run ``start`` (a send or a resume) and always end with one terminal event."""
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.dispatch.cancel_requested:
+                    scope.cancel()
+                await start()
+            if scope.cancelled_caught:
+                self._repair("the run was cancelled", keep_partial=True)
+                self._complete("cancelled")
+        except anyio.get_cancelled_exc_class():
+            self._repair("the run was cancelled", keep_partial=True)
+            self._end_turn_record()
+            raise
+        except Exception as exc:
+            self._repair("the run failed", keep_partial=False)
+            self._end_turn_quietly()
+            self._end_turn_record()
+            self.emit(_error_event(exc))
+
+    def cancel(self) -> None:
+        """Stop the model stream and running reads now; let a running write finish."""
+        self.dispatch.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _end_turn_quietly(self) -> None:
+        try:
+            self.context.end_turn()
+        except Exception:  # the run is failing already; its error is what the host sees
+            log.warning("could not record the turn's token accounting", exc_info=True)
+
+    def _end_turn_record(self) -> None:
+        """The turn is over unless it waits for a decision."""
+        turn = self.state.turn
+        if turn is not None and turn.status != "paused":
+            self.state.turn = None
+
+    def _complete(self, reason: StopReason) -> None:
+        # Accounting first: a strict sink that fails makes this run an error, not two terminals.
+        self.context.end_turn()
+        turn = self.state.turn
+        self.emit(
+            TurnComplete(
+                stop_reason=reason,
+                turn_index=turn.index if turn else self.state.turn_index,
+                usage=turn.usage if turn else Usage(),
+                cost_usd=turn.cost_usd if turn else 0.0,
+            )
+        )
+        self._end_turn_record()
+
+    def _append(self, message: Message) -> None:
+        self.state.messages.append(message)
+        self.context.append((message,))
+
+    # ---------------------------------------------------------------- the loop
+
+    async def start_turn(self, message: Message) -> None:
+        """A new turn: append the user message and loop."""
+        self.state.turn_index += 1
+        self.state.turn = Turn(index=self.state.turn_index)
+        self.turn_cache.clear()
+        self._append(message)
+        await self.dispatch.save()
+        await self._steps()
+
+    async def _steps(self) -> None:
+        while True:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            limit = self._limit_reached()
+            if limit is not None:
+                self._complete(limit)
+                return
+            turn = self.turn
+            stop = await self._stream(await self._build_request(turn), turn)
+            if turn.calls and self.cost.exceeded():
+                self._repair("the budget was exceeded", keep_partial=True)
+                self._complete("budget_exceeded")
+                return
+            if not turn.calls:
+                reason = stop.stop_reason
+                self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
+                return
+            if await self.dispatch.run_serial(turn):
+                await self.dispatch.save()
+                self._complete("pending_action")
+                return
+            self._commit_step(turn)
+            await self.dispatch.save()
+
+    def _limit_reached(self) -> StopReason | None:
+        """The one check of the turn's limits, before each model step."""
+        if self.cost.exceeded():
+            return "budget_exceeded"
+        if self.turn.steps >= self.agent.max_turns:
+            return "max_turns"
+        return None
+
+    def _commit_step(self, turn: Turn) -> None:
+        """The step's results, in the model's order, become one tool message."""
+        results = [c.result for c in turn.calls if c.result is not None]
+        self._append(Message.tool_results(results))
+        turn.calls = []
+        turn.position = 0
+        turn.status = "streaming"
+
+    # ----------------------------------------------------------- build request
+
+    async def _build_request(self, turn: Turn) -> ModelRequest:
+        compiled = await self.context.compile(
+            turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
+        )
+        self._compiled = compiled
+        request = ModelRequest(
+            system=compiled.system,
+            messages=compiled.messages,
+            tools=self.agent.tool_specs,
+            settings=self.agent.model_settings,
+        )
+        hook = self.agent.hooks.before_model_call
+        if hook is not None:
+            replaced = await call_hook(hook(request))
+            request = replaced if replaced is not None else request
+        return request
+
+    # ------------------------------------------------------------------ stream
+
+    async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
+        """One model step: stream the answer; reads start as their calls close."""
+        self._answer = _Answer()
+        turn.steps += 1
+        turn.status = "streaming"
+        turn.calls = []
+        turn.position = 0
+        usage, stop = Usage(), None
+        failure: Exception | None = None
+        async with anyio.create_task_group() as reads:
+            try:
+                usage, stop = await self._consume(request, turn, reads)
+            except Exception as exc:  # re-raised below, outside the task group
+                failure = exc
+                reads.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        assert stop is not None
+        hook = self.agent.hooks.after_model_call
+        if hook is not None:
+            await call_hook(hook(request, usage))
+        return stop
+
+    async def _consume(
+        self, request: ModelRequest, turn: Turn, reads: anyio.abc.TaskGroup
+    ) -> tuple[Usage, ModelStop]:
+        usage = Usage()
+        emit = self.emit
+        answer = self._answer
+        assert answer is not None
+        async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
+            async for event in stream:
+                kind = type(event)
+                if kind is TextDelta:  # the hot path
+                    delta = cast(TextDelta, event)
+                    answer.text.append(delta.text)
+                    emit(delta)
+                elif kind is ToolCallEnd:
+                    assert isinstance(event, ToolCallEnd)
+                    answer.flush_text()
+                    await self._on_call(event, answer, turn, reads)
+                elif kind is ModelUsage:
+                    assert isinstance(event, ModelUsage)
+                    usage = usage + event.usage
+                else:
+                    self._on_model_event(event, answer)
+        if answer.stop is None:
+            raise ModelOutputError(
+                "the model stream ended without a stop event", provider=self.agent.model.name
+            )
+        answer.flush_text()
+        turn.calls.sort(key=_index)
+        self._append(Message(role="assistant", parts=tuple(answer.parts)))
+        self._answer = None  # committed: nothing of it is left to repair
+        if turn.calls:
+            turn.status = "executing"
+        if self._durable is not None:
+            await self.dispatch.save()
+        self._account(answer.stop.model or self.agent.model.name, usage, turn)
+        if turn.calls and self.cost.exceeded():
+            reads.cancel_scope.cancel()
+        return usage, answer.stop
+
+    def _on_model_event(self, event: ModelEvent, answer: _Answer) -> None:
+        kind = type(event)
+        if kind is ToolCallDelta:
+            assert isinstance(event, ToolCallDelta)
+            call_id = answer.delta_ids.get(event.index)
+            if call_id is None:
+                call_id = answer.delta_ids[event.index] = new_call_id()
+            self.emit(replace(event, tool_use_id=call_id))
+        elif kind is TextDelta:
+            assert isinstance(event, TextDelta)
+            answer.text.append(event.text)
+            self.emit(event)
+        elif kind is ThinkingDelta:
+            assert isinstance(event, ThinkingDelta)
+            self.emit(event)
+        elif kind is ThinkingDone:
+            assert isinstance(event, ThinkingDone)
+            answer.flush_text()
+            answer.parts.append(
+                ThinkingPart(
+                    text=event.text,
+                    signature=event.signature,
+                    redacted=event.redacted,
+                    provider=event.provider,
+                )
+            )
+            self.emit(event)
+        elif kind is ModelStop:
+            assert isinstance(event, ModelStop)
+            answer.stop = event
+
+    def _account(self, model: str, usage: Usage, turn: Turn) -> None:
+        priced_before = model not in self.cost.unpriced
+        cost = self.cost.record(model, usage)
+        if self._compiled is not None:
+            priced = priced_before and model not in self.cost.unpriced
+            self.context.record_call(
+                self._compiled,
+                model=model,
+                usage=usage,
+                cost=CostEstimate(
+                    usd=cost,
+                    priced=priced,
+                    price_source=self.cost.price_source(model) if priced else "none",
+                ),
+            )
+        turn.usage = turn.usage + usage
+        turn.cost_usd += cost
+        self.state.usage = self.cost.usage
+        self.state.cost_usd = self.cost.total_usd
+        self.emit(
+            UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd)
+        )
+
+    # ---------------------------------------------------------------- dispatch
+
+    async def _on_call(
+        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: anyio.abc.TaskGroup
+    ) -> None:
+        """A call's arguments closed: give it an engine id, validate it, maybe start it."""
+        call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
+        call = Call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
+        turn.calls.append(call)
+        arguments: dict[str, JsonValue] = {}
+        tool = self.agent.tool(end.name)
+        error: str | None = None
+        try:
+            parsed = json.loads(end.arguments) if end.arguments.strip() else {}
+        except ValueError as exc:
+            parsed = None
+            error = f"the arguments for {end.name!r} are not valid JSON ({exc}); send a JSON object"
+        else:
+            if isinstance(parsed, dict):
+                arguments = parsed
+        answer.parts.append(
+            ToolCallPart(
+                id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
+            )
+        )
+        dispatch = self.dispatch
+        if tool is None:
+            names = ", ".join(self.agent.tool_names) or "none"
+            dispatch.fail(call, f"unknown tool {end.name!r}; available tools: {names}")
+            return
+        if error is not None:
+            dispatch.fail(call, error)
+            return
+        try:
+            call.input, dispatch.kwargs[call_id] = tool.parse(parsed)
+        except ToolInputError as exc:
+            dispatch.fail(call, f"{exc}. Fix the arguments and call again.")
+            return
+        if tool.policy.parallel and not tool.client_executed:
+            judged = await dispatch.judge(tool, call)
+            if judged is None:
+                return
+            if judged[0].outcome == "run":
+                call.parallel = True
+                reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
+            else:
+                dispatch.verdicts[call_id] = judged
+
+    # ------------------------------------------------------------------ resume
+
+    async def resume_turn(
+        self, attempt_id: str, decision: Decision, final_input: dict[str, JsonValue] | None
+    ) -> None:
+        """Apply a validated decision to the paused call, then go on with the turn."""
+        turn = self.turn
+        assert turn.status == "paused" and turn.pending is not None
+        assert turn.pending.attempt_id == attempt_id
+        turn.pending = None
+        turn.status = "executing"
+        await self.dispatch.save()
+        call = turn.calls[turn.position]
+        tool = self.agent.tool(call.name)
+        dispatch = self.dispatch
+        if isinstance(decision, Reject):
+            dispatch.fail(call, f"the user rejected this action: {decision.reason}")
+        elif isinstance(decision, ClientResult):
+            limit = tool.policy.max_result_chars if tool else 50_000
+            dispatch.record(
+                call, ToolOutput(content=decision.content, is_error=decision.is_error), limit
+            )
+        elif tool is None:
+            dispatch.fail(call, f"tool {call.name!r} is no longer available")
+        else:
+            assert final_input is not None
+            call.input = final_input
+            problem = await run_preflight(tool.policy, final_input)
+            if problem:
+                dispatch.fail(call, problem)
+            else:
+                await dispatch.execute(tool, call, turn, None, write=True, attempt=attempt_id)
+        turn.position += 1
+        if await dispatch.run_serial(turn):
+            await dispatch.save()
+            self._complete("pending_action")
+            return
+        self._commit_step(turn)
+        await dispatch.save()
+        await self._steps()
+
+    # ------------------------------------------------------------------ repair
+
+    def _repair(self, reason: str, *, keep_partial: bool) -> None:
+        """Leave a valid transcript: every committed call gets a result."""
+        turn, answer = self.state.turn, self._answer
+        self._answer = None
+        if turn is None or turn.status == "paused":
+            return
+        fail = self.dispatch.fail
+        if turn.status == "streaming":
+            # The model's answer was cut: its calls never reach the transcript,
+            # but reads already started get a result event, as every start does.
+            for call in turn.calls:
+                if call.result is None and call.started:
+                    fail(call, f"tool {call.name!r} was interrupted: {reason}")
+            turn.calls = []
+            if answer is not None:
+                answer.flush_text()
+                text = [p for p in answer.parts if isinstance(p, TextPart)]
+                if keep_partial and text:
+                    self._append(
+                        Message(role="assistant", parts=tuple(text), meta={"partial": True})
+                    )
+            return
+        for call in turn.calls:
+            if call.result is None:
+                note = "was interrupted" if call.started else "did not run"
+                fail(call, f"tool {call.name!r} {note}: {reason}")
+        self._commit_step(turn)
+
+
+def recover_interrupted(state: SessionState) -> list[WriteRecord]:
+    """Repair the state of a run whose process died; return the writes of unknown outcome.
+
+    Ledger entries still ``started`` become ``unknown`` (never re-run). The
+    calls of a step that was executing get results: the one gathered before
+    the crash, the result a finished write left in the ledger, or an error
+    saying the call was interrupted (naming the attempt for writes of unknown
+    outcome). A paused turn stays paused; any other turn is over.
+    """
+    unknown: list[WriteRecord] = []
+    for key, record in list(state.writes.items()):
+        if record.status == "started":
+            state.writes[key] = replace(record, status="unknown")
+            unknown.append(state.writes[key])
+    turn = state.turn
+    if turn is not None and turn.status == "executing":
+        results = [_recovered_result(state, call) for call in sorted(turn.calls, key=_index)]
+        state.messages.append(Message.tool_results(results))
+    if turn is not None and turn.status != "paused":
+        state.turn = None
+    state.active_stream = None
+    return unknown
+
+
+def _index(call: Call) -> int:
+    return call.index
+
+
+def _recovered_result(state: SessionState, call: Call) -> ToolResultPart:
+    if call.result is not None:
+        return call.result
+    entry = state.writes.get(call.id)
+    if entry is not None and entry.result is not None:
+        return entry.result
+    if entry is not None:
+        attempt = f" (attempt {entry.attempt_id})" if entry.attempt_id else ""
+        note = f"was interrupted while running; its outcome is unknown{attempt}"
+    else:
+        note = "did not run: the process running the turn stopped"
+    return ToolResultPart(
+        tool_use_id=call.id, name=call.name, content=f"tool {call.name!r} {note}", is_error=True
+    )
+
+
+def _error_event(exc: Exception) -> ErrorEvent:
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ModelError):
+        code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
+        return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
+    log.exception("run failed")
+    return ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}")
