@@ -7,9 +7,11 @@ arguments, and every hook sees exactly the arguments that run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from mainspring import (
     Agent,
@@ -28,6 +30,7 @@ from mainspring import (
 )
 from mainspring.events import ToolCallDelta
 from mainspring.messages import ToolCallPart
+from mainspring.tools import Tool
 from tests.helpers import pending_of, resume, send
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +52,7 @@ async def test_two_writes_with_one_provider_id_are_two_decisions(provider_id: st
         ran.append({"to": to, "amount_usd": amount_usd})
         return f"paid {to} ${amount_usd}"
 
-    def before(t: object, args: dict[str, Any]) -> None:
+    def before(t: Tool, args: Mapping[str, JsonValue]) -> None:
         hooked.append(dict(args))
 
     def can_use(name: str, args: Any) -> None:
