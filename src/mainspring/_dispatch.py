@@ -34,9 +34,11 @@ from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
 
-__all__ = ["Dispatcher", "Durability", "Judged", "truncate_result"]
+__all__ = ["ERROR_LIMIT", "Dispatcher", "Durability", "Judged", "truncate_result"]
 
 Judged = tuple[Verdict, GuardReport]
+ERROR_LIMIT = 4_000
+"""Characters of an error result the engine writes (a bad call's input is not echoed)."""
 _NO_REPORT = GuardReport()
 _AUTO: Judged = (Verdict(outcome="run", input={}), _NO_REPORT)
 
@@ -114,7 +116,10 @@ class Dispatcher:
     # ----------------------------------------------------------------- results
 
     def fail(self, call: Call, message: str) -> None:
-        """Give ``call`` an error result the model sees."""
+        """Give ``call`` an error result the model sees (bounded: never megabytes back)."""
+        tool = self.agent.tool(call.name)
+        limit = min(ERROR_LIMIT, tool.policy.max_result_chars if tool else ERROR_LIMIT)
+        message = truncate_result(message, limit)
         call.result = ToolResultPart(
             tool_use_id=call.id, name=call.name, content=message, is_error=True
         )

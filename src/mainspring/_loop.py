@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -388,15 +388,9 @@ class Loop:
         turn.calls.append(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
-        error: str | None = None
-        try:
-            parsed = json.loads(end.arguments) if end.arguments.strip() else {}
-        except ValueError as exc:
-            parsed = None
-            error = f"the arguments for {end.name!r} are not valid JSON ({exc}); send a JSON object"
-        else:
-            if isinstance(parsed, dict):
-                arguments = parsed
+        parsed, error = _parse_arguments(end.name, end.arguments)
+        if isinstance(parsed, dict):
+            arguments = parsed
         answer.parts.append(
             ToolCallPart(
                 id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
@@ -405,7 +399,7 @@ class Loop:
         dispatch = self.dispatch
         if tool is None:
             names = ", ".join(self.agent.tool_names) or "none"
-            dispatch.fail(call, f"unknown tool {end.name!r}; available tools: {names}")
+            dispatch.fail(call, f"unknown tool {_clip(end.name)!r}; available tools: {names}")
             return
         if error is not None:
             dispatch.fail(call, error)
@@ -495,6 +489,60 @@ class Loop:
                 note = "was interrupted" if call.started else "did not run"
                 fail(call, f"tool {call.name!r} {note}: {reason}")
         self._commit_step(turn)
+
+
+MAX_ARGUMENT_CHARS = 10 * 1024 * 1024
+"""Arguments longer than this are refused unparsed (an error result, never a crash)."""
+MAX_ARGUMENT_DEPTH = 64
+"""Arguments nested deeper than this are refused: no tool needs it, and deep
+nesting is how hostile input exhausts a recursive parser or validator."""
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
+def _parse_arguments(name: str, raw: str) -> tuple[object, str | None]:
+    """The call's arguments as JSON, or why they cannot be used (a short message)."""
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        return None, (
+            f"the arguments for {_clip(name)!r} are {len(raw):,} characters, over the limit of "
+            f"{MAX_ARGUMENT_CHARS:,}; send less (split the work into several calls)"
+        )
+    if not raw.strip():
+        return {}, None
+    try:
+        parsed = json.loads(raw)
+    except RecursionError:
+        parsed = None
+    except ValueError as exc:
+        return None, (
+            f"the arguments for {_clip(name)!r} are not valid JSON ({_clip(str(exc))}); "
+            "send a JSON object"
+        )
+    if parsed is None or _depth_over(parsed, MAX_ARGUMENT_DEPTH):
+        return None, (
+            f"the arguments for {_clip(name)!r} are nested more than {MAX_ARGUMENT_DEPTH} "
+            "levels deep; send a flatter JSON object"
+        )
+    return parsed, None
+
+
+def _depth_over(value: object, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (iterative, linear)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def recover_interrupted(state: SessionState) -> list[WriteRecord]:

@@ -1,0 +1,104 @@
+"""Hostile tool-call arguments become bounded error results; the turn goes on.
+
+Deeply nested JSON (which exhausts a recursive parser), arguments over the
+size limit, megabyte tool names and validation errors on huge values: each is
+an ``is_error`` result the model sees, no longer than the engine's error
+limit (never the input echoed back), and the next step runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import JsonValue
+
+from mainspring import (
+    Agent,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolResult,
+    TurnComplete,
+    tool,
+)
+from mainspring._dispatch import ERROR_LIMIT
+from mainspring._loop import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH
+from tests.helpers import send
+
+pytestmark = pytest.mark.anyio
+
+ran: list[str] = []
+
+
+@tool(read_only=True)
+def store(data: JsonValue) -> str:
+    """Keep a value."""
+    ran.append("store")
+    return "kept"
+
+
+@tool(max_result_chars=500)
+def short(q: str) -> str:
+    """A tool with a small result budget."""
+    ran.append("short")
+    return "ok"
+
+
+def nested(depth: int) -> str:
+    return '{"data": ' + "[" * depth + "]" * depth + "}"
+
+
+HOSTILE = {
+    "nested-100k": ("store", nested(100_000)),
+    "nested-just-over": ("store", nested(MAX_ARGUMENT_DEPTH + 1)),
+    "oversized": ("store", '{"data": "' + "x" * (MAX_ARGUMENT_CHARS + 1) + '"}'),
+    "huge-invalid-value": ("short", '{"q": ' + "[" + "1," * 1_000_000 + "1]}"),
+    "huge-tool-name": ("n" * 1_000_000, "{}"),
+    "broken-json-megabytes": ("store", '{"data": "' + "y" * 2_000_000),
+}
+
+
+SLOW = {"oversized"}  # the scripted model streams 10 MiB in small deltas
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in sorted(HOSTILE)],
+)
+async def test_hostile_arguments_are_a_bounded_error_result(case: str) -> None:
+    name, raw = HOSTILE[case]
+    ran.clear()
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall(name, raw)]), "recovered"])
+    session = Session(Agent(model=model, tools=[store, short]))
+    events = await send(session, "go")
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert len(results) == 1 and results[0].is_error
+    assert len(results[0].content) <= ERROR_LIMIT + 400  # the limit plus its truncation note
+    assert ran == []
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+    assert session.messages[-1].text == "recovered"  # the model saw the error and went on
+    sent = model.requests[-1].messages[-1].tool_results_parts[0].content
+    assert sent == results[0].content
+
+
+async def test_nesting_at_the_limit_still_runs() -> None:
+    ran.clear()
+    raw = nested(MAX_ARGUMENT_DEPTH - 1)
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("store", raw)]), "ok"])
+    events = await send(Session(Agent(model=model, tools=[store])), "go")
+    assert [e.content for e in events if isinstance(e, ToolResult)] == ["kept"]
+    assert ran == ["store"]
+
+
+async def test_an_error_result_fits_a_small_result_budget() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=[ScriptedCall("short", '{"q": 5, "' + "z" * 9000 + '": 1}')]
+            ),
+            "",
+        ]
+    )
+    events = await send(Session(Agent(model=model, tools=[short])), "go")
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert result.is_error and len(result.content) <= 500 + 400
