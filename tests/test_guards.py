@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pytest
 from pydantic import JsonValue
 
+from mainspring import (
+    Agent,
+    Approve,
+    Hooks,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolResult,
+)
 from mainspring.events import Finding
 from mainspring.guards import Guard, GuardReport, check_after, check_before
 from mainspring.tools import Tool, ToolOutput, tool
 from mainspring.tools.policy import ToolInput
+from tests.helpers import pending_of, resume, send
 
 Action = Literal["block", "confirm", "hint"]
 Tier = Literal["safety", "financial", "ux"]
@@ -152,3 +164,97 @@ def test_check_after_financial_between_safety_and_ux() -> None:
 
 def test_check_after_no_guards() -> None:
     assert check_after([], transfer, ARGS, ToolOutput(content="x")) == []
+
+
+# --- through the engine: pre-execution hints reach the model and the host ----------
+
+
+@tool(read_only=True)
+def balance(account: str) -> str:
+    """Read a balance."""
+    return "$12"
+
+
+@tool(permission="confirm")
+def pay(to: str, amount: float) -> str:
+    """Pay."""
+    return "paid"
+
+
+def hinting(message: str) -> Guard:
+    def before(t: Tool, args: ToolInput) -> tuple[Action, str] | None:
+        return "hint", f"{message} ({t.name})"
+
+    return Guard(name="ux-hint", tier="ux", before=before)
+
+
+@pytest.mark.anyio
+async def test_a_pre_execution_hint_reaches_the_model_and_the_host_without_a_pause() -> None:
+    fired: list[tuple[str, Finding]] = []
+
+    def on_guard(t: Tool, args: ToolInput, f: Finding) -> None:
+        fired.append((t.name, f))
+
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("balance", {"account": "main"})]), "ok"]
+    )
+    agent = Agent(
+        model=model,
+        tools=[balance],
+        guards=[hinting("balances lag by a day")],
+        hooks=Hooks(guard_fired=on_guard),
+    )
+    events = await send(Session(agent), "balance?")
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert result.content == "$12\n\n[hint] balances lag by a day (balance)"
+    sent = model.requests[-1].messages[-1].tool_results_parts[0].content
+    assert "[hint] balances lag by a day" in sent
+    assert fired == [
+        ("balance", Finding(source="ux-hint", message="balances lag by a day (balance)",
+                            tier="ux", action="hint"))
+    ]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_a_hint_on_a_paused_write_reaches_the_model_once_approved() -> None:
+    fired: list[Finding] = []
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("pay", {"to": "bo", "amount": 3})]), "ok"]
+    )
+    agent = Agent(
+        model=model,
+        tools=[pay],
+        guards=[hinting("check the payee")],
+        hooks=Hooks(guard_fired=lambda t, a, f: fired.append(f)),
+    )
+    session = Session(agent)
+    pending = pending_of(await send(session, "pay"))
+    assert any(f.action == "hint" for f in pending.findings)
+    events = await resume(session, pending.attempt_id, Approve())
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert result.content == "paid\n\n[hint] check the payee (pay)"
+    assert [f.action for f in fired] == ["hint"]
+
+
+@pytest.mark.anyio
+async def test_a_blocking_guard_fires_the_hook_and_the_call_never_runs() -> None:
+    fired: list[Finding] = []
+    ran: list[str] = []
+
+    @tool
+    def wipe(path: str) -> str:
+        """Delete."""
+        ran.append(path)
+        return "gone"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("wipe", {"path": "/"})]), ""])
+    agent = Agent(
+        model=model,
+        tools=[wipe],
+        guards=[fixed("no-root", "safety", "block", "never the root")],
+        hooks=Hooks(guard_fired=lambda t, a, f: fired.append(f)),
+    )
+    events = await send(Session(agent), "wipe")
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert result.is_error and "never the root" in result.content
+    assert ran == [] and [f.action for f in fired] == ["block"]

@@ -172,6 +172,10 @@ class Dispatcher:
         report = (
             check_before(self.agent.guards, tool, call.input) if self.agent.guards else _NO_REPORT
         )
+        fired = self.agent.hooks.guard_fired
+        if fired is not None:
+            for finding in report.findings:
+                await call_hook(fired(tool, call.input, finding))
         blocked = report.blocked
         if blocked is not None:
             self.fail(call, f"blocked by {blocked.source}: {blocked.message}")
@@ -247,8 +251,13 @@ class Dispatcher:
         *,
         write: bool,
         attempt: str | None = None,
+        hints: tuple[str, ...] = (),
     ) -> None:
-        """Run one call and record its result; never raises except cancellation."""
+        """Run one call and record its result; never raises except cancellation.
+
+        ``hints`` (and the hints of ``judged``'s guard report) are added to the
+        result the model sees, as an ``after`` guard's are.
+        """
         assert call.input is not None
         args = call.input
         hooks = self.agent.hooks
@@ -290,8 +299,9 @@ class Dispatcher:
         finally:
             if ctx is not None:
                 self._contexts.discard(ctx)
-        if self.agent.guards or self.agent.hooks.after_tool_call is not None:
-            output = await self._after(tool, args, output)
+        before_hints = hints + (judged[1].hints if judged is not None else ())
+        if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
+            output = await self._after(tool, args, output, before_hints)
         if write and auto and self.agent.on_auto_executed is not None:
             await call_hook(self.agent.on_auto_executed(tool, args, output))
         self.record(call, output, tool.policy.max_result_chars)
@@ -348,9 +358,15 @@ class Dispatcher:
         ), "unknown"
 
     async def _after(
-        self, tool: Tool, args: dict[str, JsonValue], output: ToolOutput
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        output: ToolOutput,
+        before_hints: tuple[str, ...] = (),
     ) -> ToolOutput:
-        hints = check_after(self.agent.guards, tool, args, output) if self.agent.guards else []
+        hints = [*before_hints]
+        if self.agent.guards:
+            hints += check_after(self.agent.guards, tool, args, output)
         if hints:
             output = replace(
                 output, content=output.content + "".join(f"\n\n[hint] {h}" for h in hints)

@@ -426,8 +426,10 @@ class Loop:
     ) -> None:
         """Apply a validated decision to the paused call, then go on with the turn."""
         turn = self.turn
-        assert turn.status == "paused" and turn.pending is not None
-        assert turn.pending.attempt_id == attempt_id
+        pending = turn.pending
+        assert turn.status == "paused" and pending is not None
+        assert pending.attempt_id == attempt_id
+        hints = tuple(f.message for f in pending.findings if f.action == "hint")
         turn.pending = None
         turn.status = "executing"
         await self.dispatch.save()
@@ -450,7 +452,9 @@ class Loop:
             if problem:
                 dispatch.fail(call, problem)
             else:
-                await dispatch.execute(tool, call, turn, None, write=True, attempt=attempt_id)
+                await dispatch.execute(
+                    tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
+                )
         turn.position += 1
         if await dispatch.run_serial(turn):
             await dispatch.save()

@@ -2,6 +2,7 @@
 
 Each hook may be sync or async. ``before_model_call`` may return a replacement
 request; ``before_tool_call`` may return a message to deny the call;
+``guard_fired`` sees every pre-execution guard finding;
 ``after_tool_call`` may return a replacement result. Exceptions in hooks are
 not swallowed: a hook is the application's own code.
 """
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
+from mainspring.events import Finding
 from mainspring.models.base import ModelRequest
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import ToolInput
@@ -36,6 +38,9 @@ class Hooks:
         None
     )
     """Return a replacement output."""
+    guard_fired: Callable[[Tool, ToolInput, Finding], _Maybe[None]] | None = None
+    """Called for each finding of a guard's ``before`` check (block, confirm or
+    hint), as the call is judged, whether or not it then pauses."""
 
 
 AutoExecuted: TypeAlias = Callable[[Tool, ToolInput, ToolOutput], "Awaitable[None] | None"]
