@@ -587,3 +587,24 @@ def test_a_leading_bom_is_stripped_even_when_split_across_byte_chunks() -> None:
     assert list(
         parse_sse([frame, "\ufeff".encode() + frame.replace(b"event: text_delta\n", b"")])
     ) == [TextDelta(text="x")]
+
+
+@pytest.mark.parametrize("chunk", [1024, 4093, None], ids=["1KB", "odd", "whole"])
+def test_a_multi_megabyte_frame_decodes_whole_however_it_is_chunked(chunk: int | None) -> None:
+    data = "x" * (3 * 1024 * 1024)
+    text = "event: big\r\nid: 7\r\ndata: " + data + "\r\ndata: tail\r\n\r\n" + "data: next\n\n"
+    pieces = [text] if chunk is None else [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    decoder = SSEDecoder()
+    frames = [f for piece in pieces for f in decoder.feed(piece.encode())]
+    decoder.close()
+    assert [(f.event, f.id, len(f.data)) for f in frames] == [
+        ("big", "7", len(data) + len("\ntail")),
+        ("message", "7", 4),
+    ]
+    assert frames[0].data.endswith("x\ntail")
+
+
+def test_many_small_frames_in_one_chunk_all_decode() -> None:
+    text = "".join(f"data: {i}\n\n" for i in range(200_000))
+    frames = SSEDecoder().feed(text)
+    assert len(frames) == 200_000 and frames[-1].data == "199999"

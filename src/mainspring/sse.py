@@ -44,9 +44,16 @@ class SSEFrame:
 
 @dataclass(slots=True)
 class SSEDecoder:
-    """Incremental SSE frame decoder: ``feed`` chunks, get completed frames."""
+    """Incremental SSE frame decoder: ``feed`` chunks, get completed frames.
 
-    _buffer: str = ""
+    Linear in its input however it is chunked: a line still open at the end
+    of a chunk is kept as a list of pieces (joined once, when it ends), and a
+    chunk is scanned for line ends once (the next CR and LF positions are
+    remembered, not searched for again from every line).
+    """
+
+    _open: list[str] = field(default_factory=list[str])
+    """Pieces of the line not yet ended."""
     _pending_cr: bool = False
     _event: str = ""
     _data: list[str] = field(default_factory=list[str])
@@ -70,21 +77,23 @@ class SSEDecoder:
         if not self._started:
             self._started = True
             chunk = chunk.removeprefix("\ufeff")  # the spec strips one leading BOM
-        text = self._buffer + chunk
-        if self._pending_cr and text.startswith("\n"):
-            text = text[1:]
-        self._pending_cr = False
+            if not chunk:
+                return []
+        if self._pending_cr:
+            self._pending_cr = False
+            if chunk[0] == "\n":
+                chunk = chunk[1:]
         frames: list[SSEFrame] = []
-        start = 0
-        n = len(text)
-        while True:
-            cr = text.find("\r", start)
-            lf = text.find("\n", start)
-            if cr < 0 and lf < 0:
-                break
+        text, n, start = chunk, len(chunk), 0
+        cr, lf = text.find("\r"), text.find("\n")
+        while cr >= 0 or lf >= 0:
             end = lf if cr < 0 else cr if lf < 0 else min(cr, lf)
             line = text[start:end]
-            if text[end] == "\r":
+            if self._open:
+                self._open.append(line)
+                line = "".join(self._open)
+                self._open.clear()
+            if end == cr:
                 if end + 1 < n:
                     start = end + 2 if text[end + 1] == "\n" else end + 1
                 else:
@@ -92,10 +101,15 @@ class SSEDecoder:
                     self._pending_cr = True
             else:
                 start = end + 1
+            if cr >= 0 and cr < start:
+                cr = text.find("\r", start)
+            if lf >= 0 and lf < start:
+                lf = text.find("\n", start)
             frame = self._line(line)
             if frame is not None:
                 frames.append(frame)
-        self._buffer = text[start:]
+        if start < n:
+            self._open.append(text[start:] if start else text)
         return frames
 
     def close(self) -> None:
@@ -104,7 +118,7 @@ class SSEDecoder:
             self._utf8.decode(b"", final=True)
         except UnicodeDecodeError as exc:
             raise WireFormatError(f"SSE stream ended inside a UTF-8 character: {exc}") from exc
-        if self._buffer or self._partial:
+        if self._open or self._partial:
             raise WireFormatError("SSE stream ended in the middle of a frame")
 
     def _line(self, line: str) -> SSEFrame | None:
