@@ -39,7 +39,14 @@ from mainspring.context.compiler import CompiledContext, ContextEngine
 from mainspring.context.snapshot import CostEstimate
 from mainspring.cost import CostTracker
 from mainspring.decisions import ClientResult, Decision, Reject
-from mainspring.errors import ModelError, ModelOutputError, ToolInputError
+from mainspring.errors import (
+    CheckpointCorrupt,
+    ModelError,
+    ModelOutputError,
+    SchemaTooNew,
+    StoreError,
+    ToolInputError,
+)
 from mainspring.events import (
     ErrorEvent,
     Event,
@@ -66,7 +73,7 @@ from mainspring.tools.define import ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
 
-__all__ = ["Loop", "recover_interrupted"]
+__all__ = ["Loop", "error_event", "recover_interrupted"]
 
 log = logging.getLogger("mainspring.loop")
 
@@ -150,7 +157,7 @@ class Loop:
             self._repair("the run failed", keep_partial=False)
             self._end_turn_quietly()
             self._end_turn_record()
-            self.emit(_error_event(exc))
+            self.emit(error_event(exc))
 
     def cancel(self) -> None:
         """Stop the model stream and running reads now; let a running write finish."""
@@ -593,11 +600,17 @@ def _recovered_result(state: SessionState, call: Call) -> ToolResultPart:
     )
 
 
-def _error_event(exc: Exception) -> ErrorEvent:
-    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+def error_event(exc: BaseException) -> ErrorEvent:
+    """The terminal ``error`` event for a run that failed with ``exc`` (typed by its class)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, ModelError):
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
-    log.exception("run failed")
+    if isinstance(exc, StoreError):
+        # A store outage is worth retrying; corrupt or too-new data is not.
+        retryable = not isinstance(exc, CheckpointCorrupt | SchemaTooNew)
+        log.error("run stopped: a store failed: %s", exc)
+        return ErrorEvent(code="store_error", message=str(exc), retryable=retryable)
+    log.error("run failed", exc_info=exc)
     return ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}")

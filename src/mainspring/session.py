@@ -20,13 +20,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import anyio
 from pydantic import JsonValue
 
 from mainspring._background import spawn
-from mainspring._loop import Loop, recover_interrupted
+from mainspring._loop import Loop, error_event, recover_interrupted
 from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
@@ -368,7 +369,12 @@ class Session:
         assert lock is not None
         while True:
             await anyio.sleep(self.lock_ttl / 3)
-            if not await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl):
+            try:
+                kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
+            except StoreError as exc:  # a blip: try again before the lease runs out
+                log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
+                continue
+            if not kept:
                 log.error("session %s: lost the run lock", self.session_id)
                 return
 
@@ -421,49 +427,41 @@ class Session:
         abort = anyio.CancelScope()
         done = anyio.Event()
         terminal: TurnComplete | ErrorEvent | None = None
+        failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         # With a checkpoint store, a writer task puts each batch on record while
         # the run goes on producing the next; the consumer gets only what is on record.
         outbox: Relay[Event] = Relay() if store is not None else relay
-
-        async def produce() -> None:
-            try:
-                with abort:
-                    async with anyio.create_task_group() as tg:
-                        if store is not None:
-                            tg.start_soon(_write_through, store, stream_id, relay, outbox)
-                        if self.run_lock is not None:
-                            tg.start_soon(self._keep_lease)
-                        await runner.run(lambda: start(runner))
-                        relay.close()  # the writer drains what is left, then stops
-                        if self.run_lock is not None:
-                            tg.cancel_scope.cancel()
-            except BaseException:  # pragma: no cover - run() reports failures as events
-                log.exception("session producer failed")
-            finally:
-                relay.close()
-                outbox.close()
-                done.set()
 
         try:
             self._state.active_stream = stream_id
             self._live_stream = stream_id
             ended = self._state.last_stream
-            if store is not None and ended is not None:
-                # The previous stream ended naturally: its log is no longer needed
-                # (kept until now so a client resuming right after its end got it all).
-                with anyio.CancelScope(shield=True):
-                    await store.clear(ended)
-            if store is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.save()  # the run is on record before any event is
-                # Logged with the first batch, and yielded only once it is.
-                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
-            spawn(produce)
-            while await outbox.wait():
+            try:
+                await self._open_log(store, ended)
+            except StoreError as exc:
+                failure.append(exc)  # nothing ran: the stream is this one error
+                done.set()
+            else:
+                if store is not None:
+                    # Logged with the first batch, and yielded only once it is.
+                    relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
+                spawn(
+                    partial(
+                        self._produce, runner, start, stream_id, relay, outbox, abort, done, failure
+                    )
+                )
+            while not failure and await outbox.wait():
                 for event in outbox.drain():
                     if isinstance(event, TurnComplete | ErrorEvent):
                         terminal = event
                     yield event
+            if terminal is None:
+                await done.wait()  # the producer records why it stopped before it is done
+            if terminal is None and failure:
+                # The events after the failure never went on record: end with an
+                # explicit error, never silently.
+                terminal = error_event(failure[0])
+                yield terminal
             self._state.last_stream, self._state.last_terminal = stream_id, terminal
         finally:
             # The consumer is done or gone: stop the producer (a running write
@@ -474,14 +472,66 @@ class Session:
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.write_cancel_grace + 5.0
                 await done.wait()
-                self._state.active_stream = None
-                self._live_stream = None
-                self._runner = None
-                try:
-                    await self.save()
-                finally:
-                    await self._release()
-                    self._running = False
+                await self._end_run()
+
+    async def _produce(
+        self,
+        runner: Loop,
+        start: Callable[[Loop], Awaitable[None]],
+        stream_id: str,
+        relay: Relay[Event],
+        outbox: Relay[Event],
+        abort: anyio.CancelScope,
+        done: anyio.Event,
+        failure: list[BaseException],
+    ) -> None:
+        """The producer task: the run, its checkpoint writer and its lease renewal."""
+        store = self.checkpoint_store
+        try:
+            with abort:
+                async with anyio.create_task_group() as tg:
+                    if store is not None:
+                        tg.start_soon(_write_through, store, stream_id, relay, outbox)
+                    if self.run_lock is not None:
+                        tg.start_soon(self._keep_lease)
+                    await runner.run(lambda: start(runner))
+                    relay.close()  # the writer drains what is left, then stops
+                    if self.run_lock is not None:
+                        tg.cancel_scope.cancel()
+        except Exception as exc:  # a store failed under the run (the checkpoint writer)
+            failure.append(exc)
+        finally:
+            relay.close()
+            outbox.close()
+            done.set()
+
+    async def _open_log(self, store: CheckpointStore | None, ended: str | None) -> None:
+        """Before a checkpointed run: clear the last stream's log, put the run on record."""
+        if store is None:
+            return
+        with anyio.CancelScope(shield=True):
+            if ended is not None:
+                # The previous stream ended naturally: its log is no longer needed
+                # (kept until now so a client resuming right after its end got it all).
+                await store.clear(ended)
+            await self.save()  # the run is on record before any event is
+
+    async def _end_run(self) -> None:
+        """After a run: save, release the lock, mark idle — whatever fails on the way."""
+        self._state.active_stream = None
+        self._live_stream = None
+        self._runner = None
+        try:
+            await self.save()
+        except StoreError as exc:  # the terminal event is out; a new load recovers
+            log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
+        finally:
+            try:
+                await self._release()
+            except StoreError as exc:  # the lease expires by itself
+                log.error("session %s: could not release the run lock: %s", self.session_id, exc)
+            finally:
+                self._running = False
 
     async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         events = await store.load(stream_id)

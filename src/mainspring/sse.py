@@ -65,26 +65,27 @@ class SSEDecoder:
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="strict")
     )
 
-    def feed(self, chunk: str | bytes) -> list[SSEFrame]:
-        """Add a chunk; return the frames it completed."""
+    def _text(self, chunk: str | bytes) -> str:
+        """The chunk as text, less a leading BOM and the LF of a CRLF split across chunks."""
         if isinstance(chunk, bytes):
             try:
                 chunk = self._utf8.decode(chunk)
             except UnicodeDecodeError as exc:
                 raise WireFormatError(f"SSE stream is not valid UTF-8: {exc}") from exc
-        if not chunk:
-            return []
-        if not self._started:
+        if chunk and not self._started:
             self._started = True
             chunk = chunk.removeprefix("\ufeff")  # the spec strips one leading BOM
-            if not chunk:
-                return []
-        if self._pending_cr:
+        if chunk and self._pending_cr:
             self._pending_cr = False
             if chunk[0] == "\n":
                 chunk = chunk[1:]
+        return chunk
+
+    def feed(self, chunk: str | bytes) -> list[SSEFrame]:
+        """Add a chunk; return the frames it completed."""
+        text = self._text(chunk)
         frames: list[SSEFrame] = []
-        text, n, start = chunk, len(chunk), 0
+        n, start = len(text), 0
         cr, lf = text.find("\r"), text.find("\n")
         while cr >= 0 or lf >= 0:
             end = lf if cr < 0 else cr if lf < 0 else min(cr, lf)

@@ -1,0 +1,186 @@
+"""A store that fails mid-run ends the stream with exactly one typed ``error`` event.
+
+Never a silent end, never an exception out of ``async for``, never a session
+left marked running; once the store is back, a new process continues the
+session. Each fault is injected at a chosen operation of a real in-memory
+store (the model is the only mock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mainspring import (
+    Agent,
+    Approve,
+    ErrorEvent,
+    Event,
+    PendingAction,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    TurnComplete,
+    tool,
+)
+from mainspring.errors import StoreError
+from mainspring.state import SessionState, WriteRecord
+from mainspring.stores import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
+from tests.helpers import collect
+
+pytestmark = pytest.mark.anyio
+
+
+class Faults:
+    """Counts store operations; the ``fail_at``-th one raises (``None``: never)."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at = fail_at
+        self.count = 0
+
+    def tick(self, what: str) -> None:
+        self.count += 1
+        if self.fail_at is not None and self.count == self.fail_at:
+            raise StoreError(f"injected failure at store operation {self.count} ({what})")
+
+
+class FlakySessions(InMemorySessionStore):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    async def save(self, state: SessionState) -> None:
+        self.faults.tick("save")
+        await super().save(state)
+
+    async def record_write(self, session_id: str, record: WriteRecord) -> None:
+        self.faults.tick("record_write")
+        await super().record_write(session_id, record)
+
+
+class FlakyCheckpoints(InMemoryCheckpointStore):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        self.faults.tick("append_many")
+        await super().append_many(stream_id, events)
+
+
+class FlakyLock(InMemoryRunLock):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    async def release(self, key: str, owner: str) -> None:
+        self.faults.tick("release")
+        await super().release(key, owner)
+
+
+paid: list[str] = []
+
+
+@tool(read_only=True)
+def balance() -> str:
+    """The balance."""
+    return "$100"
+
+
+@tool
+def pay(to: str) -> str:
+    """Pay (auto tier)."""
+    paid.append(to)
+    return f"paid {to}"
+
+
+def agent() -> Agent:
+    script: list[ScriptedResponse | str] = [
+        ScriptedResponse(text="Checking. ", tool_calls=[ScriptedCall("balance", {})]),
+        ScriptedResponse(tool_calls=[ScriptedCall("pay", {"to": "bob"})]),
+        "Done.",
+    ]
+    return Agent(model=ScriptedModel(script), tools=[balance, pay])
+
+
+async def run_once(fail_at: int | None) -> tuple[list[Event], Session, FlakySessions]:
+    faults = Faults(fail_at)
+    sessions = FlakySessions(faults)
+    session = Session(
+        agent(),
+        session_store=sessions,
+        checkpoint_store=FlakyCheckpoints(faults),
+        run_lock=FlakyLock(faults),
+        lock_ttl=5,
+    )
+    events = await collect(session.send("pay bob"))  # exactly one terminal, last
+    return events, session, sessions
+
+
+async def test_without_faults_the_run_completes_and_counts_its_store_operations() -> None:
+    events, _, _ = await run_once(None)
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+
+
+OPERATIONS = 12  # more than the run makes: the last points fail after the terminal
+
+
+@settings(max_examples=OPERATIONS, derandomize=True)
+@given(fail_at=st.integers(min_value=1, max_value=OPERATIONS))
+async def test_a_store_failing_at_any_operation_ends_with_one_typed_error(fail_at: int) -> None:
+    paid.clear()
+    events, session, sessions = await run_once(fail_at)
+    last = events[-1]
+    assert isinstance(last, ErrorEvent | TurnComplete)
+    if isinstance(last, ErrorEvent):
+        assert last.code == "store_error" and last.retryable
+        assert "injected failure" in last.message
+    assert not session.running  # never left marked running
+    assert len(paid) <= 1  # the write ran at most once
+    # The store is back: a new process continues the session.
+    sessions.faults.fail_at = None
+    stored = await sessions.load(session.session_id)
+    if stored is None:  # the failure came before anything was saved
+        return
+    later = await Session.load(agent(), sessions, session.session_id)
+    more = await collect(later.send("and now?"))
+    assert isinstance(more[-1], TurnComplete | PendingAction | ErrorEvent)
+    assert not later.running
+    assert len(paid) <= 2
+
+
+async def test_a_failing_lock_release_does_not_leave_the_session_running() -> None:
+    faults = Faults()
+    lock = FlakyLock(faults)
+    session = Session(agent(), run_lock=lock, lock_ttl=0.2, when_busy="wait")
+    faults.fail_at = 1  # the first release fails
+    events = await collect(session.send("pay bob"))
+    assert isinstance(events[-1], TurnComplete)
+    assert not session.running
+    again = await collect(session.send("again"))  # waits out the stale lease, then runs
+    assert isinstance(again[-1], TurnComplete | ErrorEvent)
+
+
+async def test_a_decision_after_a_store_failure_is_still_possible() -> None:
+    @tool(permission="confirm")
+    def transfer(to: str) -> str:
+        """Transfer."""
+        return "sent"
+
+    faults = Faults()
+    sessions = FlakySessions(faults)
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[ScriptedCall("transfer", {"to": "x"})]), "ok"]
+    )
+    session = Session(Agent(model=model, tools=[transfer]), session_store=sessions)
+    events = await collect(session.send("send"))
+    pending = events[-2]
+    assert isinstance(pending, PendingAction)
+    faults.fail_at = faults.count + 1  # the save that starts the resume fails
+    failed = await collect(session.resume(pending.attempt_id, Approve()))
+    assert isinstance(failed[-1], ErrorEvent) and failed[-1].code == "store_error"
+    assert not session.running
