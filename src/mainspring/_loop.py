@@ -87,6 +87,8 @@ class _Answer:
     stop: ModelStop | None = None
     delta_ids: dict[int, str] = field(default_factory=dict[int, str])
     """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
+    usage: Usage = Usage()
+    """What the provider reported so far (kept when the stream fails later)."""
 
     def flush_text(self) -> None:
         """Close the text being streamed into a text part."""
@@ -293,26 +295,15 @@ class Loop:
     async def _consume(
         self, request: ModelRequest, turn: Turn, reads: anyio.abc.TaskGroup
     ) -> tuple[Usage, ModelStop]:
-        usage = Usage()
-        emit = self.emit
         answer = self._answer
         assert answer is not None
-        async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
-            async for event in stream:
-                kind = type(event)
-                if kind is TextDelta:  # the hot path
-                    delta = cast(TextDelta, event)
-                    answer.text.append(delta.text)
-                    emit(delta)
-                elif kind is ToolCallEnd:
-                    assert isinstance(event, ToolCallEnd)
-                    answer.flush_text()
-                    await self._on_call(event, answer, turn, reads)
-                elif kind is ModelUsage:
-                    assert isinstance(event, ModelUsage)
-                    usage = usage + event.usage
-                else:
-                    self._on_model_event(event, answer)
+        try:
+            usage = await self._read(request, answer, turn, reads)
+        except Exception:
+            if answer.usage != Usage():
+                # What the provider reported before it failed was still spent.
+                self._account(self.agent.model.name, answer.usage, turn)
+            raise
         if answer.stop is None:
             raise ModelOutputError(
                 "the model stream ended without a stop event", provider=self.agent.model.name
@@ -329,6 +320,29 @@ class Loop:
         if turn.calls and self.cost.exceeded():
             reads.cancel_scope.cancel()
         return usage, answer.stop
+
+    async def _read(
+        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: anyio.abc.TaskGroup
+    ) -> Usage:
+        """Every event of the model's stream into ``answer``; its usage, summed."""
+        emit = self.emit
+        async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
+            async for event in stream:
+                kind = type(event)
+                if kind is TextDelta:  # the hot path
+                    delta = cast(TextDelta, event)
+                    answer.text.append(delta.text)
+                    emit(delta)
+                elif kind is ToolCallEnd:
+                    assert isinstance(event, ToolCallEnd)
+                    answer.flush_text()
+                    await self._on_call(event, answer, turn, reads)
+                elif kind is ModelUsage:
+                    assert isinstance(event, ModelUsage)
+                    answer.usage = answer.usage + event.usage
+                else:
+                    self._on_model_event(event, answer)
+        return answer.usage
 
     def _on_model_event(self, event: ModelEvent, answer: _Answer) -> None:
         kind = type(event)

@@ -478,3 +478,66 @@ async def test_midstream_failure_leaves_no_partial_content(
     assert assistants[0].text == answer
     assert session.messages[-1] is assistants[0]
     assert server.script.requests == 2
+
+
+# --- an error object inside an OpenAI-compatible stream ---------------------------
+
+
+def chunk(delta: dict[str, object], finish: str | None = None, **extra: object) -> str:
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "local-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+USAGE = {"prompt_tokens": 900, "completion_tokens": 64, "total_tokens": 964}
+
+
+def error_after_length(error: dict[str, object]) -> Reply:
+    """Text, ``finish_reason: length`` with usage, then an error object (as vLLM and
+    llama.cpp servers send when the context overflows mid-generation)."""
+    body = (
+        chunk({"role": "assistant", "content": "The answer is"})
+        + chunk({}, "length", usage=USAGE)
+        + f"data: {json.dumps({'error': error})}\n\n"
+        + "data: [DONE]\n\n"
+    )
+    return stream(body)
+
+
+IN_STREAM = [
+    ({"code": 400, "message": "maximum context length is 1024 tokens"}, "ContextTooLong", False),
+    ({"code": "400", "message": "bad request"}, "BadRequest", False),
+    ({"code": "rate_limit_exceeded", "message": "slow down"}, "RateLimited", True),
+    ({"code": 502, "message": "upstream went away"}, "ServerError", True),
+    ({"message": "something broke"}, "ModelOutputError", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "retryable"), IN_STREAM, ids=[k for _e, k, _r in IN_STREAM]
+)
+async def test_an_error_object_in_a_stream_is_typed_by_its_code(
+    error: dict[str, object], kind: str, retryable: bool, server: Server
+) -> None:
+    server.script.play(error_after_length(error), success("chat"))
+    model = make_model("chat", server.url)
+    exc = await raises(model)
+    assert type(exc).__name__ == kind
+    assert exc.retryable is retryable
+    assert server.script.requests == 1  # text was out: never replayed
+
+
+async def test_the_usage_a_failing_stream_reported_is_kept(server: Server) -> None:
+    server.script.play(error_after_length({"code": 400, "message": "context length exceeded"}))
+    session = Session(Agent(model=make_model("chat", server.url)))
+    events = await _turn(session, "a long question")
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.code == "model_error" and not last.retryable
+    assert session.usage.input_tokens == 900 and session.usage.output_tokens == 64
+    assert [(m.role, m.text) for m in session.messages] == [("user", "a long question")]

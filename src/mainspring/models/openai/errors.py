@@ -63,8 +63,66 @@ def map_openai_error(exc: Exception, provider: str) -> ModelError:
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, provider)
     if isinstance(exc, openai.APIError):  # an error object inside the stream
-        message, _ = _error_text(exc.body, exc.message)
-        return ModelOutputError(f"{provider}: {message}", provider=provider, retryable=True)
+        return _stream_error(exc, provider)
     return ModelOutputError(
         f"{provider}: malformed stream: {exc}", provider=provider, retryable=True
+    )
+
+
+# Error codes servers put in an in-stream error object, as the HTTP status they mean.
+_CODE_STATUS = {
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+    "invalid_prompt": 400,
+    "authentication_error": 401,
+    "invalid_api_key": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "insufficient_quota": 429,
+    "overloaded_error": 529,
+    "server_error": 500,
+    "api_error": 500,
+}
+
+
+def _stream_status(body: object) -> int | None:
+    """The HTTP status an in-stream error object stands for, if it says."""
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if not isinstance(error, dict):
+        return None
+    for key in ("code", "status", "status_code"):
+        value = error.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+            return value
+        if isinstance(value, str) and value.isdigit() and 400 <= int(value) <= 599:
+            return int(value)
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str) and value in _CODE_STATUS:
+            return _CODE_STATUS[value]
+    return None
+
+
+def _stream_error(exc: openai.APIError, provider: str) -> ModelError:
+    """An error object sent inside a stream, typed by its code like an HTTP error.
+
+    OpenAI-compatible servers report a failure that happens after the response
+    started (a context overflow, an upstream rate limit) as
+    ``data: {"error": {...}}``; its ``code`` (a number, or a name such as
+    ``rate_limit_exceeded``) says what kind of failure it is. Without one it is
+    a malformed stream, worth retrying.
+    """
+    message, code = _error_text(exc.body, exc.message)
+    status = _stream_status(exc.body)
+    if status is None:
+        return ModelOutputError(f"{provider}: {message}", provider=provider, retryable=True)
+    return http_error(
+        status,
+        f"{provider} error in stream ({status}): {message}",
+        provider=provider,
+        body=json.dumps(exc.body) if exc.body is not None else "",
+        context_too_long=any(marker in f"{code} {message}".lower() for marker in _CONTEXT_MARKERS),
     )
