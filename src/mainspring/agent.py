@@ -62,7 +62,8 @@ class Agent:
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
     microcompact: bool = True
-    """Show a repeated identical tool result as ``[same result as turn N]``."""
+    """Show a large repeated identical tool result once: the newest copy in full, the
+    older one as a note pointing to it (see :class:`~mainspring.context.Microcompact`)."""
     context_block: TextSource | None = None
     """Layer 2: a host-supplied block (text, or a function returning it)."""
     skill_recipe: TextSource | None = None

@@ -320,8 +320,8 @@ async def test_empty_layers_contribute_nothing() -> None:
 # -- history processors ----------------------------------------------------------
 
 
-async def test_microcompact_shows_repeated_results_once() -> None:
-    big = "file contents " * 20
+async def test_microcompact_keeps_the_newest_result_whole_and_collapses_the_older() -> None:
+    big = "file contents " * 100
     messages = [
         Message.user("read it"),
         call("c1", path="a.txt"),
@@ -336,15 +336,43 @@ async def test_microcompact_shows_repeated_results_once() -> None:
     engine = ContextEngine(messages=messages, processors=[Microcompact()])
     out = await engine.compile(turn_index=1)
     view = list(out.messages)
-    assert view[2] == messages[2]
-    assert view[6].tool_results_parts[0].content == "[same result as turn 1]"
+    note = "[same result as the repeat of this call in turn 2, shown later]"
+    assert view[2].tool_results_parts[0].content == note
+    assert view[6] == messages[6]  # the newest copy: the model reads the fresh result
     assert view[8] == messages[8]  # other arguments: not a repeat
-    assert engine.transcript.messages[6].tool_results_parts[0].content == big
-    assert engine.view.owner(6) == ("engine", "microcompact")
+    assert engine.transcript.messages[2].tool_results_parts[0].content == big
+    assert engine.view.owner(2) == ("engine", "microcompact")
+
+
+async def test_microcompact_never_replaces_the_result_of_the_call_just_made() -> None:
+    big = "balance: 100 " * 100
+    messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
+    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    for n in range(2, 6):  # the same call again and again: the last one is always whole
+        engine.append([call(f"c{n}", path="x"), result(f"c{n}", big)])
+        out = await engine.compile(turn_index=0)
+        view = list(out.messages)
+        assert view[-1].tool_results_parts[0].content == big
+        collapsed = [m for m in view[:-1] if m.role == "tool"]
+        assert all(m.tool_results_parts[0].content.startswith("[same result") for m in collapsed)
+
+
+async def test_microcompact_leaves_small_results_alone() -> None:
+    small = "ok"
+    messages = [
+        Message.user("go"),
+        call("c1", path="x"),
+        result("c1", small),
+        call("c2", path="x"),
+        result("c2", small),
+    ]
+    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    out = await engine.compile(turn_index=0)
+    assert list(out.messages) == messages
 
 
 async def test_microcompact_never_compacts_errors() -> None:
-    err = "error: permission denied for this path, please try another one"
+    err = "error: permission denied for this path, please try another one " * 20
     messages = [
         Message.user("go"),
         call("c1", path="x"),

@@ -30,12 +30,15 @@ from tests.helpers import send
 pytestmark = pytest.mark.anyio
 
 REPORT = "quarterly report: revenue up 12%, costs flat, headcount 42, churn 3%"
+BIG_REPORT = REPORT + "\n" + "line item: flat\n" * 100
 
 
 @tool(read_only=True)
-async def report(quarter: str) -> str:
+async def report(quarter: str, detail: str = "summary") -> str:
     """Fetch a report."""
-    return REPORT if quarter == "q3" else f"no data for {quarter}"
+    if quarter != "q3":
+        return f"no data for {quarter}"
+    return BIG_REPORT if detail == "full" else REPORT
 
 
 def _user_texts(message_parts: Sequence[object]) -> list[str]:
@@ -153,8 +156,8 @@ async def test_accounting_snapshots_each_turn_with_usage_and_cost(tmp_path: Path
     assert "tool_result" in html
 
 
-async def test_microcompact_still_shows_repeats_once() -> None:
-    call = ScriptedCall("report", {"quarter": "q3"})
+async def test_microcompact_sends_the_fresh_result_and_collapses_the_older_one() -> None:
+    call = ScriptedCall("report", {"quarter": "q3", "detail": "full"})
     model = ScriptedModel(
         [
             ScriptedResponse(tool_calls=[call]),
@@ -167,10 +170,10 @@ async def test_microcompact_still_shows_repeats_once() -> None:
     await send(session, "show q3")
     await send(session, "show it again")
     results = [p for m in model.requests[-1].messages for p in m.tool_results_parts]
-    assert results[0].content == REPORT
-    assert results[1].content == "[same result as turn 1]"
+    assert results[1].content == BIG_REPORT  # the call just made: its fresh result
+    assert results[0].content.startswith("[same result as the repeat of this call in turn 2")
     stored = [p for m in session.messages for p in m.tool_results_parts]
-    assert [p.content for p in stored] == [REPORT, REPORT]
+    assert [p.content for p in stored] == [BIG_REPORT, BIG_REPORT]
 
 
 async def test_disabled_microcompact_sends_everything() -> None:
@@ -238,3 +241,20 @@ async def test_events_are_the_same_with_accounting_on() -> None:
     )
     assert [e.type for e in plain] == [e.type for e in counted]
     assert plain[-1] == counted[-1]
+
+
+async def test_the_demo_pays_the_same_contact_twice_in_one_session() -> None:
+    from mainspring import Approve, PendingAction, TurnComplete
+    from mainspring.demo import demo_agent
+
+    session = Session(demo_agent(balance_usd=500.0))
+    for _ in range(2):
+        events = [e async for e in session.send("pay alice $120")]
+        pending = next(e for e in events if isinstance(e, PendingAction))
+        done = [e async for e in session.resume(pending.attempt_id, Approve())]
+        assert isinstance(done[-1], TurnComplete) and done[-1].stop_reason == "end_turn"
+    assert session.messages[-1].text.endswith("Your new balance is $260.00.")
+    lookups = [
+        p for m in session.messages for p in m.tool_results_parts if p.name == "lookup_contact"
+    ]
+    assert len(lookups) == 2 and lookups[0].content == lookups[1].content

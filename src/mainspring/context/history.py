@@ -1,10 +1,13 @@
 """History processors: how committed messages look to the model.
 
-Both map each message once, as it is committed (O(message)), and only ever
-rewrite the new message, never an earlier one, so the cached prefix holds.
+Both see each message once, as it is committed (O(message)).
+:class:`ToolResultBudget` rewrites only the new message, so the cached prefix
+holds; :class:`Microcompact` rewrites an older copy when a newer identical one
+arrives (a prefix change, so only for large results).
 
 * :class:`Microcompact` — a repeated identical tool call (same tool, same
-  arguments, same result) is shown as ``[same result as turn N]``.
+  arguments, same result) is shown in full where it is newest; the older copy
+  becomes a note pointing to it.
 * :class:`ToolResultBudget` — a tool result longer than its budget is cut,
   keeping its head and tail, with a note of how much was left out.
 """
@@ -12,61 +15,109 @@ rewrite the new message, never an earlier one, so the cached prefix holds.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
 from mainspring.messages import Message, ToolResultPart
 
+if TYPE_CHECKING:
+    from mainspring.context.compiler import Compilation
+
 __all__ = ["Microcompact", "ToolResultBudget"]
 
 
 class Microcompact(Processor):
-    """Repeated identical tool results are shown once."""
+    """A repeated identical tool result is shown once: in full where it is newest.
+
+    When a call (same tool, same arguments) returns the same result as an
+    earlier one, the earlier copy in the model's view becomes a short note
+    pointing to the newer one; the newest result is never replaced, so the
+    model always reads the fresh answer of the call it just made. Collapsing
+    the older copy changes the view's prefix from there on (reported as reuse
+    lost in accounting), so only results of at least ``min_chars`` characters
+    are collapsed: below that, a cache miss costs more than the repeat.
+    Errors are never collapsed.
+    """
 
     phase: Phase = "history"
     source = "tool_result"
 
-    def __init__(self, *, id: str = "microcompact") -> None:
+    def __init__(self, *, min_chars: int = 1_000, id: str = "microcompact") -> None:
         """A microcompactor for mainspring messages."""
         super().__init__(id)
+        if min_chars < 1:
+            raise ConfigError(f"microcompact min_chars must be positive, got {min_chars}")
+        self.min_chars = min_chars
         self.reset()
 
     def reset(self) -> None:
         """Forget which calls were seen."""
         self._call_keys: dict[str, str] = {}
-        self._first: dict[str, tuple[int, str]] = {}
+        self._latest: dict[tuple[str, str], tuple[int, str]] = {}
+        """(call key, content) -> (transcript index, call id) of its newest copy."""
+        self._superseded: list[tuple[int, str, int]] = []
+        """(transcript index, call id, turn of the newer copy) of copies to collapse."""
         self._turn = 0
 
     def map_message(self, message: Message, index: int) -> Message:
-        """Rewrite later repeats of an identical result."""
+        """Note repeats as they are committed (the message itself is never changed here)."""
         if message.role == "user":
             self._turn += 1
-            return message
-        if message.role == "assistant":
+        elif message.role == "assistant":
             for call in message.tool_calls:
                 self._call_keys[call.id] = (
                     call.name + "\0" + json.dumps(call.arguments, sort_keys=True)
                 )
-            return message
-        parts = list(message.parts)  # a tool message
-        changed = False
-        for i, part in enumerate(parts):
-            if not isinstance(part, ToolResultPart) or part.is_error:
+        else:
+            for part in message.tool_results_parts:
+                key = self._call_keys.get(part.tool_use_id)
+                if key is None or part.is_error or len(part.content) < self.min_chars:
+                    continue
+                earlier = self._latest.get((key, part.content))
+                if earlier is not None:
+                    self._superseded.append((*earlier, self._turn))
+                self._latest[(key, part.content)] = (index, part.tool_use_id)
+        return message
+
+    async def process(self, ctx: Compilation[Any]) -> None:
+        """Collapse the copies superseded since the last compile."""
+        if not self._superseded:
+            return
+        view, editor = ctx.messages, ctx.edit_history()
+        for index, call_id, turn in self._superseded:
+            found = _find_result(view, index, call_id)
+            if found is None:  # compacted away meanwhile
                 continue
-            key = self._call_keys.get(part.tool_use_id)
-            if key is None:
-                continue
-            first = self._first.get(key)
-            if first is None:
-                self._first[key] = (self._turn, part.content)
-            elif first[1] == part.content:
-                note = f"[same result as turn {first[0]}]"
-                if len(note) < len(part.content):
-                    parts[i] = replace(part, content=note)
-                    changed = True
-        return replace(message, parts=tuple(parts)) if changed else message
+            at, message = found
+            note = f"[same result as the repeat of this call in turn {turn}, shown later]"
+            parts = tuple(
+                replace(p, content=note)
+                if isinstance(p, ToolResultPart) and p.tool_use_id == call_id
+                else p
+                for p in message.parts
+            )
+            editor.replace(at, replace(message, parts=parts))
+        self._superseded.clear()
+
+
+def _find_result(view: Sequence[Any], index: int, call_id: str) -> tuple[int, Message] | None:
+    """The view entry holding ``call_id``'s result: at ``index`` unless the view was spliced."""
+
+    def holds(i: int) -> bool:
+        message = view[i]
+        return isinstance(message, Message) and any(
+            p.tool_use_id == call_id for p in message.tool_results_parts
+        )
+
+    if index < len(view) and holds(index):
+        return index, view[index]
+    for i in range(len(view) - 1, -1, -1):  # a summary spliced the view: look for it
+        if holds(i):
+            return i, view[i]
+    return None
 
 
 class ToolResultBudget(Processor):
