@@ -43,6 +43,7 @@ RANKS: dict[str, int] = {
     "replay": 8,
     "session": 10,
     "subagents": 11,
+    "testing": 5,
     "devtools": 11,
     "demo": 11,
     "mcp": 11,
