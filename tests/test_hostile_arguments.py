@@ -21,8 +21,8 @@ from mainspring import (
     TurnComplete,
     tool,
 )
+from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH
 from mainspring._dispatch import ERROR_LIMIT
-from mainspring._loop import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio

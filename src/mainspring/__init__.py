@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         FieldNotModifiable,
         MainspringError,
         ModelError,
+        RunFailed,
         SessionBusy,
         ToolError,
         ToolInputError,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from mainspring.messages import Message
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
+    from mainspring.result import RunResult
     from mainspring.session import Session
     from mainspring.sse import parse_sse, serialize_sse
     from mainspring.subagents import SubagentHandle, subagent_tool
@@ -95,6 +97,8 @@ _LAZY: dict[str, str] = {
     "ScriptedCall": "mainspring.models.scripted",
     "ScriptedModel": "mainspring.models.scripted",
     "ScriptedResponse": "mainspring.models.scripted",
+    "RunFailed": "mainspring.errors",
+    "RunResult": "mainspring.result",
     "Session": "mainspring.session",
     "SessionBusy": "mainspring.errors",
     "StreamStarted": "mainspring.events",
@@ -156,6 +160,8 @@ __all__ = [
     "PendingAction",
     "PermissionRules",
     "Reject",
+    "RunFailed",
+    "RunResult",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedResponse",

@@ -21,18 +21,19 @@ Private machinery: applications meet :class:`~mainspring.session.Session`.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, cast
+from operator import attrgetter
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.lowlevel
 from pydantic import JsonValue
 
+from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextEngine
@@ -65,15 +66,14 @@ from mainspring.messages import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolResultPart,
 )
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
-from mainspring.state import Call, SessionState, Turn, WriteRecord, new_call_id
+from mainspring.state import Call, SessionState, Turn, new_call_id
 from mainspring.tools.define import ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
 
-__all__ = ["Loop", "error_event", "recover_interrupted"]
+__all__ = ["Loop", "Paced", "error_event"]
 
 log = logging.getLogger("mainspring.loop")
 
@@ -97,6 +97,19 @@ class _Answer:
             self.text.clear()
 
 
+class Paced(Protocol):
+    """A consumer's buffer the model stream keeps pace with."""
+
+    @property
+    def full(self) -> bool:
+        """Whether the buffer is at its limit."""
+        ...
+
+    async def room(self) -> None:
+        """Wait until it is not."""
+        ...
+
+
 class Loop:
     """Runs one send or one resume of a session to its terminal event."""
 
@@ -110,12 +123,14 @@ class Loop:
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],
         durable: Durability | None = None,
+        pace: Paced | None = None,
     ) -> None:
         """Bind a loop to a session's state; ``emit`` receives every event.
 
         With ``durable``, progress is saved at every point a crash must not
         lose: the user message, each assistant message, each write before and
-        after it runs, each step's results.
+        after it runs, each step's results. With ``pace``, the model stream
+        waits while the consumer's buffer is full (back-pressure).
         """
         self.agent = agent
         self.state = state
@@ -127,6 +142,7 @@ class Loop:
             agent=agent, state=state, turn_cache=turn_cache, emit=emit, durable=durable
         )
         self._durable = durable
+        self._pace = pace
         self._scope: anyio.CancelScope | None = None
         self._answer: _Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
@@ -309,7 +325,7 @@ class Loop:
                 "the model stream ended without a stop event", provider=self.agent.model.name
             )
         answer.flush_text()
-        turn.calls.sort(key=_index)
+        turn.calls.sort(key=attrgetter("index"))
         self._append(Message(role="assistant", parts=tuple(answer.parts)))
         self._answer = None  # committed: nothing of it is left to repair
         if turn.calls:
@@ -325,7 +341,7 @@ class Loop:
         self, request: ModelRequest, answer: _Answer, turn: Turn, reads: anyio.abc.TaskGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
-        emit = self.emit
+        emit, pace = self.emit, self._pace
         async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 kind = type(event)
@@ -342,6 +358,8 @@ class Loop:
                     answer.usage = answer.usage + event.usage
                 else:
                     self._on_model_event(event, answer)
+                if pace is not None and pace.full:
+                    await pace.room()
         return answer.usage
 
     def _on_model_event(self, event: ModelEvent, answer: _Answer) -> None:
@@ -409,7 +427,7 @@ class Loop:
         turn.calls.append(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
-        parsed, error = _parse_arguments(end.name, end.arguments)
+        parsed, error = parse_arguments(end.name, end.arguments)
         if isinstance(parsed, dict):
             arguments = parsed
         answer.parts.append(
@@ -420,7 +438,7 @@ class Loop:
         dispatch = self.dispatch
         if tool is None:
             names = ", ".join(self.agent.tool_names) or "none"
-            dispatch.fail(call, f"unknown tool {_clip(end.name)!r}; available tools: {names}")
+            dispatch.fail(call, f"unknown tool {clip(end.name)!r}; available tools: {names}")
             return
         if error is not None:
             dispatch.fail(call, error)
@@ -514,104 +532,6 @@ class Loop:
                 note = "was interrupted" if call.started else "did not run"
                 fail(call, f"tool {call.name!r} {note}: {reason}")
         self._commit_step(turn)
-
-
-MAX_ARGUMENT_CHARS = 10 * 1024 * 1024
-"""Arguments longer than this are refused unparsed (an error result, never a crash)."""
-MAX_ARGUMENT_DEPTH = 64
-"""Arguments nested deeper than this are refused: no tool needs it, and deep
-nesting is how hostile input exhausts a recursive parser or validator."""
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
-
-
-def _parse_arguments(name: str, raw: str) -> tuple[object, str | None]:
-    """The call's arguments as JSON, or why they cannot be used (a short message)."""
-    if len(raw) > MAX_ARGUMENT_CHARS:
-        return None, (
-            f"the arguments for {_clip(name)!r} are {len(raw):,} characters, over the limit of "
-            f"{MAX_ARGUMENT_CHARS:,}; send less (split the work into several calls)"
-        )
-    if not raw.strip():
-        return {}, None
-    try:
-        parsed = json.loads(raw)
-    except RecursionError:
-        parsed = None
-    except ValueError as exc:
-        return None, (
-            f"the arguments for {_clip(name)!r} are not valid JSON ({_clip(str(exc))}); "
-            "send a JSON object"
-        )
-    if parsed is None or _depth_over(parsed, MAX_ARGUMENT_DEPTH):
-        return None, (
-            f"the arguments for {_clip(name)!r} are nested more than {MAX_ARGUMENT_DEPTH} "
-            "levels deep; send a flatter JSON object"
-        )
-    return parsed, None
-
-
-def _depth_over(value: object, limit: int) -> bool:
-    """Whether ``value`` nests containers deeper than ``limit`` (iterative, linear)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[object] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-def recover_interrupted(state: SessionState) -> list[WriteRecord]:
-    """Repair the state of a run whose process died; return the writes of unknown outcome.
-
-    Ledger entries still ``started`` become ``unknown`` (never re-run). The
-    calls of a step that was executing get results: the one gathered before
-    the crash, the result a finished write left in the ledger, or an error
-    saying the call was interrupted (naming the attempt for writes of unknown
-    outcome). A paused turn stays paused; any other turn is over.
-    """
-    unknown: list[WriteRecord] = []
-    for key, record in list(state.writes.items()):
-        if record.status == "started":
-            state.writes[key] = replace(record, status="unknown")
-            unknown.append(state.writes[key])
-    turn = state.turn
-    if turn is not None and turn.status == "executing":
-        results = [_recovered_result(state, call) for call in sorted(turn.calls, key=_index)]
-        state.messages.append(Message.tool_results(results))
-    if turn is not None and turn.status != "paused":
-        state.turn = None
-    state.active_stream = None
-    return unknown
-
-
-def _index(call: Call) -> int:
-    return call.index
-
-
-def _recovered_result(state: SessionState, call: Call) -> ToolResultPart:
-    if call.result is not None:
-        return call.result
-    entry = state.writes.get(call.id)
-    if entry is not None and entry.result is not None:
-        return entry.result
-    if entry is not None:
-        attempt = f" (attempt {entry.attempt_id})" if entry.attempt_id else ""
-        note = f"was interrupted while running; its outcome is unknown{attempt}"
-    else:
-        note = "did not run: the process running the turn stopped"
-    return ToolResultPart(
-        tool_use_id=call.id, name=call.name, content=f"tool {call.name!r} {note}", is_error=True
-    )
 
 
 def error_event(exc: BaseException) -> ErrorEvent:

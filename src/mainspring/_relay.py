@@ -2,7 +2,10 @@
 
 Lighter than a memory object stream for the engine's one hot path: putting an
 event is a deque append (and a wake-up only when the consumer is waiting);
-the consumer awaits only when the queue is empty.
+the consumer awaits only when the queue is empty. With a ``limit``, the
+producer applies back-pressure itself: ``put`` never blocks (the engine emits
+from plain callbacks), and the producer awaits :meth:`Relay.room` at its
+checkpoints (after each model event) while the queue holds ``limit`` items.
 """
 
 from __future__ import annotations
@@ -20,12 +23,25 @@ T = TypeVar("T")
 class Relay(Generic[T]):
     """Events from the producer to the consumer, in order."""
 
-    __slots__ = ("_closed", "_items", "_waiter")
+    __slots__ = ("_closed", "_items", "_room", "_waiter", "limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self._items: deque[T] = deque()
         self._waiter: anyio.Event | None = None
+        self._room: anyio.Event | None = None
         self._closed = False
+        self.limit = limit
+
+    @property
+    def full(self) -> bool:
+        """Whether the queue holds ``limit`` items or more (never, without a limit)."""
+        return self.limit is not None and len(self._items) >= self.limit
+
+    async def room(self) -> None:
+        """Wait until the consumer has taken the queue below its limit (or closed it)."""
+        while self.full and not self._closed:
+            room = self._room = anyio.Event()
+            await room.wait()
 
     def put(self, item: T) -> None:
         """Queue ``item`` (dropped once the relay is closed)."""
@@ -44,12 +60,20 @@ class Relay(Generic[T]):
         if waiter is not None:
             self._waiter = None
             waiter.set()
+        self._make_room()
 
     def drain(self) -> list[T]:
         """Take every queued item (possibly none) without waiting."""
         items = list(self._items)
         self._items.clear()
+        self._make_room()
         return items
+
+    def _make_room(self) -> None:
+        room = self._room
+        if room is not None:
+            self._room = None
+            room.set()
 
     async def wait(self) -> bool:
         """Wait until an item is queued; ``False`` once closed and drained."""

@@ -23,6 +23,7 @@ MainspringError
 │   ├── DecisionConflict   a second decision for one attempt
 │   └── FieldNotModifiable .fields
 ├── SessionBusy            a second run while one is active
+├── RunFailed              .event: a run (Session.run) ended in an error event
 ├── PrefixMutationError
 ├── PipelineError          a processor misconfigured or misbehaving
 │   ├── ProcessorCycleError     before/after constraints form a cycle (.cycle)
@@ -272,6 +273,29 @@ class BudgetExceeded(MainspringError):
         super().__init__(message)
         self.spent_usd = spent_usd
         self.budget_usd = budget_usd
+
+
+class RunFailed(MainspringError):
+    """A run driven by ``Session.run`` ended with an ``error`` event.
+
+    ``code``, ``retryable`` and ``attempt_id`` are the event's; ``event`` is the
+    event itself.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        retryable: bool = False,
+        attempt_id: str | None = None,
+        event: object = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.retryable = retryable
+        self.attempt_id = attempt_id
+        self.event = event
 
 
 class StoreError(MainspringError):

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import Any, Literal
 
@@ -27,7 +28,8 @@ import anyio
 from pydantic import JsonValue
 
 from mainspring._background import spawn
-from mainspring._loop import Loop, error_event, recover_interrupted
+from mainspring._loop import Loop, error_event
+from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
@@ -44,6 +46,7 @@ from mainspring.errors import (
 from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, TurnComplete
 from mainspring.messages import Message
 from mainspring.replay import has_terminal, synthesize_terminal
+from mainspring.result import RunResult, result_of
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
@@ -69,6 +72,7 @@ class Session:
         when_busy: Literal["error", "wait"] = "error",
         lock_ttl: float = 30.0,
         owner: str | None = None,
+        buffer_events: int = 1024,
     ) -> None:
         """Start a session (or continue one from ``state``).
 
@@ -86,11 +90,15 @@ class Session:
             lock_ttl: Seconds a run's lease lasts without renewal (renewed
                 while the run is alive, so only a dead worker's lease expires).
             owner: This worker's name in the lock (defaults to a UUID4).
+            buffer_events: Events a stream holds for a slow consumer; past
+                that, the model stream waits for the consumer (back-pressure).
         """
         if state is not None and messages:
             raise ConfigError("pass either state or messages, not both")
         if lock_ttl <= 0:
             raise ConfigError("lock_ttl must be positive")
+        if buffer_events < 1:
+            raise ConfigError("buffer_events must be at least 1")
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
@@ -102,6 +110,7 @@ class Session:
         self.when_busy = when_busy
         self.lock_ttl = lock_ttl
         self.owner = owner or str(uuid.uuid4())
+        self.buffer_events = buffer_events
         self._context = agent.context_engine(self._state.messages, session_id=self.session_id)
         self._cost = CostTracker(
             prices=agent.prices,
@@ -233,6 +242,87 @@ class Session:
         return self._stream(
             lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
         )
+
+    @asynccontextmanager
+    async def stream(
+        self, message: str | Message | None = None, *, resume_stream_id: str | None = None
+    ) -> AsyncIterator[AsyncIterator[Event]]:
+        """``send`` as a context manager that owns the stream's task.
+
+        ```python
+        async with session.stream("Pay Alice $20") as events:
+            async for event in events:
+                ...
+        ```
+
+        Leaving the block, however it is left (a ``break``, an exception, a
+        cancellation), stops the run and waits for its clean-up, as closing
+        the generator would. Arguments and errors are those of :meth:`send`.
+        """
+        events = self.send(message, resume_stream_id=resume_stream_id)
+        try:
+            yield events
+        finally:
+            await events.aclose()
+
+    @asynccontextmanager
+    async def stream_resume(
+        self, attempt_id: str, decision: Decision
+    ) -> AsyncIterator[AsyncIterator[Event]]:
+        """``resume`` as a context manager that owns the stream's task (see :meth:`stream`)."""
+        events = self.resume(attempt_id, decision)
+        try:
+            yield events
+        finally:
+            await events.aclose()
+
+    async def run(
+        self,
+        message: str | Message | None = None,
+        *,
+        attempt_id: str | None = None,
+        decision: Decision | None = None,
+    ) -> RunResult:
+        """Send ``message`` (or decide ``attempt_id``) and return what the run came to.
+
+        ```python
+        result = await session.run("Pay Alice $20")
+        if result.pending is not None:
+            result = await session.run(attempt_id=result.pending.attempt_id, decision=Approve())
+        print(result.text)
+        ```
+
+        Raises:
+            RunFailed: The run ended with an ``error`` event.
+            ConfigError: Both a message and a decision, or neither.
+        """
+        if (message is None) == (decision is None) or (decision is None) != (attempt_id is None):
+            raise ConfigError("run() takes a message, or an attempt_id with its decision")
+        if decision is not None:
+            assert attempt_id is not None
+            stream = self.resume(attempt_id, decision)
+        else:
+            stream = self.send(message)
+        async with aclosing(stream) as events:
+            return result_of([event async for event in events])
+
+    def run_sync(
+        self,
+        message: str | Message | None = None,
+        *,
+        attempt_id: str | None = None,
+        decision: Decision | None = None,
+    ) -> RunResult:
+        """:meth:`run` for synchronous programs (starts an event loop: not from async code)."""
+        return anyio.run(partial(self.run, message, attempt_id=attempt_id, decision=decision))
+
+    async def aclose(self) -> None:
+        """Cancel a run in progress and tear down the context pipeline's modules and sinks.
+
+        The session is unusable afterwards; its stored state (if any) stays.
+        """
+        self.cancel()
+        await self._context.destroy()
 
     def cancel(self) -> None:
         """Cancel the active run; a no-op when idle.
@@ -410,7 +500,7 @@ class Session:
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
         await self._begin(check)
-        relay: Relay[Event] = Relay()
+        relay: Relay[Event] = Relay(self.buffer_events)
         durable = self.session_store is not None
         runner = Loop(
             agent=self.agent,
@@ -419,6 +509,7 @@ class Session:
             cost=self._cost,
             turn_cache=self._turn_cache,
             emit=relay.put,
+            pace=relay,
             durable=self if durable else None,
         )
         self._runner = runner
@@ -430,7 +521,7 @@ class Session:
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         # With a checkpoint store, a writer task puts each batch on record while
         # the run goes on producing the next; the consumer gets only what is on record.
-        outbox: Relay[Event] = Relay() if store is not None else relay
+        outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
 
         try:
             self._state.active_stream = stream_id
@@ -596,6 +687,7 @@ async def _write_through(
                 await store.append_many(stream_id, batch)
             for event in batch:
                 outbox.put(event)
+            await outbox.room()  # the consumer's pace, passed on to the run
     finally:
         outbox.close()
 
