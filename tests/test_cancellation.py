@@ -10,6 +10,7 @@ import pytest
 
 from mainspring import (
     Agent,
+    Limits,
     Message,
     ModelPrice,
     ScriptedCall,
@@ -123,7 +124,7 @@ async def test_a_write_that_outlives_the_grace_is_recorded_as_unknown() -> None:
         return "unreachable"
 
     model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("stuck")]), "after"])
-    session = Session(Agent(model=model, tools=[stuck], write_cancel_grace=0.05))
+    session = Session(Agent(model=model, tools=[stuck], limits=Limits(write_cancel_grace=0.05)))
     events = []
     async for event in session.send("go"):
         events.append(event)
@@ -194,7 +195,10 @@ async def test_budget_exceeded_mid_run_stops_cleanly_without_running_tools() -> 
         [ScriptedResponse(tool_calls=[ScriptedCall("look")], usage=big), "never reached"], name="m"
     )
     agent = Agent(
-        model=model, tools=[look], prices={"m": ModelPrice(input=2.0, output=10.0)}, budget_usd=1.0
+        model=model,
+        tools=[look],
+        prices={"m": ModelPrice(input=2.0, output=10.0)},
+        limits=Limits(budget_usd=1.0),
     )
     session = Session(agent)
     events = await send(session, "go")

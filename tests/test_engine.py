@@ -9,6 +9,7 @@ import pytest
 from mainspring import (
     Agent,
     ErrorEvent,
+    Limits,
     Message,
     ScriptedCall,
     ScriptedModel,
@@ -293,7 +294,7 @@ async def test_max_turns_stops_the_loop() -> None:
             tool_calls=[ScriptedCall("echo", {"text": "again"})]
         )
     )
-    session = Session(Agent(model=looping, tools=[echo], max_turns=3))
+    session = Session(Agent(model=looping, tools=[echo], limits=Limits(max_steps=3)))
     events = await send(session, "loop forever")
     done = events[-1]
     assert isinstance(done, TurnComplete) and done.stop_reason == "max_turns"

@@ -26,6 +26,7 @@ from mainspring import (
     Approve,
     ClientResult,
     Event,
+    Limits,
     PendingAction,
     Reject,
     ScriptedCall,
@@ -128,7 +129,7 @@ async def scenario(
         ]
         responses.append(ScriptedResponse(tool_calls=calls))
     responses.append("finished")
-    agent = Agent(model=ScriptedModel(responses), tools=world.tools(), max_turns=50)
+    agent = Agent(model=ScriptedModel(responses), tools=world.tools(), limits=Limits(max_steps=50))
     store = InMemoryCheckpointStore() if checkpointed else None
     session = Session(agent, checkpoint_store=store)
 

@@ -106,7 +106,7 @@ async def test_max_turns_of_the_subagent_applies() -> None:
     sub = subagent_tool(
         Agent(model=sub_model, name="researcher", tools=[lookup]),
         description="Research.",
-        max_turns=2,
+        max_steps=2,
     )
     agent, _ = host_agent(sub, call_sub("loop"), "It gave up.")
     events = await send(Session(agent), "go")
@@ -128,7 +128,7 @@ async def test_budget_of_the_subagent_applies() -> None:
         prices={"m": ModelPrice(input=2.0, output=10.0)},
     )
     handle = SubagentHandle(sub_agent, description="Research.", budget_usd=1.0)
-    assert handle.agent.budget_usd == 1.0 and sub_agent.budget_usd is None
+    assert handle.agent.limits.budget_usd == 1.0 and sub_agent.limits.budget_usd is None
     agent, _ = host_agent(handle.tool, call_sub("spend"), "Too costly.")
     events = await send(Session(agent), "go")
     (result,) = tool_results(events)

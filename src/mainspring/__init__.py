@@ -11,7 +11,7 @@ from mainspring._lazy import lazy_attributes
 from mainspring._version import __version__
 
 if TYPE_CHECKING:
-    from mainspring.agent import Agent
+    from mainspring.agent import Agent, Limits
     from mainspring.cost import CostTracker, ModelPrice
     from mainspring.decisions import Approve, ClientResult, Decision, Reject
     from mainspring.errors import (
@@ -88,6 +88,7 @@ _LAZY: dict[str, str] = {
     "Guard": "mainspring.guards",
     "Hooks": "mainspring.hooks",
     "MainspringError": "mainspring.errors",
+    "Limits": "mainspring.agent",
     "Message": "mainspring.messages",
     "ModelError": "mainspring.errors",
     "ModelPrice": "mainspring.cost",
@@ -153,6 +154,7 @@ __all__ = [
     "Flag",
     "Guard",
     "Hooks",
+    "Limits",
     "MainspringError",
     "Message",
     "ModelError",

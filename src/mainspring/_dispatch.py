@@ -98,7 +98,7 @@ class Dispatcher:
         for ctx in self._contexts:
             ctx._cancel()  # the dispatcher owns the contexts it made
         if self._write_scope is not None:
-            grace = anyio.current_time() + self.agent.write_cancel_grace
+            grace = anyio.current_time() + self.agent.limits.write_cancel_grace
             self._write_scope.deadline = min(self._write_scope.deadline, grace)
 
     async def save(self) -> None:
@@ -340,7 +340,7 @@ class Dispatcher:
                     self._write_scope = scope
                     if self.cancel_requested:
                         scope.deadline = min(
-                            deadline, anyio.current_time() + self.agent.write_cancel_grace
+                            deadline, anyio.current_time() + self.agent.limits.write_cancel_grace
                         )
                 output = await tool.call(args, ctx, kwargs=kwargs)
         except Exception as exc:

@@ -252,7 +252,7 @@ class Loop:
         """The one check of the turn's limits, before each model step."""
         if self.cost.exceeded():
             return "budget_exceeded"
-        if self.turn.steps >= self.agent.max_turns:
+        if self.turn.steps >= self.agent.limits.max_steps:
             return "max_turns"
         return None
 
@@ -318,11 +318,12 @@ class Loop:
         except Exception:
             if answer.usage != Usage():
                 # What the provider reported before it failed was still spent.
-                self._account(self.agent.model.name, answer.usage, turn)
+                self._account(self.agent.resolved_model.name, answer.usage, turn)
             raise
         if answer.stop is None:
             raise ModelOutputError(
-                "the model stream ended without a stop event", provider=self.agent.model.name
+                "the model stream ended without a stop event",
+                provider=self.agent.resolved_model.name,
             )
         answer.flush_text()
         turn.calls.sort(key=attrgetter("index"))
@@ -332,7 +333,7 @@ class Loop:
             turn.status = "executing"
         if self._durable is not None:
             await self.dispatch.save()
-        self._account(answer.stop.model or self.agent.model.name, usage, turn)
+        self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
         if turn.calls and self.cost.exceeded():
             reads.cancel_scope.cancel()
         return usage, answer.stop
@@ -342,7 +343,7 @@ class Loop:
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
         emit, pace = self.emit, self._pace
-        async with aclosing(self.agent.model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
+        async with aclosing(self.agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 kind = type(event)
                 if kind is TextDelta:  # the hot path

@@ -7,8 +7,9 @@ a :class:`~mainspring.session.Session` does.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from mainspring.context.accounting import Accounting
@@ -28,6 +29,7 @@ from mainspring.errors import ConfigError
 from mainspring.guards import Guard
 from mainspring.hooks import AutoExecuted, Hooks
 from mainspring.models.base import Model, ModelSettings, ToolSpec
+from mainspring.models.registry import model_from_string
 from mainspring.permissions import PermissionRules
 from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
@@ -36,14 +38,41 @@ if TYPE_CHECKING:
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "Limits"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """What one turn may use: model steps, money, and time for a cancelled write.
+
+    ```python
+    Agent(model=..., limits=Limits(max_steps=10, budget_usd=0.50))
+    ```
+    """
+
+    max_steps: int = 25
+    """Model calls allowed in one turn (the turn then ends with ``stop_reason="max_turns"``)."""
+    budget_usd: float | None = None
+    """Per-session spend limit; the run stops cleanly once it is reached."""
+    write_cancel_grace: float = 30.0
+    """Seconds a running write may keep going after ``Session.cancel()``."""
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        if self.budget_usd is not None and self.budget_usd < 0:
+            raise ConfigError("budget_usd must not be negative")
+        if self.write_cancel_grace < 0:
+            raise ConfigError("write_cancel_grace must not be negative")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Agent:
     """What an agent is: model, instructions, tools, policies and limits."""
 
-    model: Model
+    model: Model | str
+    """The model, or a model string such as ``"anthropic:claude-sonnet-4-5"`` (built
+    by :func:`~mainspring.models.model_from_string`)."""
     name: str = "agent"
     instructions: str = ""
     tools: Sequence[Tool] | ToolRegistry = ()
@@ -54,10 +83,12 @@ class Agent:
     hooks: Hooks = Hooks()
     on_auto_executed: AutoExecuted | None = None
     """Called after every auto-tier write."""
-    max_turns: int = 25
-    """Model calls allowed in one turn."""
+    limits: Limits = Limits()
+    """Steps per turn, budget, write grace."""
+    max_turns: int | None = None
+    """Deprecated: ``limits=Limits(max_steps=…)`` (it counts model steps, not turns)."""
     budget_usd: float | None = None
-    """Per-session spend limit; the run stops cleanly once it is reached."""
+    """Deprecated: ``limits=Limits(budget_usd=…)``."""
     prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
@@ -80,16 +111,15 @@ class Agent:
     """More context modules; give factories for modules that keep per-session state."""
     accounting: Accounting | None = None
     """Per-source token accounting and snapshots (off by default)."""
-    write_cancel_grace: float = 30.0
-    """Seconds a running write may keep going after ``Session.cancel()``."""
+    write_cancel_grace: float | None = None
+    """Deprecated: ``limits=Limits(write_cancel_grace=…)``."""
     _tool_map: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.max_turns < 1:
-            raise ConfigError("max_turns must be at least 1")
-        if self.budget_usd is not None and self.budget_usd < 0:
-            raise ConfigError("budget_usd must not be negative")
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", model_from_string(self.model))
+        self._fold_deprecated_limits()
         if self.memory_k < 1:
             raise ConfigError("memory_k must be at least 1")
         if self.context_budget is not None and self.context_budget < 1:
@@ -98,6 +128,35 @@ class Agent:
         allowed = registry.allowed(self.allowed_tools)
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in allowed))
+
+    def _fold_deprecated_limits(self) -> None:
+        given = [
+            name
+            for name, value in (
+                ("max_turns", self.max_turns),
+                ("budget_usd", self.budget_usd),
+                ("write_cancel_grace", self.write_cancel_grace),
+            )
+            if value is not None
+        ]
+        if not given:
+            return
+        warnings.warn(
+            f"Agent({'=…, '.join(given)}=…) is deprecated: use Agent(limits=Limits(...)) "
+            "(max_turns is Limits.max_steps)",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        limits = self.limits
+        if self.max_turns is not None:
+            limits = replace(limits, max_steps=self.max_turns)
+        if self.budget_usd is not None:
+            limits = replace(limits, budget_usd=self.budget_usd)
+        if self.write_cancel_grace is not None:
+            limits = replace(limits, write_cancel_grace=self.write_cancel_grace)
+        object.__setattr__(self, "limits", limits)
+        for field_name in ("max_turns", "budget_usd", "write_cancel_grace"):
+            object.__setattr__(self, field_name, None)  # folded: a replace() does not repeat it
 
     def context_engine(
         self, messages: Iterable[Message] = (), *, session_id: str = ""
@@ -127,8 +186,15 @@ class Agent:
             modules=modules,
             accounting=self.accounting,
             session_id=session_id,
-            model=self.model.name,
+            model=self.resolved_model.name,
         )
+
+    @property
+    def resolved_model(self) -> Model:
+        """The model (a model string given to the constructor is built by then)."""
+        model = self.model
+        assert not isinstance(model, str), "built in __post_init__"
+        return model
 
     def tool(self, name: str) -> Tool | None:
         """The tool this agent may use under ``name``, if any."""

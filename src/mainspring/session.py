@@ -114,7 +114,7 @@ class Session:
         self._context = agent.context_engine(self._state.messages, session_id=self.session_id)
         self._cost = CostTracker(
             prices=agent.prices,
-            budget_usd=agent.budget_usd,
+            budget_usd=agent.limits.budget_usd,
             total_usd=self._state.cost_usd,
             usage=self._state.usage,
         )
@@ -561,7 +561,7 @@ class Session:
             outbox.close()
             abort.cancel()
             with anyio.CancelScope(shield=True) as wait:
-                wait.deadline = anyio.current_time() + self.agent.write_cancel_grace + 5.0
+                wait.deadline = anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
                 await done.wait()
                 await self._end_run()
 

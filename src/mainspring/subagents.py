@@ -9,9 +9,9 @@ host = Agent(model=..., tools=[researcher.tool])
 :meth:`SubagentHandle.of` finds the handle again from that tool.)
 
 Each call runs the subagent in a fresh :class:`~mainspring.session.Session`
-of its own (its tools, model, budget and ``max_turns``), on the input
+of its own (its tools, model, budget and ``max_steps``), on the input
 ``{"task": str}``; the host model gets the subagent's final text as the
-tool result. A subagent that stops early (``max_turns``, budget, error)
+tool result. A subagent that stops early (``max_steps``, budget, error)
 gives an error result naming why, with whatever text it had.
 
 **Events.** Every subagent event reaches the host's stream as a
@@ -23,7 +23,7 @@ gives an error result naming why, with whatever text it had.
 serial read (``read_only=True, concurrency_safe=False``: not shielded like a
 write), so cancelling the host cancels the call; the subagent stream is closed
 (``aclosing``), which stops its run (its own running write still gets its
-agent's ``write_cancel_grace``).
+agent's ``limits.write_cancel_grace``).
 
 **Approvals.** The host engine can pause a turn only before a call runs, and
 whether a subagent will need a decision is not known until it runs; so a
@@ -135,21 +135,21 @@ class SubagentHandle:
         name: str | None = None,
         description: str,
         budget_usd: float | None = None,
-        max_turns: int | None = None,
+        max_steps: int | None = None,
     ) -> None:
         """Wrap ``agent`` as a tool named ``name`` (defaults to the agent's name).
 
-        ``budget_usd`` and ``max_turns`` override the agent's own limits for
+        ``budget_usd`` and ``max_steps`` override the agent's own limits for
         every run of the subagent.
         """
         if not description:
             raise ConfigError("a subagent tool needs a description")
-        changes: dict[str, float | int] = {}
+        limits = agent.limits
         if budget_usd is not None:
-            changes["budget_usd"] = budget_usd
-        if max_turns is not None:
-            changes["max_turns"] = max_turns
-        self.agent = dataclasses.replace(agent, **changes) if changes else agent  # type: ignore[arg-type]
+            limits = dataclasses.replace(limits, budget_usd=budget_usd)
+        if max_steps is not None:
+            limits = dataclasses.replace(limits, max_steps=max_steps)
+        self.agent = agent if limits is agent.limits else dataclasses.replace(agent, limits=limits)
         self.name = name or agent.name
         self._paused: dict[str, Session] = {}
         schema = _TaskInput.model_json_schema()
@@ -271,7 +271,7 @@ def subagent_tool(
     name: str | None = None,
     description: str,
     budget_usd: float | None = None,
-    max_turns: int | None = None,
+    max_steps: int | None = None,
 ) -> Tool:
     """``agent`` as a tool of another agent (input: ``task``; output: its final text).
 
@@ -279,5 +279,5 @@ def subagent_tool(
     handle that resumes paused runs with ``SubagentHandle.of(tool)``.
     """
     return SubagentHandle(
-        agent, name=name, description=description, budget_usd=budget_usd, max_turns=max_turns
+        agent, name=name, description=description, budget_usd=budget_usd, max_steps=max_steps
     ).tool
