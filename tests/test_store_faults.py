@@ -20,6 +20,7 @@ from mainspring import (
     ErrorEvent,
     Event,
     PendingAction,
+    Reject,
     ScriptedCall,
     ScriptedModel,
     ScriptedResponse,
@@ -27,7 +28,8 @@ from mainspring import (
     TurnComplete,
     tool,
 )
-from mainspring.errors import StoreError
+from mainspring.errors import DecisionConflict, StoreError
+from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 from tests.helpers import collect
@@ -36,15 +38,20 @@ pytestmark = pytest.mark.anyio
 
 
 class Faults:
-    """Counts store operations; the ``fail_at``-th one raises (``None``: never)."""
+    """Counts store operations; the ``fail_at``-th one raises (``None``: never).
 
-    def __init__(self, fail_at: int | None = None) -> None:
+    ``also`` names more operation numbers that fail (a process that dies fails
+    every later save too).
+    """
+
+    def __init__(self, fail_at: int | None = None, *, also: tuple[int, ...] = ()) -> None:
         self.fail_at = fail_at
+        self.also = also
         self.count = 0
 
     def tick(self, what: str) -> None:
         self.count += 1
-        if self.fail_at is not None and self.count == self.fail_at:
+        if self.count == self.fail_at or self.count in self.also:
             raise StoreError(f"injected failure at store operation {self.count} ({what})")
 
 
@@ -165,22 +172,52 @@ async def test_a_failing_lock_release_does_not_leave_the_session_running() -> No
     assert isinstance(again[-1], TurnComplete | ErrorEvent)
 
 
-async def test_a_decision_after_a_store_failure_is_still_possible() -> None:
-    @tool(permission="confirm")
-    def transfer(to: str) -> str:
-        """Transfer."""
-        return "sent"
+@tool(permission="confirm")
+def transfer(to: str) -> str:
+    """Transfer."""
+    paid.append(f"transfer:{to}")
+    return "sent"
 
+
+def transfer_agent() -> Agent:
+    """The same agent in every process: the model answers from the transcript."""
+
+    def answer(messages: Sequence[Message], tools: object) -> ScriptedResponse | str:
+        if messages[-1].role == "tool":
+            return "ok"
+        return ScriptedResponse(tool_calls=[ScriptedCall("transfer", {"to": "x"})])
+
+    return Agent(model=ScriptedModel(answer), tools=[transfer])
+
+
+@pytest.mark.parametrize("dies", [False, True], ids=["store-blip", "process-dies"])
+async def test_a_claimed_decision_that_was_not_consumed_can_be_posted_again(dies: bool) -> None:
+    """Deciding is one durable step: a claim without its consumption never strands the turn."""
+    paid.clear()
     faults = Faults()
     sessions = FlakySessions(faults)
-    model = ScriptedModel(
-        [ScriptedResponse(tool_calls=[ScriptedCall("transfer", {"to": "x"})]), "ok"]
-    )
-    session = Session(Agent(model=model, tools=[transfer]), session_store=sessions)
+    session = Session(transfer_agent(), session_store=sessions)
     events = await collect(session.send("send"))
     pending = events[-2]
     assert isinstance(pending, PendingAction)
-    faults.fail_at = faults.count + 1  # the save that starts the resume fails
+    # The save that consumes the claimed decision fails (and, when the process
+    # "dies", every save after it: nothing more reaches the store).
+    consume = faults.count + 1
+    faults.fail_at, faults.also = consume, tuple(range(consume + 1, consume + 50)) if dies else ()
     failed = await collect(session.resume(pending.attempt_id, Approve()))
     assert isinstance(failed[-1], ErrorEvent) and failed[-1].code == "store_error"
-    assert not session.running
+    assert not session.running and paid == []
+    faults.fail_at, faults.also = None, ()
+    if dies:
+        loaded = await sessions.load(session.session_id)
+        assert loaded is not None and loaded.pending is not None  # still paused, and claimed
+        assert pending.attempt_id in loaded.decided
+        session = Session(transfer_agent(), state=loaded, session_store=sessions)
+        with pytest.raises(DecisionConflict):  # another decision than the claimed one
+            session.resume(pending.attempt_id, Reject("changed my mind"))
+    assert session.pending is not None
+    done = await collect(session.resume(pending.attempt_id, Approve()))  # the same decision
+    assert isinstance(done[-1], TurnComplete) and done[-1].stop_reason == "end_turn"
+    assert paid == ["transfer:x"]  # ran once
+    with pytest.raises(DecisionConflict):
+        session.resume(pending.attempt_id, Approve())  # consumed now: never twice

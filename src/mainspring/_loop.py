@@ -472,7 +472,13 @@ class Loop:
         hints = tuple(f.message for f in pending.findings if f.action == "hint")
         turn.pending = None
         turn.status = "executing"
-        await self.dispatch.save()
+        try:
+            await self.dispatch.save()  # the decision is consumed once this is on record
+        except BaseException:
+            # Not consumed: the turn stays paused on the claimed decision, which the
+            # host can post again (here or in a new process) to go on.
+            turn.pending, turn.status = pending, "paused"
+            raise
         call = turn.calls[turn.position]
         tool = self.agent.tool(call.name)
         dispatch = self.dispatch

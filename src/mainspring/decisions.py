@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
 
 from pydantic import JsonValue
 
-__all__ = ["Approve", "ClientResult", "Decision", "Reject"]
+__all__ = [
+    "Approve",
+    "ClientResult",
+    "Decision",
+    "Reject",
+    "decision_kind",
+    "decision_record",
+    "recorded_kind",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +42,34 @@ class ClientResult:
 
 
 Decision: TypeAlias = Approve | Reject | ClientResult
+
+
+def decision_kind(decision: Decision) -> str:
+    """``"approved"``, ``"rejected"`` or ``"client_result"``."""
+    if isinstance(decision, Approve):
+        return "approved"
+    if isinstance(decision, Reject):
+        return "rejected"
+    return "client_result"
+
+
+def decision_record(decision: Decision) -> str:
+    """The decision as the store records it: its kind and everything it carries.
+
+    A decision claimed in the store but not yet consumed (the process died in
+    between) is recognised by this record when the host posts it again, so the
+    paused turn can go on instead of staying stuck on a claimed attempt.
+    """
+    body = {"kind": decision_kind(decision), **asdict(decision)}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def recorded_kind(record: str) -> str:
+    """The kind in a stored record (older stores recorded only the kind)."""
+    if record.startswith("{"):
+        try:
+            kind = json.loads(record).get("kind")
+        except ValueError:
+            return record
+        return str(kind)
+    return record

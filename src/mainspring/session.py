@@ -33,7 +33,14 @@ from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
-from mainspring.decisions import Approve, ClientResult, Decision, Reject
+from mainspring.decisions import (
+    Approve,
+    ClientResult,
+    Decision,
+    Reject,
+    decision_record,
+    recorded_kind,
+)
 from mainspring.errors import (
     ApprovalError,
     ConfigError,
@@ -227,17 +234,19 @@ class Session:
 
         async def check() -> None:
             self._validate_decision(attempt_id, decision)
-            kind = _decision_kind(decision)
+            record = decision_record(decision)
+            if self._state.decided.get(attempt_id) == record:
+                return  # claimed before a crash, never consumed: this is that decision
             store = self.session_store
             if store is not None and not await store.claim_decision(
-                self.session_id, attempt_id, kind
+                self.session_id, attempt_id, record
             ):
                 raise DecisionConflict(
                     f"attempt {attempt_id} was already decided by another worker; "
                     "a decision is never applied twice",
                     attempt_id=attempt_id,
                 )
-            self._state.decided[attempt_id] = kind
+            self._state.decided[attempt_id] = record
 
         return self._stream(
             lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
@@ -352,13 +361,20 @@ class Session:
     def _validate_decision(
         self, attempt_id: str, decision: Decision
     ) -> dict[str, JsonValue] | None:
-        if attempt_id in self._state.decided:
+        recorded = self._state.decided.get(attempt_id)
+        pending = self.pending
+        claimed_unconsumed = (
+            recorded is not None
+            and pending is not None
+            and pending.attempt_id == attempt_id
+            and recorded == decision_record(decision)
+        )
+        if recorded is not None and not claimed_unconsumed:
             raise DecisionConflict(
-                f"attempt {attempt_id} was already decided ({self._state.decided[attempt_id]}); "
+                f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
                 "a decision is never applied twice",
                 attempt_id=attempt_id,
             )
-        pending = self.pending
         if pending is None or pending.attempt_id != attempt_id:
             raise UnknownAttempt(
                 f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
@@ -690,11 +706,3 @@ async def _write_through(
             await outbox.room()  # the consumer's pace, passed on to the run
     finally:
         outbox.close()
-
-
-def _decision_kind(decision: Decision) -> str:
-    if isinstance(decision, Approve):
-        return "approved"
-    if isinstance(decision, Reject):
-        return "rejected"
-    return "client_result"
