@@ -17,6 +17,7 @@ from __future__ import annotations
 # Only what the workload needs is imported here: the --probe-rss process measures an
 # application's footprint (mainspring, an agent, a session), so the runner's own modules
 # (asyncio, subprocess, statistics, argparse, cProfile...) are imported where used.
+import dataclasses
 import gc
 import inspect
 import json
@@ -340,6 +341,20 @@ def floor_prepare(script: Sequence[ScriptedResponse], history: Sequence[Message]
 # ------------------------------------------------------------ verification
 
 
+def _with_provider_ids(messages: Sequence[Message]) -> list[Message]:
+    """The engine's transcript with each call's provider id where its engine id is."""
+    ids = {c.id: c.provider_id for m in messages for c in m.tool_calls if c.provider_id}
+
+    def part(p: Part) -> Part:
+        if isinstance(p, ToolCallPart) and p.id in ids:
+            return dataclasses.replace(p, id=ids[p.id], provider_id="")
+        if isinstance(p, ToolResultPart) and p.tool_use_id in ids:
+            return dataclasses.replace(p, tool_use_id=ids[p.tool_use_id])
+        return p
+
+    return [dataclasses.replace(m, parts=tuple(part(p) for p in m.parts)) for m in messages]
+
+
 async def verify(script: Sequence[ScriptedResponse], history: Sequence[Message] = ()) -> None:
     """Fail loudly unless engine and floor did the same observable work, without errors."""
     session = Session(make_agent(ScriptedModel(script)), messages=history)
@@ -354,9 +369,16 @@ async def verify(script: Sequence[ScriptedResponse], history: Sequence[Message] 
         raise SystemExit(f"engine run reported errors: {bad!r}")
     transcript = list(history)
     deltas = [e async for e in floor_turn(ScriptedModel(script), transcript, USER_TEXT)]
-    if [e for e in events if isinstance(e, TextDelta | ToolCallDelta)] != deltas:
+
+    # The engine hands tool-call deltas its own call ids (the provider's are kept in
+    # the transcript); compare everything else.
+    def same(e: TextDelta | ToolCallDelta) -> object:
+        return (e.type, e.name, e.index, e.args_delta) if isinstance(e, ToolCallDelta) else e
+
+    streamed = [same(e) for e in events if isinstance(e, TextDelta | ToolCallDelta)]
+    if streamed != [same(e) for e in deltas]:
         raise SystemExit("engine and floor streamed different deltas")
-    if list(session.messages) != transcript:
+    if _with_provider_ids(session.messages) != transcript:
         raise SystemExit("engine and floor kept different transcripts")
 
 

@@ -93,8 +93,10 @@ class Agent:
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
     microcompact: bool = True
-    """Show a large repeated identical tool result once: the newest copy in full, the
-    older one as a note pointing to it (see :class:`~mainspring.context.Microcompact`)."""
+    """Show a large repeated identical tool result once, once the history passes the
+    compaction trigger: the newest copy in full, the older one as a note pointing to
+    it (see :class:`~mainspring.context.Microcompact`). Nothing is collapsed without
+    a ``context_budget``: with no pressure on room, cache hits are worth more."""
     context_block: TextSource | None = None
     """Layer 2: a host-supplied block (text, or a function returning it)."""
     skill_recipe: TextSource | None = None
@@ -175,8 +177,10 @@ class Agent:
             processors.append(SkillRecipe(self.skill_recipe))
         if self.memory is not None:
             processors.append(MemoryRecall(self.memory, k=self.memory_k, scope=self.memory_scope))
-        if self.microcompact:
-            processors.append(Microcompact())
+        if self.microcompact and self.context_budget is not None:
+            # Collapse repeats only where compaction would start to act anyway: below
+            # that, the cache hits they would cost are worth more than their tokens.
+            processors.append(Microcompact(over_tokens=int(0.85 * self.context_budget)))
         if self.context_budget is not None:
             processors.append(Compaction(self.context_budget, summarizer=self.summarizer))
         modules = [m if isinstance(m, Module) else m() for m in self.context_modules]

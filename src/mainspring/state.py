@@ -24,6 +24,8 @@ the provider's own id is kept in :attr:`Call.provider_id`, never used as a key
 
 from __future__ import annotations
 
+import itertools
+import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -49,9 +51,28 @@ __all__ = [
 TurnStatus: TypeAlias = Literal["streaming", "executing", "paused"]
 
 
-def new_call_id() -> str:
-    """A fresh engine call id: unique across steps, turns, sessions and processes."""
-    return f"call_{uuid.uuid4().hex}"
+class _CallIds:
+    """Engine call ids: ``call_<20 random hex><12 hex counter>``.
+
+    A random prefix per process (drawn again in a forked child) and a counter,
+    so ids are unique across steps, turns, sessions and processes without a
+    system call per id.
+    """
+
+    def __init__(self) -> None:
+        self.reseed()
+        os.register_at_fork(after_in_child=self.reseed)
+
+    def reseed(self) -> None:
+        self.prefix = "call_" + uuid.uuid4().hex[:20]
+        self.counter = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self.prefix}{next(self.counter):012x}"
+
+
+new_call_id = _CallIds()
+"""A fresh engine call id: unique across steps, turns, sessions and processes."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -357,6 +357,20 @@ async def test_microcompact_never_replaces_the_result_of_the_call_just_made() ->
         assert all(m.tool_results_parts[0].content.startswith("[same result") for m in collapsed)
 
 
+async def test_microcompact_waits_until_the_view_passes_its_threshold() -> None:
+    big = "rows " * 400
+    messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
+    mc = Microcompact(over_tokens=10_000)
+    engine = ContextEngine(messages=messages, processors=[mc])
+    engine.append([call("c2", path="x"), result("c2", big)])
+    out = await engine.compile(turn_index=0)
+    assert [m.tool_results_parts[0].content for m in out.messages if m.role == "tool"] == [big, big]
+    mc.over_tokens = 10  # the view grows past it: the older copy goes, the newest stays
+    out = await engine.compile(turn_index=0)
+    contents = [m.tool_results_parts[0].content for m in out.messages if m.role == "tool"]
+    assert contents[0].startswith("[same result") and contents[1] == big
+
+
 async def test_microcompact_leaves_small_results_alone() -> None:
     small = "ok"
     messages = [

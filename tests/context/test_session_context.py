@@ -166,12 +166,26 @@ async def test_microcompact_sends_the_fresh_result_and_collapses_the_older_one()
             "second look",
         ]
     )
-    session = Session(Agent(model=model, tools=[report]))
+    # A small context budget: the history passes the compaction trigger, where
+    # microcompact starts to collapse (below it, repeats cost fewer than cache misses).
+    session = Session(Agent(model=model, tools=[report], context_budget=600))
     await send(session, "show q3")
     await send(session, "show it again")
     results = [p for m in model.requests[-1].messages for p in m.tool_results_parts]
     assert results[1].content == BIG_REPORT  # the call just made: its fresh result
     assert results[0].content.startswith("[same result as the repeat of this call in turn 2")
+
+
+async def test_below_the_compaction_trigger_repeats_are_sent_as_they_are() -> None:
+    call = ScriptedCall("report", {"quarter": "q3", "detail": "full"})
+    model = ScriptedModel(
+        [ScriptedResponse(tool_calls=[call]), "one", ScriptedResponse(tool_calls=[call]), "two"]
+    )
+    session = Session(Agent(model=model, tools=[report]))  # 200k-token budget
+    await send(session, "show q3")
+    await send(session, "again")
+    results = [p for m in model.requests[-1].messages for p in m.tool_results_parts]
+    assert [p.content for p in results] == [BIG_REPORT, BIG_REPORT]  # the prefix stays cached
     stored = [p for m in session.messages for p in m.tool_results_parts]
     assert [p.content for p in stored] == [BIG_REPORT, BIG_REPORT]
 

@@ -38,19 +38,26 @@ class Microcompact(Processor):
     model always reads the fresh answer of the call it just made. Collapsing
     the older copy changes the view's prefix from there on (reported as reuse
     lost in accounting), so only results of at least ``min_chars`` characters
-    are collapsed: below that, a cache miss costs more than the repeat.
-    Errors are never collapsed.
+    are collapsed: below that, a cache miss costs more than the repeat. With
+    ``over_tokens``, copies are collapsed only once the history view holds
+    more than that many tokens (an agent sets it to its compaction trigger:
+    below it, collapsing would only cost cache hits). Errors are never collapsed.
     """
 
     phase: Phase = "history"
     source = "tool_result"
 
-    def __init__(self, *, min_chars: int = 1_000, id: str = "microcompact") -> None:
+    def __init__(
+        self, *, min_chars: int = 1_000, over_tokens: int | None = None, id: str = "microcompact"
+    ) -> None:
         """A microcompactor for mainspring messages."""
         super().__init__(id)
         if min_chars < 1:
             raise ConfigError(f"microcompact min_chars must be positive, got {min_chars}")
+        if over_tokens is not None and over_tokens < 0:
+            raise ConfigError(f"microcompact over_tokens must not be negative, got {over_tokens}")
         self.min_chars = min_chars
+        self.over_tokens = over_tokens
         self.reset()
 
     def reset(self) -> None:
@@ -83,10 +90,13 @@ class Microcompact(Processor):
         return message
 
     async def process(self, ctx: Compilation[Any]) -> None:
-        """Collapse the copies superseded since the last compile."""
+        """Collapse the copies superseded so far (once the view is over ``over_tokens``)."""
         if not self._superseded:
             return
-        view, editor = ctx.messages, ctx.edit_history()
+        view = ctx.messages
+        if self.over_tokens is not None and view.tokens <= self.over_tokens:
+            return  # kept for later: the view may still grow past the threshold
+        editor = ctx.edit_history()
         for index, call_id, turn in self._superseded:
             found = _find_result(view, index, call_id)
             if found is None:  # compacted away meanwhile
