@@ -117,3 +117,45 @@ def test_unknown_store_url_is_a_clean_error() -> None:
     result = runner.invoke(app, ["demo", "--store", "bogus://x"])
     assert result.exit_code == 1
     assert "unknown store URL" in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_extra_prints_its_install_command_with_brackets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if the extra were not installed
+    for name in [m for m in sys.modules if m.startswith("mainspring.models.anthropic")]:
+        monkeypatch.delitem(sys.modules, name)
+    result = runner.invoke(app, ["demo", "--model", "anthropic:claude-x"])
+    assert result.exit_code == 2
+    assert 'pip install "mainspring[anthropic]"' in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_pipeline_error_shows_no_markup(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["pipeline", "run", str(tmp_path / "nowhere"), "--yes"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ") and "[red]" not in result.output
+    assert "[/]" not in result.output and "Traceback" not in result.output
+
+
+def test_help_shows_flags_as_flags_and_h_works() -> None:
+    long = runner.invoke(app, ["demo", "--help"])
+    short = runner.invoke(app, ["demo", "-h"])
+    assert long.exit_code == short.exit_code == 0 and long.output == short.output
+    assert "-y, --yes" in long.output and "<bool>" not in long.output
+
+
+def test_a_paused_demo_prints_the_session_id(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    result = runner.invoke(app, ["demo", "--store", url])
+    assert result.exit_code == 0
+    session_id = result.output.split("--session")[-1].split()[0]
+    assert f"(session {session_id})" in result.output
+
+
+def test_an_in_memory_store_gets_no_continue_later_hint() -> None:
+    result = runner.invoke(app, ["demo", "--store", "memory://"])
+    assert result.exit_code == 0
+    assert "(session " in result.output and "continue later" not in result.output
+    assert "does not outlive this process" in result.output

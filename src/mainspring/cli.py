@@ -59,6 +59,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: flags show as flags ("-y, --yes"), and -h works like --help.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -75,6 +78,16 @@ def _root(
     ] = False,
 ) -> None:
     """An agent engine for Python."""
+
+
+def _styled(*parts: str | tuple[str, str]) -> Text:
+    """Text with styled parts; never parsed as markup (``[anthropic]`` stays as it is)."""
+    return Text.assemble(*parts)
+
+
+def _error(console: Console, problem: object) -> None:
+    """One line, ``error: …``, the message exactly as written."""
+    console.print(_styled(("error:", "red"), f" {problem}"), highlight=False)
 
 
 class _NoTerminal(Exception):
@@ -127,9 +140,12 @@ class _Renderer:
             self._newline()
             u = event.usage
             c.print(
-                f"[dim]turn complete ({event.stop_reason}) · {u.requests} model calls · "
-                f"{u.total_input_tokens} in / {u.output_tokens} out tokens · "
-                f"${event.cost_usd:.4f}[/]"
+                Text(
+                    f"turn complete ({event.stop_reason}) · {u.requests} model calls · "
+                    f"{u.total_input_tokens} in / {u.output_tokens} out tokens · "
+                    f"${event.cost_usd:.4f}",
+                    style="dim",
+                )
             )
         elif isinstance(event, ErrorEvent):
             self._newline()
@@ -191,7 +207,7 @@ async def _converse(
     pending: PendingAction | None = session.pending
     stream = None
     if pending is None:
-        console.print(f"[bold]you[/]: {message}")
+        console.print(_styled(("you", "bold"), f": {message}"))
         stream = session.send(message)
     while True:
         failed = False
@@ -212,9 +228,18 @@ async def _converse(
         except _NoTerminal:
             if store_url is None:
                 raise
+            if store_url.startswith("memory:"):  # gone when this process exits
+                later = "an in-memory store does not outlive this process; use sqlite:///…"
+            else:
+                later = (
+                    f"continue later with mainspring demo --store {store_url} "
+                    f"--session {session.session_id}"
+                )
             console.print(
-                f"[yellow]waiting for approval[/]: continue later with "
-                f"mainspring demo --store {store_url} --session {session.session_id}"
+                _styled(
+                    ("waiting for approval", "yellow"),
+                    f" (session {session.session_id}): {later}",
+                )
             )
             return 0
         stream = session.resume(pending.attempt_id, decision)
@@ -259,7 +284,7 @@ def demo(
             )
         )
     except (MainspringError, _NoTerminal) as exc:
-        err.print(f"[red]error:[/] {exc}")
+        _error(err, exc)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
@@ -308,7 +333,7 @@ def mcp_serve(
             )
         )
     except (ImportError, MainspringError) as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        _error(Console(stderr=True), exc)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -320,7 +345,7 @@ app.add_typer(pipeline_app)
 
 def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
     def gate(stage: Stage) -> bool:
-        console.print(f"[bold]stage {stage.name} done[/]: review {stage.output_dir}")
+        console.print(_styled((f"stage {stage.name} done", "bold"), f": review {stage.output_dir}"))
         if yes:
             console.print("[yellow]continuing automatically (--yes)[/]")
             return True
@@ -346,14 +371,18 @@ async def _run_pipeline(
         if isinstance(event, StageEvent):
             render.show(event.event)
         elif isinstance(event, ContextLoaded):
+            files = ", ".join(event.files)
             console.print(
-                f"[bold cyan]stage {event.stage}[/] · context: {', '.join(event.files)} "
-                f"(~{event.token_estimate} tokens)"
+                _styled(
+                    (f"stage {event.stage}", "bold cyan"),
+                    f" · context: {files} (~{event.token_estimate} tokens)",
+                )
             )
         elif isinstance(event, StageFinished):
-            console.print(f"[green]wrote[/] {', '.join(str(p) for p in event.artifacts)}")
+            wrote = ", ".join(str(p) for p in event.artifacts)
+            console.print(_styled(("wrote", "green"), f" {wrote}"))
         else:
-            console.print(f"[yellow]halted at {event.stage}[/]: {event.reason}")
+            console.print(_styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
             return 1
     return 0
 
@@ -384,7 +413,7 @@ def pipeline_run(
         )
         code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
     except MainspringError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False, markup=False)
+        _error(Console(stderr=True), exc)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 
@@ -436,7 +465,7 @@ def _resolve_model(model: str, err: Console) -> Model | None:
             return model_from_string(model)
     except (ConfigError, ImportError) as exc:
         problem = str(exc)
-    err.print(f"[red]error:[/] {problem}")
+    _error(err, problem)
     raise typer.Exit(2)
 
 
