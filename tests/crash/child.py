@@ -16,7 +16,7 @@ import anyio
 from mainspring import Approve, Session
 from mainspring.codec import event_to_json
 from mainspring.stores.urls import open_stores
-from tests.crash.scenario import CrashingCheckpoints, make_agent, maybe_crash
+from tests.crash.scenario import CrashingCheckpoints, CrashingSessions, make_agent, maybe_crash
 
 
 async def main(argv: list[str]) -> None:
@@ -38,7 +38,7 @@ async def main(argv: list[str]) -> None:
     else:
         session = await Session.load(
             agent,
-            stores.sessions,
+            CrashingSessions(stores.sessions),
             session_id,
             checkpoint_store=checkpoints,
             run_lock=stores.locks,

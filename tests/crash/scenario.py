@@ -26,7 +26,8 @@ from mainspring import (
 )
 from mainspring.messages import Message
 from mainspring.models.base import ModelEvent, ModelRequest, ToolSpec
-from mainspring.stores import CheckpointStore
+from mainspring.state import SessionState, WriteRecord
+from mainspring.stores import CheckpointStore, SessionStore
 from mainspring.tools import Tool, ToolInput, ToolOutput
 
 PHASE = os.environ.get("CRASH_PHASE", "")
@@ -157,6 +158,40 @@ class CrashingCheckpoints:
 
     async def clear(self, stream_id: str) -> None:
         await self._inner.clear(stream_id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class CrashingSessions:
+    """Wraps a session store; can die right after a decision is claimed, or right
+    after the save that consumes it (the two halves of deciding)."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        self._inner = inner
+        self._claimed = False
+
+    async def save(self, state: SessionState) -> None:
+        await self._inner.save(state)
+        if self._claimed and state.turn is not None and state.turn.status == "executing":
+            self._claimed = False
+            maybe_crash("after-consume")
+
+    async def load(self, session_id: str) -> SessionState | None:
+        return await self._inner.load(session_id)
+
+    async def delete(self, session_id: str) -> None:
+        await self._inner.delete(session_id)
+
+    async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        claimed = await self._inner.claim_decision(session_id, attempt_id, decision)
+        if claimed:
+            self._claimed = True
+            maybe_crash("after-claim")
+        return claimed
+
+    async def record_write(self, session_id: str, record: WriteRecord) -> None:
+        await self._inner.record_write(session_id, record)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
