@@ -619,3 +619,58 @@ async def test_a_lease_survives_reopening_the_file(tmp_path: Path) -> None:
     assert await reopened.holder("k") == "w1"
     assert not await reopened.acquire("k", "w2", ttl=60)
     await reopened.aclose()
+
+
+# --- one connection per file; the event loop never waits for another's lock ---------
+
+
+@pytest.mark.anyio
+async def test_open_stores_gives_the_stores_of_one_file_one_connection(tmp_path: Path) -> None:
+    from mainspring.stores import open_stores
+
+    url = f"sqlite:///{tmp_path / 'one.db'}"
+    stores = await open_stores(url)
+    assert stores.sessions is not None and stores.checkpoints is not None
+    assert stores.locks is not None
+    await stores.sessions.save(state(transcript(2)))
+    await stores.checkpoints.append("st", TextDelta(text="a"))
+    await stores.locks.aclose()  # one store closed: the others keep the connection
+    assert texts(await stores.checkpoints.load("st")) == ["a"]
+    loaded = await stores.sessions.load("s")
+    assert loaded is not None and len(loaded.messages) == 2
+    await stores.aclose()
+    with pytest.raises(StoreError, match="closed"):
+        await stores.sessions.load("s")
+
+
+@pytest.mark.anyio
+async def test_a_write_locked_by_another_connection_waits_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy.db"
+    store = await SQLiteCheckpointStore.open(path)
+    await store.append("st", TextDelta(text="first"))
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    ticks = 0
+    appended = anyio.Event()
+
+    async def append() -> None:
+        await store.append("st", TextDelta(text="second"))
+        appended.set()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not appended.is_set():
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        tg.start_soon(append)
+        await anyio.sleep(0.2)
+        assert not appended.is_set() and ticks >= 5  # waiting, and the loop kept running
+        other.execute("COMMIT")
+    other.close()
+    assert texts(await store.load("st")) == ["first", "second"]  # once, in order
+    await store.aclose()

@@ -22,6 +22,7 @@ stores = await open_stores(sessions="postgresql://…", checkpoints="redis://…
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,6 +165,8 @@ async def open_stores(
             checkpoints, locks = checkpoints or url, locks or url
         else:
             sessions = sessions or url
+    if sessions is not None and sqlite_file(sessions) == sqlite_file(checkpoints) is not None:
+        return await _open_sqlite(sessions, locks)
     opened: list[Any] = []
     try:
         s = await open_session_store(sessions) if sessions else None
@@ -175,5 +178,32 @@ async def open_stores(
         for store in opened:
             if store is not None:
                 await store.aclose()
+        raise
+    return Stores(sessions=s, checkpoints=c, locks=lk)
+
+
+def sqlite_file(url: str | None) -> str | None:
+    """The file a ``sqlite:///`` URL names, else ``None``."""
+    if url is None or _scheme(url) != "sqlite":
+        return None
+    return _sqlite_path(url)
+
+
+async def _open_sqlite(sessions: str, locks: str | None) -> Stores:
+    """Sessions and checkpoints (and locks, when they are there too) on one connection."""
+    from mainspring.stores._sqlite import Database
+    from mainspring.stores.sqlite import SQLiteCheckpointStore, SQLiteRunLock, SQLiteSessionStore
+
+    path = _sqlite_path(sessions)
+    database = await Database.open(path)
+    try:
+        s = SQLiteSessionStore(database)
+        c = SQLiteCheckpointStore(database.share(), ttl=300.0, clock=time.time)
+        if locks is not None and sqlite_file(locks) == path:
+            lk: RunLock | None = SQLiteRunLock(database.share(), clock=time.time)
+        else:
+            lk = await open_run_lock(locks) if locks else None
+    except BaseException:
+        await database.aclose()
         raise
     return Stores(sessions=s, checkpoints=c, locks=lk)
