@@ -108,3 +108,22 @@ async def test_checkpoint_ttl_slides_and_expires() -> None:
     assert len(await store.load("s")) == 2
     now[0] = 30.0
     assert await store.load("s") == []
+
+
+def test_session_state_is_a_read_only_view() -> None:
+
+    import pytest as _pytest
+
+    from mainspring import Agent, ScriptedModel, Session
+    from mainspring.messages import Message as _Message
+
+    session = Session(Agent(model=ScriptedModel(["hi"])), messages=[_Message.user("earlier")])
+    view = session.state
+    with _pytest.raises(AttributeError, match="read-only"):
+        view.turn_index = 5  # type: ignore[misc]
+    assert isinstance(view.messages, tuple) and view.messages[0].text == "earlier"
+    with _pytest.raises(TypeError):
+        view.writes["x"] = None  # type: ignore[index]
+    snapshot = view.snapshot()
+    snapshot.messages.append(_Message.user("not in the session"))
+    assert len(session.messages) == 1 and len(snapshot.messages) == 2

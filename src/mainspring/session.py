@@ -54,7 +54,7 @@ from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, T
 from mainspring.messages import Message
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.result import RunResult, result_of
-from mainspring.state import SessionState, WriteRecord
+from mainspring.state import SessionState, StateView, WriteRecord
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
 
@@ -177,9 +177,9 @@ class Session:
         return self._running
 
     @property
-    def state(self) -> SessionState:
-        """The session's durable state (what a SessionStore saves)."""
-        return self._state
+    def state(self) -> StateView:
+        """A read-only view of the session's durable state (what a SessionStore saves)."""
+        return StateView(self._state)
 
     # ------------------------------------------------------------- the API
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from pydantic import JsonValue
@@ -41,6 +42,7 @@ from mainspring.usage import Usage
 __all__ = [
     "Call",
     "SessionState",
+    "StateView",
     "Turn",
     "TurnStatus",
     "WriteRecord",
@@ -221,3 +223,107 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         }
     data["version"] = 2
     return data
+
+
+class StateView:
+    """A read-only view of a session's state: what ``Session.state`` hands the host.
+
+    It reads the live state (no copy); collections come back read-only
+    (tuples, mapping proxies) and the turn as a detached copy, so a host can
+    inspect everything and change nothing. ``snapshot()`` gives a detached
+    :class:`SessionState` (e.g. to save it elsewhere).
+    """
+
+    __slots__ = ("_state",)
+    _state: SessionState
+
+    def __init__(self, state: SessionState) -> None:
+        """View ``state``."""
+        object.__setattr__(self, "_state", state)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a session's state is read-only (tried to set {name!r})")
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self._state.session_id
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the agent that runs it."""
+        return self._state.agent_name
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The transcript."""
+        return tuple(self._state.messages)
+
+    @property
+    def turn_index(self) -> int:
+        """The index of the latest turn."""
+        return self._state.turn_index
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by every model call of the session."""
+        return self._state.usage
+
+    @property
+    def cost_usd(self) -> float:
+        """What the session has cost."""
+        return self._state.cost_usd
+
+    @property
+    def auto_spent_usd(self) -> float:
+        """What auto-tier writes have spent (against the auto-spend cap)."""
+        return self._state.auto_spent_usd
+
+    @property
+    def turn(self) -> Turn | None:
+        """A copy of the turn in progress, if any."""
+        turn = self._state.turn
+        if turn is None:
+            return None
+        return replace(turn, calls=[replace(c) for c in turn.calls])
+
+    @property
+    def pending(self) -> PendingAction | None:
+        """The action awaiting a decision, if the session is paused."""
+        return self._state.pending
+
+    @property
+    def decided(self) -> Mapping[str, str]:
+        """Recorded decisions by attempt id."""
+        return MappingProxyType(self._state.decided)
+
+    @property
+    def writes(self) -> Mapping[str, WriteRecord]:
+        """The write ledger by the engine's call id."""
+        return MappingProxyType(self._state.writes)
+
+    @property
+    def active_stream(self) -> str | None:
+        """The stream id of the run in progress (or of one whose process died)."""
+        return self._state.active_stream
+
+    @property
+    def last_stream(self) -> str | None:
+        """The id of the last stream that ended."""
+        return self._state.last_stream
+
+    @property
+    def last_terminal(self) -> TurnComplete | ErrorEvent | None:
+        """How the last stream ended."""
+        return self._state.last_terminal
+
+    def snapshot(self) -> SessionState:
+        """A detached copy of the state."""
+        state = self._state
+        return replace(
+            state,
+            messages=list(state.messages),
+            turn=self.turn,
+            decided=dict(state.decided),
+            writes=dict(state.writes),
+        )
