@@ -111,7 +111,6 @@ async def test_checkpoint_ttl_slides_and_expires() -> None:
 
 
 def test_session_state_is_a_read_only_view() -> None:
-
     import pytest as _pytest
 
     from mainspring import Agent, ScriptedModel, Session
@@ -121,7 +120,7 @@ def test_session_state_is_a_read_only_view() -> None:
     view = session.state
     with _pytest.raises(AttributeError, match="read-only"):
         view.turn_index = 5  # type: ignore[misc]
-    assert isinstance(view.messages, tuple) and view.messages[0].text == "earlier"
+    assert view.messages[0].text == "earlier"
     with _pytest.raises(TypeError):
         view.writes["x"] = None  # type: ignore[index]
     snapshot = view.snapshot()
