@@ -111,18 +111,13 @@ async def test_checkpoint_ttl_slides_and_expires() -> None:
 
 
 def test_session_state_is_a_read_only_view() -> None:
-    import pytest as _pytest
-
-    from mainspring import Agent, ScriptedModel, Session
-    from mainspring.messages import Message as _Message
-
-    session = Session(Agent(model=ScriptedModel(["hi"])), messages=[_Message.user("earlier")])
+    session = Session(Agent(model=ScriptedModel(["hi"])), messages=[Message.user("earlier")])
     view = session.state
-    with _pytest.raises(AttributeError, match="read-only"):
+    with pytest.raises(AttributeError, match="read-only"):
         view.turn_index = 5  # type: ignore[misc]
     assert view.messages[0].text == "earlier"
-    with _pytest.raises(TypeError):
+    with pytest.raises(TypeError):
         view.writes["x"] = None  # type: ignore[index]
     snapshot = view.snapshot()
-    snapshot.messages.append(_Message.user("not in the session"))
+    snapshot.messages.append(Message.user("not in the session"))
     assert len(session.messages) == 1 and len(snapshot.messages) == 2
