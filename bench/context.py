@@ -55,7 +55,7 @@ from mainspring.context import (
     BaseSystemPrompt,
     Compaction,
     ContextBlock,
-    ContextEngine,
+    ContextCompiler,
     InMemorySink,
     MemoryRecall,
     Microcompact,
@@ -195,7 +195,7 @@ class Subject:
 
     name: str
     turn: Turn
-    engine: ContextEngine[Message]
+    engine: ContextCompiler[Message]
     next_turn: int
     length: int
 
@@ -223,7 +223,7 @@ async def append_subject(
     accounting: Accounting | None = None,
     record: bool = False,
 ) -> Subject:
-    engine: ContextEngine[Message] = ContextEngine(
+    engine: ContextCompiler[Message] = ContextCompiler(
         processors=processors(await memory_store()), accounting=accounting, model="gpt-4o"
     )
     engine.append(history(n))
@@ -244,7 +244,7 @@ async def append_subject(
 
 
 async def sync_subject(name: str, n: int) -> Subject:
-    engine: ContextEngine[Message] = ContextEngine(
+    engine: ContextCompiler[Message] = ContextCompiler(
         processors=processors(await memory_store()), trust_message_identity=True, model="gpt-4o"
     )
     host = history(n)

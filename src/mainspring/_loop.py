@@ -36,7 +36,7 @@ from pydantic import JsonValue
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
 from mainspring.agent import Agent
-from mainspring.context.compiler import CompiledContext, ContextEngine
+from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
 from mainspring.cost import CostTracker
 from mainspring.decisions import ClientResult, Decision, Reject
@@ -118,7 +118,7 @@ class Loop:
         *,
         agent: Agent,
         state: SessionState,
-        context: ContextEngine[Message],
+        context: ContextCompiler[Message],
         cost: CostTracker,
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],

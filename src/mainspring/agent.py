@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from mainspring.context.accounting import Accounting
 from mainspring.context.compaction import Compaction, Summarizer
-from mainspring.context.compiler import ContextEngine
+from mainspring.context.compiler import ContextCompiler
 from mainspring.context.history import Microcompact
 from mainspring.context.layers import (
     BaseSystemPrompt,
@@ -160,10 +160,10 @@ class Agent:
         for field_name in ("max_turns", "budget_usd", "write_cancel_grace"):
             object.__setattr__(self, field_name, None)  # folded: a replace() does not repeat it
 
-    def context_engine(
+    def context_compiler(
         self, messages: Iterable[Message] = (), *, session_id: str = ""
-    ) -> ContextEngine[Message]:
-        """A new context engine for one session of this agent.
+    ) -> ContextCompiler[Message]:
+        """A new context compiler for one session of this agent.
 
         It holds the five layers, microcompact, compaction and the agent's own
         modules.
@@ -184,7 +184,7 @@ class Agent:
         if self.context_budget is not None:
             processors.append(Compaction(self.context_budget, summarizer=self.summarizer))
         modules = [m if isinstance(m, Module) else m() for m in self.context_modules]
-        return ContextEngine(
+        return ContextCompiler(
             messages=messages,
             processors=processors,
             modules=modules,

@@ -3,6 +3,7 @@
 ```
 MainspringError
 ├── ConfigError            misuse, raised at construction
+│   └── PipelineError      (mainspring.pipelines) a workspace or stage contract is malformed
 ├── ModelError             .provider .retryable
 │   ├── ModelHTTPError     .status .body
 │   │   ├── AuthenticationError   401
@@ -25,11 +26,11 @@ MainspringError
 ├── SessionBusy            a second run while one is active
 ├── RunFailed              .event: a run (Session.run) ended in an error event
 ├── PrefixMutationError
-├── PipelineError          a processor misconfigured or misbehaving
+├── ContextError           a context processor misconfigured or misbehaving
 │   ├── ProcessorCycleError     before/after constraints form a cycle (.cycle)
 │   └── ProcessorScopeError     a session-scoped processor changed structure
-├── EngineDestroyedError   a context engine used after destroy()
-├── EngineActiveError      a second context engine for one session key
+├── CompilerDestroyedError a context compiler used after destroy()
+├── CompilerActiveError    a second context compiler for one session key
 ├── TelemetryError         a sink failed and telemetry is strict
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
 ├── BudgetExceeded         .spent_usd .budget_usd
@@ -55,11 +56,12 @@ __all__ = [
     "BadRequest",
     "BudgetExceeded",
     "CheckpointCorrupt",
+    "CompilerActiveError",
+    "CompilerDestroyedError",
     "ConfigError",
+    "ContextError",
     "ContextTooLong",
     "DecisionConflict",
-    "EngineActiveError",
-    "EngineDestroyedError",
     "FieldNotModifiable",
     "MainspringError",
     "McpStartupError",
@@ -70,7 +72,6 @@ __all__ = [
     "ModelTimeout",
     "Overloaded",
     "PermissionDenied",
-    "PipelineError",
     "PrefixMutationError",
     "ProcessorCycleError",
     "ProcessorScopeError",
@@ -238,11 +239,11 @@ class PrefixMutationError(MainspringError):
     """A committed transcript prefix was changed in strict mode."""
 
 
-class PipelineError(MainspringError):
+class ContextError(MainspringError):
     """A context processor is misconfigured or broke the pipeline's rules."""
 
 
-class ProcessorCycleError(PipelineError, ValueError):
+class ProcessorCycleError(ContextError, ValueError):
     """Processors' before/after constraints form a cycle."""
 
     def __init__(self, message: str, *, cycle: tuple[str, ...]) -> None:
@@ -250,16 +251,16 @@ class ProcessorCycleError(PipelineError, ValueError):
         self.cycle = cycle
 
 
-class ProcessorScopeError(PipelineError):
+class ProcessorScopeError(ContextError):
     """A session-scoped processor tried a structural change (it may only contribute)."""
 
 
-class EngineDestroyedError(MainspringError, RuntimeError):
-    """A context engine was used after ``destroy()``."""
+class CompilerDestroyedError(MainspringError, RuntimeError):
+    """A context compiler was used after ``destroy()``."""
 
 
-class EngineActiveError(MainspringError, RuntimeError):
-    """A session key already has an active context engine."""
+class CompilerActiveError(MainspringError, RuntimeError):
+    """A session key already has an active context compiler."""
 
 
 class TelemetryError(MainspringError):

@@ -38,11 +38,11 @@ __all__ = [
     "MemoryItem",
     "MemoryStore",
     "check_k",
+    "check_memory_text",
     "check_meta",
     "check_query",
     "check_scope",
     "check_str",
-    "check_text",
     "words",
 ]
 
@@ -125,7 +125,7 @@ def check_str(what: str, value: object) -> str:
     return value
 
 
-def check_text(text: object) -> str:
+def check_memory_text(text: object) -> str:
     """The text to remember: a non-blank string of valid Unicode (NUL characters are kept)."""
     text = check_str("text", text)
     if not text.strip():
@@ -270,7 +270,7 @@ class InMemoryMemoryStore:
         meta: Mapping[str, JsonValue] | None = None,
     ) -> MemoryItem:
         """Store ``text`` in ``scope`` (see :meth:`MemoryStore.remember`)."""
-        text = check_text(text)
+        text = check_memory_text(text)
         scope = check_scope(scope)
         _, meta_json = check_meta(meta)
         item = MemoryItem(id=uuid.uuid4().hex, text=text, created_at=self._clock())

@@ -118,7 +118,7 @@ class Session:
         self.lock_ttl = lock_ttl
         self.owner = owner or str(uuid.uuid4())
         self.buffer_events = buffer_events
-        self._context = agent.context_engine(self._state.messages, session_id=self.session_id)
+        self._context = agent.context_compiler(self._state.messages, session_id=self.session_id)
         self._cost = CostTracker(
             prices=agent.prices,
             budget_usd=agent.limits.budget_usd,
@@ -466,7 +466,7 @@ class Session:
 
     def _reset(self, state: SessionState) -> None:
         self._state = state
-        self._context = self.agent.context_engine(state.messages, session_id=state.session_id)
+        self._context = self.agent.context_compiler(state.messages, session_id=state.session_id)
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 

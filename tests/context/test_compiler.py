@@ -10,7 +10,7 @@ import pytest
 
 from mainspring.context.accounting import Accounting, message_segments
 from mainspring.context.compaction import SUMMARY_HEADING, Compaction
-from mainspring.context.compiler import Compilation, CompiledMessages, ContextEngine
+from mainspring.context.compiler import Compilation, CompiledMessages, ContextCompiler
 from mainspring.context.history import Microcompact, ToolResultBudget
 from mainspring.context.layers import BaseSystemPrompt, ContextBlock, MemoryRecall, SkillRecipe
 from mainspring.context.pipeline import (
@@ -97,7 +97,7 @@ def texts(message: Message) -> list[str]:
 
 
 async def test_system_blocks_session_first_and_the_breakpoint_on_the_last_session_block() -> None:
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[
             PerTurn("per-turn"),
@@ -116,7 +116,7 @@ async def test_system_blocks_session_first_and_the_breakpoint_on_the_last_sessio
 
 
 async def test_the_breakpoint_block_does_not_move_across_turns() -> None:
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[PerTurn("per-turn"), Text("base", "You are helpful."), Last("last")],
     )
@@ -134,7 +134,7 @@ async def test_the_breakpoint_block_does_not_move_across_turns() -> None:
 
 
 async def test_no_session_block_means_no_breakpoint() -> None:
-    engine = ContextEngine(messages=conversation(), processors=[PerTurn("per-turn")])
+    engine = ContextCompiler(messages=conversation(), processors=[PerTurn("per-turn")])
     out = await engine.compile(turn_index=0)
     assert [b.cache_breakpoint for b in out.system] == [False]
     assert out.stable_blocks == 0
@@ -142,7 +142,7 @@ async def test_no_session_block_means_no_breakpoint() -> None:
 
 async def test_user_slots_and_virtual_tail_are_not_committed() -> None:
     original = conversation()
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=original, processors=[Tail("tail"), Last("last"), First("first"), Empty("empty")]
     )
     out = await engine.compile(turn_index=3)
@@ -164,7 +164,7 @@ async def test_user_slots_and_virtual_tail_are_not_committed() -> None:
 
 
 async def test_a_single_user_message_gets_both_first_and_last_text() -> None:
-    engine = ContextEngine(messages=[Message.user("only")], processors=[First("f"), Last("l")])
+    engine = ContextCompiler(messages=[Message.user("only")], processors=[First("f"), Last("l")])
     out = await engine.compile(turn_index=1)
     assert texts(out.messages[0]) == ["only", "FIRST-USER NOTE", "LAST-USER NOTE 1"]
 
@@ -174,7 +174,7 @@ async def test_empty_contributions_are_skipped() -> None:
         async def process(self, ctx: Compilation[Any]) -> None:
             ctx.contribute("", slot="system")
 
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[Empty("empty"), Text("blank", ""), EmptyContribute("ec"), ContextBlock("  ")],
     )
@@ -185,7 +185,7 @@ async def test_empty_contributions_are_skipped() -> None:
 
 
 async def test_compiled_messages_behave_like_a_sequence() -> None:
-    engine = ContextEngine(messages=conversation(), processors=[Tail("tail"), Last("last")])
+    engine = ContextCompiler(messages=conversation(), processors=[Tail("tail"), Last("last")])
     out = await engine.compile(turn_index=0)
     msgs = out.messages
     assert isinstance(msgs, CompiledMessages)
@@ -236,7 +236,7 @@ class BrokenStore(InMemoryMemoryStore):
 async def test_the_five_layers() -> None:
     store = CountingStore()
     await store.remember("the user likes tea")
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=[Message.user("hello"), Message.assistant("hi"), Message.user("what about tea")],
         processors=[
             MemoryRecall(),
@@ -266,7 +266,7 @@ async def test_async_text_sources() -> None:
     async def block() -> str:
         return "async block"
 
-    engine = ContextEngine(messages=conversation(), processors=[ContextBlock(block)])
+    engine = ContextCompiler(messages=conversation(), processors=[ContextBlock(block)])
     out = await engine.compile(turn_index=0)
     assert [b.text for b in out.system] == ["async block"]
 
@@ -275,7 +275,7 @@ async def test_memory_is_recalled_once_per_turn() -> None:
     store = CountingStore()
     await store.remember("tea is good")
     recall = MemoryRecall(store)
-    engine = ContextEngine(messages=[Message.user("tea please")], processors=[recall])
+    engine = ContextCompiler(messages=[Message.user("tea please")], processors=[recall])
     one = await engine.compile(turn_index=1, step=1)
     engine.append([call("c1"), result("c1", "done")])
     two = await engine.compile(turn_index=1, step=2)
@@ -289,7 +289,7 @@ async def test_memory_is_recalled_once_per_turn() -> None:
 
 async def test_a_failing_store_drops_the_memory_layer(caplog: pytest.LogCaptureFixture) -> None:
     recall = MemoryRecall(BrokenStore())
-    engine = ContextEngine(messages=conversation(), processors=[BaseSystemPrompt("base"), recall])
+    engine = ContextCompiler(messages=conversation(), processors=[BaseSystemPrompt("base"), recall])
     with caplog.at_level(logging.WARNING, logger="mainspring.context"):
         out = await engine.compile(turn_index=0)
     assert recall.failures == 1
@@ -302,7 +302,7 @@ async def test_a_failing_store_drops_the_memory_layer(caplog: pytest.LogCaptureF
 
 async def test_empty_layers_contribute_nothing() -> None:
     store = CountingStore()  # empty: recalls nothing
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[
             BaseSystemPrompt(""),
@@ -333,7 +333,7 @@ async def test_microcompact_keeps_the_newest_result_whole_and_collapses_the_olde
         call("c3", path="b.txt"),
         result("c3", big),
     ]
-    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
     out = await engine.compile(turn_index=1)
     view = list(out.messages)
     note = "[same result as the repeat of this call in turn 2, shown later]"
@@ -347,7 +347,7 @@ async def test_microcompact_keeps_the_newest_result_whole_and_collapses_the_olde
 async def test_microcompact_never_replaces_the_result_of_the_call_just_made() -> None:
     big = "balance: 100 " * 100
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
-    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
     for n in range(2, 6):  # the same call again and again: the last one is always whole
         engine.append([call(f"c{n}", path="x"), result(f"c{n}", big)])
         out = await engine.compile(turn_index=0)
@@ -361,7 +361,7 @@ async def test_microcompact_waits_until_the_view_passes_its_threshold() -> None:
     big = "rows " * 400
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
     mc = Microcompact(over_tokens=10_000)
-    engine = ContextEngine(messages=messages, processors=[mc])
+    engine = ContextCompiler(messages=messages, processors=[mc])
     engine.append([call("c2", path="x"), result("c2", big)])
     out = await engine.compile(turn_index=0)
     assert [m.tool_results_parts[0].content for m in out.messages if m.role == "tool"] == [big, big]
@@ -380,7 +380,7 @@ async def test_microcompact_leaves_small_results_alone() -> None:
         call("c2", path="x"),
         result("c2", small),
     ]
-    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
     out = await engine.compile(turn_index=0)
     assert list(out.messages) == messages
 
@@ -394,7 +394,7 @@ async def test_microcompact_never_compacts_errors() -> None:
         call("c2", path="x"),
         result("c2", err, is_error=True),
     ]
-    engine = ContextEngine(messages=messages, processors=[Microcompact()])
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
     out = await engine.compile(turn_index=0)
     assert list(out.messages) == messages
 
@@ -402,7 +402,7 @@ async def test_microcompact_never_compacts_errors() -> None:
 async def test_tool_result_budget_keeps_head_and_tail() -> None:
     content = "H" * 500 + "M" * 1000 + "T" * 500
     messages = [Message.user("go"), call("c1"), result("c1", content), result("c1", "short")]
-    engine = ContextEngine(messages=messages, processors=[ToolResultBudget(300)])
+    engine = ContextCompiler(messages=messages, processors=[ToolResultBudget(300)])
     out = await engine.compile(turn_index=0)
     cut = out.messages[2].tool_results_parts[0].content
     assert len(cut) <= 300
@@ -421,7 +421,7 @@ async def test_tool_result_budget_per_tool() -> None:
         call("c2", name="small"),
         result("c2", content, name="small"),
     ]
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=messages, processors=[ToolResultBudget(5000, per_tool={"small": 200})]
     )
     out = await engine.compile(turn_index=0)
@@ -457,7 +457,7 @@ def estimate() -> Accounting:
 async def test_compaction_prunes_old_tool_results_under_the_target() -> None:
     messages = long_session(12, result_chars=1_500)
     compaction = Compaction(2_000, keep_recent_turns=2)
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
@@ -484,7 +484,7 @@ async def test_compaction_summarizes_when_pruning_is_not_enough() -> None:
         return "they talked about files"
 
     compaction = Compaction(2_000, keep_recent_turns=2, summarizer=summarizer)
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
@@ -511,7 +511,7 @@ async def test_a_failing_summarizer_keeps_the_pruned_history(
         raise RuntimeError("model down")
 
     compaction = Compaction(2_000, keep_recent_turns=2, summarizer=summarizer)
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
@@ -529,7 +529,7 @@ async def test_a_failing_summarizer_keeps_the_pruned_history(
 
 async def test_compaction_counts_tool_results_with_the_default_adapter() -> None:
     compaction = Compaction(2_000)
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=long_session(12), processors=[compaction], accounting=estimate()
     )
     await engine.compile(turn_index=12)
@@ -537,7 +537,7 @@ async def test_compaction_counts_tool_results_with_the_default_adapter() -> None
 
 
 async def test_default_accounting_counts_tool_results() -> None:
-    engine = ContextEngine(messages=long_session(1), accounting=estimate())
+    engine = ContextCompiler(messages=long_session(1), accounting=estimate())
     out = await engine.compile(turn_index=0)
     assert "tool_result" in {s.source for s in out.segments}
 
@@ -558,7 +558,7 @@ async def test_segments_match_an_independent_count() -> None:
         Message.assistant("It is sunny."),
         Message.user("And tomorrow?"),
     ]
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=messages,
         processors=[BaseSystemPrompt("You are a weather bot."), Last("last"), Tail("tail")],
         accounting=tiktoken_accounting(),
@@ -581,7 +581,7 @@ async def test_segments_match_an_independent_count() -> None:
 
 
 async def test_include_content_keeps_text() -> None:
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt")],
         accounting=tiktoken_accounting(include_content=True),
@@ -594,7 +594,7 @@ async def test_include_content_keeps_text() -> None:
 
 
 async def test_no_accounting_means_no_segments() -> None:
-    engine = ContextEngine(messages=conversation(), processors=[BaseSystemPrompt("base")])
+    engine = ContextCompiler(messages=conversation(), processors=[BaseSystemPrompt("base")])
     out = await engine.compile(turn_index=0)
     assert out.segments == ()
     assert out.tokens == 0
@@ -603,7 +603,7 @@ async def test_no_accounting_means_no_segments() -> None:
 
 async def test_prefix_reuse_within_a_turn() -> None:
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt"), Last("last")],
         accounting=tiktoken_accounting(),
@@ -624,7 +624,7 @@ async def test_prefix_reuse_within_a_turn() -> None:
 
 async def test_prefix_reuse_stops_at_a_changed_last_user_note() -> None:
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt"), Last("last")],
         accounting=tiktoken_accounting(),
@@ -643,7 +643,7 @@ async def test_a_replaced_message_is_accounted_as_sent() -> None:
             ctx.replace_message(0, Message.user("a much much longer replacement " * 10))
 
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(), processors=[Replace("replace")], accounting=tiktoken_accounting()
     )
     out = await engine.compile(turn_index=0)
@@ -661,7 +661,7 @@ class Broken:
 
 async def test_record_call_and_end_turn_emit_a_snapshot() -> None:
     sink = InMemorySink()
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base")],
         accounting=tiktoken_accounting(sinks=[sink]),
@@ -689,7 +689,7 @@ async def test_record_call_and_end_turn_emit_a_snapshot() -> None:
 
 async def test_an_unreported_compile_is_flushed_with_empty_usage() -> None:
     sink = InMemorySink()
-    engine = ContextEngine(messages=conversation(), accounting=tiktoken_accounting(sinks=[sink]))
+    engine = ContextCompiler(messages=conversation(), accounting=tiktoken_accounting(sinks=[sink]))
     await engine.compile(turn_index=0)
     await engine.compile(turn_index=1)  # a new turn closes the previous one
     assert [s.turn_index for s in sink.snapshots] == [0]
@@ -700,7 +700,7 @@ async def test_an_unreported_compile_is_flushed_with_empty_usage() -> None:
 
 async def test_a_failing_sink_is_logged_when_not_strict(caplog: pytest.LogCaptureFixture) -> None:
     sink = InMemorySink()
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(), accounting=tiktoken_accounting(sinks=[Broken(), sink])
     )
     compiled = await engine.compile(turn_index=0)
@@ -719,7 +719,7 @@ async def test_a_failing_sink_is_logged_when_not_strict(caplog: pytest.LogCaptur
 
 
 async def test_a_failing_sink_raises_when_strict(caplog: pytest.LogCaptureFixture) -> None:
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(), accounting=tiktoken_accounting(sinks=[Broken()], strict=True)
     )
     compiled = await engine.compile(turn_index=0)

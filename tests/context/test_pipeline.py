@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mainspring.context.compiler import Compilation, CompiledContext, ContextEngine
-from mainspring.context.lifecycle import EngineRegistry
+from mainspring.context.compiler import Compilation, CompiledContext, ContextCompiler
+from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.context.pipeline import (
     PHASES,
     Module,
@@ -20,9 +20,9 @@ from mainspring.context.pipeline import (
     order_processors,
 )
 from mainspring.errors import (
-    EngineActiveError,
-    EngineDestroyedError,
-    PipelineError,
+    CompilerActiveError,
+    CompilerDestroyedError,
+    ContextError,
     ProcessorCycleError,
     ProcessorScopeError,
 )
@@ -77,7 +77,7 @@ def ids(processors: list[Processor]) -> list[str]:
 async def test_phases_run_in_phase_order_whatever_the_registration_order() -> None:
     log: list[str] = []
     procs: list[Processor] = [Recorder(phase, log, phase=phase) for phase in reversed(PHASES)]
-    engine = ContextEngine(messages=conversation(), processors=procs)
+    engine = ContextCompiler(messages=conversation(), processors=procs)
     await engine.compile(turn_index=0)
     assert log == list(PHASES)
     await engine.compile(turn_index=0, step=2)
@@ -104,7 +104,7 @@ async def test_before_after_order_is_what_a_compile_runs() -> None:
         Recorder("zero", log, before=("first",)),
         Recorder("early", log, phase="sanitize"),
     ]
-    engine = ContextEngine(messages=conversation(), processors=procs)
+    engine = ContextCompiler(messages=conversation(), processors=procs)
     await engine.compile(turn_index=0)
     assert log == ["early", "zero", "first", "second", "late"]
 
@@ -118,7 +118,7 @@ async def test_a_cycle_is_rejected_at_construction_and_names_the_cycle() -> None
         Recorder("free", log),
     ]
     with pytest.raises(ProcessorCycleError) as info:
-        ContextEngine(messages=conversation(), processors=procs)
+        ContextCompiler(messages=conversation(), processors=procs)
     cycle = info.value.cycle
     assert set(cycle) == {"a", "b", "c"}
     assert cycle[0] == cycle[-1]
@@ -136,14 +136,14 @@ def test_a_processor_ordered_against_itself_is_a_cycle() -> None:
 
 def test_duplicate_ids_are_rejected() -> None:
     log: list[str] = []
-    with pytest.raises(PipelineError, match="dup"):
-        ContextEngine(processors=[Recorder("dup", log), Recorder("dup", log, phase="system")])
+    with pytest.raises(ContextError, match="dup"):
+        ContextCompiler(processors=[Recorder("dup", log), Recorder("dup", log, phase="system")])
 
 
 def test_duplicate_ids_across_modules_are_rejected() -> None:
     log: list[str] = []
-    with pytest.raises(PipelineError):
-        ContextEngine(
+    with pytest.raises(ContextError):
+        ContextCompiler(
             processors=[Recorder("same", log)],
             modules=[Module("m", [Recorder("same", log)])],
         )
@@ -151,15 +151,15 @@ def test_duplicate_ids_across_modules_are_rejected() -> None:
 
 def test_a_constraint_against_the_phase_order_is_rejected() -> None:
     log: list[str] = []
-    with pytest.raises(PipelineError, match="phases run in a fixed order") as info:
-        ContextEngine(
+    with pytest.raises(ContextError, match="phases run in a fixed order") as info:
+        ContextCompiler(
             processors=[
                 Recorder("late", log, phase="finalize", before=("early",)),
                 Recorder("early", log, phase="sanitize"),
             ]
         )
     assert not isinstance(info.value, ProcessorCycleError)
-    with pytest.raises(PipelineError):
+    with pytest.raises(ContextError):
         order_processors(
             [
                 Recorder("early", log, phase="sanitize", after=("late",)),
@@ -185,7 +185,7 @@ async def test_constraints_naming_absent_processors_are_ignored() -> None:
         Recorder("a", log, before=("ghost",), after=("phantom",)),
         Recorder("b", log, after=("nobody",)),
     ]
-    engine = ContextEngine(messages=conversation(), processors=procs)
+    engine = ContextCompiler(messages=conversation(), processors=procs)
     await engine.compile(turn_index=0)
     assert log == ["a", "b"]
 
@@ -195,7 +195,7 @@ async def test_constraints_naming_absent_processors_are_ignored() -> None:
 
 async def test_a_session_processor_runs_once_and_is_replayed() -> None:
     proc = CountingSystem()
-    engine = ContextEngine(messages=conversation(), processors=[proc])
+    engine = ContextCompiler(messages=conversation(), processors=[proc])
     first = await engine.compile(turn_index=0)
     outputs: list[CompiledContext[Message]] = [first]
     for turn in range(1, 6):
@@ -212,7 +212,7 @@ async def test_a_session_processor_runs_once_and_is_replayed() -> None:
 async def test_invalidate_recomputes_one_session_processor() -> None:
     proc = CountingSystem()
     other = CountingSystem("other")
-    engine = ContextEngine(messages=conversation(), processors=[proc, other])
+    engine = ContextCompiler(messages=conversation(), processors=[proc, other])
     await engine.compile(turn_index=0)
     engine.invalidate("counting")
     out = await engine.compile(turn_index=0, step=2)
@@ -227,7 +227,7 @@ async def test_invalidate_prefix_recomputes_session_processors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     proc = CountingSystem()
-    engine = ContextEngine(messages=conversation(), processors=[proc])
+    engine = ContextCompiler(messages=conversation(), processors=[proc])
     await engine.compile(turn_index=0)
     with caplog.at_level(logging.WARNING):
         change = engine.invalidate_prefix("host data changed")
@@ -241,7 +241,7 @@ async def test_invalidate_prefix_recomputes_session_processors(
 async def test_relaxed_sync_with_a_changed_prefix_recomputes_session_processors() -> None:
     proc = CountingSystem()
     changes: list[object] = []
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(), processors=[proc], strict=False, on_prefix_change=changes.append
     )
     await engine.compile(turn_index=0)
@@ -272,7 +272,7 @@ class Structural(Processor):
 
 @pytest.mark.parametrize("what", ["replace", "edit", "rewrite"])
 async def test_a_session_processor_may_not_change_structure(what: str) -> None:
-    engine = ContextEngine(messages=conversation(), processors=[Structural(what)])
+    engine = ContextCompiler(messages=conversation(), processors=[Structural(what)])
     with pytest.raises(ProcessorScopeError, match=f"structural-{what}"):
         await engine.compile(turn_index=0)
     assert list(engine.view) == conversation()
@@ -281,7 +281,7 @@ async def test_a_session_processor_may_not_change_structure(what: str) -> None:
 
 @pytest.mark.parametrize("what", ["replace", "edit", "rewrite"])
 async def test_a_turn_processor_may_change_structure(what: str) -> None:
-    engine = ContextEngine(messages=conversation(), processors=[Structural(what, scope="turn")])
+    engine = ContextCompiler(messages=conversation(), processors=[Structural(what, scope="turn")])
     await engine.compile(turn_index=0)
     assert list(engine.transcript.messages) == conversation()
 
@@ -317,7 +317,7 @@ async def test_modules_set_up_once_before_the_first_compile_with_their_config() 
             seen_config.append(ctx.config())
 
     three = Module("three", [ReadsConfig("reads-config")])
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         modules=[one, two, three],
         services={"memory": "the store"},
@@ -335,7 +335,7 @@ async def test_modules_set_up_once_before_the_first_compile_with_their_config() 
 
 async def test_teardown_runs_in_reverse_order_and_destroy_twice_is_fine() -> None:
     events: list[str] = []
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         modules=[Tracked("a", events), Tracked("b", events), Tracked("c", events)],
     )
@@ -350,26 +350,26 @@ async def test_teardown_runs_in_reverse_order_and_destroy_twice_is_fine() -> Non
 
 async def test_modules_never_set_up_are_not_torn_down() -> None:
     events: list[str] = []
-    engine: ContextEngine[Message] = ContextEngine(modules=[Tracked("a", events)])
+    engine: ContextCompiler[Message] = ContextCompiler(modules=[Tracked("a", events)])
     await engine.destroy()
     assert events == []
 
 
 async def test_a_destroyed_engine_refuses_work() -> None:
-    engine = ContextEngine(messages=conversation())
+    engine = ContextCompiler(messages=conversation())
     await engine.compile(turn_index=0)
     await engine.destroy()
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         await engine.compile(turn_index=1)
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         engine.append([Message.user("more")])
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         engine.sync(conversation())
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         engine.invalidate("x")
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         engine.invalidate_prefix("x")
-    with pytest.raises(EngineDestroyedError):
+    with pytest.raises(CompilerDestroyedError):
         engine.end_turn()
 
 
@@ -383,7 +383,7 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
             await never.wait()
 
     after: list[str] = []
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         processors=[Waits("waits"), Recorder("after", after, phase="finalize")],
     )
@@ -392,7 +392,7 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
     async def run_compile() -> None:
         try:
             await engine.compile(turn_index=0)
-        except EngineDestroyedError as exc:
+        except CompilerDestroyedError as exc:
             errors.append(exc)
 
     with anyio.fail_after(5):
@@ -409,7 +409,7 @@ async def test_a_failing_teardown_still_tears_down_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events: list[str] = []
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=conversation(),
         modules=[
             Tracked("a", events),
@@ -419,7 +419,7 @@ async def test_a_failing_teardown_still_tears_down_the_others(
     )
     await engine.compile(turn_index=0)
     events.clear()
-    with caplog.at_level(logging.ERROR), pytest.raises(PipelineError) as info:
+    with caplog.at_level(logging.ERROR), pytest.raises(ContextError) as info:
         await engine.destroy()
     assert isinstance(info.value.__cause__, RuntimeError)
     assert events == ["teardown c", "teardown b", "teardown a"]
@@ -432,14 +432,14 @@ async def test_a_failing_teardown_still_tears_down_the_others(
 
 
 async def test_registry_allows_one_live_engine_per_key() -> None:
-    registry: EngineRegistry[Message] = EngineRegistry()
+    registry: CompilerRegistry[Message] = CompilerRegistry()
     engine = registry.create("s1", messages=conversation())
     assert engine.session_id == "s1"
     assert "s1" in registry
     assert registry.get("s1") is engine
-    with pytest.raises(EngineActiveError, match="s1"):
+    with pytest.raises(CompilerActiveError, match="s1"):
         registry.create("s1")
-    other = registry.create("s2", factory=lambda: ContextEngine(session_id="custom"))
+    other = registry.create("s2", factory=lambda: ContextCompiler(session_id="custom"))
     assert other.session_id == "custom"
     assert len(registry) == 2
     assert await registry.destroy("s1") is True
@@ -455,7 +455,7 @@ async def test_registry_allows_one_live_engine_per_key() -> None:
 
 
 async def test_registry_key_is_free_once_the_engine_destroys_itself() -> None:
-    registry: EngineRegistry[Message] = EngineRegistry()
+    registry: CompilerRegistry[Message] = CompilerRegistry()
     engine = registry.create("k")
     await engine.destroy()
     assert registry.get("k") is None

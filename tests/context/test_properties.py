@@ -1,4 +1,4 @@
-"""Property tests of the context engine: prefix guard, relaxed sync, replay, token sums."""
+"""Property tests of the context compiler: prefix guard, relaxed sync, replay, token sums."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mainspring.context.accounting import Accounting, message_segments
-from mainspring.context.compiler import Compilation, CompiledContext, ContextEngine
+from mainspring.context.compiler import Compilation, CompiledContext, ContextCompiler
 from mainspring.context.history import Microcompact, ToolResultBudget
 from mainspring.context.layers import BaseSystemPrompt, ContextBlock, SkillRecipe
 from mainspring.context.pipeline import (
@@ -118,7 +118,7 @@ def accounting() -> Accounting:
     return Accounting(tokenizer=EstimateTokenizer("test"))
 
 
-def compile_now(engine: ContextEngine[Message], turn_index: int = 0) -> CompiledContext[Message]:
+def compile_now(engine: ContextCompiler[Message], turn_index: int = 0) -> CompiledContext[Message]:
     async def go() -> CompiledContext[Message]:
         return await engine.compile(turn_index=turn_index)
 
@@ -134,7 +134,7 @@ def shape(out: CompiledContext[Message]) -> tuple[object, ...]:
 def test_strict_sync_catches_any_prefix_change(
     messages: list[Message], data: st.DataObject
 ) -> None:
-    engine = ContextEngine(messages=messages, processors=processors())
+    engine = ContextCompiler(messages=messages, processors=processors())
     compile_now(engine)
     before = (len(engine.transcript), list(engine.view), list(engine.transcript.messages))
     index = data.draw(st.integers(0, len(messages) - 1))
@@ -164,7 +164,7 @@ def test_strict_sync_catches_any_prefix_change(
 def test_relaxed_sync_compiles_like_a_fresh_engine(
     old: list[Message], new: list[Message], keep: int
 ) -> None:
-    engine = ContextEngine(
+    engine = ContextCompiler(
         messages=old,
         processors=processors(),
         strict=False,
@@ -176,7 +176,7 @@ def test_relaxed_sync_compiles_like_a_fresh_engine(
     assume(target[: len(old)] != old)  # a real prefix change (an append replays by design)
     engine.sync(target)
     assert engine.transcript.generation == 1
-    fresh = ContextEngine(messages=target, processors=processors(), accounting=accounting())
+    fresh = ContextCompiler(messages=target, processors=processors(), accounting=accounting())
     got, want = compile_now(engine, 1), compile_now(fresh, 1)
     assert shape(got) == shape(want)
     assert list(engine.transcript.messages) == target
@@ -188,14 +188,14 @@ def test_relaxed_sync_compiles_like_a_fresh_engine(
 def test_replayed_session_contributions_equal_recomputed_ones(
     messages: list[Message], later: list[list[Message]]
 ) -> None:
-    engine = ContextEngine(messages=messages, processors=processors())
+    engine = ContextCompiler(messages=messages, processors=processors())
     compile_now(engine)
     full = list(messages)
     for i, delta in enumerate(later, start=1):
         engine.append(delta)
         full += delta
         replayed = compile_now(engine, i)
-        fresh = ContextEngine(messages=full, processors=processors())
+        fresh = ContextCompiler(messages=full, processors=processors())
         recomputed = compile_now(fresh, i)
         # Contextual reads the transcript, so it replays what the first compile saw;
         # every other session contribution is what a fresh engine computes.
@@ -216,8 +216,8 @@ def test_replayed_session_contributions_equal_recomputed_ones(
         turn_scoped = [c for c in replayed.contributions if c.scope == "turn"]
         assert turn_scoped == [c for c in recomputed.contributions if c.scope == "turn"]
         assert list(replayed.messages)[:-1] == list(recomputed.messages)[:-1]
-    fresh_same = ContextEngine(messages=messages, processors=processors())
-    again = ContextEngine(messages=messages, processors=processors())
+    fresh_same = ContextCompiler(messages=messages, processors=processors())
+    again = ContextCompiler(messages=messages, processors=processors())
     compile_now(again)
     assert shape(compile_now(again)) == shape(compile_now(fresh_same))
 
@@ -228,7 +228,7 @@ def test_token_totals_are_the_sum_of_segments(
     messages: list[Message], later: list[list[Message]]
 ) -> None:
     tok = EstimateTokenizer("test")
-    engine = ContextEngine(messages=messages, processors=processors(), accounting=accounting())
+    engine = ContextCompiler(messages=messages, processors=processors(), accounting=accounting())
     for i, delta in enumerate([[], *later]):
         engine.append(delta)
         out = compile_now(engine, i)

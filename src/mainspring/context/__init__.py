@@ -1,6 +1,6 @@
 """The context pipeline: the transcript every model call is compiled from.
 
-``Transcript`` (append-only, prefix guard, generations) → ``ContextEngine``
+``Transcript`` (append-only, prefix guard, generations) → ``ContextCompiler``
 (phased processors contributing attributed text to slots, the model's history
 view, compaction) → ``CompiledContext`` (system blocks with the cache
 breakpoint, messages, segments) → per-turn ``TurnSnapshot`` s for sinks.
@@ -41,7 +41,7 @@ _EXPORTS = {
         "Compilation",
         "CompiledContext",
         "CompiledMessages",
-        "ContextEngine",
+        "ContextCompiler",
     ),
     "mainspring.context.view": ("ModelView",),
     "mainspring.context.accounting": ("Accounting", "SegmentLookup", "message_segments"),
@@ -66,7 +66,7 @@ _EXPORTS = {
     ),
     "mainspring.context.history": ("Microcompact", "ToolResultBudget"),
     "mainspring.context.compaction": ("Compaction", "model_summarizer"),
-    "mainspring.context.lifecycle": ("EngineRegistry",),
+    "mainspring.context.lifecycle": ("CompilerRegistry",),
 }
 
 __all__ = [
@@ -80,11 +80,11 @@ __all__ = [
     "Compilation",
     "CompiledContext",
     "CompiledMessages",
+    "CompilerRegistry",
     "ContextBlock",
-    "ContextEngine",
+    "ContextCompiler",
     "Contribution",
     "CostEstimate",
-    "EngineRegistry",
     "FirstUserProcessor",
     "InMemorySink",
     "JsonlSink",
@@ -129,11 +129,11 @@ if TYPE_CHECKING:
         Compilation,
         CompiledContext,
         CompiledMessages,
-        ContextEngine,
+        ContextCompiler,
     )
     from mainspring.context.history import Microcompact, ToolResultBudget
     from mainspring.context.layers import BaseSystemPrompt, ContextBlock, MemoryRecall, SkillRecipe
-    from mainspring.context.lifecycle import EngineRegistry
+    from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.context.pipeline import (
         PHASES,
         SLOTS,

@@ -46,7 +46,7 @@ class Piece:
 
 @dataclass(kw_only=True)
 class Accounting:
-    """Opt-in token accounting for a context engine.
+    """Opt-in token accounting for a context compiler.
 
     ``tokenizer`` defaults to the one :func:`~mainspring.tokens.tokenizer_for`
     picks for the first model compiled for (exact tiktoken for OpenAI models,

@@ -1,4 +1,4 @@
-"""The context engine: one session's transcript compiled into model requests.
+"""The context compiler: one session's transcript compiled into model requests.
 
 ```
 append / sync ─► Transcript ─► sanitize + history map_message ─► ModelView
@@ -46,15 +46,15 @@ from mainspring.context.transcript import (
 )
 from mainspring.context.view import ModelView
 from mainspring.errors import (
-    EngineDestroyedError,
-    PipelineError,
+    CompilerDestroyedError,
+    ContextError,
     ProcessorScopeError,
 )
 from mainspring.models.base import SystemBlock, ToolSpec
 from mainspring.tokens import EstimateTokenizer
 from mainspring.usage import Usage
 
-__all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextEngine"]
+__all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
 
 log = logging.getLogger("mainspring.context")
 
@@ -162,7 +162,7 @@ class Compilation(Generic[T]):
     """What a processor sees and may do during one compile."""
 
     def __init__(
-        self, engine: ContextEngine[T], turn_index: int, step: int, turn_cache: dict[str, Any]
+        self, engine: ContextCompiler[T], turn_index: int, step: int, turn_cache: dict[str, Any]
     ) -> None:
         self.engine = engine
         self.turn_index = turn_index
@@ -216,12 +216,12 @@ class Compilation(Generic[T]):
         """Add ``text`` to ``slot`` (default: the processor's), attributed to it."""
         proc = self._current
         if proc is None:
-            raise PipelineError("contribute() is only available while a processor runs")
+            raise ContextError("contribute() is only available while a processor runs")
         chosen = slot or proc.slot
         if chosen is None:
-            raise PipelineError(f"processor {proc.id!r} contributed without naming a slot")
+            raise ContextError(f"processor {proc.id!r} contributed without naming a slot")
         if chosen not in ("system", "first-user", "last-user", "virtual-tail"):
-            raise PipelineError(f"processor {proc.id!r}: unknown slot {chosen!r}")
+            raise ContextError(f"processor {proc.id!r}: unknown slot {chosen!r}")
         if not text:
             return
         self.contributions.append(
@@ -264,7 +264,7 @@ class Compilation(Generic[T]):
     def _structural(self, what: str) -> Processor:
         proc = self._current
         if proc is None:
-            raise PipelineError(f"cannot {what} outside a processor")
+            raise ContextError(f"cannot {what} outside a processor")
         if proc.scope == "session":
             raise ProcessorScopeError(
                 f"session-scoped processor {proc.id!r} tried to {what}; "
@@ -301,7 +301,7 @@ def _with_text(c: Contribution, text: str) -> Contribution:
     )
 
 
-class ContextEngine(Generic[T]):
+class ContextCompiler(Generic[T]):
     """One session's context pipeline: transcript, processors, view, accounting."""
 
     def __init__(
@@ -322,7 +322,7 @@ class ContextEngine(Generic[T]):
     ) -> None:
         """Build the engine; ``processors`` belong to an implicit module ``"engine"``.
 
-        Raises ProcessorCycleError / PipelineError for a bad processor order.
+        Raises ProcessorCycleError / ContextError for a bad processor order.
         """
         self.adapter: MessageAdapter[T] = adapter or cast(MessageAdapter[T], MainspringAdapter())
         self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
@@ -447,7 +447,7 @@ class ContextEngine(Generic[T]):
     ) -> CompiledContext[T]:
         """Run the processors and assemble one request.
 
-        Raises EngineDestroyedError if the engine is (or gets) destroyed.
+        Raises CompilerDestroyedError if the engine is (or gets) destroyed.
         """
         self._alive()
         await self._setup()
@@ -464,7 +464,7 @@ class ContextEngine(Generic[T]):
             finally:
                 self._active = None
         if scope.cancelled_caught or self._destroyed:
-            raise EngineDestroyedError("the context engine was destroyed during a compile")
+            raise CompilerDestroyedError("the context compiler was destroyed during a compile")
         compiled = self._assemble(ctx, tools)
         if self._turn is not None:
             self._turn.pending = compiled
@@ -746,7 +746,7 @@ class ContextEngine(Generic[T]):
     async def destroy(self) -> None:
         """Abort a running compile, flush the summary, tear modules down, clear state.
 
-        Later calls raise EngineDestroyedError; a second destroy does nothing.
+        Later calls raise CompilerDestroyedError; a second destroy does nothing.
         """
         if self._destroyed:
             return
@@ -772,11 +772,11 @@ class ContextEngine(Generic[T]):
                 self._turn_cache = {}
                 self.view.clear()
                 if errors:
-                    raise PipelineError("a module failed to tear down") from errors[0]
+                    raise ContextError("a module failed to tear down") from errors[0]
 
     def _alive(self) -> None:
         if self._destroyed:
-            raise EngineDestroyedError("this context engine was destroyed")
+            raise CompilerDestroyedError("this context compiler was destroyed")
 
 
 def _negated(p: Piece) -> Piece:

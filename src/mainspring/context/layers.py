@@ -2,7 +2,7 @@
 
 1. :class:`BaseSystemPrompt` — the agent's instructions (system, session).
 2. :class:`ContextBlock` — a host-supplied block, e.g. a daily account
-   snapshot (system, session; call :meth:`ContextEngine.invalidate` with its
+   snapshot (system, session; call :meth:`ContextCompiler.invalidate` with its
    id when the host's data changes).
 3. :class:`MemoryRecall` — top-K items from a :class:`~mainspring.memory.MemoryStore`
    for the latest user message, recalled once per turn and reused by the

@@ -1,7 +1,7 @@
-"""One active context engine per session key.
+"""One active context compiler per session key.
 
-:class:`EngineRegistry` hands out engines by session key and refuses a
-second live one for the same key (:class:`~mainspring.errors.EngineActiveError`),
+:class:`CompilerRegistry` hands out engines by session key and refuses a
+second live one for the same key (:class:`~mainspring.errors.CompilerActiveError`),
 so two compiles never race over one transcript. Destroying an engine through
 the registry frees its key.
 """
@@ -11,40 +11,40 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from mainspring.context.compiler import ContextEngine
-from mainspring.errors import EngineActiveError
+from mainspring.context.compiler import ContextCompiler
+from mainspring.errors import CompilerActiveError
 
-__all__ = ["EngineRegistry"]
+__all__ = ["CompilerRegistry"]
 
 T = TypeVar("T")
 
 
-class EngineRegistry(Generic[T]):
-    """Session key → its one active :class:`ContextEngine`."""
+class CompilerRegistry(Generic[T]):
+    """Session key → its one active :class:`ContextCompiler`."""
 
     def __init__(self) -> None:
         """An empty registry."""
-        self._engines: dict[str, ContextEngine[T]] = {}
+        self._engines: dict[str, ContextCompiler[T]] = {}
 
     def create(
-        self, key: str, factory: Callable[[], ContextEngine[T]] | None = None, **kwargs: Any
-    ) -> ContextEngine[T]:
-        """Make the engine for ``key`` (``factory()`` or ``ContextEngine(**kwargs)``).
+        self, key: str, factory: Callable[[], ContextCompiler[T]] | None = None, **kwargs: Any
+    ) -> ContextCompiler[T]:
+        """Make the engine for ``key`` (``factory()`` or ``ContextCompiler(**kwargs)``).
 
-        Raises EngineActiveError if ``key`` already has a live engine.
+        Raises CompilerActiveError if ``key`` already has a live engine.
         """
         current = self._engines.get(key)
         if current is not None and not current.destroyed:
-            raise EngineActiveError(
-                f"session {key!r} already has an active context engine; destroy it first"
+            raise CompilerActiveError(
+                f"session {key!r} already has an active context compiler; destroy it first"
             )
-        engine: ContextEngine[T] = (
-            factory() if factory is not None else ContextEngine(session_id=key, **kwargs)
+        engine: ContextCompiler[T] = (
+            factory() if factory is not None else ContextCompiler(session_id=key, **kwargs)
         )
         self._engines[key] = engine
         return engine
 
-    def get(self, key: str) -> ContextEngine[T] | None:
+    def get(self, key: str) -> ContextCompiler[T] | None:
         """The live engine for ``key``, if any."""
         engine = self._engines.get(key)
         if engine is not None and engine.destroyed:

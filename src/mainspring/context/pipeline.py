@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from mainspring.errors import ConfigError, PipelineError, ProcessorCycleError
+from mainspring.errors import ConfigError, ContextError, ProcessorCycleError
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -234,13 +234,13 @@ def order_processors(processors: Sequence[Processor]) -> list[Processor]:
     """Processors in run order: by phase, then ``before``/``after``, then as given.
 
     Raises ProcessorCycleError when the constraints inside a phase form a
-    cycle, PipelineError for duplicate ids or a constraint that contradicts
+    cycle, ContextError for duplicate ids or a constraint that contradicts
     the phase order. Constraints naming absent processors are ignored.
     """
     by_id: dict[str, Processor] = {}
     for proc in processors:
         if proc.id in by_id:
-            raise PipelineError(f"two processors are named {proc.id!r}")
+            raise ContextError(f"two processors are named {proc.id!r}")
         by_id[proc.id] = proc
     rank = {phase: i for i, phase in enumerate(PHASES)}
     edges: dict[str, set[str]] = {p.id: set() for p in processors}  # a → must run before b
@@ -256,7 +256,7 @@ def order_processors(processors: Sequence[Processor]) -> list[Processor]:
                 continue
             a, b = by_id[first], by_id[second]
             if rank[a.phase] > rank[b.phase]:
-                raise PipelineError(
+                raise ContextError(
                     f"{first!r} ({a.phase}) cannot run before {second!r} ({b.phase}): "
                     "phases run in a fixed order"
                 )

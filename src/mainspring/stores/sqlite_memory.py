@@ -43,11 +43,11 @@ from mainspring.memory import (
     DEFAULT_SCOPE,
     MemoryItem,
     check_k,
+    check_memory_text,
     check_meta,
     check_query,
     check_scope,
     check_str,
-    check_text,
 )
 from mainspring.stores._sqlite import CODEC_ERRORS, Clock, Database, StrPath, transaction
 
@@ -177,7 +177,7 @@ class SQLiteMemoryStore:
             ConfigError: See :meth:`MemoryStore.remember`.
             StoreError: The file cannot be written.
         """
-        text = check_text(text)
+        text = check_memory_text(text)
         scope = check_scope(scope)
         stored_meta, meta_json = check_meta(meta)
         item = MemoryItem(
