@@ -10,6 +10,7 @@ from pydantic import JsonValue
 
 from mainspring import (
     Agent,
+    Limits,
     ModelPrice,
     ScriptedCall,
     ScriptedModel,
@@ -18,6 +19,7 @@ from mainspring import (
     ToolResult,
     TurnComplete,
     Usage,
+    UsageEvent,
     tool,
 )
 from mainspring.decisions import Approve
@@ -235,3 +237,28 @@ async def test_handle_of_rejects_other_tools_and_description_is_required() -> No
         SubagentHandle.of(lookup)
     with pytest.raises(ConfigError):
         subagent_tool(Agent(model=ScriptedModel([])), description="")
+
+
+async def test_a_subagents_spend_counts_toward_the_hosts_budget() -> None:
+    big = Usage(input_tokens=300_000, requests=1)  # $0.60 at $2 per million
+    sub_model = ScriptedModel([ScriptedResponse(text="found it", usage=big)], name="m")
+    sub_agent = Agent(
+        model=sub_model, name="researcher", prices={"m": ModelPrice(input=2.0, output=10.0)}
+    )
+    handle = SubagentHandle(sub_agent, description="Research.")
+    host_model = ScriptedModel([call_sub("look"), "never asked"], name="host")
+    host = Agent(
+        model=host_model,
+        tools=[handle.tool],
+        limits=Limits(budget_usd=0.5),
+        prices={"host": ModelPrice(input=0.0, output=0.0)},
+    )
+    session = Session(host)
+    events = await send(session, "research it")
+    charged = [e for e in events if isinstance(e, UsageEvent) and e.model.startswith("tool:")]
+    assert [round(e.cost_usd, 2) for e in charged] == [0.6]
+    assert round(session.cost_usd, 2) == 0.6
+    last = events[-1]
+    assert isinstance(last, TurnComplete) and last.stop_reason == "budget_exceeded"
+    assert len(host_model.requests) == 1  # the host stopped before spending more
+    assert round(last.cost_usd, 2) == 0.6

@@ -77,13 +77,19 @@ class Dispatcher:
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],
         durable: Durability | None,
+        charge: Callable[[float, str], None] | None = None,
     ) -> None:
-        """Bind to a session's state; ``emit`` receives every event."""
+        """Bind to a session's state.
+
+        ``emit`` receives every event; ``charge`` every cost a tool reports
+        (``ToolContext.charge``).
+        """
         self.agent = agent
         self.state = state
         self.turn_cache = turn_cache
         self.emit = emit
         self.durable = durable
+        self.charge = charge
         self.cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: set[ToolContext] = set()
@@ -278,6 +284,7 @@ class Dispatcher:
                 turn_index=turn.index,
                 cache=self.turn_cache,
                 emit=self.emit,
+                charge=self.charge,
             )
             self._contexts.add(ctx)
         auto = judged is not None and judged[0].outcome == "run"

@@ -139,7 +139,12 @@ class Loop:
         self.turn_cache = turn_cache
         self.emit = emit
         self.dispatch = Dispatcher(
-            agent=agent, state=state, turn_cache=turn_cache, emit=emit, durable=durable
+            agent=agent,
+            state=state,
+            turn_cache=turn_cache,
+            emit=emit,
+            durable=durable,
+            charge=self._charge,
         )
         self._durable = durable
         self._pace = pace
@@ -415,6 +420,22 @@ class Loop:
         self.state.cost_usd = self.cost.total_usd
         self.emit(
             UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd)
+        )
+
+    def _charge(self, usd: float, what: str) -> None:
+        """Spend a tool reported (a subagent's model calls): it counts toward the budget."""
+        self.cost.add(usd)
+        turn = self.state.turn
+        if turn is not None:
+            turn.cost_usd += usd
+        self.state.cost_usd = self.cost.total_usd
+        self.emit(
+            UsageEvent(
+                model=f"tool:{what}",
+                usage=Usage(),
+                cost_usd=usd,
+                total_cost_usd=self.cost.total_usd,
+            )
         )
 
     # ---------------------------------------------------------------- dispatch

@@ -87,6 +87,10 @@ class CostTracker:
         self.usage = self.usage + usage
         return cost
 
+    def add(self, usd: float) -> None:
+        """Count spend that is not a model call of this session (a subagent's)."""
+        self.total_usd += usd
+
     def exceeded(self) -> bool:
         """Whether spending reached the budget."""
         return self.budget_usd is not None and self.total_usd >= self.budget_usd

@@ -228,6 +228,8 @@ class SubagentHandle:
         finally:
             if ctx is not None and ctx.cancelled:
                 session.cancel()
+            if ctx is not None:  # the subagent's spend is the host's too (its budget)
+                ctx.charge(max(session.cost_usd - cost_before, 0.0), what=f"subagent {self.name}")
         return self._result(session, events, session.cost_usd - cost_before, ctx)
 
     def _forward(self, ctx: ToolContext, event: Event) -> None:

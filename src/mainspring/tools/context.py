@@ -21,6 +21,7 @@ class ToolContext:
 
     __slots__ = (
         "_cancelled",
+        "_charge",
         "_emit",
         "_loop_thread",
         "agent_name",
@@ -41,6 +42,7 @@ class ToolContext:
         turn_index: int,
         cache: dict[str, Any],
         emit: Callable[[Event], None],
+        charge: Callable[[float, str], None] | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -51,6 +53,7 @@ class ToolContext:
         self.cache = cache
         """Shared by every tool call of the current turn, then dropped."""
         self._emit = emit
+        self._charge = charge
         self._loop_thread = threading.get_ident()
         self._cancelled = False
 
@@ -77,6 +80,17 @@ class ToolContext:
                 tool_use_id=self.tool_use_id, name=self.tool_name, message=message, pct=pct
             )
         )
+
+    def charge(self, usd: float, *, what: str = "") -> None:
+        """Count ``usd`` spent by this call against the session's spend and budget.
+
+        For what a tool spends beyond the session's own model calls (a
+        subagent's model calls); the loop reports it as a ``usage`` event.
+        """
+        if usd < 0:
+            raise ValueError(f"a charge must not be negative, got {usd}")
+        if self._charge is not None and usd:
+            self._charge(usd, what or self.tool_name)
 
     def canvas(self, kind: str, data: JsonValue, *, title: str = "") -> None:
         """Emit a ``canvas`` event for the host to render."""
