@@ -732,3 +732,16 @@ async def test_a_failing_sink_raises_when_strict(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.CRITICAL), pytest.raises(TelemetryError):
         engine.end_turn()
     assert len(engine.summary) == 1
+
+
+async def test_a_compiled_request_never_changes_when_the_view_is_edited_later() -> None:
+    big = "rows " * 400
+    messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
+    first = await engine.compile(turn_index=0)
+    sent = list(first.messages)
+    engine.append([call("c2", path="x"), result("c2", big)])
+    second = await engine.compile(turn_index=0)  # collapses the older copy in the view
+    assert second.messages[2].tool_results_parts[0].content.startswith("[same result")
+    assert list(first.messages) == sent  # what was sent stays what was sent
+    assert first.messages[2].tool_results_parts[0].content == big

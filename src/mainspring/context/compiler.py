@@ -66,12 +66,14 @@ T = TypeVar("T")
 class CompiledMessages(Sequence[T]):
     """The request's messages: the view, with a few entries overridden and a tail.
 
-    Built in O(overrides); reads are O(1) per index. Later view appends do
-    not show through (the length is fixed at compile time); an edit to the
-    view (compaction) does, so take a list if you keep it.
+    Built in O(overrides); reads are O(1) per index. It never changes: later
+    view appends do not show through (the length is fixed at compile time),
+    and before the view edits an entry (compaction, microcompact) it hands
+    every request still alive a copy of what it held (copy-on-write), so a
+    request handed to a model stays what was sent.
     """
 
-    __slots__ = ("_base", "_n", "_overrides", "_tail")
+    __slots__ = ("__weakref__", "_base", "_n", "_overrides", "_tail")
 
     def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
         self._base = base
@@ -81,6 +83,11 @@ class CompiledMessages(Sequence[T]):
 
     def __len__(self) -> int:
         return self._n + len(self._tail)
+
+    def _detach(self) -> None:
+        """Copy the entries this request reads from the view (it is about to change)."""
+        if not isinstance(self._base, list):
+            self._base = list(self._base[: self._n])
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -524,6 +531,7 @@ class ContextCompiler(Generic[T]):
         tail_c = by_slot["virtual-tail"]
         tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))] if tail_c else []
         messages = CompiledMessages(view, n, overrides, tail)
+        view.track(messages)
         segments: tuple[Segment, ...] = ()
         prefix = stable_tokens = 0
         if self.meter is not None:

@@ -11,8 +11,9 @@ reads them in O(1) whatever the history length.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar, overload
+from typing import Generic, Protocol, TypeVar, overload
 
 from mainspring.context.accounting import Piece
 
@@ -22,6 +23,12 @@ T = TypeVar("T")
 
 AttributionKey = tuple[str, str, str]
 """(source, module, processor)."""
+
+
+class _Reader(Protocol):
+    """A compiled request reading the view's entries (``CompiledMessages``)."""
+
+    def _detach(self) -> None: ...
 
 
 class ModelView(Sequence[T], Generic[T]):
@@ -52,6 +59,8 @@ class ModelView(Sequence[T], Generic[T]):
         """(source, module, processor) → [chars, tokens], over the whole view."""
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
+        self._readers: list[weakref.ref[_Reader]] = []
+        """Compiled requests reading entries of this view (detached before an edit)."""
 
     # -- reading -----------------------------------------------------------
 
@@ -113,6 +122,20 @@ class ModelView(Sequence[T], Generic[T]):
 
     # -- writing -----------------------------------------------------------
 
+    def track(self, reader: _Reader) -> None:
+        """Have ``reader`` copy its entries before the next edit (copy-on-write)."""
+        readers = self._readers
+        if len(readers) >= 32:  # drop the requests nobody keeps any more
+            readers[:] = [r for r in readers if r() is not None]
+        readers.append(weakref.ref(reader))
+
+    def _before_edit(self) -> None:
+        readers, self._readers = self._readers, []
+        for ref in readers:
+            reader = ref()
+            if reader is not None:
+                reader._detach()
+
     def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
         """Add an entry at the end: O(message)."""
         pieces = self._measure(message, module, processor) if self._measure else ()
@@ -131,6 +154,7 @@ class ModelView(Sequence[T], Generic[T]):
         """Rewrite entry ``index`` (attributed to ``processor``): O(message)."""
         if not 0 <= index < len(self._items):
             raise IndexError(f"view index {index} out of range 0..{len(self._items)}")
+        self._before_edit()
         pieces = self._measure(message, module, processor) if self._measure else ()
         was_user = self._role(self._items[index]) == "user"
         self._add(self._pieces[index], -1)
@@ -148,6 +172,7 @@ class ModelView(Sequence[T], Generic[T]):
         """Replace entries ``[start, stop)`` with ``messages``: O(len - start)."""
         if not 0 <= start <= stop <= len(self._items):
             raise IndexError(f"view slice [{start}, {stop}) out of range 0..{len(self._items)}")
+        self._before_edit()
         new = list(messages)
         new_pieces = [self._measure(m, module, processor) if self._measure else () for m in new]
         for pieces in self._pieces[start:stop]:
@@ -162,6 +187,7 @@ class ModelView(Sequence[T], Generic[T]):
 
     def clear(self) -> None:
         """Empty the view (a new transcript generation rebuilds it)."""
+        self._before_edit()
         self._items.clear()
         self._users.clear()
         self._owners.clear()
