@@ -44,7 +44,9 @@ def parse_arguments(name: str, raw: str) -> tuple[object, str | None]:
             f"the arguments for {clip(name)!r} are not valid JSON ({clip(str(exc))}); "
             "send a JSON object"
         )
-    if parsed is None or _depth_over(parsed, MAX_ARGUMENT_DEPTH):
+    # Nesting deeper than the limit needs more brackets than the limit: count first (fast).
+    deep = raw.count("[") + raw.count("{") > MAX_ARGUMENT_DEPTH
+    if parsed is None or (deep and _depth_over(parsed, MAX_ARGUMENT_DEPTH)):
         return None, (
             f"the arguments for {clip(name)!r} are nested more than {MAX_ARGUMENT_DEPTH} "
             "levels deep; send a flatter JSON object"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
 from typing import Any, Protocol, cast
@@ -375,7 +375,14 @@ class Loop:
             call_id = answer.delta_ids.get(event.index)
             if call_id is None:
                 call_id = answer.delta_ids[event.index] = new_call_id()
-            self.emit(replace(event, tool_use_id=call_id))
+            self.emit(
+                ToolCallDelta(
+                    tool_use_id=call_id,
+                    name=event.name,
+                    index=event.index,
+                    args_delta=event.args_delta,
+                )
+            )
         elif kind is TextDelta:
             assert isinstance(event, TextDelta)
             answer.text.append(event.text)
