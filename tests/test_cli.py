@@ -159,3 +159,109 @@ def test_an_in_memory_store_gets_no_continue_later_hint() -> None:
     assert result.exit_code == 0
     assert "(session " in result.output and "continue later" not in result.output
     assert "does not outlive this process" in result.output
+
+
+# --- mainspring run package.module:agent "message" ----------------------------------
+
+AGENT_MODULE = '''
+from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, tool
+
+paid = []
+
+
+@tool(permission="confirm")
+def pay(to: str) -> str:
+    """Pay someone."""
+    paid.append(to)
+    return f"paid {to}"
+
+
+def answer(messages, tools):
+    if messages[-1].role == "tool":
+        return "Paid [bob] as asked."
+    if "pay" in messages[-1].text:
+        return ScriptedResponse(tool_calls=[ScriptedCall("pay", {"to": "bob"})])
+    return "Hello from your own agent."
+
+
+def make_agent():
+    return Agent(model=ScriptedModel(answer), tools=[pay])
+
+
+agent = make_agent()
+not_an_agent = 42
+'''
+
+
+@pytest.fixture
+def own_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"own_agent_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(AGENT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def test_run_prints_the_answer_of_your_own_agent(own_agent: str) -> None:
+    result = runner.invoke(app, ["run", f"{own_agent}:agent", "hi"])
+    assert result.exit_code == 0, result.output
+    assert "Hello from your own agent." in result.output
+
+
+def test_run_takes_a_factory_and_prints_json_lines(own_agent: str) -> None:
+    from mainspring.codec import event_from_json
+    from mainspring.testing import check_events
+
+    result = runner.invoke(app, ["run", f"{own_agent}:make_agent", "hi", "--json"])
+    assert result.exit_code == 0, result.output
+    events = [event_from_json(line) for line in result.stdout.splitlines() if line.strip()]
+    check_events(events)
+    assert events[-1].type == "turn_complete"
+
+
+def test_run_pauses_with_exit_3_and_the_session_id(own_agent: str, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+    paused = runner.invoke(app, ["run", f"{own_agent}:agent", "pay bob", "--store", url])
+    assert paused.exit_code == 3, paused.output
+    assert "waiting for a decision on pay" in paused.output
+    session_id = paused.output.split("--session")[-1].split()[0]
+    done = runner.invoke(
+        app, ["run", f"{own_agent}:agent", "", "--store", url, "--session", session_id, "--yes"]
+    )
+    assert done.exit_code == 0, done.output
+    assert "Paid [bob] as asked." in done.output  # brackets kept
+
+
+def test_run_with_yes_approves_and_completes(own_agent: str) -> None:
+    result = runner.invoke(app, ["run", f"{own_agent}:agent", "pay bob", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "→ pay" in result.output and "Paid [bob] as asked." in result.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("no_colon", "package.module:attribute"),
+        ("no_such_module_xyz:agent", "cannot import"),
+        ("{mod}:missing", "has no attribute"),
+        ("{mod}:not_an_agent", "not an Agent"),
+    ],
+)
+def test_a_bad_agent_string_is_one_line_and_exit_2(own_agent: str, spec: str, problem: str) -> None:
+    result = runner.invoke(app, ["run", spec.format(mod=own_agent), "hi"])
+    assert result.exit_code == 2
+    assert problem in result.output and "Traceback" not in result.output
+
+
+def test_an_internal_error_is_one_line_unless_debug(
+    own_agent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the engine broke")
+
+    monkeypatch.setattr(cli, "_run_agent", broken)
+    quiet = runner.invoke(app, ["run", f"{own_agent}:agent", "hi"])
+    assert quiet.exit_code == 1
+    assert "internal error: RuntimeError: the engine broke" in quiet.output
+    assert "Traceback" not in quiet.output
+    loud = runner.invoke(app, ["run", f"{own_agent}:agent", "hi", "--debug"])
+    assert isinstance(loud.exception, RuntimeError)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +20,11 @@ from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
+from mainspring._agent_spec import load_agent
+from mainspring._cli_render import Renderer, error_line, styled
 from mainspring._version import __version__
+from mainspring.agent import Agent
+from mainspring.codec import event_to_json
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import DEMO_MESSAGE, demo_agent
 from mainspring.errors import ConfigError, MainspringError
@@ -28,14 +32,6 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
-    TextDelta,
-    ThinkingDelta,
-    ThinkingDone,
-    ToolProgress,
-    ToolResult,
-    ToolStart,
-    TurnComplete,
-    UsageEvent,
 )
 from mainspring.models.base import Model
 from mainspring.models.registry import missing_credentials, model_from_string
@@ -80,76 +76,8 @@ def _root(
     """An agent engine for Python."""
 
 
-def _styled(*parts: str | tuple[str, str]) -> Text:
-    """Text with styled parts; never parsed as markup (``[anthropic]`` stays as it is)."""
-    return Text.assemble(*parts)
-
-
-def _error(console: Console, problem: object) -> None:
-    """One line, ``error: …``, the message exactly as written."""
-    console.print(_styled(("error:", "red"), f" {problem}"), highlight=False)
-
-
 class _NoTerminal(Exception):
     """Approval is needed but nobody can be asked."""
-
-
-class _Renderer:
-    """Prints events as they stream."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.thinking = False
-        self.at_line_start = True
-
-    def _newline(self) -> None:
-        if not self.at_line_start:
-            self.console.print()
-            self.at_line_start = True
-
-    def show(self, event: Event) -> None:
-        c = self.console
-        if isinstance(event, ThinkingDelta):
-            if not self.thinking:
-                self._newline()
-                c.print("thinking: ", style="dim italic", end="")
-                self.thinking = True
-            c.print(event.text, style="dim italic", end="", highlight=False)
-            self.at_line_start = False
-        elif isinstance(event, ThinkingDone):
-            self.thinking = False
-            self._newline()
-        elif isinstance(event, TextDelta):
-            c.print(event.text, end="", highlight=False, markup=False)
-            self.at_line_start = event.text.endswith("\n")
-        elif isinstance(event, ToolStart):
-            self._newline()
-            c.print(Text.assemble(("→ " + event.name, "cyan"), f"({json.dumps(event.input)})"))
-        elif isinstance(event, ToolProgress):
-            pct = f" {event.pct:.0f}%" if event.pct is not None else ""
-            c.print(Text(f"  … {event.name}: {event.message}{pct}", style="dim"))
-        elif isinstance(event, ToolResult):
-            self._newline()
-            style = "red" if event.is_error else "green"
-            c.print(Text.assemble(("← " + event.name, style), ": " + event.content))
-        elif isinstance(event, UsageEvent):
-            pass
-        elif isinstance(event, PendingAction):
-            self._newline()
-        elif isinstance(event, TurnComplete) and event.stop_reason != "pending_action":
-            self._newline()
-            u = event.usage
-            c.print(
-                Text(
-                    f"turn complete ({event.stop_reason}) · {u.requests} model calls · "
-                    f"{u.total_input_tokens} in / {u.output_tokens} out tokens · "
-                    f"${event.cost_usd:.4f}",
-                    style="dim",
-                )
-            )
-        elif isinstance(event, ErrorEvent):
-            self._newline()
-            c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
 
 
 def _interactive() -> bool:
@@ -203,11 +131,11 @@ async def _run_demo(
 async def _converse(
     session: Session, message: str, *, yes: bool, console: Console, store_url: str | None
 ) -> int:
-    render = _Renderer(console)
+    render = Renderer(console)
     pending: PendingAction | None = session.pending
     stream = None
     if pending is None:
-        console.print(_styled(("you", "bold"), f": {message}"))
+        console.print(styled(("you", "bold"), f": {message}"))
         stream = session.send(message)
     while True:
         failed = False
@@ -236,7 +164,7 @@ async def _converse(
                     f"--session {session.session_id}"
                 )
             console.print(
-                _styled(
+                styled(
                     ("waiting for approval", "yellow"),
                     f" (session {session.session_id}): {later}",
                 )
@@ -284,11 +212,144 @@ def demo(
             )
         )
     except (MainspringError, _NoTerminal) as exc:
-        _error(err, exc)
+        error_line(err, exc)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
         raise typer.Exit(130) from None
+    raise typer.Exit(code)
+
+
+async def _start(
+    agent: Agent, message: str, stores: Stores | None, session_id: str | None, *, yes: bool
+) -> tuple[Session, AsyncIterator[Event]]:
+    """A new session sending ``message``, or a stored paused one approved (``--yes``)."""
+    kwargs = stores.session_kwargs() if stores is not None else {}
+    if session_id is None:
+        session = Session(agent, **kwargs)
+        return session, session.send(message)
+    if stores is None or stores.sessions is None:
+        raise ConfigError("--session needs --store with a session store")
+    session = await Session.load(
+        agent,
+        stores.sessions,
+        session_id,
+        checkpoint_store=stores.checkpoints,
+        run_lock=stores.locks,
+    )
+    pending = session.pending
+    if pending is None or not yes:
+        raise ConfigError(f"session {session_id} is not waiting for a decision, or no --yes")
+    return session, session.resume(pending.attempt_id, Approve())
+
+
+async def _run_agent(
+    agent: Agent,
+    message: str,
+    *,
+    as_json: bool,
+    yes: bool,
+    store_url: str | None,
+    session_id: str | None,
+    console: Console,
+) -> int:
+    stores: Stores | None = await open_stores(store_url) if store_url else None
+    try:
+        session, stream = await _start(agent, message, stores, session_id, yes=yes)
+        render = Renderer(console)
+        while True:
+            pending = None
+            async for event in stream:
+                if as_json:
+                    sys.stdout.write(event_to_json(event) + "\n")
+                    sys.stdout.flush()
+                else:
+                    render.show(event)
+                pending = event if isinstance(event, PendingAction) else pending
+                if isinstance(event, ErrorEvent):
+                    return 1
+            if pending is None:
+                return 0
+            if not yes:
+                holds = store_url is not None and not store_url.startswith("memory:")
+                hint = f"; continue with --store {store_url} --session {session.session_id} --yes"
+                _note(
+                    console,
+                    as_json,
+                    f"waiting for a decision on {pending.name} (session {session.session_id})"
+                    + (hint if holds else ""),
+                )
+                return 3
+            stream = session.resume(pending.attempt_id, Approve())
+    finally:
+        if stores is not None:
+            await stores.aclose()
+
+
+def _note(console: Console, as_json: bool, text: str) -> None:
+    """A line for people: on stderr when stdout carries JSON lines."""
+    target = Console(stderr=True) if as_json else console
+    target.print(styled(("note:", "yellow"), f" {text}"), highlight=False, soft_wrap=True)
+
+
+@app.command()
+def run(
+    agent: Annotated[str, typer.Argument(help="The agent, as package.module:attribute.")],
+    message: Annotated[str, typer.Argument(help="What the user says.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print every event as one JSON line (for scripts).")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every action automatically.")
+    ] = False,
+    store: Annotated[
+        str | None, typer.Option(help="Keep the session in a store, e.g. sqlite:///agent.db.")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Continue this stored session (approving with --yes).")
+    ] = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of an internal error.")
+    ] = False,
+) -> None:
+    """Run one turn of your own agent, for scripts.
+
+    Exit codes: 0 the turn completed; 1 the run ended in an error (or an
+    internal error: one line, the traceback with --debug); 2 a usage or
+    configuration error; 3 the turn waits for a decision (the session id is
+    printed); 130 interrupted.
+    """
+    console = Console(highlight=False)
+    err = Console(stderr=True)
+    try:
+        chosen = load_agent(agent)
+        code = anyio.run(
+            lambda: _run_agent(
+                chosen,
+                message,
+                as_json=as_json,
+                yes=yes,
+                store_url=store,
+                session_id=session,
+                console=console,
+            )
+        )
+    except ConfigError as exc:
+        error_line(err, exc)
+        raise typer.Exit(2) from None
+    except MainspringError as exc:
+        error_line(err, exc)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("interrupted", style="yellow")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if debug:
+            raise
+        error_line(
+            err, f"internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)"
+        )
+        raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
@@ -333,7 +394,7 @@ def mcp_serve(
             )
         )
     except (ImportError, MainspringError) as exc:
-        _error(Console(stderr=True), exc)
+        error_line(Console(stderr=True), exc)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -345,7 +406,7 @@ app.add_typer(pipeline_app)
 
 def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
     def gate(stage: Stage) -> bool:
-        console.print(_styled((f"stage {stage.name} done", "bold"), f": review {stage.output_dir}"))
+        console.print(styled((f"stage {stage.name} done", "bold"), f": review {stage.output_dir}"))
         if yes:
             console.print("[yellow]continuing automatically (--yes)[/]")
             return True
@@ -360,7 +421,7 @@ def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
 async def _run_pipeline(
     runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
 ) -> int:
-    render = _Renderer(console)
+    render = Renderer(console)
     if stage is not None:
         events = runner.run_stage(runner.workspace.stage(stage))
     elif resume:
@@ -373,16 +434,16 @@ async def _run_pipeline(
         elif isinstance(event, ContextLoaded):
             files = ", ".join(event.files)
             console.print(
-                _styled(
+                styled(
                     (f"stage {event.stage}", "bold cyan"),
                     f" · context: {files} (~{event.token_estimate} tokens)",
                 )
             )
         elif isinstance(event, StageFinished):
             wrote = ", ".join(str(p) for p in event.artifacts)
-            console.print(_styled(("wrote", "green"), f" {wrote}"))
+            console.print(styled(("wrote", "green"), f" {wrote}"))
         else:
-            console.print(_styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
+            console.print(styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
             return 1
     return 0
 
@@ -413,7 +474,7 @@ def pipeline_run(
         )
         code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
     except MainspringError as exc:
-        _error(Console(stderr=True), exc)
+        error_line(Console(stderr=True), exc)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
 
@@ -465,7 +526,7 @@ def _resolve_model(model: str, err: Console) -> Model | None:
             return model_from_string(model)
     except (ConfigError, ImportError) as exc:
         problem = str(exc)
-    _error(err, problem)
+    error_line(err, problem)
     raise typer.Exit(2)
 
 

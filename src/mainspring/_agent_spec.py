@@ -1,0 +1,45 @@
+"""``package.module:agent`` strings, as the CLI takes them (like uvicorn's app strings)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from mainspring.agent import Agent
+from mainspring.errors import ConfigError
+
+__all__ = ["load_agent"]
+
+
+def load_agent(spec: str) -> Agent:
+    """The :class:`Agent` named by ``"package.module:attribute"``.
+
+    The attribute may be an agent or a function of no arguments returning one.
+    The current directory is importable, so ``my_agent:agent`` finds
+    ``./my_agent.py``.
+
+    Raises:
+        ConfigError: The string is malformed, the module or attribute is missing,
+            or it does not give an Agent.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"an agent is named 'package.module:attribute', not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
+    value = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}") from None
+    if not isinstance(value, Agent) and callable(value):
+        value = value()
+    if not isinstance(value, Agent):
+        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not an Agent")
+    return value

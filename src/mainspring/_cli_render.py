@@ -1,0 +1,96 @@
+"""How the CLI shows a run: events as they stream, and one-line messages.
+
+Nothing here parses rich markup out of text it did not write: an exception
+that says ``pip install "mainspring[anthropic]"`` prints with its brackets.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.text import Text
+
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    PendingAction,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolProgress,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+    UsageEvent,
+)
+
+__all__ = ["Renderer", "error_line", "styled"]
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Text with styled parts; never parsed as markup (``[anthropic]`` stays as it is)."""
+    return Text.assemble(*parts)
+
+
+def error_line(console: Console, problem: object) -> None:
+    """One line, ``error: …``, the message exactly as written."""
+    console.print(styled(("error:", "red"), f" {problem}"), highlight=False, soft_wrap=True)
+
+
+class Renderer:
+    """Prints events as they stream."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.thinking = False
+        self.at_line_start = True
+
+    def _newline(self) -> None:
+        if not self.at_line_start:
+            self.console.print()
+            self.at_line_start = True
+
+    def show(self, event: Event) -> None:
+        c = self.console
+        if isinstance(event, ThinkingDelta):
+            if not self.thinking:
+                self._newline()
+                c.print("thinking: ", style="dim italic", end="")
+                self.thinking = True
+            c.print(event.text, style="dim italic", end="", highlight=False)
+            self.at_line_start = False
+        elif isinstance(event, ThinkingDone):
+            self.thinking = False
+            self._newline()
+        elif isinstance(event, TextDelta):
+            c.print(event.text, end="", highlight=False, markup=False)
+            self.at_line_start = event.text.endswith("\n")
+        elif isinstance(event, ToolStart):
+            self._newline()
+            c.print(Text.assemble(("→ " + event.name, "cyan"), f"({json.dumps(event.input)})"))
+        elif isinstance(event, ToolProgress):
+            pct = f" {event.pct:.0f}%" if event.pct is not None else ""
+            c.print(Text(f"  … {event.name}: {event.message}{pct}", style="dim"))
+        elif isinstance(event, ToolResult):
+            self._newline()
+            style = "red" if event.is_error else "green"
+            c.print(Text.assemble(("← " + event.name, style), ": " + event.content))
+        elif isinstance(event, UsageEvent):
+            pass
+        elif isinstance(event, PendingAction):
+            self._newline()
+        elif isinstance(event, TurnComplete) and event.stop_reason != "pending_action":
+            self._newline()
+            u = event.usage
+            c.print(
+                Text(
+                    f"turn complete ({event.stop_reason}) · {u.requests} model calls · "
+                    f"{u.total_input_tokens} in / {u.output_tokens} out tokens · "
+                    f"${event.cost_usd:.4f}",
+                    style="dim",
+                )
+            )
+        elif isinstance(event, ErrorEvent):
+            self._newline()
+            c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
