@@ -53,9 +53,10 @@ RANKS: dict[str, int] = {
     "mcp": 11,
     "pipelines": 11,
     "_cli_render": 11,
-    "cli": 12,
-    "__init__": 13,
-    "__main__": 13,
+    "_cli_sessions": 12,
+    "cli": 13,
+    "__init__": 14,
+    "__main__": 14,
 }
 
 

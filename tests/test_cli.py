@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +266,26 @@ def test_an_internal_error_is_one_line_unless_debug(
     assert "Traceback" not in quiet.output
     loud = runner.invoke(app, ["run", f"{own_agent}:agent", "hi", "--debug"])
     assert isinstance(loud.exception, RuntimeError)
+
+
+def test_sessions_list_show_delete(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    paused = runner.invoke(app, ["demo", "--store", url])
+    session_id = paused.output.split("--session")[-1].split()[0]
+    listed = runner.invoke(app, ["sessions", "list", "--store", url])
+    assert listed.exit_code == 0 and listed.output.split() == [session_id]
+    shown = runner.invoke(app, ["sessions", "show", session_id, "--store", url])
+    assert shown.exit_code == 0, shown.output
+    summary = json.loads(shown.output)
+    assert summary["pending"]["tool"] == "send_payment" and summary["agent"] == "wallet"
+    gone = runner.invoke(app, ["sessions", "delete", session_id, "--store", url])
+    assert gone.exit_code == 0
+    assert runner.invoke(app, ["sessions", "list", "--store", url]).output == ""
+    missing = runner.invoke(app, ["sessions", "show", session_id, "--store", url])
+    assert missing.exit_code == 1 and "no stored session" in missing.output
+
+
+def test_sessions_on_a_store_without_sessions_is_one_line() -> None:
+    result = runner.invoke(app, ["sessions", "list", "--store", "bogus://x"])
+    assert result.exit_code == 2 and "unknown store URL" in result.output
+    assert "Traceback" not in result.output

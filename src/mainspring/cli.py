@@ -22,6 +22,7 @@ from rich.text import Text
 
 from mainspring._agent_spec import load_agent
 from mainspring._cli_render import Renderer, error_line, styled
+from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
 from mainspring.agent import Agent
 from mainspring.codec import event_to_json
@@ -353,6 +354,7 @@ def run(
     raise typer.Exit(code)
 
 
+app.add_typer(sessions_app)
 mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
 

@@ -183,6 +183,9 @@ class CrashingSessions:
     async def delete(self, session_id: str) -> None:
         await self._inner.delete(session_id)
 
+    async def session_ids(self, *, limit: int = 100) -> list[str]:
+        return await self._inner.session_ids(limit=limit)
+
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         claimed = await self._inner.claim_decision(session_id, attempt_id, decision)
         if claimed:

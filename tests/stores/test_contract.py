@@ -250,3 +250,14 @@ async def test_racing_acquires_have_one_winner(run_locks: tuple[RunLock, RunLock
         for i in range(8):
             tg.start_soon(take, one if i % 2 else two, f"w{i}")
     assert len(winners) == 1
+
+
+async def test_session_ids_lists_stored_sessions_sorted_and_bounded(
+    session_store: SessionStore,
+) -> None:
+    for sid in ("b-2", "a-1", "c-3"):
+        await session_store.save(paused_state(sid))
+    assert await session_store.session_ids() == ["a-1", "b-2", "c-3"]
+    assert await session_store.session_ids(limit=2) == ["a-1", "b-2"]
+    await session_store.delete("b-2")
+    assert await session_store.session_ids() == ["a-1", "c-3"]

@@ -80,6 +80,10 @@ class SessionStore(Protocol):
         """Forget a session and everything recorded for it."""
         ...
 
+    async def session_ids(self, *, limit: int = 100) -> list[str]:
+        """The ids of stored sessions, sorted, at most ``limit`` of them."""
+        ...
+
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Atomically record the decision for ``attempt_id``.
 

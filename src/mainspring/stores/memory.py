@@ -102,6 +102,10 @@ class InMemorySessionStore:
         self._decisions.pop(session_id, None)
         self._writes.pop(session_id, None)
 
+    async def session_ids(self, *, limit: int = 100) -> list[str]:
+        """The ids of stored sessions, sorted, at most ``limit``."""
+        return sorted(self._states)[: max(limit, 0)]
+
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded."""
         decided = self._decisions.setdefault(session_id, {})

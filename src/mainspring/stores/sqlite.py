@@ -313,6 +313,10 @@ class SQLiteSessionStore:
         self._remember(session_id, None)
         await self._db.run(_delete, session_id)
 
+    async def session_ids(self, *, limit: int = 100) -> list[str]:
+        """The ids of stored sessions, sorted, at most ``limit``."""
+        return await self._db.run_inline(_session_ids, max(limit, 0))
+
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded, by any process."""
         args = (
@@ -333,6 +337,13 @@ class SQLiteSessionStore:
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
         await self._db.aclose()
+
+
+def _session_ids(conn: sqlite3.Connection, limit: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT ?", (limit,)
+    ).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 _INSERT_DECISION = (
