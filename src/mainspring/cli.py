@@ -8,7 +8,9 @@ calls and results show, and the payment asks for approval at the terminal
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated
@@ -96,9 +98,26 @@ def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
         return Approve()
     if not _interactive():
         raise _NoTerminal("no terminal to ask for approval on; pass --yes to approve")
-    if Confirm.ask("Approve?", console=console, default=False):
+    if _confirm("Approve?", console, default=False):
         return Approve()
     return Reject("The user declined at the terminal.")
+
+
+def _confirm(question: str, console: Console, *, default: bool) -> bool:
+    """A y/n prompt that Ctrl-C ends at once.
+
+    Inside ``anyio.run`` the event loop's SIGINT handler only schedules a
+    cancellation, which a blocking read of the terminal never notices: the
+    first Ctrl-C would be swallowed. During the prompt, Ctrl-C raises
+    KeyboardInterrupt right where the prompt waits.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return Confirm.ask(question, console=console, default=default)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return Confirm.ask(question, console=console, default=default)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _run_demo(
@@ -415,7 +434,7 @@ def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
         if not _interactive():
             console.print("[yellow]no terminal to ask on; pass --yes to continue[/]")
             return False
-        return Confirm.ask("Continue to the next stage?", console=console, default=True)
+        return _confirm("Continue to the next stage?", console, default=True)
 
     return gate
 
