@@ -289,3 +289,16 @@ def test_sessions_on_a_store_without_sessions_is_one_line() -> None:
     result = runner.invoke(app, ["sessions", "list", "--store", "bogus://x"])
     assert result.exit_code == 2 and "unknown store URL" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_busy_port_is_one_line() -> None:
+    import socket
+
+    pytest.importorskip("mcp", reason='needs mcp (pip install -e ".[test]")')
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["mcp", "serve", "--http", "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"127.0.0.1:{port} is in use" in result.output and "Traceback" not in result.output

@@ -7,6 +7,7 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sys
@@ -416,6 +417,12 @@ def mcp_serve(
         )
     except (ImportError, MainspringError) as exc:
         error_line(Console(stderr=True), exc)
+        raise typer.Exit(1) from None
+    except OSError as exc:  # the address is taken or cannot be bound
+        if exc.errno != errno.EADDRINUSE:
+            error_line(Console(stderr=True), f"cannot listen on {host}:{port}: {exc.strerror}")
+        else:
+            error_line(Console(stderr=True), f"{host}:{port} is in use; pick another --port")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
