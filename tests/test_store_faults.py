@@ -31,7 +31,13 @@ from mainspring import (
 from mainspring.errors import DecisionConflict, StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord
-from mainspring.stores import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
+from mainspring.stores import (
+    CheckpointStore,
+    Commit,
+    InMemoryCheckpointStore,
+    InMemoryRunLock,
+    InMemorySessionStore,
+)
 from tests.helpers import collect
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +73,10 @@ class FlakySessions(InMemorySessionStore):
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         self.faults.tick("record_write")
         await super().record_write(session_id, record)
+
+    async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
+        self.faults.tick("commit")  # a run's step boundary: one transaction, all or nothing
+        await super().commit(commit, checkpoints)
 
 
 class FlakyCheckpoints(InMemoryCheckpointStore):

@@ -57,8 +57,13 @@ def truncate_result(content: str, limit: int) -> str:
 class Durability(Protocol):
     """Where a run makes its progress durable (a session with a SessionStore)."""
 
-    async def save(self) -> None:
-        """Persist the session state as it is now."""
+    async def save(self, *, defer: bool = False) -> None:
+        """Persist the session state as it is now.
+
+        With ``defer``, the state may go on record with the next commit instead
+        (the next batch of events, ledger entry or terminal event): for the step
+        boundaries no side effect depends on.
+        """
         ...
 
     async def record_write(self, record: WriteRecord) -> None:
@@ -107,11 +112,11 @@ class Dispatcher:
             grace = anyio.current_time() + self.agent.limits.write_cancel_grace
             self._write_scope.deadline = min(self._write_scope.deadline, grace)
 
-    async def save(self) -> None:
-        """Persist the state, shielded (a no-op without a store)."""
+    async def save(self, *, defer: bool = False) -> None:
+        """Persist the state, shielded (a no-op without a store); see :meth:`Durability.save`."""
         if self.durable is not None:
             with anyio.CancelScope(shield=True):
-                await self.durable.save()
+                await self.durable.save(defer=defer)
 
     async def _ledger(self, record: WriteRecord) -> None:
         self.state.writes[record.key] = record

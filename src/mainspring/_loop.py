@@ -226,7 +226,7 @@ class Loop:
         self.state.turn = Turn(index=self.state.turn_index)
         self.turn_cache.clear()
         self._append(message)
-        await self.dispatch.save()
+        await self.dispatch.save()  # the turn is on record before a model is paid for it
         await self._steps()
 
     async def _steps(self) -> None:
@@ -247,11 +247,11 @@ class Loop:
                 self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
                 return
             if await self.dispatch.run_serial(turn):
-                await self.dispatch.save()
+                await self.dispatch.save(defer=True)
                 self._complete("pending_action")
                 return
             self._commit_step(turn)
-            await self.dispatch.save()
+            await self.dispatch.save(defer=True)
 
     def _limit_reached(self) -> StopReason | None:
         """The one check of the turn's limits, before each model step."""
@@ -337,7 +337,7 @@ class Loop:
         if turn.calls:
             turn.status = "executing"
         if self._durable is not None:
-            await self.dispatch.save()
+            await self.dispatch.save(defer=True)
         self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
         if turn.calls and self.cost.exceeded():
             reads.cancel_scope.cancel()
@@ -531,11 +531,11 @@ class Loop:
                 )
         turn.position += 1
         if await dispatch.run_serial(turn):
-            await dispatch.save()
+            await dispatch.save(defer=True)
             self._complete("pending_action")
             return
         self._commit_step(turn)
-        await dispatch.save()
+        await dispatch.save(defer=True)
         await self._steps()
 
     # ------------------------------------------------------------------ repair

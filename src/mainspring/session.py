@@ -28,6 +28,7 @@ import anyio
 from pydantic import JsonValue
 
 from mainspring._background import spawn
+from mainspring._journal import Journal
 from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
@@ -420,8 +421,7 @@ class Session:
     async def save(self) -> None:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
-            self._state.usage = self._cost.usage
-            self._state.cost_usd = self._cost.total_usd
+            self._prepare_save()
             await self.session_store.save(self._state)
 
     async def record_write(self, record: WriteRecord) -> None:
@@ -470,7 +470,11 @@ class Session:
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
-    async def _keep_lease(self) -> None:
+    async def _keep_lease(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._renew_lease()
+
+    async def _renew_lease(self) -> None:
         lock = self.run_lock
         assert lock is not None
         while True:
@@ -516,8 +520,24 @@ class Session:
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
         await self._begin(check)
+        store = self.checkpoint_store
         relay: Relay[Event] = Relay(self.buffer_events)
-        durable = self.session_store is not None
+        # With a checkpoint store, the journal puts each batch on record while the
+        # run goes on producing the next; the consumer gets only what is on record.
+        outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
+        stream_id = str(uuid.uuid4())
+        journal = None
+        if self.session_store is not None or store is not None:
+            journal = Journal(
+                state=self._state,
+                sessions=self.session_store,
+                checkpoints=store,
+                stream_id=stream_id,
+                relay=relay,
+                outbox=outbox,
+                prepare=self._prepare_save,
+                clear=self._state.last_stream if store is not None else None,
+            )
         runner = Loop(
             agent=self.agent,
             state=self._state,
@@ -526,37 +546,22 @@ class Session:
             turn_cache=self._turn_cache,
             emit=relay.put,
             pace=relay,
-            durable=self if durable else None,
+            durable=journal if self.session_store is not None else None,
         )
         self._runner = runner
-        store = self.checkpoint_store
-        stream_id = str(uuid.uuid4())
         abort = anyio.CancelScope()
         done = anyio.Event()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
-        # With a checkpoint store, a writer task puts each batch on record while
-        # the run goes on producing the next; the consumer gets only what is on record.
-        outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
-
         try:
             self._state.active_stream = stream_id
             self._live_stream = stream_id
-            ended = self._state.last_stream
-            try:
-                await self._open_log(store, ended)
-            except StoreError as exc:
-                failure.append(exc)  # nothing ran: the stream is this one error
-                done.set()
-            else:
-                if store is not None:
-                    # Logged with the first batch, and yielded only once it is.
-                    relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
-                spawn(
-                    partial(
-                        self._produce, runner, start, stream_id, relay, outbox, abort, done, failure
-                    )
-                )
+            if store is not None:
+                # On record with the run's first commit, and yielded only once it is.
+                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
+            spawn(
+                partial(self._produce, runner, start, journal, relay, outbox, abort, done, failure)
+            )
             while not failure and await outbox.wait():
                 for event in outbox.drain():
                     if isinstance(event, TurnComplete | ErrorEvent):
@@ -579,57 +584,50 @@ class Session:
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
                 await done.wait()
-                await self._end_run()
+                await self._end_run(journal)
 
     async def _produce(
         self,
         runner: Loop,
         start: Callable[[Loop], Awaitable[None]],
-        stream_id: str,
+        journal: Journal | None,
         relay: Relay[Event],
         outbox: Relay[Event],
         abort: anyio.CancelScope,
         done: anyio.Event,
         failure: list[BaseException],
     ) -> None:
-        """The producer task: the run, its checkpoint writer and its lease renewal."""
-        store = self.checkpoint_store
+        """The producer task: the run, its journal's writer and its lease renewal."""
+        lease = anyio.CancelScope()
         try:
             with abort:
                 async with anyio.create_task_group() as tg:
-                    if store is not None:
-                        tg.start_soon(_write_through, store, stream_id, relay, outbox)
+                    if journal is not None and self.checkpoint_store is not None:
+                        tg.start_soon(journal.write_through)
                     if self.run_lock is not None:
-                        tg.start_soon(self._keep_lease)
+                        tg.start_soon(self._keep_lease, lease)
                     await runner.run(lambda: start(runner))
                     relay.close()  # the writer drains what is left, then stops
-                    if self.run_lock is not None:
-                        tg.cancel_scope.cancel()
-        except Exception as exc:  # a store failed under the run (the checkpoint writer)
+                    lease.cancel()
+        except Exception as exc:  # a store failed under the run (the journal's writer)
             failure.append(exc)
         finally:
             relay.close()
             outbox.close()
             done.set()
 
-    async def _open_log(self, store: CheckpointStore | None, ended: str | None) -> None:
-        """Before a checkpointed run: clear the last stream's log, put the run on record."""
-        if store is None:
-            return
-        with anyio.CancelScope(shield=True):
-            if ended is not None:
-                # The previous stream ended naturally: its log is no longer needed
-                # (kept until now so a client resuming right after its end got it all).
-                await store.clear(ended)
-            await self.save()  # the run is on record before any event is
+    def _prepare_save(self) -> None:
+        self._state.usage = self._cost.usage
+        self._state.cost_usd = self._cost.total_usd
 
-    async def _end_run(self) -> None:
+    async def _end_run(self, journal: Journal | None) -> None:
         """After a run: save, release the lock, mark idle — whatever fails on the way."""
         self._state.active_stream = None
         self._live_stream = None
         self._runner = None
         try:
-            await self.save()
+            if journal is None or not journal.ended:
+                await self.save()  # unless the terminal's commit recorded the end already
         except StoreError as exc:  # the terminal event is out; a new load recovers
             log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
         finally:
@@ -690,19 +688,3 @@ class Session:
             return False
         fresh = await self.session_store.load(self.session_id)
         return fresh is not None and fresh.active_stream == stream_id
-
-
-async def _write_through(
-    store: CheckpointStore, stream_id: str, relay: Relay[Event], outbox: Relay[Event]
-) -> None:
-    """Put each batch from ``relay`` on record, then pass it on to ``outbox``."""
-    try:
-        while await relay.wait():
-            batch = relay.drain()
-            with anyio.CancelScope(shield=True):
-                await store.append_many(stream_id, batch)
-            for event in batch:
-                outbox.put(event)
-            await outbox.room()  # the consumer's pace, passed on to the run
-    finally:
-        outbox.close()

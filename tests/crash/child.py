@@ -25,11 +25,14 @@ async def main(argv: list[str]) -> None:
     assert stores.sessions is not None and stores.checkpoints is not None
     agent = make_agent(Path(effects))
     checkpoints = CrashingCheckpoints(stores.checkpoints)
+    # The SQLite stores of one file share a connection: trace it for the crash inside a commit.
+    db = getattr(stores.sessions, "_db", None)
+    sessions = CrashingSessions(stores.sessions, getattr(db, "_conn", None))
     if phase == "send":
         session = Session(
             agent,
             session_id=session_id,
-            session_store=stores.sessions,
+            session_store=sessions,
             checkpoint_store=checkpoints,
             run_lock=stores.locks,
             lock_ttl=1.0,
@@ -38,7 +41,7 @@ async def main(argv: list[str]) -> None:
     else:
         session = await Session.load(
             agent,
-            CrashingSessions(stores.sessions),
+            sessions,
             session_id,
             checkpoint_store=checkpoints,
             run_lock=stores.locks,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from mainspring import (
 from mainspring.messages import Message
 from mainspring.models.base import ModelEvent, ModelRequest, ToolSpec
 from mainspring.state import SessionState, WriteRecord
-from mainspring.stores import CheckpointStore, SessionStore
+from mainspring.stores import CheckpointStore, Commit, JointCommit, SessionStore
 from mainspring.tools import Tool, ToolInput, ToolOutput
 
 PHASE = os.environ.get("CRASH_PHASE", "")
@@ -143,13 +144,22 @@ class CrashingCheckpoints:
     def __init__(self, inner: CheckpointStore) -> None:
         self._inner = inner
         self._appends = 0
+        self._batches = 0
 
     async def append(self, stream_id: str, event: Event) -> None:
         await self.append_many(stream_id, (event,))
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        # Called only where a step's commit is not one transaction: its state and
+        # ledger entries are on record, its events are not yet.
+        self._batches += 1
+        maybe_crash(f"commit{self._batches}-inside")
         await self._inner.append_many(stream_id, events)
-        for _ in events:  # the batch is on record, none of it delivered yet
+        self.appended(len(events))
+
+    def appended(self, n: int) -> None:
+        """``n`` events went on record (here or in a joint commit), none delivered yet."""
+        for _ in range(n):
             self._appends += 1
             maybe_crash(f"append{self._appends}")
 
@@ -164,18 +174,56 @@ class CrashingCheckpoints:
 
 
 class CrashingSessions:
-    """Wraps a session store; can die right after a decision is claimed, or right
-    after the save that consumes it (the two halves of deciding)."""
+    """Wraps a session store; can die right after a decision is claimed, right
+    after the save that consumes it (the two halves of deciding), or inside a
+    run's step commit.
 
-    def __init__(self, inner: SessionStore) -> None:
+    When the inner store commits a step in one transaction with the checkpoint
+    store (SQLite), so does this wrapper: the crash points then hit the real
+    single commit. ``commitN-inside`` dies inside the N-th commit that logs
+    events: for SQLite mid-transaction (a statement trace kills the process at
+    the commit's first checkpoint row, before ``COMMIT``); for the Redis +
+    PostgreSQL pair, which commit store by store, after the state's save and
+    before the events' append (see :class:`CrashingCheckpoints`).
+    """
+
+    def __init__(self, inner: SessionStore, connection: sqlite3.Connection | None = None) -> None:
         self._inner = inner
         self._claimed = False
+        self._commits = 0
+        self._inside = False
+        if connection is not None:
+            connection.set_trace_callback(self._trace)
+
+    def _trace(self, statement: str) -> None:
+        if self._inside and statement.startswith("INSERT INTO mainspring_checkpoints"):
+            maybe_crash(f"commit{self._commits}-inside")
 
     async def save(self, state: SessionState) -> None:
         await self._inner.save(state)
+        self._consumed(state)
+
+    def _consumed(self, state: SessionState) -> None:
         if self._claimed and state.turn is not None and state.turn.status == "executing":
             self._claimed = False
             maybe_crash("after-consume")
+
+    def joins(self, checkpoints: CheckpointStore | None) -> bool:
+        inner = self._inner
+        return isinstance(inner, JointCommit) and inner.joins(_unwrapped(checkpoints))
+
+    async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
+        assert isinstance(self._inner, JointCommit)
+        self._commits += 1 if commit.events else 0
+        self._inside = bool(commit.events)
+        try:
+            await self._inner.commit(commit, _unwrapped(checkpoints))
+        finally:
+            self._inside = False
+        if commit.state is not None:
+            self._consumed(commit.state)
+        if isinstance(checkpoints, CrashingCheckpoints):
+            checkpoints.appended(len(commit.events))
 
     async def load(self, session_id: str) -> SessionState | None:
         return await self._inner.load(session_id)
@@ -198,3 +246,7 @@ class CrashingSessions:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _unwrapped(checkpoints: CheckpointStore | None) -> CheckpointStore | None:
+    return checkpoints._inner if isinstance(checkpoints, CrashingCheckpoints) else checkpoints

@@ -1,4 +1,4 @@
-"""Crash tests: a worker is SIGKILLed at 22 points; a new process takes over.
+"""Crash tests: a worker is SIGKILLed at 25 points; a new process takes over.
 
 For each point, against SQLite and against Redis + PostgreSQL: the child
 runs turn 1 (and, for the later points, a second child approves the paused
@@ -47,6 +47,8 @@ SEND_POINTS = [
     "send:audit-transfer",
     "send:model3-delta1",
     "send:end",  # paused for approval, then killed
+    "send:commit2-inside",  # inside a step's one commit: nothing of it is on record
+    "send:commit4-inside",
 ]
 RESUME_POINTS = [
     "resume:after-claim",  # the decision is claimed in the store, not yet consumed
@@ -56,9 +58,10 @@ RESUME_POINTS = [
     "resume:pay-after-effect",
     "resume:model1-delta2",
     "resume:append3",
+    "resume:commit2-inside",
 ]
 POINTS = SEND_POINTS + RESUME_POINTS
-assert len(POINTS) == 22
+assert len(POINTS) == 25
 
 
 @dataclass(frozen=True)

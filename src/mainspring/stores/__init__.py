@@ -9,7 +9,14 @@ The SQLite stores load on first use (``sqlite3`` stays out of ``import mainsprin
 from typing import TYPE_CHECKING
 
 from mainspring._lazy import lazy_attributes
-from mainspring.stores.base import SCHEMA_VERSION, CheckpointStore, RunLock, SessionStore
+from mainspring.stores.base import (
+    SCHEMA_VERSION,
+    CheckpointStore,
+    Commit,
+    JointCommit,
+    RunLock,
+    SessionStore,
+)
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
 if TYPE_CHECKING:
@@ -46,10 +53,12 @@ __getattr__, __dir__ = lazy_attributes("mainspring.stores", globals(), _LAZY)
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "Commit",
     "InMemoryCheckpointStore",
     "InMemoryMemoryStore",
     "InMemoryRunLock",
     "InMemorySessionStore",
+    "JointCommit",
     "MemoryItem",
     "MemoryStore",
     "RunLock",

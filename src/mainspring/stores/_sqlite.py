@@ -183,6 +183,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     except BaseException:
         conn.close()
         raise
+    conn.execute("PRAGMA busy_timeout=0")  # waits happen in worker threads only (_run_guarded)
     return conn
 
 
@@ -218,8 +219,13 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
 def _run_guarded(
     path: Path, fn: Callable[[sqlite3.Connection, *Ts], T], conn: sqlite3.Connection, *args: *Ts
 ) -> T:
+    """``fn`` in a worker thread, waiting up to :data:`BUSY_TIMEOUT` for the write lock."""
     try:
-        return fn(conn, *args)
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("PRAGMA busy_timeout=0")  # at rest: never wait on the event loop
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite store {str(path)!r}: {exc}") from exc
 
@@ -276,16 +282,13 @@ class Database:
             conn = self._conn
             if conn is None:
                 raise StoreError(f"SQLite store {str(self.path)!r} is closed")
-            conn.execute("PRAGMA busy_timeout=0")
-            try:
+            try:  # the connection rests with busy_timeout=0: busy raises at once
                 return fn(conn, *args)
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                     raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
-            finally:
-                conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
             return await anyio.to_thread.run_sync(_run_guarded, self.path, fn, conn, *args)
 
     async def aclose(self) -> None:

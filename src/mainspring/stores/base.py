@@ -8,19 +8,24 @@
   receiving the same decision apply it once, and a write is on record before
   and after it runs.
 - **RunLock**: one active run per session, across workers, with expiry.
+- **JointCommit** (optional): a session store that can put a whole step
+  boundary on record in one transaction — the state, ledger entries and the
+  events of a checkpoint store it shares a database with (:class:`Commit`).
+  Without it a session makes the same writes one store at a time.
 
 Every implementation must pass ``tests/stores/test_contract.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord
 
-__all__ = ["SCHEMA_VERSION", "CheckpointStore", "RunLock", "SessionStore"]
+__all__ = ["SCHEMA_VERSION", "CheckpointStore", "Commit", "JointCommit", "RunLock", "SessionStore"]
 
 SCHEMA_VERSION = 1
 """Version of the persisted layout; a store written by a newer one refuses to open."""
@@ -123,4 +128,47 @@ class RunLock(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Commit:
+    """What one step boundary of a run puts on record, all or nothing.
+
+    Applied in this order where it is not one transaction: ``clear``, ``writes``,
+    ``state``, ``events`` — so a ledger entry is on record before anything that
+    follows it, and the run is on record before its first event.
+    """
+
+    session_id: str
+    state: SessionState | None = None
+    """The state to save (``None``: unchanged since the last commit)."""
+    writes: tuple[WriteRecord, ...] = ()
+    """Ledger entries to upsert."""
+    stream_id: str | None = None
+    """The stream ``events`` belong to."""
+    events: tuple[Event, ...] = ()
+    """Events to append to the stream's checkpoint log."""
+    clear: str | None = None
+    """A finished stream whose log is dropped."""
+    sync: bool = False
+    """On disk when the commit returns, even across a power loss (a ledger entry)."""
+
+
+@runtime_checkable
+class JointCommit(Protocol):
+    """A session store that commits a step boundary in one transaction."""
+
+    def joins(self, checkpoints: CheckpointStore | None) -> bool:
+        """Whether :meth:`commit` can write ``checkpoints``' log too (or there is none)."""
+        ...
+
+    async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
+        """Apply ``commit`` atomically; events go to ``checkpoints``' log.
+
+        Only called when :meth:`joins` said so. Ledger entries upsert like
+        :meth:`SessionStore.record_write`, the state saves like
+        :meth:`SessionStore.save`. The state is encoded before the first
+        ``await``: the run goes on changing it while the commit is on its way.
+        """
         ...

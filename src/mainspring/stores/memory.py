@@ -15,6 +15,7 @@ from mainspring.codec import encode, event_to_dict
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
+from mainspring.stores.base import CheckpointStore, Commit
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
@@ -44,9 +45,12 @@ class InMemoryCheckpointStore:
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
         """Append events and refresh the stream's TTL."""
+        self._extend(stream_id, [event_to_dict(e) for e in events])
+
+    def _extend(self, stream_id: str, data: list[JsonValue]) -> None:
         self._expire()
         _, log = self._logs.pop(stream_id, (0.0, []))
-        log.extend(event_to_dict(e) for e in events)
+        log.extend(data)
         self._logs[stream_id] = (self._clock(), log)
 
     async def load(self, stream_id: str) -> list[Event]:
@@ -74,8 +78,15 @@ class InMemorySessionStore:
 
     async def save(self, state: SessionState) -> None:
         """Replace the stored state (recorded decisions and ledger entries are kept)."""
+        self._put(state, self._encode(state))
+
+    @staticmethod
+    def _encode(state: SessionState) -> dict[str, JsonValue]:
         data = encode(state)
         assert isinstance(data, dict)
+        return data
+
+    def _put(self, state: SessionState, data: dict[str, JsonValue]) -> None:
         decided = self._decisions.setdefault(state.session_id, {})
         for attempt_id, decision in state.decided.items():
             decided.setdefault(attempt_id, decision)
@@ -117,6 +128,27 @@ class InMemorySessionStore:
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""
         self._writes.setdefault(session_id, {})[record.key] = encode(record)
+
+    def joins(self, checkpoints: CheckpointStore | None) -> bool:
+        """Whether ``checkpoints`` is an in-memory store too (or ``None``)."""
+        return checkpoints is None or isinstance(checkpoints, InMemoryCheckpointStore)
+
+    async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
+        """Apply a step boundary at once: nothing else runs in between."""
+        # Encode everything first: a value that cannot be stored changes nothing.
+        writes = [(r.key, encode(r)) for r in commit.writes]
+        events: list[JsonValue] = [event_to_dict(e) for e in commit.events]
+        data = None if commit.state is None else self._encode(commit.state)
+        logs = checkpoints if isinstance(checkpoints, InMemoryCheckpointStore) else None
+        if commit.clear is not None and logs is not None:
+            logs._logs.pop(commit.clear, None)
+        if writes:
+            self._writes.setdefault(commit.session_id, {}).update(writes)
+        if data is not None:
+            assert commit.state is not None
+            self._put(commit.state, data)
+        if events and logs is not None and commit.stream_id is not None:
+            logs._extend(commit.stream_id, events)
 
     async def aclose(self) -> None:
         """Nothing to release."""

@@ -65,6 +65,7 @@ from mainspring.stores._sqlite import (
     synced,
     transaction,
 )
+from mainspring.stores.base import CheckpointStore, Commit
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 
@@ -119,34 +120,22 @@ class SQLiteCheckpointStore:
             check_type("event", event, Event)
         if not events:
             return
+        await self._db.run_inline(self._append, self._batch(stream_id, events))
+
+    def _batch(self, stream_id: str, events: Sequence[Event]) -> _Batch:
+        """Encode events for :meth:`_append_rows` (on the event loop: events are small)."""
         with encoding(f"an event of stream {stream_id!r}"):
             data = [dumps(event_to_dict(event)) for event in events]
         now = self._clock()
         sweep = now >= self._next_sweep and math.isfinite(self._ttl)
         if sweep:
             self._next_sweep = now + min(self._ttl, 60.0)
-        await self._db.run_inline(self._append, stream_id, data, now, sweep)
+        return _Batch(stream_id, data, now, self._ttl if sweep else None)
 
-    def _append(
-        self, conn: sqlite3.Connection, stream_id: str, data: list[str], now: float, sweep: bool
-    ) -> None:
+    @staticmethod
+    def _append(conn: sqlite3.Connection, batch: _Batch) -> None:
         with transaction(conn, write=True):  # one commit for the batch (and the sweep)
-            (base,) = conn.execute(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_checkpoints WHERE stream_id = ?",
-                (stream_id,),
-            ).fetchone()
-            conn.executemany(
-                "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at)"
-                " VALUES (?, ?, ?, ?)",
-                [(stream_id, base + i, item, now) for i, item in enumerate(data)],
-            )
-            if sweep:
-                conn.execute(
-                    "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("
-                    " SELECT stream_id FROM mainspring_checkpoints GROUP BY stream_id"
-                    " HAVING MAX(updated_at) < ?)",
-                    (now - self._ttl,),
-                )
+            _append_rows(conn, batch)
 
     async def load(self, stream_id: str) -> list[Event]:
         """Every event of the stream, in order (empty if unknown or expired).
@@ -197,6 +186,37 @@ class SQLiteCheckpointStore:
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
         await self._db.aclose()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """Encoded events of one stream, ready to insert."""
+
+    stream_id: str
+    data: list[str]
+    now: float
+    sweep_ttl: float | None
+    """With a TTL, also delete the logs it expired."""
+
+
+def _append_rows(conn: sqlite3.Connection, batch: _Batch) -> None:
+    """Insert a batch inside the caller's transaction."""
+    stream_id, now = batch.stream_id, batch.now
+    (base,) = conn.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_checkpoints WHERE stream_id = ?",
+        (stream_id,),
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at) VALUES (?, ?, ?, ?)",
+        [(stream_id, base + i, item, now) for i, item in enumerate(batch.data)],
+    )
+    if batch.sweep_ttl is not None:
+        conn.execute(
+            "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("
+            " SELECT stream_id FROM mainspring_checkpoints GROUP BY stream_id"
+            " HAVING MAX(updated_at) < ?)",
+            (now - batch.sweep_ttl,),
+        )
 
 
 # -------------------------------------------------------------------- sessions
@@ -276,6 +296,11 @@ class SQLiteSessionStore:
         Recorded decisions and ledger entries are kept: the state's own are added only
         where the store has none, so a stale state never moves one back.
         """
+        job = self._job(state)
+        revision = await self._db.run_inline(_save, job)
+        self._remember(job.session_id, _Stored(revision, job.messages))
+
+    def _job(self, state: SessionState) -> _Save:
         check_type("state", state, SessionState)
         sid = check_text("session_id", state.session_id)
         decided = [
@@ -288,9 +313,35 @@ class SQLiteSessionStore:
                 (sid, check_text("ledger key", k), dumps(encode(r)))
                 for k, r in state.writes.items()
             ]
-        job = _Save(sid, header, list(state.messages), decided, writes, self._known.get(sid))
-        revision = await self._db.run_inline(_save, job)
-        self._remember(sid, _Stored(revision, job.messages))
+        return _Save(sid, header, list(state.messages), decided, writes, self._known.get(sid))
+
+    def joins(self, checkpoints: CheckpointStore | None) -> bool:
+        """Whether ``checkpoints`` lives on this store's connection (or is ``None``)."""
+        return checkpoints is None or (
+            isinstance(checkpoints, SQLiteCheckpointStore) and checkpoints._db is self._db
+        )
+
+    async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
+        """Put a step boundary on record in one transaction (fsynced with ``sync``)."""
+        sid = check_text("session_id", commit.session_id)
+        rows = []
+        for record in commit.writes:
+            check_type("record", record, WriteRecord)
+            with encoding(f"ledger entry {record.key!r} of session {sid!r}"):
+                rows.append((sid, check_text("ledger key", record.key), dumps(encode(record))))
+        job = None if commit.state is None else self._job(commit.state)
+        batch = None
+        if commit.events:
+            assert isinstance(checkpoints, SQLiteCheckpointStore) and commit.stream_id is not None
+            batch = checkpoints._batch(check_text("stream_id", commit.stream_id), commit.events)
+        clear = None if commit.clear is None else check_text("stream_id", commit.clear)
+        step = _Step(rows, job, batch, clear)
+        if commit.sync:
+            revision = await self._db.run(_commit_synced, step)
+        else:
+            revision = await self._db.run_inline(_commit, step)
+        if job is not None and revision is not None:
+            self._remember(sid, _Stored(revision, job.messages))
 
     async def load(self, session_id: str) -> SessionState | None:
         """The saved state with every recorded decision and ledger entry, or ``None``.
@@ -372,31 +423,63 @@ def _record_write(conn: sqlite3.Connection, row: tuple[str, str, str]) -> None:
         conn.execute(_UPSERT_WRITE, row)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Step:
+    """One step boundary's rows, for :func:`_commit`."""
+
+    writes: list[tuple[str, str, str]]
+    save: _Save | None
+    events: _Batch | None
+    clear: str | None
+
+
+def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
+    """Apply a step in one transaction; the new revision if the state was saved."""
+    revision = None
+    with transaction(conn, write=True):
+        if step.clear is not None:
+            conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
+        conn.executemany(_UPSERT_WRITE, step.writes)
+        if step.save is not None:
+            revision = _save_rows(conn, step.save)
+        if step.events is not None:
+            _append_rows(conn, step.events)
+    return revision
+
+
+def _commit_synced(conn: sqlite3.Connection, step: _Step) -> str | None:
+    with synced(conn):
+        return _commit(conn, step)
+
+
 def _save(conn: sqlite3.Connection, job: _Save) -> str:
+    with transaction(conn, write=True):
+        return _save_rows(conn, job)
+
+
+def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
+    """Write a state inside the caller's transaction; its new revision."""
     sid = job.session_id
     revision = uuid.uuid4().hex
-    with transaction(conn, write=True):
-        with encoding(f"a message of session {sid!r}"):
-            keep = _stored_prefix(conn, job)
-            rows = [
-                (sid, seq, dumps(message_to_dict(job.messages[seq])))
-                for seq in range(keep, len(job.messages))
-            ]
-        conn.execute(
-            "DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep)
-        )
-        conn.executemany(
-            "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
-        )
-        conn.execute(
-            "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE"
-            " SET header = excluded.header, revision = excluded.revision",
-            (sid, job.header, revision),
-        )
-        # Only what the store lacks: a stale state never moves an entry back.
-        conn.executemany(_INSERT_DECISION, job.decided)
-        conn.executemany(_ADD_WRITE, job.writes)
+    with encoding(f"a message of session {sid!r}"):
+        keep = _stored_prefix(conn, job)
+        rows = [
+            (sid, seq, dumps(message_to_dict(job.messages[seq])))
+            for seq in range(keep, len(job.messages))
+        ]
+    conn.execute("DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep))
+    conn.executemany(
+        "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
+    )
+    conn.execute(
+        "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
+        " ON CONFLICT (session_id) DO UPDATE"
+        " SET header = excluded.header, revision = excluded.revision",
+        (sid, job.header, revision),
+    )
+    # Only what the store lacks: a stale state never moves an entry back.
+    conn.executemany(_INSERT_DECISION, job.decided)
+    conn.executemany(_ADD_WRITE, job.writes)
     return revision
 
 

@@ -1,0 +1,183 @@
+"""The run's one writer: each step boundary goes on record in one commit.
+
+A durable run has three kinds of facts to save: the events the client is about
+to see (the checkpoint log), write-ledger entries, and the session state with
+its turn record. The :class:`Journal` owns all three for one run. Every commit
+takes whatever is pending at that moment — the events emitted so far, the
+ledger entries, the state when a step asked for it — and writes them together:
+in one transaction when the session store joins the checkpoint store
+(:class:`~mainspring.stores.base.JointCommit`: SQLite files, memory), else one
+store at a time in :class:`~mainspring.stores.base.Commit`'s order.
+
+Commits are serialized; one that waits behind another takes everything that
+piled up meanwhile (group commit within the run). Events reach the consumer
+only once they are on record. The commit that records the terminal event also
+records the run's end (``active_stream`` cleared, ``last_stream`` and
+``last_terminal`` set), so a run that ends naturally needs no further save.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+
+import anyio
+
+from mainspring._relay import Relay
+from mainspring.events import ErrorEvent, Event, TurnComplete
+from mainspring.state import SessionState, WriteRecord
+from mainspring.stores.base import CheckpointStore, Commit, JointCommit, SessionStore
+
+__all__ = ["Journal"]
+
+
+class Journal:
+    """Puts one run's events, ledger entries and state on record, step by step."""
+
+    def __init__(
+        self,
+        *,
+        state: SessionState,
+        sessions: SessionStore | None,
+        checkpoints: CheckpointStore | None,
+        stream_id: str,
+        relay: Relay[Event],
+        outbox: Relay[Event],
+        prepare: Callable[[], None],
+        clear: str | None = None,
+    ) -> None:
+        """Bind to a run.
+
+        ``relay`` receives the run's events and ``outbox`` the ones on record (the
+        same relay without a checkpoint store); ``prepare`` brings the state up to
+        date before it is saved; ``clear`` is the previous stream, whose log the
+        first commit drops.
+        """
+        self._state = state
+        self._sessions = sessions
+        self._checkpoints = checkpoints
+        self._joint = _joint(sessions, checkpoints)
+        self.stream_id = stream_id
+        self._relay = relay
+        self._outbox = outbox
+        self._prepare = prepare
+        self._clear = clear
+        self._lock = anyio.Lock()
+        self._writes: list[WriteRecord] = []
+        self._state_due = sessions is not None  # the first commit puts the run on record
+        self.ended = False
+        """Whether a commit recorded the run's terminal event and its end."""
+
+    @property
+    def joint(self) -> bool:
+        """Whether each commit is one transaction across the stores."""
+        return self._joint is not None
+
+    async def save(self, *, defer: bool = False) -> None:
+        """The state as it is now (and every event emitted before it), on record.
+
+        With ``defer`` and a checkpoint store, the state goes with the next commit
+        (every run ends with one: its terminal event's); without a checkpoint
+        store nothing else commits, so it goes now.
+        """
+        self._state_due = self._sessions is not None
+        if defer and self._checkpoints is not None:
+            return
+        await self._commit(sync=False)
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """A ledger entry on disk (fsynced), with whatever else is pending."""
+        self._writes.append(record)
+        await self._commit(sync=True)
+
+    async def write_through(self) -> None:
+        """The writer task: record each batch of events, then pass it on."""
+        try:
+            while await self._relay.wait():
+                await self._commit(sync=False)
+                await self._outbox.room()  # the consumer's pace, passed on to the run
+        finally:
+            self._outbox.close()
+
+    async def _commit(self, *, sync: bool) -> None:
+        # Shielded from the wait for the lock on: a commit is never half-waited for.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await self._commit_pending(sync=sync)
+
+    async def _commit_pending(self, *, sync: bool) -> None:
+        events = tuple(self._relay.drain()) if self._checkpoints is not None else ()
+        writes, self._writes = tuple(self._writes), []
+        sync = sync or bool(writes)  # a ledger entry is fsynced, whoever commits it
+        terminal = next((e for e in events if isinstance(e, TurnComplete | ErrorEvent)), None)
+        if terminal is not None:
+            self._end(terminal)
+        if not (events or writes or self._state_due or self._clear):
+            return  # a commit we waited for took it all
+        state = None
+        if self._state_due:
+            self._prepare()
+            state = self._state if self._joint is not None else _snapshot(self._state)
+        commit = Commit(
+            session_id=self._state.session_id,
+            state=state,
+            writes=writes,
+            stream_id=self.stream_id if events else None,
+            events=events,
+            clear=self._clear,
+            sync=sync,
+        )
+        # Taken now: a save asked for while this commit is on its way is the next one's.
+        self._state_due, self._clear = False, None
+        try:
+            await self._apply(commit)
+        except BaseException:
+            self._state_due = True if state is not None else self._state_due
+            self._clear = commit.clear if commit.clear is not None else self._clear
+            raise
+        self.ended = self.ended or terminal is not None
+        for event in events:
+            self._outbox.put(event)
+
+    def _end(self, terminal: TurnComplete | ErrorEvent) -> None:
+        state = self._state
+        state.active_stream = None
+        state.last_stream, state.last_terminal = self.stream_id, terminal
+        self._state_due = self._sessions is not None
+
+    async def _apply(self, commit: Commit) -> None:
+        if self._joint is not None:
+            await self._joint.commit(commit, self._checkpoints)
+            return
+        sessions, checkpoints = self._sessions, self._checkpoints
+        if commit.clear is not None and checkpoints is not None:
+            await checkpoints.clear(commit.clear)
+        if sessions is not None:
+            for record in commit.writes:
+                await sessions.record_write(commit.session_id, record)
+            if commit.state is not None:
+                await sessions.save(commit.state)
+        if commit.events and checkpoints is not None:
+            await checkpoints.append_many(self.stream_id, commit.events)
+
+
+def _snapshot(state: SessionState) -> SessionState:
+    """A copy the run's later steps cannot change while a remote store saves it.
+
+    (A joint commit encodes the state before it first awaits, so it needs none.)
+    """
+    return dataclasses.replace(
+        state,
+        messages=list(state.messages),  # messages themselves are immutable
+        decided=dict(state.decided),
+        writes=dict(state.writes),
+        turn=copy.deepcopy(state.turn),
+    )
+
+
+def _joint(sessions: object, checkpoints: CheckpointStore | None) -> JointCommit | None:
+    """``sessions`` if it commits a step with ``checkpoints`` in one transaction."""
+    if isinstance(sessions, JointCommit) and sessions.joins(checkpoints):
+        return sessions
+    return None
