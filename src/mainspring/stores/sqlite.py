@@ -258,6 +258,10 @@ class SQLiteSessionStore:
     since the last write began, as if the process had crashed there: the state
     every durable run already recovers from.
 
+    :meth:`commit` (``JointCommit``) writes a run's step boundary — ledger
+    entries, the state and the events of a checkpoint store on the same
+    connection — in one transaction, fsynced when it carries a ledger entry.
+
     ``save`` inserts only the messages not stored yet. It remembers what it
     stored or loaded for the last :attr:`CACHE_SIZE` sessions, with a revision
     token written by every save; when another process saved since, it compares
