@@ -32,7 +32,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 
 def joint(stores: Stores) -> JointCommit:
-    sessions = stores.sessions
+    sessions: object = stores.sessions
     assert isinstance(sessions, JointCommit) and sessions.joins(stores.checkpoints)
     return sessions
 
@@ -110,9 +110,10 @@ async def test_stores_of_different_files_do_not_join(tmp_path: Path) -> None:
     one = await open_stores(f"sqlite:///{tmp_path / 'one.db'}")
     other = await SQLiteCheckpointStore.open(tmp_path / "other.db")
     try:
-        assert isinstance(one.sessions, JointCommit)
-        assert one.sessions.joins(one.checkpoints)
-        assert not one.sessions.joins(other)
+        sessions: object = one.sessions
+        assert isinstance(sessions, JointCommit)
+        assert sessions.joins(one.checkpoints)
+        assert not sessions.joins(other)
     finally:
         await one.aclose()
         await other.aclose()
