@@ -230,13 +230,35 @@ class Module:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+_ORDERS: dict[tuple[object, ...], tuple[int, ...]] = {}
+"""Run orders already worked out, by the processors' ids, phases and constraints."""
+_ORDERS_MAX = 256
+
+
 def order_processors(processors: Sequence[Processor]) -> list[Processor]:
     """Processors in run order: by phase, then ``before``/``after``, then as given.
 
     Raises ProcessorCycleError when the constraints inside a phase form a
     cycle, ContextError for duplicate ids or a constraint that contradicts
     the phase order. Constraints naming absent processors are ignored.
+
+    Every session of an agent orders the same processors: the order is
+    remembered by what it depends on (ids, phases, constraints), so a new
+    session pays a dictionary lookup.
     """
+    key = tuple((p.id, p.phase, frozenset(p.before), frozenset(p.after)) for p in processors)
+    known = _ORDERS.get(key)
+    if known is not None:
+        return [processors[i] for i in known]
+    ordered = _order(processors)
+    index = {id(p): i for i, p in enumerate(processors)}
+    if len(_ORDERS) >= _ORDERS_MAX:
+        _ORDERS.pop(next(iter(_ORDERS)))
+    _ORDERS[key] = tuple(index[id(p)] for p in ordered)
+    return ordered
+
+
+def _order(processors: Sequence[Processor]) -> list[Processor]:
     by_id: dict[str, Processor] = {}
     for proc in processors:
         if proc.id in by_id:
