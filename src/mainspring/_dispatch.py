@@ -29,7 +29,7 @@ from mainspring.guards import GuardReport, check_after, check_before
 from mainspring.hooks import call_hook
 from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
-from mainspring.state import Call, SessionState, Turn, WriteRecord
+from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
@@ -68,6 +68,15 @@ class Durability(Protocol):
 
     async def record_write(self, record: WriteRecord) -> None:
         """Persist one write-ledger entry."""
+        ...
+
+    async def add_spend(
+        self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
+    ) -> float | None:
+        """Add to the session's spend total in the store, atomically across workers.
+
+        ``None`` when ``cap`` refused it (see :class:`~mainspring.stores.base.SpendLedger`).
+        """
         ...
 
 
@@ -224,6 +233,8 @@ class Dispatcher:
             if judged is None:
                 turn.position += 1
                 continue
+            if judged[0].outcome == "run" and tool.policy.is_write:
+                judged = await self._reserve(judged)
             if judged[0].outcome == "confirm":
                 self._pause(tool, call, turn, judged)
                 return True
@@ -231,6 +242,35 @@ class Dispatcher:
             await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
             turn.position += 1
         return False
+
+    async def _reserve(self, judged: Judged) -> Judged:
+        """Count an auto-approved amount against the session's cap, across workers.
+
+        The judging saw this worker's total; the store's add is the one that
+        counts: when other workers' auto-approved writes took the session over
+        the cap meanwhile, the call asks for approval instead of running.
+        """
+        verdict, report = judged
+        amount = verdict.amount_usd
+        if amount is None:
+            return judged
+        spent = self.state.auto_spent_usd
+        if self.durable is None:
+            self.state.auto_spent_usd = spent + amount
+            return judged
+        tiers = self.agent.permissions.usd_tiers
+        with anyio.CancelScope(shield=True):
+            total = await self.durable.add_spend(
+                "auto", amount, cap=tiers.session_auto_cap_usd, floor=spent
+            )
+        if total is None:
+            reason = (
+                f"auto-approved spend of this session (all workers) would pass the session cap "
+                f"${tiers.session_auto_cap_usd:,.2f} ({tiers.name})"
+            )
+            return replace(verdict, outcome="confirm", reason=reason), report
+        self.state.auto_spent_usd = total
+        return judged
 
     def _pause(self, tool: Tool, call: Call, turn: Turn, judged: Judged) -> None:
         verdict, report = judged
@@ -303,8 +343,6 @@ class Dispatcher:
                     turn_index=turn.index,
                 )
             )
-            if auto and judged is not None and judged[0].amount_usd is not None:
-                self.state.auto_spent_usd += judged[0].amount_usd
         try:
             kwargs = self.kwargs.pop(call.id, None)
             output, status = await self._invoke(tool, args, ctx, write, kwargs)

@@ -26,8 +26,14 @@ import anyio
 
 from mainspring._relay import Relay
 from mainspring.events import ErrorEvent, Event, TurnComplete
-from mainspring.state import SessionState, WriteRecord
-from mainspring.stores.base import CheckpointStore, Commit, JointCommit, SessionStore
+from mainspring.state import SessionState, SpendKind, WriteRecord
+from mainspring.stores.base import (
+    CheckpointStore,
+    Commit,
+    JointCommit,
+    SessionStore,
+    SpendLedger,
+)
 
 __all__ = ["Journal"]
 
@@ -90,6 +96,22 @@ class Journal:
         """A ledger entry on disk (fsynced), with whatever else is pending."""
         self._writes.append(record)
         await self._commit(sync=True)
+
+    async def add_spend(
+        self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
+    ) -> float | None:
+        """Add to a spend total in the session store, atomically across workers.
+
+        A store without a :class:`~mainspring.stores.base.SpendLedger` holds
+        this worker's total only.
+        """
+        sessions: object = self._sessions
+        if isinstance(sessions, SpendLedger):
+            return await sessions.add_spend(
+                self._state.session_id, kind, amount, cap=cap, floor=floor
+            )
+        total = floor + amount
+        return None if cap is not None and total > cap else total
 
     async def write_through(self) -> None:
         """The writer task: record each batch of events, then pass it on."""

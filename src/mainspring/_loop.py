@@ -151,6 +151,8 @@ class Loop:
         self._scope: anyio.CancelScope | None = None
         self._answer: _Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
+        self._unshared = 0.0
+        """Spend of this run not yet added to the store's total (see _share_spend)."""
 
     @property
     def turn(self) -> Turn:
@@ -232,12 +234,14 @@ class Loop:
     async def _steps(self) -> None:
         while True:
             await anyio.lowlevel.checkpoint_if_cancelled()
+            await self._share_spend()
             limit = self._limit_reached()
             if limit is not None:
                 self._complete(limit)
                 return
             turn = self.turn
             stop = await self._stream(await self._build_request(turn), turn)
+            await self._share_spend()
             if turn.calls and self.cost.exceeded():
                 self._repair("the budget was exceeded", keep_partial=True)
                 self._complete("budget_exceeded")
@@ -252,6 +256,24 @@ class Loop:
                 return
             self._commit_step(turn)
             await self.dispatch.save(defer=True)
+
+    async def _share_spend(self) -> None:
+        """With a budget and a store, this worker's new spend joins the session's total.
+
+        The store adds atomically, so the budget check that follows sees what
+        every worker running this session spent (with or without a run lock).
+        """
+        amount = self._unshared
+        if not amount or self._durable is None or self.cost.budget_usd is None:
+            return
+        self._unshared = 0.0
+        with anyio.CancelScope(shield=True):
+            total = await self._durable.add_spend(
+                "cost", amount, cap=None, floor=self.cost.total_usd - amount
+            )
+        if total is not None and total > self.cost.total_usd:
+            self.cost.add(total - self.cost.total_usd)  # other workers' spend
+            self.state.cost_usd = self.cost.total_usd
 
     def _limit_reached(self) -> StopReason | None:
         """The one check of the turn's limits, before each model step."""
@@ -423,6 +445,7 @@ class Loop:
             )
         turn.usage = turn.usage + usage
         turn.cost_usd += cost
+        self._unshared += cost
         self.state.usage = self.cost.usage
         self.state.cost_usd = self.cost.total_usd
         self.emit(
@@ -432,6 +455,7 @@ class Loop:
     def _charge(self, usd: float, what: str) -> None:
         """Spend a tool reported (a subagent's model calls): it counts toward the budget."""
         self.cost.add(usd)
+        self._unshared += usd
         turn = self.state.turn
         if turn is not None:
             turn.cost_usd += usd

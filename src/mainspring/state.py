@@ -42,6 +42,7 @@ from mainspring.usage import Usage
 __all__ = [
     "Call",
     "SessionState",
+    "SpendKind",
     "StateView",
     "Turn",
     "TurnStatus",
@@ -136,6 +137,12 @@ class WriteRecord:
     result: ToolResultPart | None = None
     """What the write returned (with ``done``), so a crash before the result
     reached the transcript does not lose it."""
+
+
+SpendKind = Literal["auto", "cost"]
+"""A session's spend totals in a store's ``SpendLedger``: ``auto`` (auto-approved
+writes, against the auto-spend cap) and ``cost`` (model and tool spend, against
+the budget)."""
 
 
 @dataclass(slots=True, kw_only=True)

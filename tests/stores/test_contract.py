@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from mainspring.events import Event, PendingAction, TextDelta
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.state import Call, SessionState, Turn, WriteRecord
-from mainspring.stores import CheckpointStore, RunLock, SessionStore
+from mainspring.stores import CheckpointStore, RunLock, SessionStore, SpendLedger
 from mainspring.usage import Usage
 from tests import strategies
 
@@ -261,3 +261,48 @@ async def test_session_ids_lists_stored_sessions_sorted_and_bounded(
     assert await session_store.session_ids(limit=2) == ["a-1", "b-2"]
     await session_store.delete("b-2")
     assert await session_store.session_ids() == ["a-1", "c-3"]
+
+
+# ------------------------------------------------------------- spend totals
+
+
+async def test_spend_totals_add_atomically_under_a_cap(session_store: SessionStore) -> None:
+    store: object = session_store
+    if not isinstance(store, SpendLedger):
+        pytest.skip("this store keeps no spend totals")  # a store may leave it out
+    assert await store.add_spend("s", "auto", 60.0, cap=100.0) == 60.0
+    assert await store.add_spend("s", "auto", 60.0, cap=100.0) is None  # refused: unchanged
+    assert await store.add_spend("s", "auto", 40.0, cap=100.0) == 100.0  # up to the cap
+    assert await store.add_spend("s", "cost", 1.5) == 1.5  # kinds are separate
+    assert await store.add_spend("other", "auto", 10.0, cap=100.0) == 10.0  # so are sessions
+    # The floor: what this worker knows was spent already (its state before the table).
+    assert await store.add_spend("s", "cost", 1.0, floor=5.0) == 6.0
+    assert await store.add_spend("s", "cost", 1.0, floor=2.0) == 7.0  # a lower floor is moot
+    assert await store.add_spend("new", "auto", 150.0, cap=100.0) is None  # over on its own
+
+
+async def test_concurrent_spend_adds_never_pass_the_cap(session_store: SessionStore) -> None:
+    store: object = session_store
+    if not isinstance(store, SpendLedger):
+        pytest.skip("this store keeps no spend totals")
+    ledger = store
+    granted: list[float] = []
+
+    async def add() -> None:
+        total = await ledger.add_spend("s", "auto", 30.0, cap=100.0)
+        if total is not None:
+            granted.append(total)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(add)
+    assert sorted(granted) == [30.0, 60.0, 90.0]
+
+
+async def test_deleting_a_session_forgets_its_spend(session_store: SessionStore) -> None:
+    store: object = session_store
+    if not isinstance(store, SpendLedger):
+        pytest.skip("this store keeps no spend totals")
+    await store.add_spend("s", "auto", 60.0, cap=100.0)
+    await session_store.delete("s")
+    assert await store.add_spend("s", "auto", 60.0, cap=100.0) == 60.0

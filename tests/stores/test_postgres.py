@@ -31,6 +31,7 @@ TABLES = {
     "mainspring_messages",
     "mainspring_decisions",
     "mainspring_writes",
+    "mainspring_spend",
 }
 
 

@@ -16,6 +16,8 @@ from mainspring.stores.base import (
     JointCommit,
     RunLock,
     SessionStore,
+    SpendKind,
+    SpendLedger,
 )
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
@@ -67,6 +69,8 @@ __all__ = [
     "SQLiteRunLock",
     "SQLiteSessionStore",
     "SessionStore",
+    "SpendKind",
+    "SpendLedger",
     "Stores",
     "open_checkpoint_store",
     "open_run_lock",

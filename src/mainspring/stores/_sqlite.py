@@ -82,6 +82,12 @@ _TABLES = (
         data TEXT NOT NULL,
         PRIMARY KEY (session_id, key)
     )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_spend (
+        session_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        amount REAL NOT NULL,
+        PRIMARY KEY (session_id, kind)
+    )""",
     """CREATE TABLE IF NOT EXISTS mainspring_locks (
         key TEXT PRIMARY KEY,
         owner TEXT NOT NULL,

@@ -8,6 +8,9 @@
   receiving the same decision apply it once, and a write is on record before
   and after it runs.
 - **RunLock**: one active run per session, across workers, with expiry.
+- **SpendLedger** (optional): a session's running totals (auto-approved
+  spend, cost) added to atomically in the store, so the auto-spend cap and the
+  budget hold across workers and processes, with or without a run lock.
 - **JointCommit** (optional): a session store that can put a whole step
   boundary on record in one transaction — the state, ledger entries and the
   events of a checkpoint store it shares a database with (:class:`Commit`).
@@ -23,9 +26,18 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from mainspring.events import Event
-from mainspring.state import SessionState, WriteRecord
+from mainspring.state import SessionState, SpendKind, WriteRecord
 
-__all__ = ["SCHEMA_VERSION", "CheckpointStore", "Commit", "JointCommit", "RunLock", "SessionStore"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "CheckpointStore",
+    "Commit",
+    "JointCommit",
+    "RunLock",
+    "SessionStore",
+    "SpendKind",
+    "SpendLedger",
+]
 
 SCHEMA_VERSION = 1
 """Version of the persisted layout; a store written by a newer one refuses to open."""
@@ -170,5 +182,28 @@ class JointCommit(Protocol):
         :meth:`SessionStore.record_write`, the state saves like
         :meth:`SessionStore.save`. The state is encoded before the first
         ``await``: the run goes on changing it while the commit is on its way.
+        """
+        ...
+
+
+@runtime_checkable
+class SpendLedger(Protocol):
+    """A session store that keeps spend totals with an atomic add."""
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+    ) -> float | None:
+        """Add ``amount`` to the session's ``kind`` total in one atomic step.
+
+        The total first rises to ``floor`` if it is below (what this worker
+        already knows was spent). With ``cap``, an add that would take the total
+        over it is refused: nothing changes and the result is ``None``;
+        otherwise the result is the new total, every worker's adds included.
         """
         ...

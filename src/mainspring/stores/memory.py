@@ -15,7 +15,7 @@ from mainspring.codec import encode, event_to_dict
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
-from mainspring.stores.base import CheckpointStore, Commit
+from mainspring.stores.base import CheckpointStore, Commit, SpendKind
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
@@ -75,6 +75,7 @@ class InMemorySessionStore:
         self._states: dict[str, JsonValue] = {}
         self._decisions: dict[str, dict[str, str]] = {}
         self._writes: dict[str, dict[str, JsonValue]] = {}
+        self._spend: dict[tuple[str, str], float] = {}
 
     async def save(self, state: SessionState) -> None:
         """Replace the stored state (recorded decisions and ledger entries are kept)."""
@@ -112,6 +113,8 @@ class InMemorySessionStore:
         self._states.pop(session_id, None)
         self._decisions.pop(session_id, None)
         self._writes.pop(session_id, None)
+        for kind in ("auto", "cost"):
+            self._spend.pop((session_id, kind), None)
 
     async def session_ids(self, *, limit: int = 100) -> list[str]:
         """The ids of stored sessions, sorted, at most ``limit``."""
@@ -128,6 +131,22 @@ class InMemorySessionStore:
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""
         self._writes.setdefault(session_id, {})[record.key] = encode(record)
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+    ) -> float | None:
+        """Add to a spend total unless it would pass ``cap`` (see ``SpendLedger``)."""
+        total = max(self._spend.get((session_id, kind), 0.0), floor) + amount
+        if cap is not None and total > cap:
+            return None
+        self._spend[(session_id, kind)] = total
+        return total
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:
         """Whether ``checkpoints`` is an in-memory store too (or ``None``)."""

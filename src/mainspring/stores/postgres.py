@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -53,7 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from mainspring.codec import encode, message_from_dict, message_to_dict
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.state import SessionState, WriteRecord, state_from_stored
-from mainspring.stores.base import SCHEMA_VERSION
+from mainspring.stores.base import SCHEMA_VERSION, SpendKind
 
 __all__ = ["PostgresSessionStore"]
 
@@ -86,6 +87,12 @@ _TABLES = (
         data text NOT NULL,
         PRIMARY KEY (session_id, key)
     )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_spend (
+        session_id text NOT NULL,
+        kind text NOT NULL,
+        amount double precision NOT NULL,
+        PRIMARY KEY (session_id, kind)
+    )""",
 )
 
 _DELETES = (
@@ -93,7 +100,18 @@ _DELETES = (
     "DELETE FROM mainspring_messages WHERE session_id = %s",
     "DELETE FROM mainspring_decisions WHERE session_id = %s",
     "DELETE FROM mainspring_writes WHERE session_id = %s",
+    "DELETE FROM mainspring_spend WHERE session_id = %s",
 )
+# One statement, so concurrent adds serialize on the row: the total rises to the
+# floor first; an add that would pass the cap changes nothing and returns no row.
+_ADD_SPEND = """
+    INSERT INTO mainspring_spend AS s (session_id, kind, amount)
+    SELECT %(sid)s, %(kind)s, %(floor)s + %(amount)s WHERE %(floor)s + %(amount)s <= %(cap)s
+    ON CONFLICT (session_id, kind) DO UPDATE
+    SET amount = GREATEST(s.amount, %(floor)s) + %(amount)s
+    WHERE GREATEST(s.amount, %(floor)s) + %(amount)s <= %(cap)s
+    RETURNING amount
+"""
 _INSERT_DECISION = """
     INSERT INTO mainspring_decisions (session_id, attempt_id, decision) VALUES (%s, %s, %s)
     ON CONFLICT (session_id, attempt_id) DO NOTHING
@@ -340,6 +358,32 @@ class PostgresSessionStore:
         async with self._use(f"claim of attempt {attempt_id!r}") as conn:
             cur = await conn.execute(_INSERT_DECISION, (session_id, attempt_id, decision))
             return cur.rowcount == 1
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+    ) -> float | None:
+        """Add to a spend total unless it would pass ``cap``: one atomic upsert."""
+        args = {
+            "sid": session_id,
+            "kind": kind,
+            "amount": float(amount),
+            "floor": float(floor),
+            "cap": math.inf if cap is None else float(cap),
+        }
+        async with self._use(f"spend of session {session_id!r}") as conn:
+            cur = await conn.execute(_ADD_SPEND, args)
+            row = await cur.fetchone()
+        if row is None:
+            # Refused, or the first add for the session went over the cap (the
+            # INSERT's SELECT gave no row and there was nothing to update).
+            return None
+        return float(row[0])
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""

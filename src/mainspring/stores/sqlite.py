@@ -65,7 +65,7 @@ from mainspring.stores._sqlite import (
     synced,
     transaction,
 )
-from mainspring.stores.base import CheckpointStore, Commit
+from mainspring.stores.base import CheckpointStore, Commit, SpendKind
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 
@@ -319,6 +319,19 @@ class SQLiteSessionStore:
             ]
         return _Save(sid, header, list(state.messages), decided, writes, self._known.get(sid))
 
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+    ) -> float | None:
+        """Add to a spend total unless it would pass ``cap``, under the write lock."""
+        args = (check_text("session_id", session_id), str(kind), float(amount), cap, float(floor))
+        return await self._db.run_inline(_add_spend, args)
+
     def joins(self, checkpoints: CheckpointStore | None) -> bool:
         """Whether ``checkpoints`` lives on this store's connection (or is ``None``)."""
         return checkpoints is None or (
@@ -405,6 +418,25 @@ _INSERT_DECISION = (
     "INSERT INTO mainspring_decisions (session_id, attempt_id, decision) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id, attempt_id) DO NOTHING"
 )
+
+
+def _add_spend(
+    conn: sqlite3.Connection, args: tuple[str, str, float, float | None, float]
+) -> float | None:
+    sid, kind, amount, cap, floor = args
+    with transaction(conn, write=True):
+        row = conn.execute(
+            "SELECT amount FROM mainspring_spend WHERE session_id = ? AND kind = ?", (sid, kind)
+        ).fetchone()
+        total = max(float(row[0]) if row else 0.0, floor) + amount
+        if cap is not None and total > cap:
+            return None
+        conn.execute(
+            "INSERT INTO mainspring_spend (session_id, kind, amount) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id, kind) DO UPDATE SET amount = excluded.amount",
+            (sid, kind, total),
+        )
+    return total
 
 
 def _claim(conn: sqlite3.Connection, args: tuple[str, str, str]) -> bool:
@@ -553,7 +585,7 @@ def _load(conn: sqlite3.Connection, session_id: str) -> tuple[SessionState, str]
 
 def _delete(conn: sqlite3.Connection, session_id: str) -> None:
     with transaction(conn, write=True):
-        for table in ("sessions", "messages", "decisions", "writes"):
+        for table in ("sessions", "messages", "decisions", "writes", "spend"):
             conn.execute(f"DELETE FROM mainspring_{table} WHERE session_id = ?", (session_id,))
 
 
