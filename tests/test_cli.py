@@ -310,6 +310,7 @@ def test_a_busy_port_is_one_line() -> None:
     [
         ["demo"],
         ["run"],
+        ["chat"],
         ["sessions", "list"],
         ["sessions", "show"],
         ["sessions", "delete"],

@@ -22,6 +22,7 @@ from rich.prompt import Confirm
 from rich.text import Text
 
 from mainspring._agent_spec import load_agent, load_model
+from mainspring._cli_chat import chat
 from mainspring._cli_render import (
     Debug,
     Renderer,
@@ -358,6 +359,7 @@ def run(
 
 
 app.add_typer(sessions_app)
+app.command()(chat)
 mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
 
