@@ -20,7 +20,7 @@ from hypothesis import settings
 settings.register_profile("mainspring", deadline=None)
 settings.load_profile("mainspring")
 
-pytest_plugins = ["tests.stores.servers"]
+pytest_plugins = ["tests.stores.servers", "tests.terminal"]
 
 NEEDS_PREFIX = "needs "
 

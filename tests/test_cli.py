@@ -116,7 +116,7 @@ def test_demo_approval_can_come_from_a_later_process(tmp_path: Path) -> None:
 
 def test_unknown_store_url_is_a_clean_error() -> None:
     result = runner.invoke(app, ["demo", "--store", "bogus://x"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a configuration error, as for every command
     assert "unknown store URL" in result.output and "Traceback" not in result.output
 
 
@@ -135,7 +135,7 @@ def test_a_missing_extra_prints_its_install_command_with_brackets(
 
 def test_a_pipeline_error_shows_no_markup(tmp_path: Path) -> None:
     result = runner.invoke(app, ["pipeline", "run", str(tmp_path / "nowhere"), "--yes"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a workspace that is not there: a usage error
     assert result.output.startswith("error: ") and "[red]" not in result.output
     assert "[/]" not in result.output and "Traceback" not in result.output
 
@@ -265,7 +265,8 @@ def test_an_internal_error_is_one_line_unless_debug(
     assert "internal error: RuntimeError: the engine broke" in quiet.output
     assert "Traceback" not in quiet.output
     loud = runner.invoke(app, ["run", f"{own_agent}:agent", "hi", "--debug"])
-    assert isinstance(loud.exception, RuntimeError)
+    assert loud.exit_code == 1
+    assert "Traceback" in loud.output and "RuntimeError: the engine broke" in loud.output
 
 
 def test_sessions_list_show_delete(tmp_path: Path) -> None:
@@ -302,3 +303,42 @@ def test_a_busy_port_is_one_line() -> None:
         result = runner.invoke(app, ["mcp", "serve", "--http", "--port", str(port)])
     assert result.exit_code == 1
     assert f"127.0.0.1:{port} is in use" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        ["run"],
+        ["chat"],
+        ["sessions", "list"],
+        ["sessions", "show"],
+        ["sessions", "delete"],
+        ["mcp", "serve"],
+        ["pipeline", "run"],
+        ["report"],
+    ],
+)
+def test_every_command_that_can_fail_takes_debug(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--debug" in result.output
+
+
+def test_debug_adds_the_traceback_to_the_same_one_line_and_exit_code() -> None:
+    quiet = runner.invoke(app, ["sessions", "list", "--store", "bogus://x"])
+    loud = runner.invoke(app, ["sessions", "list", "--store", "bogus://x", "--debug"])
+    assert quiet.exit_code == loud.exit_code == 2
+    assert "Traceback" not in quiet.output and "Traceback" in loud.output
+    assert "error: unknown store URL" in quiet.output and "error: unknown store URL" in loud.output
+
+
+def test_an_internal_error_in_the_demo_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the demo broke")
+
+    monkeypatch.setattr(cli, "_run_demo", broken)
+    result = runner.invoke(app, ["demo", "--yes"])
+    assert result.exit_code == 1
+    assert "internal error: RuntimeError: the demo broke (--debug shows" in result.output
+    assert "Traceback" not in result.output

@@ -249,7 +249,7 @@ def test_cli_gate_without_terminal_halts(ws: Path) -> None:
 
 def test_cli_reports_a_malformed_workspace(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["pipeline", "run", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a configuration error, as for every command
     assert "has no AGENT.md" in result.output
 
 

@@ -1,4 +1,8 @@
-"""``package.module:agent`` strings, as the CLI takes them (like uvicorn's app strings)."""
+"""What the CLI takes on its command line: agent and model strings.
+
+``package.module:agent`` names an agent like uvicorn's app strings name an
+app; ``provider:model`` names a model (see :mod:`mainspring.models.registry`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ import sys
 
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError
+from mainspring.models.base import Model
+from mainspring.models.registry import missing_credentials, model_from_string
 
-__all__ = ["load_agent"]
+__all__ = ["load_agent", "load_model"]
 
 
 def load_agent(spec: str) -> Agent:
@@ -43,3 +49,19 @@ def load_agent(spec: str) -> Agent:
     if not isinstance(value, Agent):
         raise ConfigError(f"{spec!r} is a {type(value).__name__}, not an Agent")
     return value
+
+
+def load_model(spec: str) -> Model:
+    """The model a model string names, such as ``"anthropic:claude-sonnet-4-5"``.
+
+    Raises:
+        ConfigError: The provider is unknown, its credentials are missing, or its
+            extra is not installed (the message names the ``pip install``).
+    """
+    try:
+        problem = missing_credentials(spec)
+        if problem is None:
+            return model_from_string(spec)
+    except ImportError as exc:
+        problem = str(exc)
+    raise ConfigError(problem)

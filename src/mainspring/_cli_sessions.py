@@ -10,8 +10,8 @@ import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_render import error_line
-from mainspring.errors import ConfigError, MainspringError
+from mainspring._cli_render import Debug, error_line, failing_cleanly
+from mainspring.errors import ConfigError
 from mainspring.stores.base import SessionStore
 from mainspring.stores.urls import open_stores
 
@@ -26,8 +26,8 @@ sessions_app = typer.Typer(
 Store = Annotated[str, typer.Option("--store", help="The store, e.g. sqlite:///agent.db.")]
 
 
-def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]]) -> T:
-    """Run ``action`` on the store's session store; user errors exit 2 in one line."""
+def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]], *, debug: bool) -> T:
+    """Run ``action`` on the store's session store; errors are one line (exit 2 or 1)."""
 
     async def go() -> T:
         stores = await open_stores(url)
@@ -38,23 +38,19 @@ def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]]) -> 
         finally:
             await stores.aclose()
 
-    try:
-        return anyio.run(go)
-    except ConfigError as exc:
-        error_line(Console(stderr=True), exc)
-        raise typer.Exit(2) from None
-    except MainspringError as exc:
-        error_line(Console(stderr=True), exc)
-        raise typer.Exit(1) from None
+    with failing_cleanly(debug=debug):
+        result = anyio.run(go)
+    return result
 
 
 @sessions_app.command("list")
 def list_sessions(
     store: Store,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    debug: Debug = False,
 ) -> None:
     """The ids of the stored sessions, one a line."""
-    for session_id in _with_sessions(store, lambda s: s.session_ids(limit=limit)):
+    for session_id in _with_sessions(store, lambda s: s.session_ids(limit=limit), debug=debug):
         typer.echo(session_id)
 
 
@@ -62,9 +58,10 @@ def list_sessions(
 def show(
     session_id: Annotated[str, typer.Argument(help="The session's id.")],
     store: Store,
+    debug: Debug = False,
 ) -> None:
     """A session as JSON: its agent, turns, messages, pending action, spend."""
-    state = _with_sessions(store, lambda s: s.load(session_id))
+    state = _with_sessions(store, lambda s: s.load(session_id), debug=debug)
     if state is None:
         error_line(Console(stderr=True), f"no stored session {session_id!r}")
         raise typer.Exit(1)
@@ -88,7 +85,8 @@ def show(
 def delete(
     session_id: Annotated[str, typer.Argument(help="The session's id.")],
     store: Store,
+    debug: Debug = False,
 ) -> None:
     """Forget a session and everything recorded for it."""
-    _with_sessions(store, lambda s: s.delete(session_id))
+    _with_sessions(store, lambda s: s.delete(session_id), debug=debug)
     typer.echo(f"deleted {session_id}")

@@ -8,7 +8,6 @@ calls and results show, and the payment asks for approval at the terminal
 from __future__ import annotations
 
 import errno
-import json
 import signal
 import sys
 import threading
@@ -19,26 +18,32 @@ from typing import Annotated
 import anyio
 import typer
 from rich.console import Console
-from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
-from mainspring._agent_spec import load_agent
-from mainspring._cli_render import Renderer, error_line, styled
+from mainspring._agent_spec import load_agent, load_model
+from mainspring._cli_chat import chat
+from mainspring._cli_render import (
+    Debug,
+    Renderer,
+    approval_panel,
+    error_line,
+    failing_cleanly,
+    styled,
+)
 from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
 from mainspring.agent import Agent
 from mainspring.codec import event_to_json
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import DEMO_MESSAGE, demo_agent
-from mainspring.errors import ConfigError, MainspringError
+from mainspring.errors import ConfigError
 from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
 )
 from mainspring.models.base import Model
-from mainspring.models.registry import missing_credentials, model_from_string
 from mainspring.pipelines import (
     ContextLoaded,
     PipelineRunner,
@@ -89,11 +94,7 @@ def _interactive() -> bool:
 
 
 def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
-    body = Text.assemble(
-        (action.name, "bold"),
-        f"  {json.dumps(action.input)}\nwhy: {action.reason}\nattempt: {action.attempt_id}",
-    )
-    console.print(Panel(body, title="approval needed", border_style="yellow"))
+    console.print(approval_panel(action))
     if yes:
         console.print("[yellow]approved automatically (--yes)[/]")
         return Approve()
@@ -216,28 +217,30 @@ def demo(
     session: Annotated[
         str | None, typer.Option(help="Continue this stored session (e.g. one awaiting approval).")
     ] = None,
+    debug: Debug = False,
 ) -> None:
-    """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
+    """Run the offline wallet demo: parallel reads, then a payment that asks for approval.
+
+    Exit codes: 0 done (or waiting for approval in a store); 1 no terminal to ask
+    on without --yes, or a failure; 2 a usage or configuration error; 130 interrupted.
+    """
     console = Console(highlight=False)
-    err = Console(stderr=True)
-    chosen = _resolve_model(model, err)
-    try:
-        code = anyio.run(
-            lambda: _run_demo(
-                message,
-                yes=yes,
-                console=console,
-                store_url=store,
-                session_id=session,
-                model=chosen,
+    with failing_cleanly(debug=debug):
+        chosen = _resolve_model(model)
+        try:
+            code = anyio.run(
+                lambda: _run_demo(
+                    message,
+                    yes=yes,
+                    console=console,
+                    store_url=store,
+                    session_id=session,
+                    model=chosen,
+                )
             )
-        )
-    except (MainspringError, _NoTerminal) as exc:
-        error_line(err, exc)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]")
-        raise typer.Exit(130) from None
+        except _NoTerminal as exc:
+            error_line(Console(stderr=True), exc)
+            raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
@@ -329,9 +332,7 @@ def run(
     session: Annotated[
         str | None, typer.Option(help="Continue this stored session (approving with --yes).")
     ] = None,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of an internal error.")
-    ] = False,
+    debug: Debug = False,
 ) -> None:
     """Run one turn of your own agent, for scripts.
 
@@ -341,8 +342,7 @@ def run(
     printed); 130 interrupted.
     """
     console = Console(highlight=False)
-    err = Console(stderr=True)
-    try:
+    with failing_cleanly(debug=debug):
         chosen = load_agent(agent)
         code = anyio.run(
             lambda: _run_agent(
@@ -355,26 +355,11 @@ def run(
                 console=console,
             )
         )
-    except ConfigError as exc:
-        error_line(err, exc)
-        raise typer.Exit(2) from None
-    except MainspringError as exc:
-        error_line(err, exc)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        err.print("interrupted", style="yellow")
-        raise typer.Exit(130) from None
-    except Exception as exc:
-        if debug:
-            raise
-        error_line(
-            err, f"internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)"
-        )
-        raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
 app.add_typer(sessions_app)
+app.command()(chat)
 mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
 
@@ -407,25 +392,33 @@ def mcp_serve(
     skills: Annotated[
         list[str] | None, typer.Option("--skills", help="A skills folder (repeatable).")
     ] = None,
+    debug: Debug = False,
 ) -> None:
-    """Serve the demo agent's tools (and skills, as prompts) to MCP clients."""
-    try:
-        anyio.run(
-            lambda: _serve_mcp(
-                http=http, host=host, port=port, expose_confirm=expose_confirm, skills=skills or []
+    """Serve the demo agent's tools (and skills, as prompts) to MCP clients.
+
+    Ctrl-C stops it at once (exit 130). Exit codes: 1 the port is taken or a
+    failure; 2 a configuration error or the mcp extra is missing.
+    """
+    with failing_cleanly(debug=debug):
+        try:
+            anyio.run(
+                lambda: _serve_mcp(
+                    http=http,
+                    host=host,
+                    port=port,
+                    expose_confirm=expose_confirm,
+                    skills=skills or [],
+                )
             )
-        )
-    except (ImportError, MainspringError) as exc:
-        error_line(Console(stderr=True), exc)
-        raise typer.Exit(1) from None
-    except OSError as exc:  # the address is taken or cannot be bound
-        if exc.errno != errno.EADDRINUSE:
-            error_line(Console(stderr=True), f"cannot listen on {host}:{port}: {exc.strerror}")
-        else:
-            error_line(Console(stderr=True), f"{host}:{port} is in use; pick another --port")
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
+        except OSError as exc:  # the address is taken or cannot be bound
+            if exc.errno == errno.EADDRINUSE:
+                problem = f"{host}:{port} is in use; pick another --port"
+            else:
+                problem = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            error_line(Console(stderr=True), problem)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None  # a server stopped: nothing to report
 
 
 pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is_help=True)
@@ -489,11 +482,16 @@ def pipeline_run(
     model: Annotated[
         str, typer.Option(help="'scripted' (offline) or a model string, as for demo.")
     ] = "scripted",
+    debug: Debug = False,
 ) -> None:
-    """Run a workspace's stages in order (offline with the scripted model by default)."""
+    """Run a workspace's stages in order (offline with the scripted model by default).
+
+    Exit codes: 0 done; 1 a stage halted, or a failure; 2 a configuration error; 130
+    interrupted.
+    """
     console = Console(highlight=False)
-    chosen = _resolve_model(model, Console(stderr=True))
-    try:
+    with failing_cleanly(debug=debug):
+        chosen = _resolve_model(model)
         workspace = load_workspace(directory)
         runner = PipelineRunner(
             workspace,
@@ -501,9 +499,6 @@ def pipeline_run(
             gate=_pipeline_gate(console, yes=yes),
         )
         code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
-    except MainspringError as exc:
-        error_line(Console(stderr=True), exc)
-        raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
@@ -516,25 +511,31 @@ def report(
         "report.html"
     ),
     title: Annotated[str | None, typer.Option(help="The page's title.")] = None,
+    debug: Debug = False,
 ) -> None:
     """Write a standalone HTML report of a session file's token telemetry.
 
     The page (report.html in the working directory unless -o says otherwise)
     has inline CSS and SVG charts and loads nothing, so it opens offline.
-    Exits 2 when the session file is missing, 1 when it is malformed.
+    Exits 2 when the session file is missing, 1 when it is malformed or cannot
+    be written.
     """
     from mainspring.devtools.report import read_snapshots, report_data, write_report
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = Console(stderr=True)
     if not session_file.is_file():
-        err.print(Text.assemble(("error:", "red"), f" no such file: {session_file}"))
+        error_line(err, f"no such file: {session_file}")
         raise typer.Exit(2)
-    try:
-        snapshots = read_snapshots(session_file)
-        write_report(snapshots, output, title=title)
-    except (MainspringError, OSError) as exc:
-        err.print(Text.assemble(("error:", "red"), f" {exc}"))
-        raise typer.Exit(1) from None
+    with failing_cleanly(debug=debug):
+        try:
+            snapshots = read_snapshots(session_file)
+            write_report(snapshots, output, title=title)
+        except OSError as exc:
+            error_line(err, exc)
+            raise typer.Exit(1) from None
+        except UnicodeDecodeError:
+            error_line(err, f"{session_file} is not UTF-8 text (a JSONL session file is)")
+            raise typer.Exit(1) from None
     totals = report_data(snapshots)["totals"]
     Console(highlight=False, soft_wrap=True).print(
         Text(
@@ -544,18 +545,13 @@ def report(
     )
 
 
-def _resolve_model(model: str, err: Console) -> Model | None:
-    """``None`` for the offline scripted model, else the adapter; exits 2 saying what is missing."""
-    if model == "scripted":
-        return None
-    try:
-        problem = missing_credentials(model)
-        if problem is None:
-            return model_from_string(model)
-    except (ConfigError, ImportError) as exc:
-        problem = str(exc)
-    error_line(err, problem)
-    raise typer.Exit(2)
+def _resolve_model(model: str) -> Model | None:
+    """``None`` for the offline scripted model, else the adapter.
+
+    Raises:
+        ConfigError: What is missing to use it (exit 2 under failing_cleanly).
+    """
+    return None if model == "scripted" else load_model(model)
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ import ipaddress
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     import mcp_types as types
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, MainspringError, ToolInputError
 from mainspring.events import Event
+from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
@@ -260,11 +261,18 @@ def build_mcp_server(
 
 
 async def serve_stdio(server: Server[Any]) -> None:
-    """Serve over this process's stdin and stdout until the client hangs up."""
+    """Serve over this process's stdin and stdout until the client hangs up.
+
+    Cancelling (Ctrl-C) stops it at once, also while it waits for the
+    client's next message: stdin is read without a worker thread (``_stdin``).
+    """
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with stdin_lines() as lines:
+        # The SDK only iterates its stdin line by line, which FdLines does.
+        stdin = cast("anyio.AsyncFile[str] | None", lines)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def is_loopback(host: str) -> bool:
