@@ -35,6 +35,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
+from mainspring._reads import ReadGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
@@ -321,12 +322,12 @@ class Loop:
         turn.position = 0
         usage, stop = Usage(), None
         failure: Exception | None = None
-        async with anyio.create_task_group() as reads:
+        async with ReadGroup() as reads:
             try:
                 usage, stop = await self._consume(request, turn, reads)
             except Exception as exc:  # re-raised below, outside the task group
                 failure = exc
-                reads.cancel_scope.cancel()
+                reads.cancel()
         if failure is not None:
             raise failure
         assert stop is not None
@@ -336,7 +337,7 @@ class Loop:
         return stop
 
     async def _consume(
-        self, request: ModelRequest, turn: Turn, reads: anyio.abc.TaskGroup
+        self, request: ModelRequest, turn: Turn, reads: ReadGroup
     ) -> tuple[Usage, ModelStop]:
         answer = self._answer
         assert answer is not None
@@ -362,11 +363,11 @@ class Loop:
             await self.dispatch.save(defer=True)
         self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
         if turn.calls and self.cost.exceeded():
-            reads.cancel_scope.cancel()
+            reads.cancel()
         return usage, answer.stop
 
     async def _read(
-        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: anyio.abc.TaskGroup
+        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: ReadGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
         emit, pace = self.emit, self._pace
@@ -472,7 +473,7 @@ class Loop:
     # ---------------------------------------------------------------- dispatch
 
     async def _on_call(
-        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: anyio.abc.TaskGroup
+        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: ReadGroup
     ) -> None:
         """A call's arguments closed: give it an engine id, validate it, maybe start it."""
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()

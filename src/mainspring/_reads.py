@@ -1,0 +1,118 @@
+"""The tasks that run one step's reads while the model stream goes on.
+
+Semantics of an anyio task group — the block waits for every task, a failing
+task cancels the block and the others and is raised from it (in an exception
+group), a cancelled block cancels the tasks and waits for them — at a sixth of
+its cost on asyncio, where each read is one native task (anyio's task group
+spends ~40 µs a task on bookkeeping a read does not need). On trio the block
+is an anyio task group: trio's nursery is cheap already.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import sniffio
+
+__all__ = ["ReadGroup"]
+
+
+class ReadGroup:
+    """``async with ReadGroup() as reads: reads.start_soon(fn)``."""
+
+    __slots__ = ("_failures", "_group", "_scope", "_scopes", "_tasks")
+
+    def __init__(self) -> None:
+        self._group: anyio.abc.TaskGroup | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._failures: list[BaseException] = []
+        self._scopes: set[anyio.CancelScope] = set()
+        """On trio: each task's own scope, so :meth:`cancel` stops the tasks only."""
+
+    async def __aenter__(self) -> ReadGroup:
+        if sniffio.current_async_library() == "asyncio":
+            self._scope = anyio.CancelScope()
+            self._scope.__enter__()
+        else:
+            self._group = anyio.create_task_group()
+            await self._group.__aenter__()
+        return self
+
+    def start_soon(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Start ``fn()`` now; it runs concurrently with the block."""
+        if self._group is not None:
+            self._group.start_soon(self._scoped, fn)
+            return
+        task = asyncio.get_running_loop().create_task(_call(fn))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def cancel(self) -> None:
+        """Cancel every running task (the block itself goes on)."""
+        if self._group is not None:
+            for each in self._scopes:
+                each.cancel()
+            return
+        for task in self._tasks:
+            task.cancel()
+
+    async def _scoped(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                await fn()
+            finally:
+                self._scopes.discard(scope)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            self._failures.append(error)
+            self.cancel()
+            assert self._scope is not None
+            self._scope.cancel()  # as a task group would: the block stops too
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        if self._group is not None:
+            return await self._group.__aexit__(kind, error, traceback)
+        scope = self._scope
+        assert scope is not None
+        failed = error  # the body's exception, or one raised while waiting below
+        try:
+            if error is not None:
+                self.cancel()
+            while self._tasks:
+                # Shielded once cancelled: the block still waits for its tasks to finish.
+                with anyio.CancelScope(shield=error is not None or scope.cancel_called):
+                    await asyncio.wait(list(self._tasks))
+        except BaseException as exc:  # cancelled while it waited for the tasks
+            failed = exc
+            self.cancel()
+            with anyio.CancelScope(shield=True):
+                while self._tasks:
+                    await asyncio.wait(list(self._tasks))
+        swallowed = scope.__exit__(type(failed) if failed else None, failed, None)
+        if self._failures:
+            others = [] if failed is None or swallowed else [failed]
+            raise BaseExceptionGroup("a read failed", [*self._failures, *others])
+        if failed is not None and failed is not error and not swallowed:
+            raise failed
+        return bool(swallowed) or None
+
+
+async def _call(fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    return await fn()

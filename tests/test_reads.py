@@ -1,0 +1,113 @@
+"""ReadGroup keeps a task group's semantics (on asyncio without its cost)."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from mainspring._reads import ReadGroup
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_block_waits_for_every_task() -> None:
+    done: list[int] = []
+
+    async def read(n: int) -> None:
+        await anyio.sleep(0.01 * n)
+        done.append(n)
+
+    async with ReadGroup() as reads:
+        for n in (3, 1, 2):
+            reads.start_soon(lambda n=n: read(n))  # type: ignore[misc]
+    assert sorted(done) == [1, 2, 3]
+
+
+async def test_a_failing_task_cancels_the_block_and_the_others_and_is_raised() -> None:
+    cleaned: list[str] = []
+
+    async def slow() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            cleaned.append("slow")
+
+    async def fails() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise ValueError("boom")
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with ReadGroup() as reads:
+            reads.start_soon(slow)
+            reads.start_soon(fails)
+            await anyio.sleep(10)  # the block is cancelled too
+    assert caught.group_contains(ValueError, match="boom")
+    assert cleaned == ["slow"]
+
+
+async def test_an_outer_cancel_cancels_the_tasks_and_waits_for_their_clean_up() -> None:
+    cleaned: list[str] = []
+
+    async def read() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.01)  # clean-up that takes a moment
+            cleaned.append("read")
+
+    with anyio.CancelScope() as outer:
+        async with ReadGroup() as reads:
+            reads.start_soon(read)
+            await anyio.lowlevel.checkpoint()
+            outer.cancel()
+            await anyio.sleep(10)
+    assert outer.cancelled_caught and cleaned == ["read"]
+
+
+async def test_an_outer_cancel_while_waiting_at_the_end_cancels_the_tasks() -> None:
+    cleaned: list[str] = []
+
+    async def read() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            cleaned.append("read")
+
+    with anyio.move_on_after(0.05) as scope:
+        async with ReadGroup() as reads:
+            reads.start_soon(read)
+    assert scope.cancelled_caught and cleaned == ["read"]
+
+
+async def test_cancel_stops_the_tasks_and_the_block_goes_on() -> None:
+    async def read() -> None:
+        await anyio.sleep(10)
+
+    async with ReadGroup() as reads:
+        reads.start_soon(read)
+        await anyio.lowlevel.checkpoint()
+        reads.cancel()
+        await anyio.sleep(0.01)
+        went_on = True
+    assert went_on
+
+
+async def test_the_blocks_own_exception_cancels_the_tasks_and_propagates() -> None:
+    cleaned: list[str] = []
+
+    async def read() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            cleaned.append("read")
+
+    with pytest.raises((KeyError, BaseExceptionGroup)) as caught:
+        async with ReadGroup() as reads:
+            reads.start_soon(read)
+            await anyio.lowlevel.checkpoint()
+            raise KeyError("model stream failed")
+    if isinstance(caught.value, BaseExceptionGroup):  # trio's nursery wraps it
+        assert caught.group_contains(KeyError)
+    assert cleaned == ["read"]
