@@ -52,6 +52,7 @@ RANKS: dict[str, int] = {
     "demo": 11,
     "mcp": 11,
     "pipelines": 11,
+    "toolkits": 11,
     "_cli_render": 11,
     "_cli_sessions": 12,
     "cli": 13,

@@ -1,0 +1,23 @@
+"""Workspace toolkits: tools that give an agent a workspace it cannot escape.
+
+- Files (:func:`file_tools`, :func:`readonly_file_tools`): read, list, search,
+  write and edit, confined to roots through directory handles and no-follow
+  opens (:class:`Workspace`).
+- :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
+  pending action.
+"""
+
+from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
+from mainspring.toolkits.files import file_tools, readonly_file_tools
+from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_guard, preview_of
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "PREVIEW_SOURCE",
+    "Workspace",
+    "WorkspaceError",
+    "file_tools",
+    "preview_guard",
+    "preview_of",
+    "readonly_file_tools",
+]
