@@ -3,20 +3,27 @@
 - Files (:func:`file_tools`, :func:`readonly_file_tools`): read, list, search,
   write and edit, confined to roots through directory handles and no-follow
   opens (:class:`Workspace`).
+- :func:`patch_tools`: ``apply_patch`` in the ``*** Begin Patch`` format,
+  checked whole (exact, unique context; versions) before its first write.
 - :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
   pending action.
 """
 
 from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
 from mainspring.toolkits.files import file_tools, readonly_file_tools
+from mainspring.toolkits.patch import patch_tools
+from mainspring.toolkits.patch_format import PatchError, PatchLimits
 from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_guard, preview_of
 
 __all__ = [
     "MAX_FILE_BYTES",
     "PREVIEW_SOURCE",
+    "PatchError",
+    "PatchLimits",
     "Workspace",
     "WorkspaceError",
     "file_tools",
+    "patch_tools",
     "preview_guard",
     "preview_of",
     "readonly_file_tools",

@@ -299,10 +299,14 @@ class Workspace:
         os.close(fd)
         os.unlink(location.parts[-1], dir_fd=dir_fd)
 
-    def lock(self, dir_fd: int, location: Location) -> threading.Lock:
-        """The lock serializing writers of ``location`` (keyed by its directory's identity)."""
+    def lock_key(self, dir_fd: int, location: Location) -> tuple[int, int, str]:
+        """What identifies ``location`` for writers: its directory's device and inode, its name."""
         st = os.fstat(dir_fd)
-        key = (st.st_dev, st.st_ino, location.parts[-1])
+        return (st.st_dev, st.st_ino, location.parts[-1])
+
+    def lock(self, dir_fd: int, location: Location) -> threading.Lock:
+        """The lock serializing writers of ``location`` (see :meth:`lock_key`)."""
+        key = self.lock_key(dir_fd, location)
         with self._locks_guard:
             found = self._locks.get(key)
             if found is None:
