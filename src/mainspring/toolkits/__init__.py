@@ -5,6 +5,9 @@
   opens (:class:`Workspace`).
 - :func:`patch_tools`: ``apply_patch`` in the ``*** Begin Patch`` format,
   checked whole (exact, unique context; versions) before its first write.
+- :func:`shell_tools`: ``shell`` and ``shell_session`` on a :class:`Shell`,
+  in a bubblewrap sandbox (:class:`SandboxPolicy`) with an allowlisted
+  environment; process groups cleaned up on stop, cancel and exit.
 - :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
   pending action.
 """
@@ -14,12 +17,19 @@ from mainspring.toolkits.files import file_tools, readonly_file_tools
 from mainspring.toolkits.patch import patch_tools
 from mainspring.toolkits.patch_format import PatchError, PatchLimits
 from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_guard, preview_of
+from mainspring.toolkits.sandbox import SandboxPolicy, SandboxUnavailable
+from mainspring.toolkits.shell import Shell, ShellLimits, ShellResult, shell_tools
 
 __all__ = [
     "MAX_FILE_BYTES",
     "PREVIEW_SOURCE",
     "PatchError",
     "PatchLimits",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "Shell",
+    "ShellLimits",
+    "ShellResult",
     "Workspace",
     "WorkspaceError",
     "file_tools",
@@ -27,4 +37,5 @@ __all__ = [
     "preview_guard",
     "preview_of",
     "readonly_file_tools",
+    "shell_tools",
 ]
