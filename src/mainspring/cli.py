@@ -93,6 +93,9 @@ def _ask(console: Console, action: PendingAction, *, yes: bool) -> Decision:
         (action.name, "bold"),
         f"  {json.dumps(action.input)}\nwhy: {action.reason}\nattempt: {action.attempt_id}",
     )
+    for finding in action.findings:  # e.g. a workspace write's diff preview
+        if finding.message and finding.message != action.reason:
+            body.append(f"\n{finding.source}:\n{finding.message}")
     console.print(Panel(body, title="approval needed", border_style="yellow"))
     if yes:
         console.print("[yellow]approved automatically (--yes)[/]")
@@ -194,11 +197,33 @@ async def _converse(
         stream = session.resume(pending.attempt_id, decision)
 
 
+async def _run_coding_demo(message: str | None, *, yes: bool, console: Console) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from mainspring.toolkits.demo import CODING_MESSAGE, coding_demo_agent, seed_workspace
+
+    with tempfile.TemporaryDirectory(prefix="mainspring-coding-") as folder:
+        root = Path(folder)
+        seed_workspace(root)
+        console.print(f"[dim]workspace: {root}[/]")
+        session = Session(coding_demo_agent(root))
+        code = await _converse(
+            session, message or CODING_MESSAGE, yes=yes, console=console, store_url=None
+        )
+        console.print(f"[dim]calc.py now:[/]\n{(root / 'calc.py').read_text()}", end="")
+        return code
+
+
 @app.command()
 def demo(
+    which: Annotated[
+        str,
+        typer.Argument(help="'wallet' (payments) or 'coding' (read, patch, approve, apply)."),
+    ] = "wallet",
     message: Annotated[
-        str, typer.Option("--message", "-m", help="What the user says.")
-    ] = DEMO_MESSAGE,
+        str | None, typer.Option("--message", "-m", help="What the user says.")
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every action automatically.")
     ] = False,
@@ -217,14 +242,27 @@ def demo(
         str | None, typer.Option(help="Continue this stored session (e.g. one awaiting approval).")
     ] = None,
 ) -> None:
-    """Run the offline wallet demo: parallel reads, then a payment that asks for approval."""
+    """Run an offline demo: the wallet (reads, then a payment to approve) or coding."""
     console = Console(highlight=False)
     err = Console(stderr=True)
+    if which not in ("wallet", "coding"):
+        err.print(f"unknown demo {which!r}; choose 'wallet' or 'coding'")
+        raise typer.Exit(2)
+    if which == "coding":
+        try:
+            code = anyio.run(lambda: _run_coding_demo(message, yes=yes, console=console))
+        except (MainspringError, _NoTerminal) as exc:
+            error_line(err, exc)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+        raise typer.Exit(code)
     chosen = _resolve_model(model, err)
     try:
         code = anyio.run(
             lambda: _run_demo(
-                message,
+                message or DEMO_MESSAGE,
                 yes=yes,
                 console=console,
                 store_url=store,

@@ -11,10 +11,14 @@
 - :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
   :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
   :class:`SQLiteToolDataStore`).
+- Bundles: :func:`coding_tools` (reads, ``apply_patch``, shell) and the
+  torus-compatible :func:`builtin_tools` (``read_file``, ``write_file``,
+  ``list_dir``).
 - :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
   pending action.
 """
 
+from mainspring.toolkits.bundles import builtin_tools, coding_tools
 from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
 from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
 from mainspring.toolkits.files import file_tools, readonly_file_tools
@@ -43,6 +47,8 @@ __all__ = [
     "ToolDataStore",
     "Workspace",
     "WorkspaceError",
+    "builtin_tools",
+    "coding_tools",
     "file_tools",
     "notes_tools",
     "patch_tools",
