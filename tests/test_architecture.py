@@ -54,6 +54,7 @@ RANKS: dict[str, int] = {
     "demo": 11,
     "mcp": 11,
     "pipelines": 11,
+    "toolkits": 11,
     "_cli_render": 11,
     "_cli_sessions": 12,
     "_cli_chat": 12,
@@ -133,3 +134,10 @@ def test_import_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "", f"import mainspring pulled in: {out.stdout.strip()}"
+
+
+def test_the_toolkits_export_what_they_list() -> None:
+    import mainspring.toolkits as toolkits
+
+    for name in toolkits.__all__:
+        assert hasattr(toolkits, name), name

@@ -23,6 +23,7 @@ PUBLIC = {
     "mainspring.skills",
     "mainspring.stores",
     "mainspring.testing",
+    "mainspring.toolkits",
     "mainspring.tools",
 }
 

@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "mainspring.mcp",
     "mainspring.skills",
     "mainspring.devtools",
+    "mainspring.toolkits",
 )
 
 

@@ -195,11 +195,33 @@ async def _converse(
         stream = session.resume(pending.attempt_id, decision)
 
 
+async def _run_coding_demo(message: str | None, *, yes: bool, console: Console) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from mainspring.toolkits.demo import CODING_MESSAGE, coding_demo_agent, seed_workspace
+
+    with tempfile.TemporaryDirectory(prefix="mainspring-coding-") as folder:
+        root = Path(folder)
+        seed_workspace(root)
+        console.print(f"[dim]workspace: {root}[/]")
+        session = Session(coding_demo_agent(root))
+        code = await _converse(
+            session, message or CODING_MESSAGE, yes=yes, console=console, store_url=None
+        )
+        console.print(f"[dim]calc.py now:[/]\n{(root / 'calc.py').read_text()}", end="")
+        return code
+
+
 @app.command()
 def demo(
+    which: Annotated[
+        str,
+        typer.Argument(help="'wallet' (payments) or 'coding' (read, patch, approve, apply)."),
+    ] = "wallet",
     message: Annotated[
-        str, typer.Option("--message", "-m", help="What the user says.")
-    ] = DEMO_MESSAGE,
+        str | None, typer.Option("--message", "-m", help="What the user says.")
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every action automatically.")
     ] = False,
@@ -219,25 +241,30 @@ def demo(
     ] = None,
     debug: Debug = False,
 ) -> None:
-    """Run the offline wallet demo: parallel reads, then a payment that asks for approval.
+    """Run an offline demo: the wallet (reads, then a payment to approve) or coding.
 
     Exit codes: 0 done (or waiting for approval in a store); 1 no terminal to ask
     on without --yes, or a failure; 2 a usage or configuration error; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
+        if which not in ("wallet", "coding"):
+            raise ConfigError(f"unknown demo {which!r}; choose 'wallet' or 'coding'")
         chosen = _resolve_model(model)
         try:
-            code = anyio.run(
-                lambda: _run_demo(
-                    message,
-                    yes=yes,
-                    console=console,
-                    store_url=store,
-                    session_id=session,
-                    model=chosen,
+            if which == "coding":
+                code = anyio.run(lambda: _run_coding_demo(message, yes=yes, console=console))
+            else:
+                code = anyio.run(
+                    lambda: _run_demo(
+                        message or DEMO_MESSAGE,
+                        yes=yes,
+                        console=console,
+                        store_url=store,
+                        session_id=session,
+                        model=chosen,
+                    )
                 )
-            )
         except _NoTerminal as exc:
             error_line(Console(stderr=True), exc)
             raise typer.Exit(1) from None

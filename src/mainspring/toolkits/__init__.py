@@ -1,0 +1,60 @@
+"""Workspace toolkits: tools that give an agent a workspace it cannot escape.
+
+- Files (:func:`file_tools`, :func:`readonly_file_tools`): read, list, search,
+  write and edit, confined to roots through directory handles and no-follow
+  opens (:class:`Workspace`).
+- :func:`patch_tools`: ``apply_patch`` in the ``*** Begin Patch`` format,
+  checked whole (exact, unique context; versions) before its first write.
+- :func:`shell_tools`: ``shell`` and ``shell_session`` on a :class:`Shell`,
+  in a bubblewrap sandbox (:class:`SandboxPolicy`) with an allowlisted
+  environment; process groups cleaned up on stop, cancel and exit.
+- :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
+  :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
+  :class:`SQLiteToolDataStore`).
+- Bundles: :func:`coding_tools` (reads, ``apply_patch``, shell) and the
+  torus-compatible :func:`builtin_tools` (``read_file``, ``write_file``,
+  ``list_dir``).
+- :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
+  pending action.
+"""
+
+from mainspring.toolkits.bundles import builtin_tools, coding_tools
+from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
+from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
+from mainspring.toolkits.files import file_tools, readonly_file_tools
+from mainspring.toolkits.notes import notes_tools
+from mainspring.toolkits.patch import patch_tools
+from mainspring.toolkits.patch_format import PatchError, PatchLimits
+from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_guard, preview_of
+from mainspring.toolkits.sandbox import SandboxPolicy, SandboxUnavailable
+from mainspring.toolkits.shell import Shell, ShellLimits, ShellResult, shell_tools
+from mainspring.toolkits.todo import TodoChange, TodoItem, todo_tools
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "PREVIEW_SOURCE",
+    "InMemoryToolDataStore",
+    "PatchError",
+    "PatchLimits",
+    "SQLiteToolDataStore",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "Shell",
+    "ShellLimits",
+    "ShellResult",
+    "TodoChange",
+    "TodoItem",
+    "ToolDataStore",
+    "Workspace",
+    "WorkspaceError",
+    "builtin_tools",
+    "coding_tools",
+    "file_tools",
+    "notes_tools",
+    "patch_tools",
+    "preview_guard",
+    "preview_of",
+    "readonly_file_tools",
+    "shell_tools",
+    "todo_tools",
+]
