@@ -113,9 +113,11 @@ def approval_panel(action: PendingAction) -> Panel:
     if action.modifiable_fields:
         lines.append("may edit: " + ", ".join(action.modifiable_fields))
     lines.append(f"attempt: {action.attempt_id}")
-    for finding in action.findings:  # e.g. a workspace write's diff preview
-        if finding.message and finding.message != action.reason:
-            lines.append(f"{finding.source}:\n{finding.message}")
+    lines.extend(  # e.g. a workspace write's diff preview
+        f"{finding.source}:\n{finding.message}"
+        for finding in action.findings
+        if finding.message and finding.message != action.reason
+    )
     body = Text.assemble((action.name, "bold"), "\n".join(lines))
     return Panel(body, title="approval needed", border_style="yellow")
 
