@@ -21,6 +21,7 @@ from mainspring.messages import ThinkingPart
 from mainspring.models.base import ModelRequest
 from mainspring.state import SessionState
 from mainspring.stores import InMemoryCheckpointStore, InMemorySessionStore
+from mainspring.testing import collect
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +122,18 @@ def test_session_state_is_a_read_only_view() -> None:
     snapshot = view.snapshot()
     snapshot.messages.append(Message.user("not in the session"))
     assert len(session.messages) == 1 and len(snapshot.messages) == 2
+
+
+async def test_the_persisted_transcript_is_the_compilers_one_list() -> None:
+    """One transcript: what a store saves is what the model is shown (white-box)."""
+    store = InMemorySessionStore()
+    agent = Agent(model=ScriptedModel(["first answer", "second answer"]))
+    session = Session(agent, session_store=store, messages=[Message.user("earlier")])
+    await collect(session.send("hello"))
+    loaded = await Session.load(agent, store, session.session_id)
+    await collect(loaded.send("again"))
+    for s in (session, loaded):
+        compiled = s._context.transcript.messages
+        assert s._state.messages is s._context.transcript.backing
+        assert list(s.messages) == list(compiled)
+    assert [m.text for m in loaded.messages][-2:] == ["again", "second answer"]

@@ -218,7 +218,7 @@ class Loop:
         self._end_turn_record()
 
     def _append(self, message: Message) -> None:
-        self.state.messages.append(message)
+        # One transcript: the compiler's, which state.messages is (see Session).
         self.context.append((message,))
 
     # ---------------------------------------------------------------- the loop

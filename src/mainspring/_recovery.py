@@ -8,6 +8,7 @@ naming the attempt); a paused turn stays paused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
 
@@ -17,14 +18,17 @@ from mainspring.state import Call, SessionState, WriteRecord
 __all__ = ["recover_interrupted"]
 
 
-def recover_interrupted(state: SessionState) -> list[WriteRecord]:
+def recover_interrupted(
+    state: SessionState, append: Callable[[Message], None] | None = None
+) -> list[WriteRecord]:
     """Repair the state of a run whose process died; return the writes of unknown outcome.
 
     Ledger entries still ``started`` become ``unknown`` (never re-run). The
     calls of a step that was executing get results: the one gathered before
     the crash, the result a finished write left in the ledger, or an error
     saying the call was interrupted (naming the attempt for writes of unknown
-    outcome). A paused turn stays paused; any other turn is over.
+    outcome). A paused turn stays paused; any other turn is over. The results
+    go to ``append`` (the session's transcript), or onto ``state.messages``.
     """
     unknown: list[WriteRecord] = []
     for key, record in list(state.writes.items()):
@@ -36,7 +40,7 @@ def recover_interrupted(state: SessionState) -> list[WriteRecord]:
         results = [
             _recovered_result(state, call) for call in sorted(turn.calls, key=attrgetter("index"))
         ]
-        state.messages.append(Message.tool_results(results))
+        (append or state.messages.append)(Message.tool_results(results))
     if turn is not None and turn.status != "paused":
         state.turn = None
     state.active_stream = None

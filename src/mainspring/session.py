@@ -120,6 +120,8 @@ class Session:
         self.owner = owner or str(uuid.uuid4())
         self.buffer_events = buffer_events
         self._context = agent.context_compiler(self._state.messages, session_id=self.session_id)
+        # One transcript: the persisted messages are the compiler's own list.
+        self._state.messages = self._context.transcript.backing
         self._cost = CostTracker(
             prices=agent.prices,
             budget_usd=agent.limits.budget_usd,
@@ -436,9 +438,7 @@ class Session:
         await self.save()
 
     def _recover_state(self) -> list[WriteRecord]:
-        before = len(self._state.messages)
-        unknown = recover_interrupted(self._state)
-        self._context.append(self._state.messages[before:])
+        unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
         if unknown:
             log.warning(
                 "session %s: writes of unknown outcome after a crash: %s",
@@ -467,6 +467,7 @@ class Session:
     def _reset(self, state: SessionState) -> None:
         self._state = state
         self._context = self.agent.context_compiler(state.messages, session_id=state.session_id)
+        state.messages = self._context.transcript.backing
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 

@@ -298,6 +298,18 @@ class Transcript(Generic[T]):
         return TranscriptView(self._items, len(self._items))
 
     @property
+    def backing(self) -> list[T]:
+        """The list of committed messages itself, for the one owner that persists it.
+
+        It is the transcript: it grows only through :meth:`append` (and
+        :meth:`sync`); whoever holds it reads it and never changes it. A relaxed
+        sync that changes the prefix starts a new list (views taken before keep
+        the old one): fetch it again after a new :attr:`generation`. A strict
+        transcript (the session's) never does.
+        """
+        return self._items
+
+    @property
     def fingerprints(self) -> tuple[bytes, ...]:
         """The cached fingerprint of each committed message."""
         return tuple(self._digest(i) for i in range(len(self._items)))
@@ -360,7 +372,7 @@ class Transcript(Generic[T]):
                 f"committed message {changed} changed (transcript has {len(self._items)}, "
                 f"sync got {len(full)})"
             )
-        self._items = self._items[:changed]
+        self._items = self._items[:changed]  # a new list: earlier views keep theirs
         self._fingerprints = self._fingerprints[:changed]
         self._rebuild_indexes()
         self._extend(full, changed, fresh)
