@@ -213,3 +213,15 @@ async def test_budget_exceeded_mid_run_stops_cleanly_without_running_tools() -> 
     events = await send(session, "more")
     assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "budget_exceeded"
     assert len(model.requests) == 1
+
+
+async def test_cancel_between_send_and_the_first_iteration_cancels_that_run() -> None:
+    agent = Agent(model=ScriptedModel(["an answer the user no longer wants"]))
+    session = Session(agent)
+    stream = session.send("hello")
+    session.cancel()  # before anything ran: the run starts cancelled
+    events = [e async for e in stream]
+    last = events[-1]
+    assert isinstance(last, TurnComplete) and last.stop_reason == "cancelled"
+    again = [e async for e in session.send("still there?")]  # the next run is not affected
+    assert isinstance(again[-1], TurnComplete) and again[-1].stop_reason == "end_turn"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
@@ -130,6 +131,9 @@ class Session:
         )
         self._turn_cache: dict[str, Any] = {}
         self._runner: Loop | None = None
+        self._waiting: weakref.WeakSet[AsyncGenerator[Event, None]] = weakref.WeakSet()
+        """Streams handed out and not iterated yet (``cancel`` reaches them too)."""
+        self._cancel_early = False
         self._running = False
         self._live_stream: str | None = None
 
@@ -217,7 +221,7 @@ class Session:
         async def check() -> None:
             self._check_not_paused()
 
-        return self._stream(lambda runner: runner.start_turn(msg), check=check)
+        return self._unstarted(self._stream(lambda runner: runner.start_turn(msg), check=check))
 
     def resume(self, attempt_id: str, decision: Decision) -> AsyncGenerator[Event, None]:
         """Decide a pending action and continue the paused turn.
@@ -251,8 +255,10 @@ class Session:
                 )
             self._state.decided[attempt_id] = record
 
-        return self._stream(
-            lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
+        return self._unstarted(
+            self._stream(
+                lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
+            )
         )
 
     @asynccontextmanager
@@ -337,7 +343,9 @@ class Session:
         await self._context.destroy()
 
     def cancel(self) -> None:
-        """Cancel the active run; a no-op when idle.
+        """Cancel the active run (or one handed out by send/resume, not iterated yet).
+
+        A no-op when idle.
 
         The model stream and reads stop now, a running write finishes (within
         the agent's ``write_cancel_grace``), and the turn ends with
@@ -345,6 +353,13 @@ class Session:
         """
         if self._runner is not None:
             self._runner.cancel()
+        elif self._waiting:  # handed out, not started: it ends cancelled when it starts
+            self._cancel_early = True
+
+    def _unstarted(self, stream: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
+        self._cancel_early = False  # a cancel meant for a stream dropped unstarted
+        self._waiting.add(stream)
+        return stream
 
     # ------------------------------------------------------------- internals
 
@@ -550,6 +565,10 @@ class Session:
             durable=journal if self.session_store is not None else None,
         )
         self._runner = runner
+        self._waiting.clear()
+        if self._cancel_early:  # cancel() came between send() and the first iteration
+            self._cancel_early = False
+            runner.cancel()
         abort = anyio.CancelScope()
         done = anyio.Event()
         terminal: TurnComplete | ErrorEvent | None = None
