@@ -32,6 +32,7 @@ from pydantic import JsonValue
 
 from mainspring import (
     Agent,
+    ContextOptions,
     ErrorEvent,
     Event,
     Message,
@@ -251,7 +252,11 @@ def make_agent(model: ScriptedModel) -> Agent:
     # No compaction: at 5,000 messages the history passes the 200k-token budget and
     # the first turn would compact it once (~13 ms), which is not per-turn cost.
     return Agent(
-        model=model, name="bench", instructions=INSTRUCTIONS, tools=TOOLS, context_budget=None
+        model=model,
+        name="bench",
+        instructions=INSTRUCTIONS,
+        tools=TOOLS,
+        context=ContextOptions(budget=None),
     )
 
 

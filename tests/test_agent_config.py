@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import pytest
 
 from mainspring import Agent, Limits, ScriptedCall, ScriptedModel, ScriptedResponse, Session, tool
@@ -74,3 +77,24 @@ def test_a_model_string_builds_the_model() -> None:
 def test_a_bad_model_string_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown model provider"):
         Agent(model="nope:model")
+
+
+def test_context_options_group_the_pipeline_knobs() -> None:
+    from mainspring import ContextOptions
+
+    agent = Agent(model=ScriptedModel(["ok"]), context=ContextOptions(budget=1000, memory_k=3))
+    assert agent.context.budget == 1000 and agent.context.memory_k == 3
+    with pytest.raises(ConfigError, match="memory_k"):
+        ContextOptions(memory_k=0)
+    with pytest.raises(ConfigError, match="budget"):
+        ContextOptions(budget=0)
+
+
+def test_the_flat_context_fields_still_work_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match="ContextOptions"):
+        agent = Agent(model=ScriptedModel(["ok"]), context_budget=None, microcompact=False)
+    assert agent.context.budget is None and agent.context.microcompact is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # folded once: a replace() warns no more
+        again = dataclasses.replace(agent, name="copy")
+    assert again.context == agent.context

@@ -17,6 +17,7 @@ import pytest
 from mainspring import (
     Agent,
     Approve,
+    ContextOptions,
     RunFailed,
     Session,
     TextDelta,
@@ -156,7 +157,9 @@ async def test_aclose_tears_down_the_context_modules() -> None:
         async def teardown(self) -> None:
             torn.append(self.name)
 
-    session = Session(Agent(model=ScriptedModel(["ok"]), context_modules=[Tracked("tracked")]))
+    session = Session(
+        Agent(model=ScriptedModel(["ok"]), context=ContextOptions(modules=[Tracked("tracked")]))
+    )
     await session.run("hi")
     await session.aclose()
     assert torn == ["tracked"]

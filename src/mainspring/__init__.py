@@ -12,6 +12,7 @@ from mainspring._version import __version__
 
 if TYPE_CHECKING:
     from mainspring.agent import Agent, Limits
+    from mainspring.context.options import ContextOptions
     from mainspring.cost import CostTracker, ModelPrice
     from mainspring.decisions import Approve, ClientResult, Decision, Reject
     from mainspring.errors import (
@@ -89,6 +90,7 @@ _LAZY: dict[str, str] = {
     "Hooks": "mainspring.hooks",
     "MainspringError": "mainspring.errors",
     "Limits": "mainspring.agent",
+    "ContextOptions": "mainspring.context.options",
     "Message": "mainspring.messages",
     "ModelError": "mainspring.errors",
     "ModelPrice": "mainspring.cost",
@@ -144,6 +146,7 @@ __all__ = [
     "Canvas",
     "ClientResult",
     "ConfigError",
+    "ContextOptions",
     "CostTracker",
     "Decision",
     "DecisionConflict",

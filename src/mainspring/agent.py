@@ -10,7 +10,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
 
 from mainspring.context.accounting import Accounting
 from mainspring.context.compaction import Compaction, Summarizer
@@ -23,6 +24,7 @@ from mainspring.context.layers import (
     SkillRecipe,
     TextSource,
 )
+from mainspring.context.options import ContextOptions
 from mainspring.context.pipeline import Module, Processor
 from mainspring.cost import ModelPrice
 from mainspring.errors import ConfigError
@@ -39,6 +41,17 @@ if TYPE_CHECKING:
     from mainspring.messages import Message
 
 __all__ = ["Agent", "Limits"]
+
+_FLAT_CONTEXT = {
+    "microcompact": "microcompact",
+    "memory_k": "memory_k",
+    "memory_scope": "memory_scope",
+    "budget": "context_budget",
+    "summarizer": "summarizer",
+    "modules": "context_modules",
+    "accounting": "accounting",
+}
+"""ContextOptions fields by the deprecated flat Agent field that held them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,27 +105,29 @@ class Agent:
     prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
-    microcompact: bool = True
-    """Show a large repeated identical tool result once, once the history passes the
-    compaction trigger: the newest copy in full, the older one as a note pointing to
-    it (see :class:`~mainspring.context.Microcompact`). Nothing is collapsed without
-    a ``context_budget``: with no pressure on room, cache hits are worth more."""
     context_block: TextSource | None = None
     """Layer 2: a host-supplied block (text, or a function returning it)."""
     skill_recipe: TextSource | None = None
     """Layer 4: a skill block, e.g. ``SkillCatalog.resident_block()``."""
     memory: MemoryStore | None = None
-    """Layer 3: recall the top ``memory_k`` items for each turn's user message."""
-    memory_k: int = 5
-    memory_scope: str = "default"
-    context_budget: int | None = 200_000
-    """History tokens before compaction (at 85%); ``None`` turns compaction off."""
+    """Layer 3: recall the top ``context.memory_k`` items for each turn's user message."""
+    context: ContextOptions = ContextOptions()
+    """The context pipeline's knobs: compaction budget, microcompact, summarizer,
+    memory recall, more modules, token accounting."""
+    microcompact: bool | None = None
+    """Deprecated: ``context=ContextOptions(microcompact=…)``."""
+    memory_k: int | None = None
+    """Deprecated: ``context=ContextOptions(memory_k=…)``."""
+    memory_scope: str | None = None
+    """Deprecated: ``context=ContextOptions(memory_scope=…)``."""
+    context_budget: int | EllipsisType | None = ...
+    """Deprecated: ``context=ContextOptions(budget=…)`` (``...``: not given)."""
     summarizer: Summarizer | None = None
-    """Writes compaction summaries when pruning old tool results is not enough."""
-    context_modules: Sequence[Module | Callable[[], Module]] = ()
-    """More context modules; give factories for modules that keep per-session state."""
+    """Deprecated: ``context=ContextOptions(summarizer=…)``."""
+    context_modules: Sequence[Module | Callable[[], Module]] | None = None
+    """Deprecated: ``context=ContextOptions(modules=…)``."""
     accounting: Accounting | None = None
-    """Per-source token accounting and snapshots (off by default)."""
+    """Deprecated: ``context=ContextOptions(accounting=…)``."""
     write_cancel_grace: float | None = None
     """Deprecated: ``limits=Limits(write_cancel_grace=…)``."""
     _tool_map: dict[str, Tool] = field(init=False, repr=False, compare=False)
@@ -122,10 +137,7 @@ class Agent:
         if isinstance(self.model, str):
             object.__setattr__(self, "model", model_from_string(self.model))
         self._fold_deprecated_limits()
-        if self.memory_k < 1:
-            raise ConfigError("memory_k must be at least 1")
-        if self.context_budget is not None and self.context_budget < 1:
-            raise ConfigError("context_budget must be positive (or None for no compaction)")
+        self._fold_deprecated_context()
         registry = self.tools if isinstance(self.tools, ToolRegistry) else ToolRegistry(self.tools)
         allowed = registry.allowed(self.allowed_tools)
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})
@@ -160,6 +172,34 @@ class Agent:
         for field_name in ("max_turns", "budget_usd", "write_cancel_grace"):
             object.__setattr__(self, field_name, None)  # folded: a replace() does not repeat it
 
+    def _fold_deprecated_context(self) -> None:
+        given: dict[str, Any] = {
+            option: value
+            for option, value in (
+                ("microcompact", self.microcompact),
+                ("memory_k", self.memory_k),
+                ("memory_scope", self.memory_scope),
+                ("budget", self.context_budget),
+                ("summarizer", self.summarizer),
+                ("modules", self.context_modules),
+                ("accounting", self.accounting),
+            )
+            if value is not None and value is not ...
+        }
+        if self.context_budget is None:
+            given["budget"] = None  # "no compaction" given the old way
+        if not given:
+            return
+        warnings.warn(
+            f"Agent({'=…, '.join(_FLAT_CONTEXT[k] for k in given)}=…) is deprecated: use "
+            "Agent(context=ContextOptions(...))",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        object.__setattr__(self, "context", replace(self.context, **given))
+        for flat in _FLAT_CONTEXT.values():  # folded: a replace() does not repeat it
+            object.__setattr__(self, flat, ... if flat == "context_budget" else None)
+
     def context_compiler(
         self, messages: Iterable[Message] = (), *, session_id: str = ""
     ) -> ContextCompiler[Message]:
@@ -175,20 +215,23 @@ class Agent:
             processors.append(ContextBlock(self.context_block))
         if self.skill_recipe is not None:
             processors.append(SkillRecipe(self.skill_recipe))
+        options = self.context
         if self.memory is not None:
-            processors.append(MemoryRecall(self.memory, k=self.memory_k, scope=self.memory_scope))
-        if self.microcompact and self.context_budget is not None:
+            processors.append(
+                MemoryRecall(self.memory, k=options.memory_k, scope=options.memory_scope)
+            )
+        if options.microcompact and options.budget is not None:
             # Collapse repeats only where compaction would start to act anyway: below
             # that, the cache hits they would cost are worth more than their tokens.
-            processors.append(Microcompact(over_tokens=int(0.85 * self.context_budget)))
-        if self.context_budget is not None:
-            processors.append(Compaction(self.context_budget, summarizer=self.summarizer))
-        modules = [m if isinstance(m, Module) else m() for m in self.context_modules]
+            processors.append(Microcompact(over_tokens=int(0.85 * options.budget)))
+        if options.budget is not None:
+            processors.append(Compaction(options.budget, summarizer=options.summarizer))
+        modules = [m if isinstance(m, Module) else m() for m in options.modules]
         return ContextCompiler(
             messages=messages,
             processors=processors,
             modules=modules,
-            accounting=self.accounting,
+            accounting=options.accounting,
             session_id=session_id,
             model=self.resolved_model.name,
         )

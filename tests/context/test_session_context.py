@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from pydantic import JsonValue
 
-from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, tool
+from mainspring import (
+    Agent,
+    ContextOptions,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    tool,
+)
 from mainspring.context import (
     Accounting,
     InMemorySink,
@@ -132,7 +140,9 @@ async def test_accounting_snapshots_each_turn_with_usage_and_cost(tmp_path: Path
         model=model,
         tools=[report],
         instructions="Be brief.",
-        accounting=Accounting(tokenizer=EstimateTokenizer("test"), sinks=[sink, jsonl]),
+        context=ContextOptions(
+            accounting=Accounting(tokenizer=EstimateTokenizer("test"), sinks=[sink, jsonl])
+        ),
     )
     session = Session(agent)
     await send(session, "show q3")
@@ -168,7 +178,7 @@ async def test_microcompact_sends_the_fresh_result_and_collapses_the_older_one()
     )
     # A small context budget: the history passes the compaction trigger, where
     # microcompact starts to collapse (below it, repeats cost fewer than cache misses).
-    session = Session(Agent(model=model, tools=[report], context_budget=600))
+    session = Session(Agent(model=model, tools=[report], context=ContextOptions(budget=600)))
     await send(session, "show q3")
     await send(session, "show it again")
     results = [p for m in model.requests[-1].messages for p in m.tool_results_parts]
@@ -195,7 +205,9 @@ async def test_disabled_microcompact_sends_everything() -> None:
     model = ScriptedModel(
         [ScriptedResponse(tool_calls=[call]), ScriptedResponse(tool_calls=[call]), "done"]
     )
-    session = Session(Agent(model=model, tools=[report], microcompact=False))
+    session = Session(
+        Agent(model=model, tools=[report], context=ContextOptions(microcompact=False))
+    )
     await send(session, "go")
     results = [p for m in model.requests[-1].messages for p in m.tool_results_parts]
     assert [p.content for p in results] == [REPORT, REPORT]
@@ -208,7 +220,9 @@ class Reminder(VirtualTailProcessor):
 
 async def test_agent_modules_add_a_virtual_tail_that_is_never_committed() -> None:
     model = ScriptedModel(["ok"])
-    agent = Agent(model=model, context_modules=[lambda: Module("reminders", [Reminder()])])
+    agent = Agent(
+        model=model, context=ContextOptions(modules=[lambda: Module("reminders", [Reminder()])])
+    )
     session = Session(agent)
     await send(session, "hi")
     sent = model.requests[0].messages
@@ -227,7 +241,9 @@ class FailingSink:
 async def test_a_failing_sink_fails_open_unless_strict(caplog: pytest.LogCaptureFixture) -> None:
     relaxed = Agent(
         model=ScriptedModel(["ok"]),
-        accounting=Accounting(tokenizer=EstimateTokenizer("t"), sinks=[FailingSink()]),
+        context=ContextOptions(
+            accounting=Accounting(tokenizer=EstimateTokenizer("t"), sinks=[FailingSink()])
+        ),
     )
     with caplog.at_level(logging.ERROR, logger="mainspring.telemetry"):
         events = await send(Session(relaxed), "hi")
@@ -235,7 +251,11 @@ async def test_a_failing_sink_fails_open_unless_strict(caplog: pytest.LogCapture
     assert "disk full" in caplog.text or "FailingSink" in caplog.text
     strict = Agent(
         model=ScriptedModel(["ok"]),
-        accounting=Accounting(tokenizer=EstimateTokenizer("t"), sinks=[FailingSink()], strict=True),
+        context=ContextOptions(
+            accounting=Accounting(
+                tokenizer=EstimateTokenizer("t"), sinks=[FailingSink()], strict=True
+            )
+        ),
     )
     events = await send(Session(strict), "hi")  # exactly one terminal event, checked by send
     assert isinstance(events[-1], ErrorEvent)
@@ -248,7 +268,7 @@ async def test_events_are_the_same_with_accounting_on() -> None:
         Session(
             Agent(
                 model=ScriptedModel(list(script)),
-                accounting=Accounting(tokenizer=EstimateTokenizer("t")),
+                context=ContextOptions(accounting=Accounting(tokenizer=EstimateTokenizer("t"))),
             )
         ),
         "hi",

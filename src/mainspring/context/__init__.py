@@ -67,6 +67,7 @@ _EXPORTS = {
     "mainspring.context.history": ("Microcompact", "ToolResultBudget"),
     "mainspring.context.compaction": ("Compaction", "model_summarizer"),
     "mainspring.context.lifecycle": ("CompilerRegistry",),
+    "mainspring.context.options": ("ContextOptions",),
 }
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "CompilerRegistry",
     "ContextBlock",
     "ContextCompiler",
+    "ContextOptions",
     "Contribution",
     "CostEstimate",
     "FirstUserProcessor",

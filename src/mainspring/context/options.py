@@ -1,0 +1,47 @@
+"""ContextOptions: the context pipeline's knobs in one object (like httpx's ``Limits``).
+
+```python
+Agent(model=..., context=ContextOptions(budget=100_000, summarizer=model_summarizer(m)))
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mainspring.context.accounting import Accounting
+from mainspring.context.compaction import Summarizer
+from mainspring.context.pipeline import Module
+from mainspring.errors import ConfigError
+
+__all__ = ["ContextOptions"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextOptions:
+    """How an agent's sessions build their context and keep it within room."""
+
+    budget: int | None = 200_000
+    """History tokens before compaction (it starts at 85%); ``None`` turns it off."""
+    microcompact: bool = True
+    """Show a large repeated identical tool result once, once the history passes the
+    compaction trigger: the newest copy in full, the older one as a note pointing to
+    it (see :class:`~mainspring.context.Microcompact`). Nothing is collapsed without
+    a ``budget``: with no pressure on room, cache hits are worth more."""
+    summarizer: Summarizer | None = None
+    """Writes compaction summaries when pruning old tool results is not enough."""
+    memory_k: int = 5
+    """Items the memory layer recalls for each turn's user message."""
+    memory_scope: str = "default"
+    """The memory store's scope the layer recalls from."""
+    modules: Sequence[Module | Callable[[], Module]] = ()
+    """More context modules; give factories for modules that keep per-session state."""
+    accounting: Accounting | None = None
+    """Per-source token accounting and snapshots (off by default)."""
+
+    def __post_init__(self) -> None:
+        if self.memory_k < 1:
+            raise ConfigError("memory_k must be at least 1")
+        if self.budget is not None and self.budget < 1:
+            raise ConfigError("the context budget must be positive (or None for no compaction)")
