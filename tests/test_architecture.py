@@ -39,7 +39,7 @@ RANKS: dict[str, int] = {
     "skills": 7,
     "_arguments": 2,
     "_recovery": 7,
-    "_reads": 0,
+    "_tasks": 0,
     "_journal": 9,
     "_dispatch": 8,
     "_agent_spec": 8,

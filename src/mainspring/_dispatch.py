@@ -70,6 +70,10 @@ class Durability(Protocol):
         """Persist one write-ledger entry."""
         ...
 
+    async def flush(self) -> None:
+        """A deferred save now, unless a later commit is certain to carry it."""
+        ...
+
     async def add_spend(
         self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
     ) -> float | None:
@@ -126,6 +130,12 @@ class Dispatcher:
         if self.durable is not None:
             with anyio.CancelScope(shield=True):
                 await self.durable.save(defer=defer)
+
+    async def flush(self) -> None:
+        """Before a terminal event: a deferred save now if nothing else would carry it."""
+        if self.durable is not None:
+            with anyio.CancelScope(shield=True):
+                await self.durable.flush()
 
     async def _ledger(self, record: WriteRecord) -> None:
         self.state.writes[record.key] = record

@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 
 from mainspring._relay import Relay
 from mainspring.events import ErrorEvent, Event, TurnComplete
@@ -36,6 +37,9 @@ from mainspring.stores.base import (
 )
 
 __all__ = ["Journal"]
+
+_GATHER_TURNS = 8
+"""Event-loop turns the writer waits at most for a busy run's next events."""
 
 
 class Journal:
@@ -83,14 +87,24 @@ class Journal:
     async def save(self, *, defer: bool = False) -> None:
         """The state as it is now (and every event emitted before it), on record.
 
-        With ``defer`` and a checkpoint store, the state goes with the next commit
-        (every run ends with one: its terminal event's); without a checkpoint
-        store nothing else commits, so it goes now.
+        With ``defer``, the state goes with the next commit instead: a ledger
+        entry's, the next batch of events, the terminal event's — or, without a
+        checkpoint store, the save at the run's end (the session always makes it).
         """
         self._state_due = self._sessions is not None
-        if defer and self._checkpoints is not None:
+        if defer:
             return
         await self._commit(sync=False)
+
+    async def flush(self) -> None:
+        """Before a terminal event: a deferred state goes now without a checkpoint store.
+
+        With one, the terminal event's own commit carries it (the client sees
+        the event only once it is on record); without one the client sees it at
+        once, so what it reports (a pause, an answer) is saved first.
+        """
+        if self._state_due and self._checkpoints is None:
+            await self._commit(sync=False)
 
     async def record_write(self, record: WriteRecord) -> None:
         """A ledger entry on disk (fsynced), with whatever else is pending."""
@@ -115,8 +129,17 @@ class Journal:
 
     async def write_through(self) -> None:
         """The writer task: record each batch of events, then pass it on."""
+        relay = self._relay
         try:
-            while await self._relay.wait():
+            while await relay.wait():
+                # Group commit: let the run go on while it is busy (a burst of events
+                # from one step) and commit when it waits (on the model, on a tool);
+                # a few loop turns at most, so the client never waits on a busy run.
+                for _ in range(_GATHER_TURNS):
+                    queued = len(relay)
+                    await anyio.lowlevel.cancel_shielded_checkpoint()
+                    if len(relay) == queued or relay.full:
+                        break
                 await self._commit(sync=False)
                 await self._outbox.room()  # the consumer's pace, passed on to the run
         finally:

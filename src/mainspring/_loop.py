@@ -35,7 +35,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
-from mainspring._reads import ReadGroup
+from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
@@ -174,7 +174,7 @@ class Loop:
                 await start()
             if scope.cancelled_caught:
                 self._repair("the run was cancelled", keep_partial=True)
-                self._complete("cancelled")
+                await self._complete("cancelled")
         except anyio.get_cancelled_exc_class():
             self._repair("the run was cancelled", keep_partial=True)
             self._end_turn_record()
@@ -203,7 +203,10 @@ class Loop:
         if turn is not None and turn.status != "paused":
             self.state.turn = None
 
-    def _complete(self, reason: StopReason) -> None:
+    async def _complete(self, reason: StopReason) -> None:
+        # What the terminal event reports is on record before it is emitted (a
+        # deferred save goes now where no later commit would carry it).
+        await self.dispatch.flush()
         # Accounting first: a strict sink that fails makes this run an error, not two terminals.
         self.context.end_turn()
         turn = self.state.turn
@@ -238,22 +241,22 @@ class Loop:
             await self._share_spend()
             limit = self._limit_reached()
             if limit is not None:
-                self._complete(limit)
+                await self._complete(limit)
                 return
             turn = self.turn
             stop = await self._stream(await self._build_request(turn), turn)
             await self._share_spend()
             if turn.calls and self.cost.exceeded():
                 self._repair("the budget was exceeded", keep_partial=True)
-                self._complete("budget_exceeded")
+                await self._complete("budget_exceeded")
                 return
             if not turn.calls:
                 reason = stop.stop_reason
-                self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
+                await self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
                 return
             if await self.dispatch.run_serial(turn):
                 await self.dispatch.save(defer=True)
-                self._complete("pending_action")
+                await self._complete("pending_action")
                 return
             self._commit_step(turn)
             await self.dispatch.save(defer=True)
@@ -322,7 +325,7 @@ class Loop:
         turn.position = 0
         usage, stop = Usage(), None
         failure: Exception | None = None
-        async with ReadGroup() as reads:
+        async with TaskGroup() as reads:
             try:
                 usage, stop = await self._consume(request, turn, reads)
             except Exception as exc:  # re-raised below, outside the task group
@@ -337,7 +340,7 @@ class Loop:
         return stop
 
     async def _consume(
-        self, request: ModelRequest, turn: Turn, reads: ReadGroup
+        self, request: ModelRequest, turn: Turn, reads: TaskGroup
     ) -> tuple[Usage, ModelStop]:
         answer = self._answer
         assert answer is not None
@@ -367,7 +370,7 @@ class Loop:
         return usage, answer.stop
 
     async def _read(
-        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: ReadGroup
+        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: TaskGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
         emit, pace = self.emit, self._pace
@@ -473,7 +476,7 @@ class Loop:
     # ---------------------------------------------------------------- dispatch
 
     async def _on_call(
-        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: ReadGroup
+        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: TaskGroup
     ) -> None:
         """A call's arguments closed: give it an engine id, validate it, maybe start it."""
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
@@ -557,7 +560,7 @@ class Loop:
         turn.position += 1
         if await dispatch.run_serial(turn):
             await dispatch.save(defer=True)
-            self._complete("pending_action")
+            await self._complete("pending_action")
             return
         self._commit_step(turn)
         await dispatch.save(defer=True)

@@ -32,6 +32,9 @@ class Relay(Generic[T]):
         self._closed = False
         self.limit = limit
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     @property
     def full(self) -> bool:
         """Whether the queue holds ``limit`` items or more (never, without a limit)."""

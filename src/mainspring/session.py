@@ -33,6 +33,7 @@ from mainspring._journal import Journal
 from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
+from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
 from mainspring.decisions import (
@@ -621,7 +622,7 @@ class Session:
         lease = anyio.CancelScope()
         try:
             with abort:
-                async with anyio.create_task_group() as tg:
+                async with TaskGroup() as tg:
                     if journal is not None and self.checkpoint_store is not None:
                         tg.start_soon(journal.write_through)
                     if self.run_lock is not None:

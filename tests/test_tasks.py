@@ -1,4 +1,4 @@
-"""ReadGroup keeps a task group's semantics (on asyncio without its cost)."""
+"""TaskGroup keeps a task group's semantics (on asyncio without its cost)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mainspring._reads import ReadGroup
+from mainspring._tasks import TaskGroup
 
 pytestmark = pytest.mark.anyio
 
@@ -18,9 +18,9 @@ async def test_the_block_waits_for_every_task() -> None:
         await anyio.sleep(0.01 * n)
         done.append(n)
 
-    async with ReadGroup() as reads:
+    async with TaskGroup() as reads:
         for n in (3, 1, 2):
-            reads.start_soon(lambda n=n: read(n))  # type: ignore[misc]
+            reads.start_soon(lambda n=n: read(n))
     assert sorted(done) == [1, 2, 3]
 
 
@@ -38,7 +38,7 @@ async def test_a_failing_task_cancels_the_block_and_the_others_and_is_raised() -
         raise ValueError("boom")
 
     with pytest.raises(BaseExceptionGroup) as caught:
-        async with ReadGroup() as reads:
+        async with TaskGroup() as reads:
             reads.start_soon(slow)
             reads.start_soon(fails)
             await anyio.sleep(10)  # the block is cancelled too
@@ -58,7 +58,7 @@ async def test_an_outer_cancel_cancels_the_tasks_and_waits_for_their_clean_up() 
             cleaned.append("read")
 
     with anyio.CancelScope() as outer:
-        async with ReadGroup() as reads:
+        async with TaskGroup() as reads:
             reads.start_soon(read)
             await anyio.lowlevel.checkpoint()
             outer.cancel()
@@ -76,7 +76,7 @@ async def test_an_outer_cancel_while_waiting_at_the_end_cancels_the_tasks() -> N
             cleaned.append("read")
 
     with anyio.move_on_after(0.05) as scope:
-        async with ReadGroup() as reads:
+        async with TaskGroup() as reads:
             reads.start_soon(read)
     assert scope.cancelled_caught and cleaned == ["read"]
 
@@ -85,7 +85,7 @@ async def test_cancel_stops_the_tasks_and_the_block_goes_on() -> None:
     async def read() -> None:
         await anyio.sleep(10)
 
-    async with ReadGroup() as reads:
+    async with TaskGroup() as reads:
         reads.start_soon(read)
         await anyio.lowlevel.checkpoint()
         reads.cancel()
@@ -104,7 +104,7 @@ async def test_the_blocks_own_exception_cancels_the_tasks_and_propagates() -> No
             cleaned.append("read")
 
     with pytest.raises((KeyError, BaseExceptionGroup)) as caught:
-        async with ReadGroup() as reads:
+        async with TaskGroup() as reads:
             reads.start_soon(read)
             await anyio.lowlevel.checkpoint()
             raise KeyError("model stream failed")

@@ -1,10 +1,10 @@
-"""The tasks that run one step's reads while the model stream goes on.
+"""A task group for the engine's own short-lived tasks: a step's reads, a run's writer.
 
 Semantics of an anyio task group — the block waits for every task, a failing
 task cancels the block and the others and is raised from it (in an exception
 group), a cancelled block cancels the tasks and waits for them — at a sixth of
-its cost on asyncio, where each read is one native task (anyio's task group
-spends ~40 µs a task on bookkeeping a read does not need). On trio the block
+its cost on asyncio, where each task is one native task (anyio's task group
+spends ~40 µs a task on bookkeeping these tasks do not need). On trio the block
 is an anyio task group: trio's nursery is cheap already.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -19,11 +20,11 @@ import anyio
 import anyio.abc
 import sniffio
 
-__all__ = ["ReadGroup"]
+__all__ = ["TaskGroup"]
 
 
-class ReadGroup:
-    """``async with ReadGroup() as reads: reads.start_soon(fn)``."""
+class TaskGroup:
+    """``async with TaskGroup() as reads: reads.start_soon(fn)``."""
 
     __slots__ = ("_failures", "_group", "_scope", "_scopes", "_tasks")
 
@@ -35,7 +36,7 @@ class ReadGroup:
         self._scopes: set[anyio.CancelScope] = set()
         """On trio: each task's own scope, so :meth:`cancel` stops the tasks only."""
 
-    async def __aenter__(self) -> ReadGroup:
+    async def __aenter__(self) -> TaskGroup:
         if sniffio.current_async_library() == "asyncio":
             self._scope = anyio.CancelScope()
             self._scope.__enter__()
@@ -44,8 +45,10 @@ class ReadGroup:
             await self._group.__aenter__()
         return self
 
-    def start_soon(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        """Start ``fn()`` now; it runs concurrently with the block."""
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Start ``fn(*args)`` now; it runs concurrently with the block."""
+        if args:
+            fn = partial(fn, *args)
         if self._group is not None:
             self._group.start_soon(self._scoped, fn)
             return
