@@ -132,8 +132,8 @@ class Session:
         )
         self._turn_cache: dict[str, Any] = {}
         self._runner: Loop | None = None
-        self._waiting: weakref.WeakSet[AsyncGenerator[Event, None]] = weakref.WeakSet()
-        """Streams handed out and not iterated yet (``cancel`` reaches them too)."""
+        self._handed: weakref.ref[AsyncGenerator[Event, None]] | None = None
+        """The last stream handed out, until it starts (``cancel`` reaches it too)."""
         self._cancel_early = False
         self._running = False
         self._live_stream: str | None = None
@@ -354,12 +354,12 @@ class Session:
         """
         if self._runner is not None:
             self._runner.cancel()
-        elif self._waiting:  # handed out, not started: it ends cancelled when it starts
-            self._cancel_early = True
+        elif self._handed is not None and self._handed() is not None:
+            self._cancel_early = True  # handed out, not started: it ends cancelled when it starts
 
     def _unstarted(self, stream: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
         self._cancel_early = False  # a cancel meant for a stream dropped unstarted
-        self._waiting.add(stream)
+        self._handed = weakref.ref(stream)
         return stream
 
     # ------------------------------------------------------------- internals
@@ -566,7 +566,7 @@ class Session:
             durable=journal if self.session_store is not None else None,
         )
         self._runner = runner
-        self._waiting.clear()
+        self._handed = None
         if self._cancel_early:  # cancel() came between send() and the first iteration
             self._cancel_early = False
             runner.cancel()
