@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mainspring import Agent, ScriptedModel, tool
+from mainspring import Agent, Allow, Deny, Hooks, PermissionRules, ScriptedModel, tool
 from mainspring.errors import ConfigError
+from mainspring.guards import Guard
 from mainspring.mcp.server import (
     APPROVAL_META_KEY,
     build_mcp_server,
@@ -56,10 +57,21 @@ def explode() -> str:
     raise RuntimeError("the ledger is on fire")
 
 
+deleted: list[str] = []
+
+
 @tool(permission="confirm")
 async def delete_account(account: str) -> str:
     """Close an account for good."""
+    deleted.append(account)
     return f"deleted {account}"
+
+
+def _secret(tool: Any, args: Any) -> Any:
+    return ("block", "a live key in the input") if "sk-live" in str(args) else None
+
+
+secret_guard = Guard(name="secrets", before=_secret)
 
 
 @tool
@@ -73,7 +85,9 @@ def agent() -> Agent:
 
 
 @asynccontextmanager
-async def http_session(server: Server[Any]) -> AsyncIterator[ClientSession]:
+async def http_session(
+    server: Server[Any], *, elicitation: Any = None
+) -> AsyncIterator[ClientSession]:
     async with anyio.create_task_group() as tg:
         port = await tg.start(
             lambda task_status: serve_http(server, port=0, task_status=task_status)
@@ -82,7 +96,7 @@ async def http_session(server: Server[Any]) -> AsyncIterator[ClientSession]:
             url = f"http://127.0.0.1:{port}/mcp"
             async with (
                 streamable_http_client(url) as (read, write),
-                ClientSession(read, write) as session,
+                ClientSession(read, write, elicitation_callback=elicitation) as session,
             ):
                 await session.initialize()
                 yield session
@@ -125,6 +139,7 @@ async def test_http_lists_and_calls_tools() -> None:
 
 
 async def test_expose_confirm_marks_the_approval() -> None:
+    deleted.clear()
     server = build_mcp_server(agent(), expose_confirm=True)
     with anyio.fail_after(15):
         async with http_session(server) as session:
@@ -138,8 +153,76 @@ async def test_expose_confirm_marks_the_approval() -> None:
             assert gated.annotations.title == "delete_account (requires approval)"
             assert gated.meta == {APPROVAL_META_KEY: True}
             assert listed["add"].meta == {APPROVAL_META_KEY: False}
+            # A client that cannot be asked: the gated tool does not run.
             result = await session.call_tool("delete_account", {"account": "acct_1"})
-            assert text_of(result) == "deleted acct_1"
+            assert result.is_error and "approval could not be asked" in text_of(result)
+    assert deleted == []
+
+
+def answering(approve: bool | None, asked: list[str]) -> Any:
+    """An elicitation callback: the client's user approves, declines (None) or says no."""
+
+    async def callback(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        asked.append(params.message)
+        if approve is None:
+            return mt.ElicitResult(action="decline")
+        return mt.ElicitResult(action="accept", content={"approve": approve})
+
+    return callback
+
+
+@pytest.mark.parametrize("approve", [True, False, None], ids=["approved", "refused", "declined"])
+async def test_a_gated_tool_runs_over_mcp_only_after_the_clients_user_approves(
+    approve: bool | None,
+) -> None:
+    deleted.clear()
+    asked: list[str] = []
+    server = build_mcp_server(agent(), expose_confirm=True)
+    with anyio.fail_after(15):
+        async with http_session(server, elicitation=answering(approve, asked)) as session:
+            result = await session.call_tool("delete_account", {"account": "acct_1"})
+    assert len(asked) == 1 and "delete_account" in asked[0] and "acct_1" in asked[0]
+    if approve:
+        assert not result.is_error and text_of(result) == "deleted acct_1"
+        assert deleted == ["acct_1"]  # once
+    else:
+        assert result.is_error and "rejected" in text_of(result)
+        assert deleted == []
+
+
+async def test_an_mcp_call_is_judged_like_a_call_from_the_model() -> None:
+    """Guards, can_use_tool, deny lists and hooks see a call over MCP too (one dispatch path)."""
+    seen: list[str] = []
+
+    def before(t: Any, args: Any) -> None:
+        seen.append(f"before:{t.name}")
+
+    def audited(t: Any, args: Any, out: Any) -> None:
+        seen.append(f"audit:{t.name}")
+
+    async def can_use_tool(name: str, args: Mapping[str, Any]) -> Allow | Deny:
+        if args.get("text") == "forbidden":
+            return Deny("not that note")
+        return Allow()
+
+    guarded = Agent(
+        model=ScriptedModel([]),
+        name="t",
+        tools=[add, note],
+        permissions=PermissionRules(can_use_tool=can_use_tool),
+        guards=[secret_guard],
+        hooks=Hooks(before_tool_call=before),
+        on_auto_executed=audited,
+    )
+    with anyio.fail_after(15):
+        async with http_session(build_mcp_server(guarded)) as session:
+            ok = await session.call_tool("note", {"text": "fine"})
+            denied = await session.call_tool("note", {"text": "forbidden"})
+            blocked = await session.call_tool("note", {"text": "sk-live-123456"})
+    assert not ok.is_error and text_of(ok) == "noted: fine"
+    assert denied.is_error and "not that note" in text_of(denied)
+    assert blocked.is_error and "blocked" in text_of(blocked)
+    assert seen == ["before:note", "audit:note"]  # only the call that ran
 
 
 async def test_skills_are_prompts(tmp_path: Path) -> None:

@@ -32,8 +32,8 @@ only unless ``allow_remote=True``); :func:`http_app` is the ASGI app.
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,14 +52,15 @@ from anyio.abc import TaskStatus
 if TYPE_CHECKING:
     import uvicorn
 
+from mainspring._direct import DirectCaller
 from mainspring.agent import Agent
-from mainspring.errors import ConfigError, MainspringError, ToolInputError
-from mainspring.events import Event
+from mainspring.decisions import Approve, Decision, Reject
+from mainspring.errors import ConfigError
+from mainspring.events import PendingAction
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
-from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import Flag, UsdAmount, run_preflight
+from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
 
 __all__ = [
@@ -149,38 +150,54 @@ def _result(output: ToolOutput, limit: int) -> types.CallToolResult:
     return types.CallToolResult(content=content, is_error=output.is_error)
 
 
-def _drop(_: Event) -> None:
-    """Events (progress, canvas) have no MCP counterpart here; they are dropped."""
-
-
-async def _run(agent: Agent, tool: Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+async def _run(
+    caller: DirectCaller, ctx: _ServerContext, tool: Tool, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """The call through the engine's one dispatch path, as if the model had made it."""
     if tool.fn is None:
         return _error(f"tool {tool.name!r} is executed by the host application, not this server")
-    try:
-        args, kwargs = tool.parse(arguments)
-    except ToolInputError as exc:
-        return _error(str(exc))
-    problem = await run_preflight(tool.policy, args)
-    if problem is not None:
-        return _error(problem)
-    ctx = ToolContext(
-        session_id="mcp",
-        agent_name=agent.name,
-        tool_use_id=f"mcp_{uuid.uuid4().hex}",
-        tool_name=tool.name,
-        turn_index=0,
-        cache={},
-        emit=_drop,
+
+    async def decide(pending: PendingAction) -> Decision:
+        return await _ask_client(ctx, pending)
+
+    result = await caller.call(tool.name, arguments, decide=decide)
+    content: list[types.ContentBlock] = [types.TextContent(text=result.content)]
+    for image in result.images:
+        if image.data is not None:
+            content.append(types.ImageContent(data=image.data, mime_type=image.media_type))
+        elif image.url is not None:
+            content.append(types.TextContent(text=f"[image: {image.url}]"))
+    return types.CallToolResult(content=content, is_error=result.is_error)
+
+
+_APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve",
+            "description": "Run this action now (false rejects it).",
+        }
+    },
+    "required": ["approve"],
+}
+
+
+async def _ask_client(ctx: _ServerContext, pending: PendingAction) -> Decision:
+    """A pending action as an elicitation to the client's user: approve, or it is rejected."""
+    message = (
+        f"{pending.name} needs your approval: {pending.reason}\n"
+        f"input: {json.dumps(pending.input)[:2000]}"
     )
     try:
-        with anyio.fail_after(tool.policy.timeout):
-            output = await tool.call(args, ctx, kwargs=kwargs)
-    except TimeoutError:
-        return _error(f"tool {tool.name!r} timed out after {tool.policy.timeout} seconds")
-    except Exception as exc:  # a tool's failure is a result the caller can act on
-        kind = "" if isinstance(exc, MainspringError) else f"{type(exc).__name__}: "
-        return _error(f"tool {tool.name!r} failed: {kind}{exc}")
-    return _result(output, tool.policy.max_result_chars)
+        answer = await ctx.session.elicit_form(
+            message, _APPROVE_SCHEMA, related_request_id=ctx.request_id
+        )
+    except Exception as exc:  # no back channel, no elicitation support, a broken client
+        return Reject(f"approval could not be asked of the client: {exc}")
+    if answer.action == "accept" and (answer.content or {}).get("approve") is True:
+        return Approve()
+    return Reject(f"the client's user did not approve ({answer.action})")
 
 
 def _skill_prompts(skills: SkillCatalog) -> tuple[_ListPrompts, _GetPrompt]:
@@ -234,6 +251,7 @@ def build_mcp_server(
 
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
+    caller = DirectCaller(agent, caller="mcp")  # one dispatch path, spend carried across calls
 
     async def list_tools(
         ctx: _ServerContext, params: types.PaginatedRequestParams | None
@@ -246,7 +264,7 @@ def build_mcp_server(
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await _run(agent, tool, params.arguments or {})
+        return await _run(caller, ctx, tool, params.arguments or {})
 
     list_prompts, get_prompt = _skill_prompts(skills) if skills is not None else (None, None)
     return Server(
