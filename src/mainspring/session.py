@@ -601,7 +601,8 @@ class Session:
             # still finishes, within the agent's grace) and wait for its clean-up.
             relay.close()
             outbox.close()
-            abort.cancel()
+            if not done.is_set():  # (a cancel costs: anyio describes the task it cancels)
+                abort.cancel()
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
                 await done.wait()
@@ -629,7 +630,8 @@ class Session:
                         tg.start_soon(self._keep_lease, lease)
                     await runner.run(lambda: start(runner))
                     relay.close()  # the writer drains what is left, then stops
-                    lease.cancel()
+                    if self.run_lock is not None:
+                        lease.cancel()
         except Exception as exc:  # a store failed under the run (the journal's writer)
             failure.append(exc)
         finally:

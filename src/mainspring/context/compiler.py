@@ -348,7 +348,9 @@ class ContextCompiler(Generic[T]):
                 everything.append(proc)
         self.processors: tuple[Processor, ...] = tuple(order_processors(everything))
         self._mappers = tuple(p for p in self.processors if p.maps_messages)
-        self._segmenter = self.adapter if isinstance(self.adapter, SegmentLookup) else None
+        self._segmenter = (
+            cast(SegmentLookup, self.adapter) if _segments_itself(self.adapter) else None
+        )
         self.view: ModelView[T] = ModelView(self._measure, self.adapter.role)
         self._session_cache: dict[str, list[Contribution]] = {}
         self._user_on_prefix_change = on_prefix_change
@@ -785,6 +787,18 @@ class ContextCompiler(Generic[T]):
     def _alive(self) -> None:
         if self._destroyed:
             raise CompilerDestroyedError("this context compiler was destroyed")
+
+
+_SEGMENTERS: dict[type, bool] = {}
+
+
+def _segments_itself(adapter: object) -> bool:
+    """Whether the adapter is a SegmentLookup (cached by class: a protocol check is slow)."""
+    kind = type(adapter)
+    found = _SEGMENTERS.get(kind)
+    if found is None:
+        found = _SEGMENTERS[kind] = isinstance(adapter, SegmentLookup)
+    return found
 
 
 def _negated(p: Piece) -> Piece:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
-from mainspring.messages import Message, ToolResultPart
+from mainspring.messages import Message, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -62,6 +62,7 @@ class Microcompact(Processor):
 
     def reset(self) -> None:
         """Forget which calls were seen."""
+        self._calls: dict[str, ToolCallPart] = {}
         self._call_keys: dict[str, str] = {}
         self._latest: dict[tuple[str, str], tuple[int, str]] = {}
         """(call key, content) -> (transcript index, call id) of its newest copy."""
@@ -75,19 +76,31 @@ class Microcompact(Processor):
             self._turn += 1
         elif message.role == "assistant":
             for call in message.tool_calls:
-                self._call_keys[call.id] = (
-                    call.name + "\0" + json.dumps(call.arguments, sort_keys=True)
-                )
+                self._calls[call.id] = call  # its key is worked out only if a result needs it
         else:
             for part in message.tool_results_parts:
-                key = self._call_keys.get(part.tool_use_id)
-                if key is None or part.is_error or len(part.content) < self.min_chars:
+                if part.is_error or len(part.content) < self.min_chars:
+                    continue
+                key = self._key(part.tool_use_id)
+                if key is None:
                     continue
                 earlier = self._latest.get((key, part.content))
                 if earlier is not None:
                     self._superseded.append((*earlier, self._turn))
                 self._latest[(key, part.content)] = (index, part.tool_use_id)
         return message
+
+    def _key(self, call_id: str) -> str | None:
+        """The call's name and canonical arguments (what makes two results repeats)."""
+        key = self._call_keys.get(call_id)
+        if key is None:
+            call = self._calls.get(call_id)
+            if call is None:
+                return None
+            key = self._call_keys[call_id] = (
+                call.name + "\0" + json.dumps(call.arguments, sort_keys=True)
+            )
+        return key
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Collapse the copies superseded so far (once the view is over ``over_tokens``)."""

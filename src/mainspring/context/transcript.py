@@ -39,7 +39,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, overload, runtime_checkable
+from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
 from mainspring.errors import PrefixMutationError
@@ -255,6 +255,18 @@ class _Indexes:
             self.tools[call_id] = ToolLink(old.call_index if old else None, index)
 
 
+_LOOKUPS: dict[type, bool] = {}
+"""Adapter classes by whether they are ToolCallLookups (a protocol check is slow)."""
+
+
+def _is_lookup(adapter: object) -> bool:
+    kind = type(adapter)
+    found = _LOOKUPS.get(kind)
+    if found is None:
+        found = _LOOKUPS[kind] = isinstance(adapter, ToolCallLookup)
+    return found
+
+
 class Transcript(Generic[T]):
     """An append-only list of committed messages with incremental indexes."""
 
@@ -269,7 +281,7 @@ class Transcript(Generic[T]):
     ) -> None:
         self._adapter = adapter
         self._lookup: ToolCallLookup[T] | None = (
-            adapter if isinstance(adapter, ToolCallLookup) else None
+            cast(ToolCallLookup[T], adapter) if _is_lookup(adapter) else None
         )
         self.strict = strict
         self.trust_message_identity = trust_message_identity
