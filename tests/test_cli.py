@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -342,3 +343,20 @@ def test_an_internal_error_in_the_demo_is_one_line(monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 1
     assert "internal error: RuntimeError: the demo broke (--debug shows" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_non_utf8_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A file the CLI reads that is not UTF-8 text: one line that names it, no traceback."""
+    workspace = tmp_path / "pipe"
+    shutil.copytree(Path(__file__).parents[1] / "examples" / "blog-pipeline", workspace)
+    contract = sorted(workspace.glob("stages/*/CONTEXT.md"))[0]
+    contract.write_bytes(contract.read_bytes() + b"\xff\xfe not text")
+    result = runner.invoke(app, ["pipeline", "run", str(workspace), "--yes"])
+    assert result.exit_code == 2
+    assert "CONTEXT.md is not UTF-8 text" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    log = tmp_path / "tokens.jsonl"
+    log.write_bytes(b"\xff\xfe{}\n")
+    report = runner.invoke(app, ["report", str(log), "-o", str(tmp_path / "r.html")])
+    assert report.exit_code != 0 and "tokens.jsonl" in report.output
+    assert "Traceback" not in report.output

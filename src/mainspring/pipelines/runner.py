@@ -27,7 +27,7 @@ from typing import TypeAlias
 from mainspring.agent import Agent
 from mainspring.events import ErrorEvent, Event, PendingAction, TurnComplete
 from mainspring.models.base import Model
-from mainspring.pipelines.workspace import PipelineError, Stage, Workspace
+from mainspring.pipelines.workspace import PipelineError, Stage, Workspace, read_text
 from mainspring.session import Session
 from mainspring.tools.define import Tool, tool
 
@@ -149,8 +149,7 @@ class PipelineRunner:
         parts = [
             f"# Layer 0: AGENT.md\n\n{ws.agent_md.strip()}",
             f"# Layer 1: CONTEXT.md\n\n{ws.context_md.strip()}",
-            f"# Layer 2: stage {stage.name}\n\n"
-            f"{stage.contract.read_text(encoding='utf-8').strip()}",
+            f"# Layer 2: stage {stage.name}\n\n{read_text(stage.contract).strip()}",
         ]
         for ref in stage.inputs:
             path = ws.root / ref.path
@@ -161,7 +160,7 @@ class PipelineRunner:
                     line=ref.line,
                 )
             note = f" ({ref.note})" if ref.note else ""
-            body = path.read_text(encoding="utf-8").strip()
+            body = read_text(path).strip()
             parts.append(f"# Layer {ref.layer}: {ref.path}{note}\n\n{body}")
             files.append(ref.path)
         prompt = "\n\n".join(parts)

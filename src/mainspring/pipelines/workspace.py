@@ -43,6 +43,7 @@ __all__ = [
     "Workspace",
     "load_workspace",
     "parse_contract",
+    "read_text",
 ]
 
 REFERENCE_DIRS = ("_config", "references")
@@ -199,6 +200,18 @@ def _process_text(source: list[str], tokens: Sequence[Token]) -> str:
     return "\n".join(source[start:end]).strip()
 
 
+def read_text(path: Path) -> str:
+    """A workspace file's text; a file that is not UTF-8 is a :class:`PipelineError`."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PipelineError(
+            f"{path.name} is not UTF-8 text (byte {exc.start}: {exc.reason})", path=path
+        ) from None
+    except OSError as exc:
+        raise PipelineError(f"cannot read {path.name}: {exc.strerror or exc}", path=path) from None
+
+
 def parse_contract(root: Path, directory: Path, number: int, verb: str) -> Stage:
     """Parse ``directory/CONTEXT.md`` as a stage contract of the workspace at ``root``.
 
@@ -209,7 +222,7 @@ def parse_contract(root: Path, directory: Path, number: int, verb: str) -> Stage
     path = directory / "CONTEXT.md"
     if not path.is_file():
         raise PipelineError("stage folder has no CONTEXT.md", path=directory)
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     tokens = MarkdownIt("commonmark").parse(text)
     sections = _sections(tokens)
     for name in _REQUIRED:
@@ -295,8 +308,8 @@ def load_workspace(root: str | Path) -> Workspace:
     _check_working_inputs(root, ordered)
     return Workspace(
         root=root,
-        agent_md=(root / "AGENT.md").read_text(encoding="utf-8"),
-        context_md=(root / "CONTEXT.md").read_text(encoding="utf-8"),
+        agent_md=read_text(root / "AGENT.md"),
+        context_md=read_text(root / "CONTEXT.md"),
         stages=ordered,
     )
 
