@@ -11,6 +11,9 @@
 - :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
   :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
   :class:`SQLiteToolDataStore`).
+- :func:`fetch_tools`: ``fetch`` (GET) and ``http_post`` through httpx, to an
+  allowlist of hosts only (none by default), redirects re-checked, bounded,
+  HTML turned into text.
 - Bundles: :func:`coding_tools` (reads, ``apply_patch``, shell) and the
   torus-compatible :func:`builtin_tools` (``read_file``, ``write_file``,
   ``list_dir``).
@@ -21,6 +24,7 @@
 from mainspring.toolkits.bundles import builtin_tools, coding_tools
 from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
 from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
+from mainspring.toolkits.fetch import FetchLimits, fetch_tools, html_text
 from mainspring.toolkits.files import file_tools, readonly_file_tools
 from mainspring.toolkits.notes import notes_tools
 from mainspring.toolkits.patch import patch_tools
@@ -33,6 +37,7 @@ from mainspring.toolkits.todo import TodoChange, TodoItem, todo_tools
 __all__ = [
     "MAX_FILE_BYTES",
     "PREVIEW_SOURCE",
+    "FetchLimits",
     "InMemoryToolDataStore",
     "PatchError",
     "PatchLimits",
@@ -49,7 +54,9 @@ __all__ = [
     "WorkspaceError",
     "builtin_tools",
     "coding_tools",
+    "fetch_tools",
     "file_tools",
+    "html_text",
     "notes_tools",
     "patch_tools",
     "preview_guard",
