@@ -220,7 +220,9 @@ async def test_hanging_call_times_out_and_session_goes_on(tmp_path: Path) -> Non
 
 
 async def test_hang_through_engine(tmp_path: Path) -> None:
-    async with McpClientManager([fake(tmp_path, "f", call_timeout=0.3)]) as manager:
+    async with McpClientManager(
+        [fake(tmp_path, "f", call_timeout=0.3, permission="auto")]
+    ) as manager:
         calls = [ScriptedCall("mcp__f__hang", {}), ScriptedCall("mcp__f__echo", {"text": "ok"})]
         model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
         events = await send(Session(Agent(model=model, tools=manager.tools())), "go")
