@@ -238,6 +238,7 @@ class McpClientManager:
 
         Raises:
             McpStartupError: A required server failed or timed out (others are closed).
+            ConfigError: Two tools would get the same ``mcp__…`` name.
         """
         if self._tg is not None:
             raise ConfigError("McpClientManager is already started")
@@ -255,6 +256,7 @@ class McpClientManager:
                     f"required MCP server {name!r} failed to start: {self.failures[name]}",
                     server=name,
                 )
+            self._check_names()
         except BaseException:
             await self.aclose()
             raise
@@ -287,16 +289,44 @@ class McpClientManager:
         # Each session task closes its own transport (the stdio shutdown is shielded).
         await tg.__aexit__(None, None, None)
 
+    def _check_names(self) -> None:
+        """Refuse two tools mapping to one ``mcp__…`` name.
+
+        Server names cannot cause it (no ``__``, no ``_`` at either end), so the
+        split at the first ``__`` after the prefix is unique; a server listing
+        one tool twice can.
+        """
+        seen: dict[str, str] = {}
+        for conn in self._connections.values():
+            for spec in conn.tools:
+                name = f"mcp__{conn.config.name}__{spec.name}"
+                if name in seen:
+                    raise ConfigError(
+                        f"MCP tool name {name!r} is not unique: {seen[name]} and "
+                        f"server {conn.config.name!r} tool {spec.name!r} both map to it"
+                    )
+                seen[name] = f"server {conn.config.name!r} tool {spec.name!r}"
+
     def tools(self) -> list[Tool]:
-        """The tools of every connected server, named ``mcp__<server>__<tool>``."""
+        """The tools of every connected server, named ``mcp__<server>__<tool>``.
+
+        A name seen twice (a server's list changed into a clash) keeps its
+        first tool; the other is in :attr:`skipped_tools`.
+        """
         found: list[Tool] = []
+        names: set[str] = set()
         for conn in self._connections.values():
             for spec in conn.tools:
                 if not conn.config.wants(spec.name):
                     continue
                 made = self._make_tool(conn, spec)
-                if made is not None:
-                    found.append(made)
+                if made is None:
+                    continue
+                if made.name in names:
+                    self.skipped_tools[made.name] = "another tool has this name"
+                    continue
+                names.add(made.name)
+                found.append(made)
         return found
 
     def _make_tool(self, conn: _Connection, spec: mcp_types.Tool) -> Tool | None:
