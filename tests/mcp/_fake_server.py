@@ -32,6 +32,8 @@ TOOLS = [
         "annotations": {"readOnlyHint": True, "title": "Flagged"},
     },
 ]
+if MODE == "dup":
+    TOOLS.append(TOOLS[0])
 if MODE == "bad_schema":
     TOOLS.append(
         {

@@ -220,7 +220,9 @@ async def test_hanging_call_times_out_and_session_goes_on(tmp_path: Path) -> Non
 
 
 async def test_hang_through_engine(tmp_path: Path) -> None:
-    async with McpClientManager([fake(tmp_path, "f", call_timeout=0.3)]) as manager:
+    async with McpClientManager(
+        [fake(tmp_path, "f", call_timeout=0.3, permission="auto")]
+    ) as manager:
         calls = [ScriptedCall("mcp__f__hang", {}), ScriptedCall("mcp__f__echo", {"text": "ok"})]
         model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
         events = await send(Session(Agent(model=model, tools=manager.tools())), "go")
@@ -282,3 +284,21 @@ def test_config_validation() -> None:
         McpServerConfig(name="t", command="x", call_timeout=0)
     with pytest.raises(ConfigError, match="unique"):
         McpClientManager([McpServerConfig(name="t", command="x")] * 2)
+
+
+async def test_namespacing_is_injective(tmp_path: Path) -> None:
+    for bad in ("a_", "_a"):
+        with pytest.raises(ConfigError, match="not starting or ending with '_'"):
+            fake(tmp_path, bad)
+    async with McpClientManager([fake(tmp_path, "a_b"), fake(tmp_path, "a")]) as manager:
+        names = [t.name for t in manager.tools()]
+    assert len(names) == len(set(names))
+    assert {"mcp__a_b__echo", "mcp__a__echo"} <= set(names)
+
+
+async def test_a_name_collision_is_a_config_error_at_connect(tmp_path: Path) -> None:
+    before = children()
+    manager = McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "twice", "dup")])
+    with pytest.raises(ConfigError, match=r"'mcp__twice__echo' is not unique"):
+        await manager.start()
+    assert children() <= before

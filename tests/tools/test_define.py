@@ -696,3 +696,25 @@ def test_client_tool_with_a_malformed_schema_is_a_config_error() -> None:
             description="Bad schema.",
             input_schema={"type": "object", "properties": {"x": {"type": "no-such-type"}}},
         )
+
+
+@pytest.mark.parametrize("bad", ["Confirm", "AUTO", "ask", "deny", ""])
+def test_unknown_permission_strings_fail_at_definition(bad: str) -> None:
+    with pytest.raises(ConfigError, match="'auto', 'confirm'") as info:
+
+        @tool(permission=cast(Permission, bad))  # the mistake under test
+        def act() -> str:
+            """Does something."""
+            return "x"
+
+    assert repr(bad) in str(info.value)
+    with pytest.raises(ConfigError, match="not a tier"):
+        ToolPolicy(permission=cast(Permission, bad))
+
+
+def test_known_permissions_still_define() -> None:
+    good: tuple[Permission, ...] = ("auto", "confirm")
+    for tier in good:
+        assert ToolPolicy(permission=tier).permission == tier
+    assert callable(ToolPolicy(permission=lambda args: "auto").permission)
+    assert isinstance(ToolPolicy(permission=usd(lambda args: 1.0)).permission, UsdAmount)

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -31,10 +30,11 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
+from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
+from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
 from mainspring.tools.define import Tool, ToolOutput, client_tool
-from mainspring.tools.policy import ToolPolicy
-from mainspring.tools.registry import matches_any, namespaced
+from mainspring.tools.registry import namespaced
 
 try:
     import httpx2
@@ -46,86 +46,20 @@ try:
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
 
-__all__ = ["McpClientManager", "McpPrompt", "McpServerConfig", "McpStartupError", "RawResult"]
+__all__ = [
+    "ESSENTIAL_ENV",
+    "MCP_PERMISSIONS",
+    "McpClientManager",
+    "McpPermission",
+    "McpPrompt",
+    "McpServerConfig",
+    "McpStartupError",
+    "RawResult",
+]
 
 logger = logging.getLogger(__name__)
 
-ESSENTIAL_ENV = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TERM",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "TEMP",
-    "TMP",
-    "SYSTEMROOT",
-)
-"""Variables a stdio server inherits unless ``inherit_env`` is set."""
-
 _TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpServerConfig:
-    """How to reach one MCP server, and how far to trust it."""
-
-    name: str
-    transport: Literal["stdio", "http"] = "stdio"
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict[str, str])
-    """Extra variables for a stdio server, on top of :data:`ESSENTIAL_ENV`."""
-    cwd: str | None = None
-    url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict[str, str])
-    startup_timeout: float = 30.0
-    call_timeout: float = 60.0
-    max_concurrent_calls: int = 4
-    output_budget: int = 50_000
-    """Characters of text a result may carry; longer results are cut with a note."""
-    required: bool = True
-    """A required server that fails to start fails :meth:`McpClientManager.start`."""
-    allow: tuple[str, ...] | None = None
-    """Tool name patterns (``*`` suffix for a prefix) to keep; ``None`` keeps all."""
-    deny: tuple[str, ...] = ()
-    inherit_env: bool = False
-    """Give a stdio server this process's whole environment."""
-
-    def __post_init__(self) -> None:
-        if not self.name or "__" in self.name or not self.name.replace("-", "_").isidentifier():
-            raise ConfigError(f"MCP server name {self.name!r} must be letters, digits, '_', '-'")
-        if self.transport == "stdio" and not self.command:
-            raise ConfigError(f"MCP server {self.name!r}: a stdio server needs a command")
-        if self.transport == "http" and not self.url:
-            raise ConfigError(f"MCP server {self.name!r}: an http server needs a url")
-        for label, value in (
-            ("startup_timeout", self.startup_timeout),
-            ("call_timeout", self.call_timeout),
-            ("max_concurrent_calls", self.max_concurrent_calls),
-            ("output_budget", self.output_budget),
-        ):
-            if value <= 0:
-                raise ConfigError(f"MCP server {self.name!r}: {label} must be positive")
-
-    def wants(self, tool_name: str) -> bool:
-        """Whether the allow/deny patterns keep a tool (by its server-side name)."""
-        if self.allow is not None and not matches_any(self.allow, tool_name):
-            return False
-        return not matches_any(self.deny, tool_name)
-
-    def stdio_env(self) -> dict[str, str]:
-        """The environment a stdio server is started with."""
-        if self.inherit_env:
-            base = dict(os.environ)
-        else:
-            base = {k: v for k in ESSENTIAL_ENV if (v := os.environ.get(k)) is not None}
-        return base | dict(self.env)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,6 +238,7 @@ class McpClientManager:
 
         Raises:
             McpStartupError: A required server failed or timed out (others are closed).
+            ConfigError: Two tools would get the same ``mcp__…`` name.
         """
         if self._tg is not None:
             raise ConfigError("McpClientManager is already started")
@@ -321,6 +256,7 @@ class McpClientManager:
                     f"required MCP server {name!r} failed to start: {self.failures[name]}",
                     server=name,
                 )
+            self._check_names()
         except BaseException:
             await self.aclose()
             raise
@@ -353,20 +289,51 @@ class McpClientManager:
         # Each session task closes its own transport (the stdio shutdown is shielded).
         await tg.__aexit__(None, None, None)
 
+    def _check_names(self) -> None:
+        """Refuse two tools mapping to one ``mcp__…`` name.
+
+        Server names cannot cause it (no ``__``, no ``_`` at either end), so the
+        split at the first ``__`` after the prefix is unique; a server listing
+        one tool twice can.
+        """
+        seen: dict[str, str] = {}
+        for conn in self._connections.values():
+            for spec in conn.tools:
+                name = f"mcp__{conn.config.name}__{spec.name}"
+                if name in seen:
+                    raise ConfigError(
+                        f"MCP tool name {name!r} is not unique: {seen[name]} and "
+                        f"server {conn.config.name!r} tool {spec.name!r} both map to it"
+                    )
+                seen[name] = f"server {conn.config.name!r} tool {spec.name!r}"
+
     def tools(self) -> list[Tool]:
-        """The tools of every connected server, named ``mcp__<server>__<tool>``."""
+        """The tools of every connected server, named ``mcp__<server>__<tool>``.
+
+        A name seen twice (a server's list changed into a clash) keeps its
+        first tool; the other is in :attr:`skipped_tools`.
+        """
         found: list[Tool] = []
+        names: set[str] = set()
         for conn in self._connections.values():
             for spec in conn.tools:
                 if not conn.config.wants(spec.name):
                     continue
                 made = self._make_tool(conn, spec)
-                if made is not None:
-                    found.append(made)
+                if made is None:
+                    continue
+                if made.name in names:
+                    self.skipped_tools[made.name] = "another tool has this name"
+                    continue
+                names.add(made.name)
+                found.append(made)
         return found
 
     def _make_tool(self, conn: _Connection, spec: mcp_types.Tool) -> Tool | None:
         cfg = conn.config
+        decided = trust(cfg, spec)
+        if decided is None:  # denied by the config
+            return None
         try:
             name = namespaced(cfg.name, spec.name)
         except ConfigError as exc:
@@ -383,9 +350,10 @@ class McpClientManager:
             self.skipped_tools[name] = str(exc)
             logger.warning("MCP tool %r skipped: %s", name, exc)
             return None
-        read_only = bool(spec.annotations and spec.annotations.read_only_hint)
         meta: dict[str, JsonValue] = {"mcp_server": cfg.name, "mcp_tool": spec.name}
         meta.update(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
+        meta["permission"] = decided.permission
+        meta["permission_source"] = decided.source
         tool_name = spec.name
 
         async def call_server(**arguments: Any) -> ToolOutput:
@@ -396,7 +364,7 @@ class McpClientManager:
             fn=call_server,
             is_async=True,
             meta=meta,
-            policy=ToolPolicy(read_only=read_only, max_result_chars=cfg.output_budget + 200),
+            policy=decided.policy(max_result_chars=cfg.output_budget + 200),
         )
 
     async def refresh_tools(self, server: str) -> None:

@@ -26,12 +26,12 @@ A client-executed tool has no body here, so calling it is an error result.
 Tools matching the agent's ``permissions.deny`` patterns are never exposed.
 
 Runners: :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, loopback
-only unless ``allow_remote=True``); :func:`http_app` is the ASGI app.
+only unless ``allow_remote=True`` with a bearer ``token``; DNS-rebinding
+protection on every loopback address); :func:`http_app` is the ASGI app.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 from collections.abc import Awaitable, Callable
@@ -57,6 +57,7 @@ from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import PendingAction
+from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
 from mainspring.tools.define import Tool, ToolOutput
@@ -293,32 +294,52 @@ async def serve_stdio(server: Server[Any]) -> None:
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_host(host: str, *, allow_remote: bool) -> None:
-    if not allow_remote and not is_loopback(host):
+def _check_host(host: str, *, allow_remote: bool, token: str | None) -> None:
+    if is_loopback(host):
+        return
+    if token is None:
+        raise ConfigError(
+            f"refusing to serve MCP on {host!r}: a non-loopback address needs a bearer token"
+        )
+    if not allow_remote:
         raise ConfigError(
             f"refusing to serve MCP on {host!r}: only loopback hosts unless allow_remote=True"
         )
 
 
 def http_app(
-    server: Server[Any], *, host: str = "127.0.0.1", path: str = "/mcp", allow_remote: bool = False
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    allow_remote: bool = False,
+    token: str | None = None,
 ) -> Starlette:
-    """The streamable HTTP ASGI app (with DNS-rebinding protection on loopback hosts).
+    """The streamable HTTP ASGI app, guarded.
+
+    On a loopback host (any of 127.0.0.0/8, ``[::1]``, ``localhost``) requests
+    must name a loopback ``Host`` (else 421) and ``Origin`` (else 403): DNS
+    rebinding protection. With ``token``, every request needs
+    ``Authorization: Bearer <token>`` (else 401). A non-loopback host needs
+    ``allow_remote=True`` and a token.
 
     Serve it once: its lifespan runs the SDK's session manager.
     """
-    _check_host(host, allow_remote=allow_remote)
-    return server.streamable_http_app(streamable_http_path=path, host=host)
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    _check_host(host, allow_remote=allow_remote, token=token)
+    if token is not None and not token.strip():
+        raise ConfigError("the MCP bearer token is empty")
+    # The SDK's own check covers three literal hosts only; LoopbackOnly covers them all.
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = server.streamable_http_app(
+        streamable_http_path=path, host=host, transport_security=unchecked
+    )
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token.strip())
+    if is_loopback(host):
+        app.add_middleware(LoopbackOnly)  # the outermost: a rebound page learns nothing
+    return app
 
 
 async def serve_http(
@@ -328,6 +349,7 @@ async def serve_http(
     port: int = 8000,
     path: str = "/mcp",
     allow_remote: bool = False,
+    token: str | None = None,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -337,7 +359,7 @@ async def serve_http(
     """
     import uvicorn
 
-    app = http_app(server, host=host, path=path, allow_remote=allow_remote)
+    app = http_app(server, host=host, path=path, allow_remote=allow_remote, token=token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

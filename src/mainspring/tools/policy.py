@@ -16,8 +16,11 @@ from typing import Literal, TypeAlias
 
 from pydantic import JsonValue
 
+from mainspring.errors import ConfigError
+
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "PERMISSIONS",
     "Flag",
     "Permission",
     "PermissionResolver",
@@ -32,6 +35,9 @@ __all__ = [
 
 Permission: TypeAlias = Literal["auto", "confirm"]
 """``auto`` runs at once; ``confirm`` pauses the turn for a decision."""
+
+PERMISSIONS: tuple[Permission, ...] = ("auto", "confirm")
+"""The static tiers a tool's ``permission`` string may name."""
 
 ToolInput: TypeAlias = Mapping[str, JsonValue]
 """A call's validated input, as callbacks receive it."""
@@ -89,6 +95,14 @@ class ToolPolicy:
     """Fields an approver may edit before approving."""
     timeout: float | None = None
     """Seconds; a call running longer becomes an error result."""
+
+    def __post_init__(self) -> None:
+        perm = self.permission
+        if not (callable(perm) or isinstance(perm, UsdAmount) or perm in PERMISSIONS):
+            raise ConfigError(
+                f"permission {perm!r} is not a tier: use 'auto', 'confirm', "
+                "a resolver of the input, or usd(...)"
+            )
 
     @property
     def parallel(self) -> bool:
