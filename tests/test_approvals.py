@@ -398,3 +398,35 @@ async def test_checkpoint_store_logs_every_event_after_stream_started() -> None:
     assert events[0].type == "stream_started"
     assert logged == events
     assert await store.load(events[0].stream_id) == events
+
+
+async def test_a_paused_call_shows_its_tools_preview_and_a_running_one_computes_none() -> None:
+    from mainspring.tools.policy import PREVIEW_SOURCE
+
+    previews: list[dict[str, object]] = []
+
+    def show(args: Mapping[str, object]) -> str:
+        previews.append(dict(args))
+        if args["to"] == "nobody":
+            raise ValueError("no such contact")
+        return f"send ${args['amount']} to {args['to']}"
+
+    @tool(permission="confirm", preview=show)
+    def transfer(to: str, amount: int) -> str:
+        """Move money."""
+        return "sent"
+
+    def run(to: str, rules: PermissionRules | None = None) -> Agent:
+        call = ScriptedCall("transfer", {"to": to, "amount": 5})
+        model = ScriptedModel([ScriptedResponse(tool_calls=[call]), "ok"])
+        return Agent(model=model, tools=[transfer], permissions=rules or PermissionRules())
+
+    pending = pending_of(await send(Session(run("ada")), "pay"))
+    shown = next(f for f in pending.findings if f.source == PREVIEW_SOURCE)
+    assert shown.message == "send $5 to ada"
+    broken = pending_of(await send(Session(run("nobody")), "pay"))
+    failed = next(f for f in broken.findings if f.source == PREVIEW_SOURCE)
+    assert failed.message.startswith("preview unavailable: no such contact")
+    previews.clear()
+    events = await send(Session(run("ada", PermissionRules(allow=("transfer",)))), "pay")
+    assert "pending_action" not in types(events) and previews == []  # ran: no preview

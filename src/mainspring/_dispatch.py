@@ -20,11 +20,13 @@ from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 from pydantic import JsonValue
 
+from mainspring._arguments import clip
 from mainspring.agent import Agent
 from mainspring.errors import ToolInputError
-from mainspring.events import Event, PendingAction, ToolResult, ToolStart
+from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
 from mainspring.guards import GuardReport, check_after, check_before
 from mainspring.hooks import call_hook
 from mainspring.messages import ToolResultPart
@@ -32,15 +34,26 @@ from mainspring.permissions import Verdict, evaluate, evaluate_static
 from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import run_preflight
+from mainspring.tools.policy import PREVIEW_SOURCE, Preview, run_preflight
 
 __all__ = ["ERROR_LIMIT", "Dispatcher", "Durability", "Judged", "truncate_result"]
 
 Judged = tuple[Verdict, GuardReport]
 ERROR_LIMIT = 4_000
 """Characters of an error result the engine writes (a bad call's input is not echoed)."""
+PREVIEW_LIMIT = 20_000
+"""Characters of a preview a pending action carries."""
 _NO_REPORT = GuardReport()
 _AUTO: Judged = (Verdict(outcome="run", input={}), _NO_REPORT)
+
+
+async def _preview(preview: Preview, args: dict[str, JsonValue]) -> str:
+    """A tool's preview of a paused call, in a worker thread (it may read files)."""
+    try:
+        text = await anyio.to_thread.run_sync(preview, args)
+    except Exception as exc:  # the approver learns why, the call is still judged as is
+        return f"preview unavailable: {clip(str(exc), 500)}"
+    return truncate_result(str(text), PREVIEW_LIMIT)
 
 
 def truncate_result(content: str, limit: int) -> str:
@@ -246,7 +259,7 @@ class Dispatcher:
             if judged[0].outcome == "run" and tool.policy.is_write:
                 judged = await self._reserve(judged)
             if judged[0].outcome == "confirm":
-                self._pause(tool, call, turn, judged)
+                await self._pause(tool, call, turn, judged)
                 return True
             await anyio.lowlevel.checkpoint_if_cancelled()
             await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
@@ -282,9 +295,13 @@ class Dispatcher:
         self.state.auto_spent_usd = total
         return judged
 
-    def _pause(self, tool: Tool, call: Call, turn: Turn, judged: Judged) -> None:
+    async def _pause(self, tool: Tool, call: Call, turn: Turn, judged: Judged) -> None:
         verdict, report = judged
         assert call.input is not None
+        findings = (verdict.finding, *report.findings)
+        if tool.policy.preview is not None:
+            text = await _preview(tool.policy.preview, call.input)
+            findings += (Finding(source=PREVIEW_SOURCE, message=text),)
         turn.pending = PendingAction(
             attempt_id=str(uuid.uuid4()),
             tool_use_id=call.id,
@@ -294,7 +311,7 @@ class Dispatcher:
             description=tool.description,
             modifiable_fields=tool.policy.modifiable_fields,
             reason=verdict.reason,
-            findings=(verdict.finding, *report.findings),
+            findings=findings,
             client_executed=tool.client_executed,
             amount_usd=verdict.amount_usd,
         )

@@ -64,7 +64,7 @@ def test_mainspring_demo_coding_runs_offline() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "workspace_preview" in done.stdout
+    assert "preview:" in done.stdout
     assert "Fixed: add now returns a + b." in done.stdout
     assert done.stdout.rstrip().endswith("return a + b")
 

@@ -25,7 +25,6 @@ from mainspring.toolkits import (
     Workspace,
     WorkspaceError,
     file_tools,
-    preview_guard,
     readonly_file_tools,
 )
 from mainspring.toolkits.confine import Location
@@ -218,7 +217,7 @@ def test_read_tools_run_in_parallel_and_writes_ask(ws: Workspace) -> None:
 
 def agent_writing(ws: Workspace, call: ScriptedCall) -> Agent:
     model = ScriptedModel([ScriptedResponse(tool_calls=[call]), "Done."])
-    return Agent(model=model, tools=file_tools(ws), guards=[preview_guard()])
+    return Agent(model=model, tools=file_tools(ws))
 
 
 @pytest.mark.anyio
@@ -270,9 +269,7 @@ async def test_an_edit_that_cannot_apply_fails_without_asking(ws: Workspace) -> 
 async def test_an_auto_tier_write_is_not_made_to_pause(ws: Workspace) -> None:
     call = ScriptedCall("write_file", {"path": "auto.txt", "content": "a\n"})
     model = ScriptedModel([ScriptedResponse(tool_calls=[call]), "Done."])
-    agent = Agent(
-        model=model, tools=file_tools(ws, write_permission="auto"), guards=[preview_guard()]
-    )
+    agent = Agent(model=model, tools=file_tools(ws, write_permission="auto"))
     events = await collect(Session(agent).send("write"))
     assert not any(e.type == "pending_action" for e in events)
     assert (ws.roots[0] / "auto.txt").read_text() == "a\n"

@@ -21,7 +21,7 @@ from mainspring import (
     ToolResult,
 )
 from mainspring.testing import collect, pending_of
-from mainspring.toolkits import PREVIEW_SOURCE, Workspace, WorkspaceError, preview_guard
+from mainspring.toolkits import PREVIEW_SOURCE, Workspace, WorkspaceError
 from mainspring.toolkits.patch import apply_patch_text, patch_tools
 from mainspring.toolkits.patch_format import (
     AddFile,
@@ -377,7 +377,7 @@ async def test_the_tool_pauses_with_a_preview_and_a_dry_run_does_not(
         ScriptedResponse(tool_calls=[ScriptedCall("apply_patch", {"patch": patch})]),
         "Done.",
     ]
-    agent = Agent(model=ScriptedModel(calls), tools=patch_tools(ws), guards=[preview_guard()])
+    agent = Agent(model=ScriptedModel(calls), tools=patch_tools(ws))
     session = Session(agent)
     pending = pending_of(await collect(session.send("patch it")))
     assert pending.input["dry_run"] is False

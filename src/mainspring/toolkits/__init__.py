@@ -17,8 +17,8 @@
 - Bundles: :func:`coding_tools` (reads, ``apply_patch``, shell) and the
   torus-compatible :func:`builtin_tools` (``read_file``, ``write_file``,
   ``list_dir``).
-- :func:`preview_guard`: the path and a diff of a confirm-tier write, in its
-  pending action.
+- Every write tool previews its call (the path and a diff) in the pending
+  action of a paused call (``source=PREVIEW_SOURCE``; :func:`preview_of`).
 """
 
 from mainspring.toolkits.bundles import builtin_tools, coding_tools
@@ -29,7 +29,7 @@ from mainspring.toolkits.files import file_tools, readonly_file_tools
 from mainspring.toolkits.notes import notes_tools
 from mainspring.toolkits.patch import patch_tools
 from mainspring.toolkits.patch_format import PatchError, PatchLimits
-from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_guard, preview_of
+from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_of
 from mainspring.toolkits.sandbox import SandboxPolicy, SandboxUnavailable
 from mainspring.toolkits.shell import Shell, ShellLimits, ShellResult, shell_tools
 from mainspring.toolkits.todo import TodoChange, TodoItem, todo_tools
@@ -59,7 +59,6 @@ __all__ = [
     "html_text",
     "notes_tools",
     "patch_tools",
-    "preview_guard",
     "preview_of",
     "readonly_file_tools",
     "shell_tools",

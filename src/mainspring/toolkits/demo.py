@@ -16,7 +16,6 @@ from mainspring.messages import Message
 from mainspring.models.base import Model, ToolSpec
 from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 from mainspring.toolkits.bundles import coding_tools
-from mainspring.toolkits.preview import preview_guard
 
 __all__ = ["CODING_MESSAGE", "coding_demo_agent", "seed_workspace"]
 
@@ -69,5 +68,4 @@ def coding_demo_agent(root: Path, *, model: Model | None = None) -> Agent:
         instructions="You are a careful coding assistant. Read before you patch.",
         model=model or ScriptedModel(_script, name="scripted-coder", chunk_size=8),
         tools=coding_tools(root),
-        guards=[preview_guard()],
     )

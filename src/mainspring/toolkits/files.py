@@ -2,7 +2,7 @@
 
 Reads are read-only and concurrency-safe (they run in parallel); ``write_file``
 and ``edit_file`` are confirm-tier by default, and their pending actions carry
-the path and a diff when :func:`~mainspring.toolkits.preview_guard` is
+the path and a diff (their policy's ``preview``) when
 installed. Every path goes through :class:`Workspace` (directory handles,
 no-follow opens, ``fstat`` on the handle); writes are atomic and keep the
 file's encoding and line ends.
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from mainspring.toolkits.confine import Location, Workspace, WorkspaceError
-from mainspring.toolkits.preview import register_preview
 from mainspring.toolkits.text import BinaryFile, Text, decode_text, diff_preview, encode_text
 from mainspring.tools.define import Tool, tool
 from mainspring.tools.policy import Flag, Permission, ToolInput
@@ -442,6 +441,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
         permission=write_permission,
         flags={Flag.MUTATING},
         modifiable_fields=("content",),
+        preview=lambda args: _preview(ws, args, _write_transform),
     )
     def write_file(path: str, content: str) -> str:
         """Create or replace a text file of the workspace (atomically; encoding and line ends kept).
@@ -458,6 +458,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
         flags={Flag.MUTATING},
         modifiable_fields=("new_string",),
         preflight=lambda args: _check(ws, args, _edit_transform),
+        preview=lambda args: _preview(ws, args, _edit_transform),
     )
     def edit_file(path: str, old_string: str, new_string: str) -> str:
         """Replace one exact occurrence of ``old_string`` in a workspace file.
@@ -469,8 +470,6 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
         """
         return _summary(apply(ws, path, edit_text(old_string, new_string), create_dirs=False))
 
-    register_preview(write_file, lambda args: _preview(ws, args, _write_transform))
-    register_preview(edit_file, lambda args: _preview(ws, args, _edit_transform))
     return [*readonly_file_tools(ws), write_file, edit_file]
 
 

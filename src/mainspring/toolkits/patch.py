@@ -29,7 +29,6 @@ from mainspring.toolkits.patch_format import (
     apply_chunks,
     parse_patch,
 )
-from mainspring.toolkits.preview import register_preview
 from mainspring.toolkits.text import BinaryFile, Text, decode_text, diff_preview, encode_text
 from mainspring.tools.define import Tool, tool
 from mainspring.tools.policy import Flag, Permission, ToolInput
@@ -262,9 +261,8 @@ def patch_tools(
 ) -> list[Tool]:
     """The ``apply_patch`` tool confined to ``roots``, confirm-tier (a dry run never asks).
 
-    Its pending action carries every file's diff when
-    :func:`~mainspring.toolkits.preview_guard` is installed; a patch that would
-    not apply fails its preflight check without anyone being asked.
+    Its pending action carries every file's diff (the policy's ``preview``); a
+    patch that would not apply fails its preflight check without anyone being asked.
     """
     ws = workspace_of(roots)
 
@@ -278,12 +276,17 @@ def patch_tools(
             return f"the patch was not applied: {exc}"
         return None
 
+    def preview(args: ToolInput) -> str:
+        plan = _plan_args(ws, args, limits)
+        return "\n".join(c.preview() for c in plan.changes)
+
     @tool(
         name="apply_patch",
         permission=tier,
         flags={Flag.MUTATING},
         preflight=preflight,
         max_result_chars=20_000,
+        preview=preview,
     )
     def apply_patch(
         patch: str, dry_run: bool = False, expected_versions: dict[str, str] | None = None
@@ -302,11 +305,6 @@ def patch_tools(
             ws, patch, dry_run=dry_run, expected_versions=expected_versions, limits=limits
         )
 
-    def preview(args: ToolInput) -> str:
-        plan = _plan_args(ws, args, limits)
-        return "\n".join(c.preview() for c in plan.changes)
-
-    register_preview(apply_patch, preview)
     return [apply_patch]
 
 

@@ -30,6 +30,7 @@ from mainspring.tools.policy import (
     Permission,
     PermissionResolver,
     Preflight,
+    Preview,
     ToolPolicy,
     UsdAmount,
 )
@@ -305,6 +306,7 @@ def tool(
     preflight: Preflight | None = None,
     modifiable_fields: tuple[str, ...] | list[str] = (),
     timeout: float | None = None,
+    preview: Preview | None = None,
 ) -> Callable[[F], Tool]: ...
 def tool(
     fn: F | None = None,
@@ -320,6 +322,7 @@ def tool(
     preflight: Preflight | None = None,
     modifiable_fields: tuple[str, ...] | list[str] = (),
     timeout: float | None = None,
+    preview: Preview | None = None,
 ) -> Tool | Callable[[F], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
@@ -341,6 +344,8 @@ def tool(
         preflight: ``fn(input) -> error message | None``, checked before asking or running.
         modifiable_fields: Input fields an approver may edit.
         timeout: Seconds before the call becomes an error result.
+        preview: ``fn(input) -> text`` shown to the approver when a call pauses
+            (computed in a worker thread; e.g. the path and diff of a write).
     """
     if max_result_chars < 1:
         raise ConfigError("max_result_chars must be at least 1")
@@ -355,6 +360,7 @@ def tool(
         preflight=preflight,
         modifiable_fields=tuple(modifiable_fields),
         timeout=timeout,
+        preview=preview,
     )
 
     def wrap(f: F) -> Tool:

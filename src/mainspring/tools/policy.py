@@ -21,10 +21,12 @@ from mainspring.errors import ConfigError
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "PERMISSIONS",
+    "PREVIEW_SOURCE",
     "Flag",
     "Permission",
     "PermissionResolver",
     "Preflight",
+    "Preview",
     "ToolInput",
     "ToolPolicy",
     "UsdAmount",
@@ -46,6 +48,12 @@ PermissionResolver: TypeAlias = Callable[[ToolInput], Permission]
 """Decides the tier from the call's (validated, JSON) input."""
 
 Preflight: TypeAlias = Callable[[ToolInput], "str | Awaitable[str | None] | None"]
+Preview: TypeAlias = Callable[[ToolInput], str]
+"""What the approver of a paused call is shown (the path and a diff of a write, say).
+
+Called in a worker thread when the call pauses; a preview that raises shows why."""
+PREVIEW_SOURCE = "preview"
+"""The ``source`` of the finding that carries a tool's preview in its pending action."""
 """Returns an error message when the call should not run (and not be asked about)."""
 
 DEFAULT_MAX_RESULT_CHARS = 50_000
@@ -95,6 +103,8 @@ class ToolPolicy:
     """Fields an approver may edit before approving."""
     timeout: float | None = None
     """Seconds; a call running longer becomes an error result."""
+    preview: Preview | None = None
+    """Shown with a pending action of this tool (a finding, ``source="preview"``)."""
 
     def __post_init__(self) -> None:
         perm = self.permission
