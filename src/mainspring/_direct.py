@@ -36,6 +36,8 @@ __all__ = ["DirectCaller", "DirectResult"]
 
 Decide = Callable[[PendingAction], Awaitable[Decision]]
 """Asked for a decision when a direct call pauses (an approval, edits, a rejection)."""
+OnEvent = Callable[[Event], Awaitable[None]]
+"""Sees each event of the call as it happens (a tool's progress, say)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,21 +83,30 @@ class DirectCaller:
         self._writes = anyio.Lock()
 
     async def call(
-        self, name: str, arguments: dict[str, JsonValue], *, decide: Decide | None = None
+        self,
+        name: str,
+        arguments: dict[str, JsonValue],
+        *,
+        decide: Decide | None = None,
+        on_event: OnEvent | None = None,
     ) -> DirectResult:
         """Run tool ``name`` with ``arguments`` as a call from the model would run.
 
         ``decide`` answers a pause (without one, a call that needs approval is
-        rejected: nobody can approve it).
+        rejected: nobody can approve it); ``on_event`` sees the events live.
         """
         tool = self.agent.tool(name)
         if tool is not None and tool.policy.read_only:
-            return await self._call(name, arguments, decide)
+            return await self._call(name, arguments, decide, on_event)
         async with self._writes:  # one write at a time: the cap sees every earlier one
-            return await self._call(name, arguments, decide)
+            return await self._call(name, arguments, decide, on_event)
 
     async def _call(
-        self, name: str, arguments: dict[str, JsonValue], decide: Decide | None
+        self,
+        name: str,
+        arguments: dict[str, JsonValue],
+        decide: Decide | None,
+        on_event: OnEvent | None,
     ) -> DirectResult:
         agent = replace(
             self.agent,
@@ -113,7 +124,7 @@ class DirectCaller:
             cost_usd=self._cost,
         )
         session = Session(agent, state=state)
-        events = await _collect(session.send(Message.user(f"{self.caller} calls {name}")))
+        events = await _collect(session.send(Message.user(f"{self.caller} calls {name}")), on_event)
         while session.pending is not None:
             pending = session.pending
             decision = (
@@ -121,7 +132,7 @@ class DirectCaller:
                 if decide is not None
                 else Reject("this action needs approval and nobody can be asked")
             )
-            events += await _collect(session.resume(pending.attempt_id, decision))
+            events += await _collect(session.resume(pending.attempt_id, decision), on_event)
         self._auto_spent = session.state.auto_spent_usd
         self._cost = session.cost_usd
         result = _result_of(events)
@@ -134,8 +145,13 @@ class DirectCaller:
         return replace(result, images=images) if images else result
 
 
-async def _collect(stream: AsyncIterator[Event]) -> list[Event]:
-    return [event async for event in stream]
+async def _collect(stream: AsyncIterator[Event], on_event: OnEvent | None) -> list[Event]:
+    events: list[Event] = []
+    async for event in stream:
+        events.append(event)
+        if on_event is not None:
+            await on_event(event)
+    return events
 
 
 def _result_of(events: Sequence[Event]) -> DirectResult:

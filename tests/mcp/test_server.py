@@ -31,6 +31,7 @@ from mainspring.mcp.server import (
     serve_http,
 )
 from mainspring.skills import SkillCatalog
+from mainspring.tools import ToolContext
 
 pytestmark = pytest.mark.anyio
 
@@ -304,3 +305,27 @@ async def test_our_client_manager_uses_our_server_over_http() -> None:
                 result = session.messages[-2].tool_results_parts[0]
                 assert not result.is_error and "5" in result.content
             tg.cancel_scope.cancel()
+
+
+@tool(read_only=True)
+async def crunch(ctx: ToolContext) -> str:
+    """Work in three stages."""
+    ctx.progress("loading", pct=10)
+    ctx.progress("crunching", pct=60)
+    ctx.progress("done", pct=100)
+    return "crunched"
+
+
+async def test_a_tools_progress_reaches_the_client_as_mcp_progress() -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    served = Agent(model=ScriptedModel([]), name="t", tools=[crunch])
+    with anyio.fail_after(15):
+        async with http_session(build_mcp_server(served)) as session:
+            result = await session.call_tool("crunch", {}, progress_callback=on_progress)
+            quiet = await session.call_tool("crunch", {})  # no token asked: nothing sent
+    assert text_of(result) == "crunched" and text_of(quiet) == "crunched"
+    assert seen == [(10, 100, "loading"), (60, 100, "crunching"), (100, 100, "done")]

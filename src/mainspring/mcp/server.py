@@ -33,6 +33,7 @@ protection on every loopback address); :func:`http_app` is the ASGI app.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -56,13 +57,15 @@ from mainspring._direct import DirectCaller
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.errors import ConfigError
-from mainspring.events import PendingAction
+from mainspring.events import Event, PendingAction, ToolProgress
 from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
+
+log = logging.getLogger("mainspring.mcp")
 
 __all__ = [
     "APPROVAL_META_KEY",
@@ -161,7 +164,21 @@ async def _run(
     async def decide(pending: PendingAction) -> Decision:
         return await _ask_client(ctx, pending)
 
-    result = await caller.call(tool.name, arguments, decide=decide)
+    steps = 0
+
+    async def forward(event: Event) -> None:
+        """A tool's progress as MCP progress (a no-op unless the client asked for it)."""
+        nonlocal steps
+        if isinstance(event, ToolProgress):
+            steps += 1
+            total = 100.0 if event.pct is not None else None
+            done = event.pct if event.pct is not None else float(steps)
+            try:
+                await ctx.session.report_progress(done, total, event.message[:1000])
+            except Exception:  # a client gone or a transport without progress: never fatal
+                log.debug("could not forward progress of %s", tool.name, exc_info=True)
+
+    result = await caller.call(tool.name, arguments, decide=decide, on_event=forward)
     content: list[types.ContentBlock] = [types.TextContent(text=result.content)]
     for image in result.images:
         if image.data is not None:
