@@ -79,11 +79,6 @@ class Journal:
         self.ended = False
         """Whether a commit recorded the run's terminal event and its end."""
 
-    @property
-    def joint(self) -> bool:
-        """Whether each commit is one transaction across the stores."""
-        return self._joint is not None
-
     async def save(self, *, defer: bool = False) -> None:
         """The state as it is now (and every event emitted before it), on record.
 
