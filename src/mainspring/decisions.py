@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
@@ -13,6 +14,7 @@ __all__ = [
     "ClientResult",
     "Decision",
     "Reject",
+    "canonical_input_hash",
     "decision_kind",
     "decision_record",
     "recorded_kind",
@@ -73,3 +75,15 @@ def recorded_kind(record: str) -> str:
             return record
         return str(kind)
     return record
+
+
+def canonical_input_hash(input: dict[str, JsonValue]) -> str:
+    """SHA-256 (hex) of a tool input's canonical JSON: what an approval binds to.
+
+    Keys sorted, compact separators, UTF-8: two inputs that are equal as JSON
+    hash the same, and any change to a value changes the hash. A decision made
+    for one hash must be refused for an input with another (the input changed
+    after it was shown).
+    """
+    text = json.dumps(input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
