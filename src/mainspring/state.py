@@ -170,6 +170,10 @@ class SessionState:
     """The id of the last stream that ended, and its terminal event below: a
     client resuming a stream whose log was already cleared still learns how it ended."""
     last_terminal: TurnComplete | ErrorEvent | None = None
+    principal: str | None = None
+    """Who owns the session (set by a server to the authenticated caller; ``None``
+    for a session of no one in particular). Only its owner may read, stream,
+    decide or delete it through :mod:`mainspring.server`."""
     version: int = 2
 
     @property
