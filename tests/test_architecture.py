@@ -53,6 +53,7 @@ RANKS: dict[str, int] = {
     "devtools": 11,
     "demo": 11,
     "mcp": 12,
+    "server": 12,
     "_direct": 11,
     "pipelines": 11,
     "toolkits": 11,

@@ -266,6 +266,11 @@ class StateView:
         return self._state.agent_name
 
     @property
+    def principal(self) -> str | None:
+        """Who owns the session (see :attr:`SessionState.principal`)."""
+        return self._state.principal
+
+    @property
     def messages(self) -> tuple[Message, ...]:
         """The transcript."""
         return tuple(self._state.messages)
