@@ -190,8 +190,24 @@ class SessionHost:
                 raise NotFound(f"no stream {stream_id!r}")
             return run.follow(after)
         session = await self.open(principal, session_id)
+        await self._check_stream(session, stream_id)
         replay = session.send(resume_stream_id=stream_id)
         return self._replayed(session_id, stream_id, replay, after)
+
+    async def _check_stream(self, session: Session, stream_id: str) -> None:
+        """Refuse (before the response starts) a stream that is not this session's."""
+        assert self.stores.checkpoints is not None
+        try:
+            logged = await self.stores.checkpoints.load(stream_id)
+        except StoreError as exc:
+            raise NotFound(f"no stream {stream_id!r}") from exc
+        if logged:
+            first = logged[0]
+            if isinstance(first, StreamStarted) and first.session_id == session.session_id:
+                return
+        elif stream_id in (session.state.active_stream, session.state.last_stream):
+            return
+        raise NotFound(f"no stream {stream_id!r}")
 
     async def _replayed(
         self,
