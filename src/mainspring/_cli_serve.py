@@ -137,7 +137,7 @@ def serve(
             "api_keys": keys or None,
             "public": public,
             "lock_ttl": lock_ttl,
-            "cors_origins": list(cor for cor in cors_origin or ()),
+            "cors_origins": list(cors_origin or ()),
         }
         if signing:
             fields["signing_key"] = signing
