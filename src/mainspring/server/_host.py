@@ -26,6 +26,7 @@ from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._runs import LiveRun, Runs
 from mainspring.server._signing import ApprovalSigner
+from mainspring.server._telemetry import RunSpans, tracer_of
 from mainspring.session import Session
 from mainspring.state import SessionState
 from mainspring.stores import Stores
@@ -62,6 +63,7 @@ class SessionHost:
         self.runs = Runs(keep_finished=config.keep_finished)
         self.worker = config.worker or str(uuid.uuid4())
         self._tg = task_group
+        self.tracer = tracer_of(config.tracer_provider)
         self.stopping = anyio.Event()
         """Set when the worker shuts down: running streams are cancelled to a terminal."""
 
@@ -131,7 +133,10 @@ class SessionHost:
         Raises:
             Exception: What refused the run before its first event.
         """
-        run = LiveRun(session, stream)
+        spans = None
+        if self.tracer is not None:
+            spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)
+        run = LiveRun(session, stream, spans=spans)
         self._tg.start_soon(run.pump)
         await run.started()
         self.runs.add(run)

@@ -182,7 +182,9 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "X-API-Key"],
         )
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
-    app.add_middleware(AccessLog, worker=config.worker or "")
+    app.add_middleware(
+        AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
+    )
     return app
 
 
