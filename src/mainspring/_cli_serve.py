@@ -110,6 +110,10 @@ def serve(
 
         import mainspring.server  # noqa: F401 - fails early, naming the extra
 
+        if agent is not None:
+            from mainspring._agent_spec import load_agent
+
+            load_agent(agent)  # a bad agent string fails here, before anything starts
         keys = _keys(keys_file)
         err = Console(stderr=True, highlight=False)
         generated = None

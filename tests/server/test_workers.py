@@ -147,3 +147,28 @@ async def _frames_until_result(client: httpx.AsyncClient, url: str) -> Any:
             yield frame
             if frame.event == "tool_result":
                 return
+
+
+async def test_a_shutdown_ends_a_running_stream_with_a_terminal_a_reconnect_finds(
+    workers: tuple[list[str], list[subprocess.Popen[bytes]], Path, Path],
+) -> None:
+    (a, b), (process_a, _), ledger, gate = workers
+    async with client_for(a, ALICE) as on_a, client_for(b, ALICE) as on_b:
+        sid = (await on_a.post("/v1/sessions")).json()["session_id"]
+        paused = await read_sse(
+            on_a, "POST", f"/v1/sessions/{sid}/messages", json_body={"message": "pay bo"}
+        )
+        pending = next(f for f in paused if f.event == "pending_action").data
+        url = f"/v1/sessions/{sid}/decisions/{pending['approval_id']}"
+        seen: list[Any] = []
+        async for frame in _frames_until_result(on_a, url):
+            seen.append(frame)
+        process_a.send_signal(signal.SIGTERM)  # the model waits at the gate: mid-stream
+        # uvicorn shuts down gracefully, then re-raises the signal it caught.
+        assert process_a.wait(timeout=30) in (0, -signal.SIGTERM)
+        rest = await read_sse(
+            on_b, "GET", f"/v1/sessions/{sid}/stream", headers={"Last-Event-ID": seen[-1].id}
+        )
+    assert [f.event for f in rest] == ["turn_complete"]
+    assert rest[0].data["stop_reason"] == "cancelled"  # recorded by A as it stopped
+    assert ledger.read_text().splitlines() == ["bo 5.0"]

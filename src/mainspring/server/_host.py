@@ -246,6 +246,16 @@ class SessionHost:
         """:meth:`wire` as the JSON object of mainspring's wire format."""
         return event_to_dict(self.wire(session_id, event))
 
+    async def cancel_on_stop(self) -> None:
+        """When the server begins to stop, cancel the runs so their streams end well.
+
+        ``stopping`` is set by sse-starlette as soon as uvicorn begins to shut
+        down (while the streams are still open), or by :meth:`shutdown`.
+        """
+        await self.stopping.wait()
+        for run in self.runs.live():
+            run.session.cancel()
+
     async def shutdown(self) -> None:
         """Cancel every run here and give it ``shutdown_grace`` seconds to end."""
         self.stopping.set()

@@ -148,6 +148,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             async with anyio.create_task_group() as tg:
                 host = SessionHost(agent, config, stores, signer, tg)
                 app.state.host = host
+                tg.start_soon(host.cancel_on_stop)
                 try:
                     yield
                 finally:
