@@ -152,7 +152,7 @@ async def _frames_until_result(client: httpx.AsyncClient, url: str) -> Any:
 async def test_a_shutdown_ends_a_running_stream_with_a_terminal_a_reconnect_finds(
     workers: tuple[list[str], list[subprocess.Popen[bytes]], Path, Path],
 ) -> None:
-    (a, b), (process_a, _), ledger, gate = workers
+    (a, b), (process_a, _), ledger, _ = workers
     async with client_for(a, ALICE) as on_a, client_for(b, ALICE) as on_b:
         sid = (await on_a.post("/v1/sessions")).json()["session_id"]
         paused = await read_sse(
@@ -160,9 +160,7 @@ async def test_a_shutdown_ends_a_running_stream_with_a_terminal_a_reconnect_find
         )
         pending = next(f for f in paused if f.event == "pending_action").data
         url = f"/v1/sessions/{sid}/decisions/{pending['approval_id']}"
-        seen: list[Any] = []
-        async for frame in _frames_until_result(on_a, url):
-            seen.append(frame)
+        seen = [frame async for frame in _frames_until_result(on_a, url)]
         process_a.send_signal(signal.SIGTERM)  # the model waits at the gate: mid-stream
         # uvicorn shuts down gracefully, then re-raises the signal it caught.
         assert process_a.wait(timeout=30) in (0, -signal.SIGTERM)
