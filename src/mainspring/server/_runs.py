@@ -122,6 +122,7 @@ class Runs:
         self.keep_finished = keep_finished
         self._by_session: dict[str, LiveRun] = {}
         self._by_stream: dict[str, LiveRun] = {}
+        self._swept = time.monotonic()
 
     def __len__(self) -> int:
         return len(self._by_session)
@@ -151,6 +152,9 @@ class Runs:
 
     def _expire(self) -> None:
         now = time.monotonic()
+        if now - self._swept < 1.0:
+            return  # a sweep a second at most: lookups stay O(1) under load
+        self._swept = now
         for stream_id, run in list(self._by_stream.items()):
             if run.finished_at is not None and now - run.finished_at > self.keep_finished:
                 del self._by_stream[stream_id]
