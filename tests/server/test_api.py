@@ -382,3 +382,32 @@ async def test_openapi_health_and_readiness(base: str) -> None:
         assert (await client.get("/healthz")).json() == {"status": "ok"}
         ready = await client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
+
+
+async def test_a_cancel_posted_to_another_worker_reaches_the_run(tmp_path: Any) -> None:
+    from mainspring.server import create_app
+    from tests.server.servers import serving
+
+    gate = Gate()
+    store = f"sqlite:///{tmp_path}/shared.db"
+    app_a = create_app(gated_agent(gate), config(store=store))
+    app_b = create_app(gated_agent(gate), config(store=store))
+    with serving(app_a) as a, serving(app_b) as b:
+        async with client_for(a) as on_a, client_for(b) as on_b:
+            sid = await _session(on_a)
+            first = await read_sse(
+                on_a,
+                "POST",
+                f"/v1/sessions/{sid}/messages",
+                json_body={"message": "go"},
+                stop_after=1,
+            )
+            assert gate.reached.wait(10)
+            assert (await on_b.post(f"/v1/sessions/{sid}/cancel")).json() == {"cancelled": True}
+            rest = await read_sse(
+                on_a, "GET", f"/v1/sessions/{sid}/stream", headers={"Last-Event-ID": first[0].id}
+            )
+            gate.opened.set()
+            assert rest[-1].data["stop_reason"] == "cancelled"
+            idle = await on_b.post(f"/v1/sessions/{sid}/cancel")
+            assert idle.json() == {"cancelled": False}

@@ -9,6 +9,7 @@ the principal that created it; to anyone else it does not exist (404).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -31,7 +32,9 @@ from mainspring.session import Session
 from mainspring.state import SessionState
 from mainspring.stores import Stores
 
-__all__ = ["NotFound", "SessionHost", "StaleApproval"]
+__all__ = ["CANCEL_POLL", "NotFound", "SessionHost", "StaleApproval"]
+
+log = logging.getLogger("mainspring.server")
 
 
 class NotFound(LookupError):
@@ -246,6 +249,41 @@ class SessionHost:
         """:meth:`wire` as the JSON object of mainspring's wire format."""
         return event_to_dict(self.wire(session_id, event))
 
+    async def request_cancel(self, session_id: str) -> bool:
+        """Cancel the session's run wherever it runs; ``False`` if it runs nowhere.
+
+        Here: at once. On another worker: a cancel request, a lease on
+        ``cancel:<session id>`` in the shared run lock, which that worker's
+        :meth:`watch_cancels` finds within ``CANCEL_POLL`` seconds.
+        """
+        run = self.runs.active(session_id)
+        if run is not None:
+            run.session.cancel()
+            return True
+        locks = self.stores.locks
+        assert locks is not None
+        if await locks.holder(session_id) is None:
+            return False
+        ttl = max(self.config.lock_ttl, 3 * CANCEL_POLL)
+        await locks.acquire(_cancel_key(session_id), _CANCEL_OWNER, ttl=ttl)
+        return True
+
+    async def watch_cancels(self) -> None:
+        """Cancel this worker's runs that another worker was asked to cancel."""
+        locks = self.stores.locks
+        assert locks is not None
+        while True:
+            await anyio.sleep(CANCEL_POLL)
+            for run in self.runs.live():
+                key = _cancel_key(run.session_id)
+                try:
+                    if await locks.holder(key) is not None:
+                        run.session.cancel()
+                        await locks.release(key, _CANCEL_OWNER)
+                except StoreError as exc:  # a blip: the next poll tries again
+                    log.warning("could not read cancel requests: %s", exc)
+                    break
+
     async def cancel_on_stop(self) -> None:
         """When the server begins to stop, cancel the runs so their streams end well.
 
@@ -265,6 +303,15 @@ class SessionHost:
         with anyio.move_on_after(self.config.shutdown_grace):
             for run in live:
                 await run.wait_done()
+
+
+CANCEL_POLL = 0.5
+"""Seconds between a worker's looks for cancel requests of its runs."""
+_CANCEL_OWNER = "cancel-request"
+
+
+def _cancel_key(session_id: str) -> str:
+    return f"cancel:{session_id}"
 
 
 def positions_from(last_event_id: str | None) -> tuple[str, int] | None:

@@ -149,6 +149,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                 host = SessionHost(agent, config, stores, signer, tg)
                 app.state.host = host
                 tg.start_soon(host.cancel_on_stop)
+                tg.start_soon(host.watch_cancels)
                 try:
                     yield
                 finally:
