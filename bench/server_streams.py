@@ -7,7 +7,8 @@
 Each conversation is what a browser does: create a session, POST a message,
 read the SSE stream to its terminal event. All start at once; the model
 pauses half way so every stream is open at the same time (RSS is read then).
-The server runs in its own process (uvicorn); the clients (httpx) in this one.
+The server runs in its own process (uvicorn); the clients (httpx) in
+``--clients`` other processes, so the client is not what is measured.
 Printed: events per second, p50/p99 time to first event, RSS per open stream,
 for mainspring and for the floor (a bare Starlette + sse-starlette route
 streaming the same frames), and their ratios.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -25,6 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -102,35 +105,50 @@ async def _conversation(
     counts.append(events)
 
 
-async def _drive(bases: list[str], n: int, pids: list[int]) -> Figures:
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+async def _part(bases: list[str], indices: list[int], at: float) -> tuple[Any, ...]:
+    """One client process's share of the conversations, all started at ``at``."""
+    limits = httpx.Limits(max_connections=len(indices) + 10, max_keepalive_connections=0)
     ttfe: list[float] = []
     counts: list[int] = []
-    async with httpx.AsyncClient(
-        limits=limits, timeout=120, headers={"Authorization": f"Bearer {KEY}"}
-    ) as client:
-        before = sum(_rss_kib(pid) for pid in pids)
-        started = time.perf_counter()
-        tasks = [
-            asyncio.create_task(_conversation(client, bases[i % len(bases)], i, ttfe, counts))
-            for i in range(n)
-        ]
-        peak = before
-        while not all(t.done() for t in tasks):
+    async with httpx.AsyncClient(limits=limits, timeout=300) as client:
+        await asyncio.sleep(max(0.0, at - time.time()))
+        results = await asyncio.gather(
+            *(_conversation(client, bases[i % len(bases)], i, ttfe, counts) for i in indices),
+            return_exceptions=True,
+        )
+    errors = [repr(r)[:200] for r in results if isinstance(r, BaseException)]
+    return ttfe, counts, errors, time.time()
+
+
+def _run_part(args: tuple[list[str], list[int], float]) -> tuple[Any, ...]:
+    return asyncio.run(_part(*args))
+
+
+def _drive(bases: list[str], n: int, pids: list[int], *, clients: int) -> Figures:
+    """Run ``n`` conversations from ``clients`` processes; sample the servers' RSS meanwhile."""
+    at = time.time() + 3.0  # every client process starts its share at once
+    shares = [list(range(k, n, clients)) for k in range(clients)]
+    before = sum(_rss_kib(pid) for pid in pids)
+    peak = before
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(clients) as pool:
+        pending = pool.map_async(_run_part, [(bases, share, at) for share in shares])
+        while not pending.ready():
             peak = max(peak, sum(_rss_kib(pid) for pid in pids))
-            await asyncio.sleep(0.1)
-        elapsed = time.perf_counter() - started
-        errors = [t.exception() for t in tasks if t.exception() is not None]
-        for error in errors[:3]:
-            print(f"  a conversation failed: {error!r}"[:300])
-        failures = len(errors)
-    ttfe.sort()
+            pending.wait(0.1)
+        parts = pending.get()
+    ttfe = sorted(t for part in parts for t in part[0])
+    counts = [c for part in parts for c in part[1]]
+    errors = [e for part in parts for e in part[2]]
+    for error in errors[:3]:
+        print(f"  a conversation failed: {error}")
+    elapsed = max(part[3] for part in parts) - at
     return Figures(
         events_per_s=sum(counts) / elapsed,
         ttfe_p50_ms=statistics.median(ttfe) * 1000 if ttfe else float("nan"),
-        ttfe_p99_ms=ttfe[int(len(ttfe) * 0.99) - 1] * 1000 if ttfe else float("nan"),
+        ttfe_p99_ms=ttfe[max(0, int(len(ttfe) * 0.99) - 1)] * 1000 if ttfe else float("nan"),
         rss_per_stream_kib=(peak - before) / n,
-        failures=failures,
+        failures=len(errors),
     )
 
 
@@ -187,26 +205,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000, help="concurrent conversations")
     parser.add_argument("--two-workers", action="store_true", help="also Redis + PostgreSQL")
+    parser.add_argument("--clients", type=int, default=4, help="client processes")
     options = parser.parse_args()
     print(f"{options.n} concurrent conversations, load average {os.getloadavg()[0]:.2f}")
 
     floor_url, floor_process = _serve_floor()
     try:
-        floor = asyncio.run(_drive([floor_url], options.n, [floor_process.pid]))
+        floor = _drive([floor_url], options.n, [floor_process.pid], clients=options.clients)
     finally:
         _stop(floor_process)
     with tempfile.TemporaryDirectory() as tmp:
         url, process = _serve_mainspring(["--store", f"sqlite:///{tmp}/bench.db"], {}, options.n)
         try:
-            got = asyncio.run(_drive([url], options.n, [process.pid]))
+            got = _drive([url], options.n, [process.pid], clients=options.clients)
         finally:
             _stop(process)
     _report("one worker, SQLite (sessions + checkpoints + locks in one file)", got, floor)
     if options.two_workers:
-        _two_workers(options.n, floor)
+        _two_workers(options.n, floor, options.clients)
 
 
-def _two_workers(n: int, floor: Figures) -> None:
+def _two_workers(n: int, floor: Figures, clients: int) -> None:
     sys.path.insert(0, str(ROOT))
     import shutil
 
@@ -227,7 +246,7 @@ def _two_workers(n: int, floor: Figures) -> None:
         args = ["--sessions", pg_url, "--checkpoints", redis_url, "--locks", redis_url]
         servers = [_serve_mainspring(args, env, n) for _ in range(2)]
         try:
-            got = asyncio.run(_drive([u for u, _ in servers], n, [p.pid for _, p in servers]))
+            got = _drive([u for u, _ in servers], n, [p.pid for _, p in servers], clients=clients)
         finally:
             for _, process in servers:
                 _stop(process)
