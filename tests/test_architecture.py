@@ -54,7 +54,7 @@ RANKS: dict[str, int] = {
     "demo": 11,
     "mcp": 12,
     "_direct": 11,
-    "pipelines": 11,
+    "pipelines": 12,
     "toolkits": 11,
     "_cli_render": 11,
     "_cli_sessions": 12,
