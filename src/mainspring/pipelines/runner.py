@@ -47,7 +47,7 @@ from mainspring.pipelines.events import (
     StageStart,
 )
 from mainspring.pipelines.manifest import is_stale, write_manifest
-from mainspring.pipelines.workspace import PipelineError, Stage, Workspace
+from mainspring.pipelines.workspace import InputRef, PipelineError, Stage, Workspace
 from mainspring.session import Session
 from mainspring.tools.define import Tool, tool
 
@@ -74,6 +74,11 @@ def stage_task(stage: Stage) -> str:
     """The user message that starts a stage's run."""
     names = ", ".join(o.name for o in stage.outputs)
     return f"Run stage {stage.name}. Follow its Process and produce: {names}."
+
+
+def _bare(exc: PipelineError) -> str:
+    prefix = f"{exc.path}:{exc.line}: " if exc.line is not None else f"{exc.path}: "
+    return str(exc).removeprefix(prefix)
 
 
 def _estimate(chars: int) -> int:
@@ -209,19 +214,7 @@ class PipelineRunner:
             f"# Layer 2: stage {stage.name}\n\n{ws.files.read_text(stage.contract_rel).strip()}"
         )
         for ref in stage.inputs:
-            try:
-                data = ws.files.read_text(ref.path, what="input file")
-            except PipelineError as exc:
-                reason = str(exc).removeprefix(f"{exc.path}: ")
-                if reason == "input file does not exist":
-                    reason = "does not exist (run the stage that writes it first)"
-                raise PipelineError(
-                    f"input file {ref.path!r} {reason}"
-                    if reason.startswith("does not")
-                    else f"input file {ref.path!r}: {reason}",
-                    path=stage.contract,
-                    line=ref.line,
-                ) from None
+            data = self._input(stage, ref)
             note = f" ({ref.note})" if ref.note else ""
             parts.append(f"# Layer {ref.layer}: {ref.path}{note}\n\n{data.strip()}")
             files.append(ref.path)
@@ -234,6 +227,25 @@ class PipelineRunner:
                 path=stage.contract,
             )
         return prompt, tuple(files)
+
+    def _input(self, stage: Stage, ref: InputRef) -> str:
+        """One input's text; a refusal names the contract line that asked for it."""
+        try:
+            return self.workspace.files.read_text(ref.path, what="input file")
+        except PipelineError as exc:
+            named = f"{stage.contract}:{ref.line}"
+            if exc.line is not None:  # bad bytes: the input's own file and line
+                raise PipelineError(
+                    f"{_bare(exc)} (an input named at {named})", path=exc.path, line=exc.line
+                ) from None
+            reason = _bare(exc)
+            if reason == "input file does not exist":
+                reason = "does not exist (run the stage that writes it first)"
+            else:
+                reason = f"is refused: {reason}"
+            raise PipelineError(
+                f"input file {ref.path!r} {reason}", path=stage.contract, line=ref.line
+            ) from None
 
     def is_stale(self, stage: Stage) -> bool:
         """Whether an output is missing, or what it was made from changed since."""
@@ -347,7 +359,10 @@ class PipelineRunner:
         if first not in artifacts.written:
             final = next((m.text for m in reversed(session.messages) if m.role == "assistant"), "")
             if final.strip():
-                await anyio.to_thread.run_sync(artifacts.write, first, final.strip() + "\n")
+                try:
+                    await anyio.to_thread.run_sync(artifacts.write, first, final.strip() + "\n")
+                except PipelineError as exc:
+                    return f"cannot write {first}: {exc}"
         missing = [o.name for o in stage.outputs if o.name not in artifacts.written]
         if missing:
             return (
