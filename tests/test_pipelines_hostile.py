@@ -14,6 +14,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mainspring.events import ToolResult
 from mainspring.models.base import ModelEvent, ModelRequest
@@ -318,3 +320,52 @@ def test_the_item_scan_is_one_pass(ws: Path, monkeypatch: pytest.MonkeyPatch) ->
         load_workspace(ws)
         sizes[n] = visits
     assert sizes[2000] - sizes[1000] == 2 * (sizes[1000] - sizes[500])
+
+
+# -- fuzzed contracts ------------------------------------------------------------------------
+
+_PIECES = st.sampled_from(
+    [
+        "## Inputs",
+        "## Process",
+        "## Outputs",
+        "## Tools",
+        "- Layer 3 (reference): ../../_config/voice.md",
+        "- Layer 4 (working): ../01_research/output/notes.md \u2014 note",
+        "- Layer 4 (working): ../01_research/output/",
+        "- Layer 9 (x): ../../../../etc/passwd",
+        "- `references/topic.md` (topic)",
+        "- notes.md -> output/",
+        "- draft.md -> elsewhere/",
+        "- mcp__search__*",
+        "- `",
+        "```",
+        "    indented code",
+        "> quote",
+        "* [link](x)",
+        "",
+    ]
+)
+_LINE = st.one_of(_PIECES, st.text(max_size=40), _PIECES.map(lambda p: p + " \u00e9\u2014(x"))
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_LINE, max_size=30))
+def test_any_contract_loads_or_fails_with_a_pipeline_error_naming_a_real_line(
+    ws: Path, lines: list[str]
+) -> None:
+    contract = ws / "stages" / "01_research" / "CONTEXT.md"
+    text = "\n".join(lines)
+    contract.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        workspace = load_workspace(ws)
+    except PipelineError as exc:
+        if exc.path == contract and exc.line is not None:
+            assert 1 <= exc.line <= text.count("\n") + 1
+        return
+    stage = workspace.stage(1)
+    assert stage.outputs  # a loaded contract always names an artifact
+    for ref in stage.inputs:
+        assert not ref.path.startswith(("/", "..")) and ref.layer in (3, 4)

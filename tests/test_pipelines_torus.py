@@ -440,3 +440,71 @@ async def test_query_limits_turns_and_denies() -> None:
     ]
     denied = [i for i in items if isinstance(i, ToolResult)]
     assert denied and denied[0].is_error
+
+
+# -- the CLI asks at the terminal --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("answer", "ran"), [(True, ["post"]), (False, [])])
+def test_the_cli_asks_at_the_terminal_for_an_approval_inside_a_stage(
+    blog: Path, monkeypatch: pytest.MonkeyPatch, answer: bool, ran: list[str]
+) -> None:
+    from rich.console import Console
+
+    from mainspring import cli
+    from mainspring.pipelines import PipelineRunner
+
+    published: list[str] = []
+
+    @tool(name="mcp__search__publish", permission="confirm")
+    def publish(q: str) -> str:
+        """Publish a post."""
+        published.append(q)
+        return "published"
+
+    asked: list[str] = []
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+
+    def confirm(question: str, console: Console, *, default: bool) -> bool:
+        asked.append(question)
+        return answer
+
+    monkeypatch.setattr(cli, "_confirm", confirm)
+    console = Console(record=True, width=100)
+    runner = PipelineRunner(
+        load_workspace(single_stage(blog)),
+        model=calling("mcp__search__publish", {"q": "post"}),
+        tools=[publish],
+        on_approval=cli._pipeline_approval(console, yes=False),
+    )
+    code = anyio.run(lambda: cli._run_pipeline(runner, console, stage=None, resume=False))
+    assert code == 0 and asked == ["Approve?"] and published == ran
+    shown = console.export_text()
+    assert "stage 01_research asks for approval" in shown and "mcp__search__publish" in shown
+
+
+def test_the_cli_without_a_terminal_halts_the_stage_instead_of_approving(
+    blog: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from mainspring import cli
+    from mainspring.pipelines import PipelineRunner
+
+    @tool(name="mcp__search__publish", permission="confirm")
+    def publish(q: str) -> str:
+        """Publish a post."""
+        raise AssertionError("never runs")
+
+    monkeypatch.setattr(cli, "_interactive", lambda: False)
+    console = Console(record=True, width=100)
+    runner = PipelineRunner(
+        load_workspace(single_stage(blog)),
+        model=calling("mcp__search__publish", {"q": "post"}),
+        tools=[publish],
+        on_approval=cli._pipeline_approval(console, yes=False),
+    )
+    code = anyio.run(lambda: cli._run_pipeline(runner, console, stage=None, resume=False))
+    assert code == 1
+    shown = console.export_text()
+    assert "pass --yes" in shown and "halted at 01_research" in shown
