@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "mainspring",
     "mainspring.context",
-    "mainspring.context.pydantic_ai",
     "mainspring.devtools",
     "mainspring.mcp",
     "mainspring.models",

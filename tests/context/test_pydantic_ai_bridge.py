@@ -30,8 +30,9 @@ from mainspring.context import (
     Compilation,
     ContextCompiler,
     LastUserProcessor,
+    PydanticAIAdapter,
+    PydanticAIHistory,
 )
-from mainspring.context.pydantic_ai import PydanticAIAdapter, PydanticAIHistory
 from mainspring.errors import PrefixMutationError
 from mainspring.tokens import EstimateTokenizer
 
@@ -180,6 +181,14 @@ async def test_a_relaxed_compiler_takes_a_rewritten_history_as_a_new_generation(
     assert engine.transcript.generation == 1
     assert [ADAPTER.text_segments(m)[0] for m in engine.transcript.messages] == ["rewritten"]
     assert isinstance(out[0], ModelRequest)
+
+
+def test_without_the_extra_the_adapter_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pydantic_ai", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install \"mainspring\[pydantic-ai\]\""):
+        PydanticAIAdapter()
 
 
 def test_the_processor_needs_the_adapter() -> None:

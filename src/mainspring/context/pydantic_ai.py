@@ -17,8 +17,9 @@ work on those messages directly:
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 
-from mainspring.context import ContextCompiler, BaseSystemPrompt
-from mainspring.context.pydantic_ai import PydanticAIAdapter, PydanticAIHistory
+from mainspring.context import (
+    BaseSystemPrompt, ContextCompiler, PydanticAIAdapter, PydanticAIHistory
+)
 
 compiler = ContextCompiler(adapter=PydanticAIAdapter(), processors=[BaseSystemPrompt("…")])
 agent = Agent(model, capabilities=[ProcessHistory(PydanticAIHistory(compiler))])
@@ -28,7 +29,8 @@ Pydantic AI keeps what a history processor returns as the run's history, so
 the next call hands the processed messages back. The processor maps each
 message it produced back to the original it came from and drops the
 synthetic ones (a virtual tail), so the transcript only ever sees the host's
-own messages and the prefix guard holds. Needs the ``pydantic-ai`` extra.
+own messages and the prefix guard holds. Needs the ``pydantic-ai`` extra;
+``pydantic_ai`` is imported when an adapter is built, not before.
 """
 
 from __future__ import annotations
@@ -37,32 +39,43 @@ import copy
 import dataclasses
 import json
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.transcript import json_fingerprint
 
-try:
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelMessagesTypeAdapter,
-        ModelRequest,
-        ModelResponse,
-        RetryFeedbackPart,
-        RetryPromptPart,
-        SystemPromptPart,
-        TextPart,
-        ThinkingPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-except ImportError as exc:  # pragma: no cover - exercised by the no-extras job
-    raise ImportError('PydanticAIAdapter needs: pip install "mainspring[pydantic-ai]"') from exc
+_HINT = 'PydanticAIAdapter needs: pip install "mainspring[pydantic-ai]"'
+
+
+def _messages() -> ModuleType:
+    """``pydantic_ai.messages``, imported on first use: the extra is optional."""
+    try:
+        from pydantic_ai import messages
+    except ImportError as exc:
+        raise ImportError(_HINT) from exc
+    # Pydantic AI resolves a history processor's annotations at run time.
+    globals().setdefault("ModelMessage", messages.ModelMessage)
+    return messages
+
+
+class _OnUse:
+    """Stands for ``pydantic_ai.messages`` until a name is first read from it."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(_messages(), name)
+
+
+if TYPE_CHECKING:
+    from pydantic_ai import messages as pai
+    from pydantic_ai.messages import ModelMessage
+else:
+    pai = _OnUse()
 
 __all__ = ["PydanticAIAdapter", "PydanticAIHistory"]
 
 
-def _user_text(part: UserPromptPart) -> str:
+def _user_text(part: pai.UserPromptPart) -> str:
     if isinstance(part.content, str):
         return part.content
     return "\n".join(item for item in part.content if isinstance(item, str))
@@ -77,23 +90,31 @@ class PydanticAIAdapter:
     instructions deltas) are kept as they are and not counted.
     """
 
+    def __init__(self) -> None:
+        """Check the extra is installed.
+
+        Raises:
+            ImportError: ``pydantic-ai-slim`` is missing (the message names the extra).
+        """
+        _messages()
+
     def clone(self, message: ModelMessage) -> ModelMessage:
         """A deep copy (Pydantic AI messages are mutable dataclasses)."""
         return copy.deepcopy(message)
 
     def fingerprint(self, message: ModelMessage) -> bytes:
         """blake2b of the message as Pydantic AI serializes it (JSON mode)."""
-        data = ModelMessagesTypeAdapter.dump_python([message], mode="json")
+        data = pai.ModelMessagesTypeAdapter.dump_python([message], mode="json")
         return json_fingerprint(data)
 
     def role(self, message: ModelMessage) -> str:
         """``"assistant"``, ``"user"``, ``"tool"`` or ``"system"`` (see the class docstring)."""
-        if isinstance(message, ModelResponse):
+        if isinstance(message, pai.ModelResponse):
             return "assistant"
         kinds = {type(p) for p in message.parts}
-        if UserPromptPart in kinds:
+        if pai.UserPromptPart in kinds:
             return "user"
-        if kinds & {ToolReturnPart, RetryPromptPart, RetryFeedbackPart}:
+        if kinds & {pai.ToolReturnPart, pai.RetryPromptPart, pai.RetryFeedbackPart}:
             return "tool"
         return "system" if kinds else "user"
 
@@ -104,25 +125,25 @@ class PydanticAIAdapter:
     def segments(self, message: ModelMessage) -> Sequence[tuple[str, str]]:
         """The message's text by source (``user``, ``system``, ``tool_result``, …)."""
         out: list[tuple[str, str]] = []
-        if isinstance(message, ModelResponse):
+        if isinstance(message, pai.ModelResponse):
             for rpart in message.parts:
-                if isinstance(rpart, TextPart):
+                if isinstance(rpart, pai.TextPart):
                     out.append(("assistant", rpart.content))
-                elif isinstance(rpart, ToolCallPart):
+                elif isinstance(rpart, pai.ToolCallPart):
                     out.append(("tool_call", rpart.tool_name + rpart.args_as_json_str()))
-                elif isinstance(rpart, ThinkingPart):
+                elif isinstance(rpart, pai.ThinkingPart):
                     out.append(("thinking", rpart.content))
             return out
         for part in message.parts:
-            if isinstance(part, UserPromptPart):
+            if isinstance(part, pai.UserPromptPart):
                 out.append(("user", _user_text(part)))
-            elif isinstance(part, SystemPromptPart):
+            elif isinstance(part, pai.SystemPromptPart):
                 out.append(("system", part.content))
-            elif isinstance(part, ToolReturnPart):
+            elif isinstance(part, pai.ToolReturnPart):
                 out.append(("tool_result", part.model_response_str()))
-            elif isinstance(part, RetryFeedbackPart):
+            elif isinstance(part, pai.RetryFeedbackPart):
                 out.append(("tool_result", part.model_response()))
-            elif isinstance(part, RetryPromptPart):
+            elif isinstance(part, pai.RetryPromptPart):
                 content = part.content
                 text = content if isinstance(content, str) else json.dumps(content, default=str)
                 out.append(("tool_result", text))
@@ -130,29 +151,31 @@ class PydanticAIAdapter:
 
     def create_user(self, text: str) -> ModelMessage:
         """A request holding one user prompt."""
-        return ModelRequest(parts=[UserPromptPart(content=text)])
+        return pai.ModelRequest(parts=[pai.UserPromptPart(content=text)])
 
     def append_user_content(self, message: ModelMessage, text: str) -> ModelMessage:
         """A copy of the request with one more user-prompt part at its end."""
-        if not isinstance(message, ModelRequest):
+        if not isinstance(message, pai.ModelRequest):
             raise TypeError("append_user_content takes a ModelRequest")
-        return dataclasses.replace(message, parts=[*message.parts, UserPromptPart(content=text)])
+        return dataclasses.replace(
+            message, parts=[*message.parts, pai.UserPromptPart(content=text)]
+        )
 
     def tool_call_ids(self, message: ModelMessage) -> Sequence[str]:
         """Ids of the tool calls a response makes."""
-        if not isinstance(message, ModelResponse):
+        if not isinstance(message, pai.ModelResponse):
             return []
-        return [p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)]
+        return [p.tool_call_id for p in message.parts if isinstance(p, pai.ToolCallPart)]
 
     def tool_result_ids(self, message: ModelMessage) -> Sequence[str]:
         """Ids of the tool calls a request answers (tool returns and retry prompts)."""
-        if not isinstance(message, ModelRequest):
+        if not isinstance(message, pai.ModelRequest):
             return []
         return [
             p.tool_call_id
             for p in message.parts
-            if isinstance(p, ToolReturnPart)
-            or (isinstance(p, RetryPromptPart) and p.tool_name is not None)
+            if isinstance(p, pai.ToolReturnPart)
+            or (isinstance(p, pai.RetryPromptPart) and p.tool_name is not None)
         ]
 
 
@@ -170,6 +193,7 @@ class PydanticAIHistory:
     ) -> None:
         if not isinstance(compiler.adapter, PydanticAIAdapter):
             raise TypeError("the compiler needs adapter=PydanticAIAdapter()")
+        _messages()
         self.compiler = compiler
         self.system_blocks = system_blocks
         self.last: CompiledContext[ModelMessage] | None = None
@@ -212,12 +236,12 @@ class PydanticAIHistory:
 
 
 def _with_system(messages: list[ModelMessage], texts: list[str]) -> list[ModelMessage]:
-    extra = [SystemPromptPart(content=t) for t in texts]
-    if messages and isinstance(messages[0], ModelRequest):
+    extra = [pai.SystemPromptPart(content=t) for t in texts]
+    if messages and isinstance(messages[0], pai.ModelRequest):
         first = messages[0]
-        head = [p for p in first.parts if isinstance(p, SystemPromptPart)]
-        rest = [p for p in first.parts if not isinstance(p, SystemPromptPart)]
+        head = [p for p in first.parts if isinstance(p, pai.SystemPromptPart)]
+        rest = [p for p in first.parts if not isinstance(p, pai.SystemPromptPart)]
         messages[0] = dataclasses.replace(first, parts=[*head, *extra, *rest])
     else:
-        messages.insert(0, ModelRequest(parts=extra))
+        messages.insert(0, pai.ModelRequest(parts=extra))
     return messages
