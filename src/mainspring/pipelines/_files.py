@@ -51,15 +51,13 @@ class WorkspaceFiles:
     """
 
     def __init__(self, root: Path, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
-        """Confine to ``root``; ``max_bytes`` caps every read.
+        """Confine to ``root`` (resolved once, here); ``max_bytes`` caps every read.
 
         Raises:
             PipelineError: ``root`` is not a directory, or ``max_bytes`` is below 1.
         """
         if max_bytes < 1:
             raise PipelineError("max_input_bytes must be at least 1", path=root)
-        if root.is_symlink():
-            raise PipelineError("the workspace folder must not be a symlink", path=root)
         try:
             self._confined = Confinement(root, max_file_bytes=max_bytes)
         except ConfigError:
