@@ -55,7 +55,7 @@ RANKS: dict[str, int] = {
     "mcp": 12,
     "server": 12,
     "_direct": 11,
-    "pipelines": 11,
+    "pipelines": 12,
     "toolkits": 11,
     "_cli_render": 11,
     "_cli_sessions": 12,

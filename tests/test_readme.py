@@ -20,6 +20,7 @@ PUBLIC_MODULES = (
     "mainspring.models",
     "mainspring.stores",
     "mainspring.context",
+    "mainspring.pipelines",
     "mainspring.mcp",
     "mainspring.skills",
     "mainspring.devtools",
