@@ -11,7 +11,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, ToolResult
+from mainspring import (
+    Agent,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolProgress,
+    ToolResult,
+)
 from mainspring.errors import ConfigError
 from mainspring.mcp import McpClientManager, McpServerConfig, McpStartupError
 from tests.helpers import send
@@ -302,3 +310,45 @@ async def test_a_name_collision_is_a_config_error_at_connect(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"'mcp__twice__echo' is not unique"):
         await manager.start()
     assert children() <= before
+
+
+RICH = str(Path(__file__).with_name("_rich_server.py"))
+
+
+def rich(**kw: object) -> McpServerConfig:
+    return McpServerConfig(name="rich", command=sys.executable, args=(RICH,), **kw)  # type: ignore[arg-type]  # test shorthand
+
+
+async def test_server_progress_becomes_tool_progress_events() -> None:
+    async with McpClientManager([rich()]) as manager:
+        model = ScriptedModel(
+            [ScriptedResponse(tool_calls=[ScriptedCall("mcp__rich__crunch", {"steps": 2})]), "ok"]
+        )
+        events = await send(Session(Agent(model=model, tools=manager.tools())), "go")
+    progress = [e for e in events if isinstance(e, ToolProgress)]
+    assert [(p.name, p.message, p.pct) for p in progress] == [
+        ("mcp__rich__crunch", "step 1", 50.0),
+        ("mcp__rich__crunch", "step 2", 100.0),
+        ("mcp__rich__crunch", "3", None),
+    ]
+    start = next(e for e in events if e.type == "tool_start")
+    assert {p.tool_use_id for p in progress} == {start.tool_use_id}
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.content == "crunched 2"
+    assert result.tool_use_id == start.tool_use_id
+    assert "__mainspring" not in str(start.input)
+
+
+async def test_progress_from_a_direct_call_and_hostile_numbers() -> None:
+    seen: list[tuple[str, float | None]] = []
+    async with McpClientManager([rich()]) as manager:
+        out = await manager.call_tool(
+            "rich", "crunch", {"steps": 1}, progress=lambda m, p: seen.append((m, p))
+        )
+        assert out.content == "crunched 1"
+        silent = await manager.call_tool("rich", "crunch", {"steps": 1})
+        assert silent.content == "crunched 1"
+        assert seen == [("step 1", 100.0), ("2", None)]
+        seen.clear()
+        await manager.call_tool("rich", "wild", {}, progress=lambda m, p: seen.append((m, p)))
+    assert seen == [("x" * 500, 100.0), ("-1 of 2", 0.0), ("1 of 0", None)]

@@ -18,11 +18,11 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeAlias
 
 import anyio
 import anyio.abc
@@ -33,6 +33,7 @@ from mainspring.errors import ConfigError, McpStartupError
 from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
+from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
 
@@ -42,6 +43,7 @@ try:
     from mcp.client.session import ClientSession, IncomingMessage
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
@@ -58,6 +60,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+Progress: TypeAlias = Callable[[str, "float | None"], None]
+"""Receives a call's progress: a message and a percentage when known."""
+
+_CTX = "__mainspring_tool_context__"
+"""The keyword the engine passes a server tool's ToolContext under (not an MCP argument)."""
+_PROGRESS_MESSAGE_CHARS = 500
 
 _TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -357,12 +366,15 @@ class McpClientManager:
         tool_name = spec.name
 
         async def call_server(**arguments: Any) -> ToolOutput:
-            return await self.call_tool(cfg.name, tool_name, arguments)
+            ctx = arguments.pop(_CTX, None)
+            report = ctx.progress if isinstance(ctx, ToolContext) else None
+            return await self.call_tool(cfg.name, tool_name, arguments, progress=report)
 
         return replace(
             base,
             fn=call_server,
             is_async=True,
+            ctx_param=_CTX,
             meta=meta,
             policy=decided.policy(max_result_chars=cfg.output_budget + 200),
         )
@@ -384,8 +396,22 @@ class McpClientManager:
                 self.failures.pop(server, None)
         return conn
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
-        """Call a tool; failures, timeouts and a dead server become error results."""
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        progress: Progress | None = None,
+    ) -> ToolOutput:
+        """Call a tool; failures, timeouts and a dead server become error results.
+
+        Progress is requested on every call; the server's progress
+        notifications reach ``progress`` (``ToolContext.progress`` when the
+        engine runs the tool, so they become ``tool_progress`` events) with a
+        percentage when the server gave a total. Cancelling the call abandons
+        it (the SDK tells the server); the session stays up.
+        """
         cfg = self._config(server)
         try:
             conn = await self._session_of(server)
@@ -399,7 +425,9 @@ class McpClientManager:
         try:
             with anyio.fail_after(cfg.call_timeout):
                 async with conn.limiter:
-                    result = await session.call_tool(tool, arguments)
+                    result = await session.call_tool(
+                        tool, arguments, progress_callback=_progress_callback(progress)
+                    )
         except TimeoutError:
             return ToolOutput(
                 content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
@@ -491,6 +519,23 @@ class McpClientManager:
         if conn.session is None:
             raise McpStartupError(f"MCP server {server!r} is not connected", server=server)
         return conn.session
+
+
+def _progress_callback(report: Progress | None) -> ProgressFnT:
+    """An SDK progress callback feeding ``report`` (a server's numbers are not trusted)."""
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if report is None:
+            return
+        pct: float | None = None
+        if total is not None and math.isfinite(total) and total > 0 and math.isfinite(progress):
+            pct = min(100.0, max(0.0, progress / total * 100))
+        text = (message or "")[:_PROGRESS_MESSAGE_CHARS]
+        if not text:
+            text = f"{progress:g}" if total is None else f"{progress:g} of {total:g}"
+        report(text, pct)
+
+    return on_progress
 
 
 def _block_text(block: mcp_types.ContentBlock) -> str:
