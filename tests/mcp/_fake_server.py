@@ -2,7 +2,8 @@
 
 Usage: ``python _fake_server.py MODE PIDFILE`` where MODE is one of
 ``ok``, ``silent`` (never answers initialize), ``die`` (exits during the first
-``crash`` call), ``bad_schema``. Tools: ``echo``, ``big`` (5 MB), ``hang``,
+``crash`` call), ``bad_schema``, ``fail`` (writes 100 KB and then a last
+line to stderr, exits 3 before reading anything). Tools: ``echo``, ``big`` (5 MB), ``hang``,
 ``crash``, ``env``, ``picture``, ``add_tool`` (then announces list_changed).
 """
 
@@ -16,6 +17,10 @@ from pathlib import Path
 
 MODE = sys.argv[1]
 Path(sys.argv[2]).open("a").write(f"{os.getpid()}\n")
+if MODE == "fail":
+    sys.stderr.write("noise " * 20_000 + "\nboom: MAINSPRING_FAKE_KEY is not set\n")
+    sys.stderr.flush()
+    os._exit(3)
 OBJ = {"type": "object", "properties": {"text": {"type": "string"}}}
 TOOLS = [
     {"name": "echo", "description": "Echo text.", "inputSchema": OBJ},

@@ -172,6 +172,29 @@ async def test_required_server_never_answering_fails_start(tmp_path: Path) -> No
     assert not any(alive(p) for p in pids(tmp_path, "mute") + pids(tmp_path, "ok"))
 
 
+async def test_a_failed_start_shows_exit_status_and_stderr_tail(tmp_path: Path) -> None:
+    before = children()
+    manager = McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "broken", "fail")])
+    with pytest.raises(McpStartupError) as info:
+        await manager.start()
+    message = str(info.value)
+    assert "'broken' failed to start" in message
+    assert "exit status 3" in message
+    assert message.endswith("boom: MAINSPRING_FAKE_KEY is not set")
+    assert len(message) < 4096 + 300, "only the tail of 100 KB of stderr"
+    assert "[mainspring]" not in message
+    assert children() <= before
+
+
+async def test_a_missing_command_is_a_clear_start_failure(tmp_path: Path) -> None:
+    config = McpServerConfig(name="gone", command="mainspring-no-such-server", required=False)
+    async with McpClientManager([config, fake(tmp_path, "ok")]) as manager:
+        assert manager.servers == ["ok"]
+        failure = manager.failures["gone"]
+    assert "exit status 127" in failure
+    assert "mainspring-no-such-server" in failure
+
+
 async def test_optional_server_never_answering_is_skipped(tmp_path: Path) -> None:
     configs = [
         fake(tmp_path, "ok"),

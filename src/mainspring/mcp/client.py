@@ -31,6 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
 from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
+from mainspring.mcp._stderr import StderrTail, capture_stderr, release, wrapped
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
 from mainspring.tools.context import ToolContext
@@ -106,16 +107,22 @@ class _Connection:
         self.done = anyio.Event()
         self.done.set()  # no session task yet
         self.generation = 0
+        self.stderr = StderrTail(config.name)
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         cfg = self.config
         if cfg.transport == "stdio":
             assert cfg.command is not None
+            command, args = wrapped(cfg.command, list(cfg.args))
             params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=cfg.stdio_env(), cwd=cfg.cwd
+                command=command, args=args, env=cfg.stdio_env(), cwd=cfg.cwd
             )
-            async with stdio_client(params) as streams:
+            async with (
+                capture_stderr(self.stderr) as errlog,
+                stdio_client(params, errlog=errlog) as streams,
+            ):
+                release(errlog)  # the child has its own copy now
                 yield streams
         else:
             assert cfg.url is not None
@@ -134,6 +141,7 @@ class _Connection:
         deadline = anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout)
         self.closing = anyio.Event()
         self.done = anyio.Event()
+        self.stderr = StderrTail(cfg.name)
         try:
             with deadline:
                 async with AsyncExitStack() as stack:
@@ -152,9 +160,17 @@ class _Connection:
             if not started:
                 raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
         except Exception as exc:
+            said = self.stderr.describe()
             if not started:
+                if said:
+                    raise _StartFailed(f"{_describe(exc)}; {said}") from exc
                 raise
-            logger.warning("MCP server %r session ended: %s", cfg.name, _describe(exc))
+            logger.warning(
+                "MCP server %r session ended: %s%s",
+                cfg.name,
+                _describe(exc),
+                f"; {said}" * bool(said),
+            )
         finally:
             self.session = None
             self.done.set()
@@ -175,6 +191,10 @@ class _Connection:
             return
         self.closing.set()
         await self.done.wait()
+
+
+class _StartFailed(Exception):
+    """A server did not start; the message has what it said and how it exited."""
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
