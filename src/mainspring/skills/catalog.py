@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Annotated
 from pydantic import Field
 
 from mainspring.errors import SkillNotFound, SkillPathError
+from mainspring.skills._handles import Refused, read_under
 from mainspring.skills.discovery import (
     SKILL_FILE,
     Discovery,
@@ -22,7 +22,6 @@ from mainspring.skills.discovery import (
     SkillDiagnostic,
     SkillLimits,
     discover,
-    read_capped,
 )
 from mainspring.tools.define import Tool, ToolOutput, tool
 
@@ -152,23 +151,16 @@ class SkillCatalog:
         parts = self._resource_parts(name, relative_path)
         if parts == (SKILL_FILE,):
             return self.read(name, offset, limit)
-        path = skill.folder
+        # Walked from the root by handles: a folder of the skill swapped for a
+        # symlink since discovery, or a file swapped for a FIFO, is refused here.
+        below_root = (*skill.folder.relative_to(skill.root).parts, *parts)
         try:
-            for part in parts:
-                path = path / part
-                if stat.S_ISLNK(os.lstat(path).st_mode):
-                    raise SkillPathError(
-                        f"{relative_path!r} passes a symlink", name=name, path=relative_path
-                    )
-            if not stat.S_ISREG(os.lstat(path).st_mode) or not path.resolve().is_relative_to(
-                skill.folder.resolve()
-            ):
-                raise SkillPathError(
-                    f"{relative_path!r} is not a file of skill {name!r}",
-                    name=name,
-                    path=relative_path,
-                )
-            data = read_capped(path, self.limits.max_file_bytes)
+            data = read_under(skill.root, below_root, self.limits.max_file_bytes)
+        except Refused as exc:
+            what = "passes a symlink" if exc.symlink else f"is not a file of skill {name!r}"
+            raise SkillPathError(
+                f"{relative_path!r} {what}", name=name, path=relative_path
+            ) from None
         except OSError as exc:
             raise SkillPathError(
                 f"cannot read {relative_path!r} of skill {name!r}: {exc.strerror or exc}",
