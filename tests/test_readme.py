@@ -22,6 +22,7 @@ PUBLIC_MODULES = (
     "mainspring.context",
     "mainspring.mcp",
     "mainspring.skills",
+    "mainspring.skill_runner",
     "mainspring.devtools",
     "mainspring.toolkits",
 )

@@ -33,7 +33,13 @@ while the roots and the layout stay, and distinct even for the duplicate that
 lost. Tools and prompts address skills by ``name``.
 """
 
-from mainspring.skills.catalog import SkillCatalog, SkillNotFound, SkillPathError, TextPage
+from mainspring.skills.catalog import (
+    SkillCatalog,
+    SkillNeeds,
+    SkillNotFound,
+    SkillPathError,
+    TextPage,
+)
 from mainspring.skills.discovery import (
     SKILL_FILE,
     Execution,
@@ -51,6 +57,7 @@ __all__ = [
     "SkillDiagnostic",
     "SkillDiagnosticCode",
     "SkillLimits",
+    "SkillNeeds",
     "SkillNotFound",
     "SkillPathError",
     "TextPage",

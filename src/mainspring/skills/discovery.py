@@ -101,6 +101,10 @@ class Skill:
     root: Path
     file_bytes: int
     body_bytes: int
+    requires_tools: tuple[str, ...] = ()
+    """Tool names or patterns the skill needs (``dependencies: {tools: …}``)."""
+    requires_servers: tuple[str, ...] = ()
+    """MCP servers the skill needs (``dependencies: {mcp-servers: …}``)."""
 
     @property
     def folder(self) -> Path:
@@ -125,6 +129,8 @@ class _Parsed:
     allowed_tools: tuple[str, ...] | None
     execution: Execution
     body: str
+    requires_tools: tuple[str, ...] = ()
+    requires_servers: tuple[str, ...] = ()
 
 
 def _split_front_matter(text: str) -> tuple[str, str]:
@@ -204,6 +210,25 @@ def _allowed_tools(value: object) -> tuple[str, ...] | None:
     raise _BadSkill("field", "'allowed-tools' must be a list of tool names or patterns")
 
 
+def _names(value: object, label: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
+        return tuple(str(x) for x in value)
+    raise _BadSkill("field", f"{label!r} must be a list of names")
+
+
+def _dependencies(value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict) or not set(value) <= {"tools", "mcp-servers"}:
+        raise _BadSkill(
+            "field", "'dependencies' must be a mapping with 'tools' and/or 'mcp-servers' lists"
+        )
+    tools = _names(value.get("tools"), "dependencies.tools")
+    return tools, _names(value.get("mcp-servers"), "dependencies.mcp-servers")
+
+
 def _parse(text: str) -> _Parsed:
     block, body = _split_front_matter(text)
     data = _load_yaml(block)
@@ -224,12 +249,15 @@ def _parse(text: str) -> _Parsed:
         raise _BadSkill(
             "field", f"'execution' must be 'inline' or 'subagent', not {execution!r:.80}"
         )
+    requires_tools, requires_servers = _dependencies(data.get("dependencies"))
     return _Parsed(
         name=name,
         description=description.strip(),
         allowed_tools=_allowed_tools(data.get("allowed-tools")),
         execution="subagent" if execution == "subagent" else "inline",
         body=body,
+        requires_tools=requires_tools,
+        requires_servers=requires_servers,
     )
 
 
@@ -415,6 +443,8 @@ class Discovery:
             root=root,
             file_bytes=size,
             body_bytes=len(parsed.body.encode("utf-8")),
+            requires_tools=parsed.requires_tools,
+            requires_servers=parsed.requires_servers,
         )
         self.bodies[parsed.name] = parsed.body
 
