@@ -31,6 +31,24 @@ TOOLS = [
     {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
     {"name": "add_tool", "description": "Adds a tool.", "inputSchema": {"type": "object"}},
     {
+        "name": "count",
+        "description": "Counts its calls (read-only).",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "as_task",
+        "description": "Only as an MCP task.",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "required"},
+    },
+    {
+        "name": "maybe_task",
+        "description": "A task if the client wants.",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "optional"},
+    },
+    {
         "name": "flagged",
         "description": "Annotated.",
         "inputSchema": {"type": "object"},
@@ -48,6 +66,7 @@ if MODE == "bad_schema":
         }
     )
 LOCK = threading.Lock()
+COUNTS: list[int] = []
 died = Path(sys.argv[2] + ".died")
 
 
@@ -73,6 +92,11 @@ def call(rid: object, name: str, args: dict[str, object]) -> None:
             died.write_text("1")
             os._exit(3)
         text(rid, "survived")
+    elif name == "count":
+        COUNTS.append(1)
+        text(rid, f"{len(COUNTS)} {json.dumps(args, sort_keys=True)}")
+    elif name == "maybe_task":
+        text(rid, "ran plainly")
     elif name == "env":
         text(rid, " ".join(sorted(os.environ)))
     elif name == "picture":

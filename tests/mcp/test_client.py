@@ -375,3 +375,52 @@ async def test_progress_from_a_direct_call_and_hostile_numbers() -> None:
         seen.clear()
         await manager.call_tool("rich", "wild", {}, progress=lambda m, p: seen.append((m, p)))
     assert seen == [("x" * 500, 100.0), ("-1 of 2", 0.0), ("1 of 0", None)]
+
+
+async def test_read_only_results_are_cached_by_canonical_arguments(tmp_path: Path) -> None:
+    config = fake(tmp_path, "f", cache_ttl=60, cache_entries=2)
+    async with McpClientManager([config]) as manager:
+        first = await manager.call_tool("f", "count", {"a": 1, "b": 2})
+        assert first.content == '1 {"a": 1, "b": 2}'
+        again = await manager.call_tool("f", "count", {"b": 2, "a": 1})
+        assert again.content == first.content, "same arguments as JSON, same entry"
+        other = await manager.call_tool("f", "count", {"a": 2})
+        assert other.content.startswith("2 ")
+        echo = [(await manager.call_tool("f", "echo", {"text": "x"})).content for _ in range(2)]
+        assert echo == ["x", "x"]  # not read-only: never cached (the server answered twice)
+        await manager.call_tool("f", "count", {"a": 3})  # a third entry evicts the oldest
+        assert (await manager.call_tool("f", "count", {"a": 1, "b": 2})).content.startswith("4 ")
+        await manager.call_tool("f", "add_tool", {})  # announces tools/list_changed
+        for _ in range(250):
+            if "mcp__f__added" in {t.name for t in manager.tools()}:
+                break
+            await anyio.sleep(0.02)
+        after = await manager.call_tool("f", "count", {"a": 1, "b": 2})
+        assert after.content.startswith("5 "), "the list changed: the cache was dropped"
+
+
+async def test_the_cache_expires_and_is_off_by_default(tmp_path: Path) -> None:
+    async with McpClientManager(
+        [fake(tmp_path, "f", cache_ttl=0.05), fake(tmp_path, "g")]
+    ) as manager:
+        first = await manager.call_tool("f", "count", {})
+        await anyio.sleep(0.1)
+        assert (await manager.call_tool("f", "count", {})).content != first.content
+        plain = [(await manager.call_tool("g", "count", {})).content for _ in range(2)]
+        assert plain[0] != plain[1]
+
+
+def test_cache_settings_are_validated() -> None:
+    for bad in ({"cache_ttl": -1.0}, {"cache_entries": -1}, {"cache_ttl": float("nan")}):
+        with pytest.raises(ConfigError, match="cache_ttl and cache_entries"):
+            McpServerConfig(name="c", command="x", **bad)
+
+
+async def test_task_only_tools_are_not_offered(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f")]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__f__as_task" not in names
+        assert "MCP tasks" in manager.skipped_tools["mcp__f__as_task"]
+        assert "mcp__f__maybe_task" in names
+        out = await manager.call_tool("f", "maybe_task", {})
+        assert out.content == "ran plainly"

@@ -30,6 +30,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
+from mainspring.mcp._cache import ResponseCache
 from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
 from mainspring.mcp._stderr import StderrTail, capture_stderr, release, wrapped
 from mainspring.mcp._trust import trust
@@ -68,6 +69,13 @@ Progress: TypeAlias = Callable[[str, "float | None"], None]
 _CTX = "__mainspring_tool_context__"
 """The keyword the engine passes a server tool's ToolContext under (not an MCP argument)."""
 _PROGRESS_MESSAGE_CHARS = 500
+
+_INVALIDATING = (
+    mcp_types.ToolListChangedNotification,
+    mcp_types.ResourceListChangedNotification,
+    mcp_types.ResourceUpdatedNotification,
+)
+"""Notifications after which cached results may be stale."""
 
 _TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -108,6 +116,7 @@ class _Connection:
         self.done.set()  # no session task yet
         self.generation = 0
         self.stderr = StderrTail(config.name)
+        self.cache = ResponseCache(ttl=config.cache_ttl, max_entries=config.cache_entries)
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -151,6 +160,7 @@ class _Connection:
                     )
                     await session.initialize()
                     self.tools = await _list_all_tools(session)
+                    self.cache.clear()
                     deadline.deadline = math.inf
                     self.session = session
                     self.generation += 1
@@ -177,6 +187,8 @@ class _Connection:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         session = self.session
+        if isinstance(message, _INVALIDATING):
+            self.cache.clear()
         if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
             try:
                 self.tools = await _list_all_tools(session)
@@ -184,6 +196,12 @@ class _Connection:
                 logger.warning("MCP server %r: tools refresh failed: %s", self.config.name, exc)
         elif isinstance(message, Exception):
             logger.warning("MCP server %r transport error: %s", self.config.name, message)
+
+    def read_only(self, tool: str) -> bool:
+        """Whether the tool, as listed now, is trusted as a read (its results may be cached)."""
+        spec = next((t for t in self.tools if t.name == tool), None)
+        decided = trust(self.config, spec) if spec is not None else None
+        return decided is not None and decided.read_only
 
     async def close(self) -> None:
         """End the session task (it closes the transport) and wait for it."""
@@ -368,6 +386,13 @@ class McpClientManager:
         except ConfigError as exc:
             self.skipped_tools[f"mcp__{cfg.name}__{spec.name}"] = str(exc)
             return None
+        if spec.execution is not None and spec.execution.task_support == "required":
+            # Such a tool is called only as an MCP task (tasks/get, tasks/result
+            # polling), which this client does not do: not offered, not half-called.
+            self.skipped_tools[name] = (
+                "needs task-augmented execution (MCP tasks), which this client does not support"
+            )
+            return None
         try:
             schema = json.loads(json.dumps(spec.input_schema))
             base = client_tool(
@@ -442,6 +467,9 @@ class McpClientManager:
         session = conn.session
         if session is None:
             return ToolOutput(content=f"MCP server {server!r} is not connected", is_error=True)
+        cacheable = conn.cache.enabled and conn.read_only(tool)
+        if cacheable and (cached := conn.cache.get(tool, arguments)) is not None:
+            return cached
         try:
             with anyio.fail_after(cfg.call_timeout):
                 async with conn.limiter:
@@ -461,7 +489,10 @@ class McpClientManager:
                 content=f"MCP tool {tool!r} on {server!r} failed: {_describe(exc)}",
                 is_error=True,
             )
-        return self._to_output(server, tool, arguments, result)
+        output = self._to_output(server, tool, arguments, result)
+        if cacheable and conn.session is session:
+            conn.cache.put(tool, arguments, output)
+        return output
 
     def _config(self, server: str) -> McpServerConfig:
         conn = self._connections.get(server)
