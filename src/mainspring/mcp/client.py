@@ -18,8 +18,7 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self, TypeAlias
@@ -30,9 +29,13 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
-from mainspring.mcp._cache import ResponseCache
 from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
-from mainspring.mcp._stderr import StderrTail, capture_stderr, release, wrapped
+from mainspring.mcp._connection import (
+    Connection,
+    connection_lost,
+    describe,
+    list_all_tools,
+)
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
 from mainspring.tools.context import ToolContext
@@ -40,13 +43,9 @@ from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
 
 try:
-    import httpx2
     import mcp.types as mcp_types
-    from mcp.client.session import ClientSession, IncomingMessage
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.session import ClientSession
     from mcp.shared.dispatcher import ProgressFnT
-    from mcp.shared.exceptions import MCPError
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
 
@@ -69,15 +68,6 @@ Progress: TypeAlias = Callable[[str, "float | None"], None]
 _CTX = "__mainspring_tool_context__"
 """The keyword the engine passes a server tool's ToolContext under (not an MCP argument)."""
 _PROGRESS_MESSAGE_CHARS = 500
-
-_INVALIDATING = (
-    mcp_types.ToolListChangedNotification,
-    mcp_types.ResourceListChangedNotification,
-    mcp_types.ResourceUpdatedNotification,
-)
-"""Notifications after which cached results may be stale."""
-
-_TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,147 +92,6 @@ class RawResult:
     truncated: bool
 
 
-class _Connection:
-    """One server: the task that owns its session, its cached tool list, its limits."""
-
-    def __init__(self, config: McpServerConfig) -> None:
-        self.config = config
-        self.session: ClientSession | None = None
-        self.tools: list[mcp_types.Tool] = []
-        self.limiter = anyio.Semaphore(config.max_concurrent_calls)
-        self.lock = anyio.Lock()
-        self.closing = anyio.Event()
-        self.done = anyio.Event()
-        self.done.set()  # no session task yet
-        self.generation = 0
-        self.stderr = StderrTail(config.name)
-        self.cache = ResponseCache(ttl=config.cache_ttl, max_entries=config.cache_entries)
-
-    @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
-        cfg = self.config
-        if cfg.transport == "stdio":
-            assert cfg.command is not None
-            command, args = wrapped(cfg.command, list(cfg.args))
-            params = StdioServerParameters(
-                command=command, args=args, env=cfg.stdio_env(), cwd=cfg.cwd
-            )
-            async with (
-                capture_stderr(self.stderr) as errlog,
-                stdio_client(params, errlog=errlog) as streams,
-            ):
-                release(errlog)  # the child has its own copy now
-                yield streams
-        else:
-            assert cfg.url is not None
-            async with (
-                httpx2.AsyncClient(
-                    headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
-                ) as http,
-                streamable_http_client(cfg.url, http_client=http) as streams,
-            ):
-                yield streams
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Connect, report started, hold the session until asked to close."""
-        cfg = self.config
-        started = False
-        deadline = anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout)
-        self.closing = anyio.Event()
-        self.done = anyio.Event()
-        self.stderr = StderrTail(cfg.name)
-        try:
-            with deadline:
-                async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(self._transport())
-                    session = await stack.enter_async_context(
-                        ClientSession(read, write, message_handler=self._on_message)
-                    )
-                    await session.initialize()
-                    self.tools = await _list_all_tools(session)
-                    self.cache.clear()
-                    deadline.deadline = math.inf
-                    self.session = session
-                    self.generation += 1
-                    started = True
-                    task_status.started()
-                    await self.closing.wait()
-            if not started:
-                raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
-        except Exception as exc:
-            said = self.stderr.describe()
-            if not started:
-                if said:
-                    raise _StartFailed(f"{_describe(exc)}; {said}") from exc
-                raise
-            logger.warning(
-                "MCP server %r session ended: %s%s",
-                cfg.name,
-                _describe(exc),
-                f"; {said}" * bool(said),
-            )
-        finally:
-            self.session = None
-            self.done.set()
-
-    async def _on_message(self, message: IncomingMessage) -> None:
-        session = self.session
-        if isinstance(message, _INVALIDATING):
-            self.cache.clear()
-        if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
-            try:
-                self.tools = await _list_all_tools(session)
-            except Exception as exc:
-                logger.warning("MCP server %r: tools refresh failed: %s", self.config.name, exc)
-        elif isinstance(message, Exception):
-            logger.warning("MCP server %r transport error: %s", self.config.name, message)
-
-    def read_only(self, tool: str) -> bool:
-        """Whether the tool, as listed now, is trusted as a read (its results may be cached)."""
-        spec = next((t for t in self.tools if t.name == tool), None)
-        decided = trust(self.config, spec) if spec is not None else None
-        return decided is not None and decided.read_only
-
-    async def close(self) -> None:
-        """End the session task (it closes the transport) and wait for it."""
-        if self.session is None and self.done.is_set():
-            return
-        self.closing.set()
-        await self.done.wait()
-
-
-class _StartFailed(Exception):
-    """A server did not start; the message has what it said and how it exited."""
-
-
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.message
-    return str(exc) or type(exc).__name__
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_connection_lost(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(exc, _TRANSPORT_GONE | OSError)
-
-
 class McpClientManager:
     """Connects to MCP servers and offers their tools as mainspring tools.
 
@@ -254,7 +103,7 @@ class McpClientManager:
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise ConfigError(f"MCP server names must be unique, got {names}")
-        self._connections = {c.name: _Connection(c) for c in configs}
+        self._connections = {c.name: Connection(c) for c in configs}
         self._tg: anyio.abc.TaskGroup | None = None
         self.failures: dict[str, str] = {}
         """Servers that could not start (optional ones) or whose tools were skipped."""
@@ -311,17 +160,17 @@ class McpClientManager:
     def _required(self, name: str) -> bool:
         return self._connections[name].config.required
 
-    async def _start_one(self, conn: _Connection) -> None:
+    async def _start_one(self, conn: Connection) -> None:
         try:
             await self._connect(conn)
         except Exception as exc:
-            self.failures[conn.config.name] = _describe(exc)
+            self.failures[conn.config.name] = describe(exc)
             if not conn.config.required:
                 logger.warning(
-                    "optional MCP server %r skipped: %s", conn.config.name, _describe(exc)
+                    "optional MCP server %r skipped: %s", conn.config.name, describe(exc)
                 )
 
-    async def _connect(self, conn: _Connection) -> None:
+    async def _connect(self, conn: Connection) -> None:
         if self._tg is None:
             raise ConfigError("McpClientManager is not started")
         await self._tg.start(conn.serve)
@@ -376,7 +225,7 @@ class McpClientManager:
                 found.append(made)
         return found
 
-    def _make_tool(self, conn: _Connection, spec: mcp_types.Tool) -> Tool | None:
+    def _make_tool(self, conn: Connection, spec: mcp_types.Tool) -> Tool | None:
         cfg = conn.config
         decided = trust(cfg, spec)
         if decided is None:  # denied by the config
@@ -428,9 +277,9 @@ class McpClientManager:
         """Fetch a server's tool list again (also done on its list-changed notification)."""
         conn = await self._session_of(server)
         assert conn.session is not None
-        conn.tools = await _list_all_tools(conn.session)
+        conn.tools = await list_all_tools(conn.session)
 
-    async def _session_of(self, server: str) -> _Connection:
+    async def _session_of(self, server: str) -> Connection:
         conn = self._connections.get(server)
         if conn is None:
             raise ConfigError(f"no MCP server named {server!r}")
@@ -462,7 +311,7 @@ class McpClientManager:
             conn = await self._session_of(server)
         except Exception as exc:
             return ToolOutput(
-                content=f"MCP server {server!r} is unavailable: {_describe(exc)}", is_error=True
+                content=f"MCP server {server!r} is unavailable: {describe(exc)}", is_error=True
             )
         session = conn.session
         if session is None:
@@ -482,11 +331,11 @@ class McpClientManager:
                 is_error=True,
             )
         except Exception as exc:
-            if _connection_lost(exc) and conn.session is session:
+            if connection_lost(exc) and conn.session is session:
                 conn.session = None  # the next call reconnects
                 conn.closing.set()
             return ToolOutput(
-                content=f"MCP tool {tool!r} on {server!r} failed: {_describe(exc)}",
+                content=f"MCP tool {tool!r} on {server!r} failed: {describe(exc)}",
                 is_error=True,
             )
         output = self._to_output(server, tool, arguments, result)
