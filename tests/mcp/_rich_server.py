@@ -7,7 +7,9 @@ reports progress in three steps (a total of 4, then a message-less step).
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import ResourceLink, ToolAnnotations
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")
 
 server = MCPServer("rich")
 
@@ -28,6 +30,42 @@ async def wild(ctx: Context) -> str:
     await ctx.report_progress(-1, 2)
     await ctx.report_progress(1, 0)
     return "wild"
+
+
+@server.resource("notes://readme", name="readme", description="The notes' readme.")
+def readme() -> str:
+    """The readme."""
+    return "Read me first."
+
+
+@server.resource("notes://big", name="big", mime_type="text/plain")
+def big() -> str:
+    """A big text."""
+    return "b" * 200_000
+
+
+@server.resource("notes://logo", name="logo", mime_type="image/png")
+def logo() -> bytes:
+    """A picture."""
+    return PNG
+
+
+@server.resource("notes://blob", name="blob", mime_type="application/zip")
+def blob() -> bytes:
+    """A binary file."""
+    return b"PK\x03\x04" + b"\x00" * 60
+
+
+@server.resource("notes://day/{day}", name="day", description="The note of one day.")
+def day(day: str) -> str:
+    """One day's note."""
+    return f"note of {day}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def find_note() -> list[ResourceLink]:
+    """Point at a note."""
+    return [ResourceLink(uri="notes://readme", name="readme")]
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -424,3 +425,51 @@ async def test_task_only_tools_are_not_offered(tmp_path: Path) -> None:
         assert "mcp__f__maybe_task" in names
         out = await manager.call_tool("f", "maybe_task", {})
         assert out.content == "ran plainly"
+
+
+async def test_resources_are_tools_the_model_can_call() -> None:
+    async with McpClientManager([rich(output_budget=1000)]) as manager:
+        tools = {t.name: t for t in manager.tools()}
+        assert {"mcpr__rich__list", "mcpr__rich__read"} <= set(tools)
+        assert tools["mcpr__rich__read"].policy.read_only
+        link = await manager.call_tool("rich", "find_note", {})
+        assert "[resource link: notes://readme (readme); read it with mcpr__rich__read]" in (
+            link.content
+        )
+        model = ScriptedModel(
+            [
+                ScriptedResponse(tool_calls=[ScriptedCall("mcpr__rich__list", {})]),
+                ScriptedResponse(
+                    tool_calls=[
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://readme"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://day/monday"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://big"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://logo"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://blob"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://nowhere"}),
+                    ]
+                ),
+                "done",
+            ]
+        )
+        session = Session(Agent(model=model, tools=list(tools.values())))
+        events = await send(session, "read the notes")
+    results = [e for e in events if isinstance(e, ToolResult)]
+    listing = json.loads(results[0].content)
+    assert {r["uri"] for r in listing["resources"]} >= {"notes://readme", "notes://logo"}
+    assert listing["templates"][0]["uriTemplate"] == "notes://day/{day}"
+    readme, monday, big, logo, blob, nowhere = results[1:]
+    assert readme.content == "Read me first."
+    assert monday.content == "note of monday"
+    assert big.content.startswith("b" * 1000) and "truncated: showing 1000 of 200000" in big.content
+    assert "[image notes://logo (image/png)]" in logo.content
+    parts = session.messages[-2].tool_results_parts
+    assert next(p for p in parts if "notes://logo" in p.content).images[0].media_type == "image/png"
+    assert blob.content == "[binary resource notes://blob (application/zip, 64 bytes) not shown]"
+    assert nowhere.is_error and "notes://nowhere" in nowhere.content
+
+
+async def test_resources_can_be_turned_off(tmp_path: Path) -> None:
+    async with McpClientManager([rich(resources=False), fake(tmp_path, "f")]) as manager:
+        names = {t.name for t in manager.tools()}
+    assert not any(n.startswith("mcpr__") for n in names), "off, and the fake has none"

@@ -79,6 +79,9 @@ class McpServerConfig:
     changes and when it reconnects."""
     cache_entries: int = 256
     """Results the cache keeps at most (least recently used go first)."""
+    resources: bool = True
+    """Offer the server's resources (if it has any) as ``mcpr__<server>__list`` and
+    ``mcpr__<server>__read`` tools."""
 
     def __post_init__(self) -> None:
         name = self.name

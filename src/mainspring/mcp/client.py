@@ -36,6 +36,7 @@ from mainspring.mcp._connection import (
     describe,
     list_all_tools,
 )
+from mainspring.mcp._resources import list_page_text, read_output, resource_tools
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
 from mainspring.tools.context import ToolContext
@@ -46,6 +47,7 @@ try:
     import mcp.types as mcp_types
     from mcp.client.session import ClientSession
     from mcp.shared.dispatcher import ProgressFnT
+    from mcp.shared.exceptions import MCPError
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
 
@@ -223,7 +225,66 @@ class McpClientManager:
                     continue
                 names.add(made.name)
                 found.append(made)
+            found.extend(self._resource_tools(conn))
         return found
+
+    def _resource_tools(self, conn: Connection) -> list[Tool]:
+        session = conn.session
+        caps = session.server_capabilities if session is not None else None
+        if not conn.config.resources or caps is None or caps.resources is None:
+            return []
+        server = conn.config.name
+
+        async def list_page(cursor: str | None) -> ToolOutput:
+            return await self._resources_page(server, cursor)
+
+        async def read(uri: str) -> ToolOutput:
+            return await self.read_resource(server, uri)
+
+        try:
+            return resource_tools(server, list_page=list_page, read=read)
+        except ConfigError as exc:  # a server name too long for the tool names
+            self.skipped_tools[f"mcpr__{server}__*"] = str(exc)
+            return []
+
+    async def _resources_page(self, server: str, cursor: str | None) -> ToolOutput:
+        cfg = self._config(server)
+        try:
+            session = await self._live_session(server)
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            with anyio.fail_after(cfg.call_timeout):
+                page = await session.list_resources(params=params)
+                templates = [] if cursor else await self._templates(session)
+        except Exception as exc:
+            return ToolOutput(
+                content=f"listing resources of {server!r} failed: {describe(exc)}", is_error=True
+            )
+        text = list_page_text(page.resources, templates, page.next_cursor, budget=cfg.output_budget)
+        return ToolOutput(content=text)
+
+    @staticmethod
+    async def _templates(session: ClientSession) -> list[mcp_types.ResourceTemplate]:
+        try:
+            return (await session.list_resource_templates()).resource_templates
+        except MCPError:  # a server with resources but no templates may refuse the method
+            return []
+
+    async def read_resource(self, server: str, uri: str) -> ToolOutput:
+        """Read a resource; its text is bounded by the server's ``output_budget``.
+
+        Failures (an unknown URI, a dead server, a timeout) are error results.
+        """
+        cfg = self._config(server)
+        try:
+            session = await self._live_session(server)
+            with anyio.fail_after(cfg.call_timeout):
+                result = await session.read_resource(uri)
+        except Exception as exc:
+            return ToolOutput(
+                content=f"reading resource {uri!r} of {server!r} failed: {describe(exc)}",
+                is_error=True,
+            )
+        return read_output(result, budget=cfg.output_budget)
 
     def _make_tool(self, conn: Connection, spec: mcp_types.Tool) -> Tool | None:
         cfg = conn.config
@@ -361,6 +422,11 @@ class McpClientManager:
         for block in result.content:
             if isinstance(block, mcp_types.ImageContent):
                 images.append(ImagePart(media_type=block.mime_type, data=block.data))
+            elif isinstance(block, mcp_types.ResourceLink) and self._config(server).resources:
+                texts.append(
+                    f"[resource link: {block.uri} ({block.name[:100]}); "
+                    f"read it with mcpr__{server}__read]"
+                )
             else:
                 texts.append(_block_text(block))
         if not texts and result.structured_content is not None:
