@@ -7,7 +7,8 @@ reports progress in three steps (a total of 4, then a message-less step).
 from __future__ import annotations
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ResourceLink, ToolAnnotations
+from mcp_types import ResourceLink, SamplingMessage, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452")
 
@@ -66,6 +67,37 @@ def day(day: str) -> str:
 def find_note() -> list[ResourceLink]:
     """Point at a note."""
     return [ResourceLink(uri="notes://readme", name="readme")]
+
+
+class Who(BaseModel):
+    name: str
+    age: int = 0
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def greet(ctx: Context) -> str:
+    """Ask the user who they are, then greet them."""
+    try:
+        answer = await ctx.elicit("Who are you?", Who)
+    except Exception as exc:
+        return f"could not ask: {exc}"
+    if answer.action == "accept":
+        return f"hello {answer.data.name} ({answer.data.age})"
+    return answer.action
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def summarize(text: str, ctx: Context) -> str:
+    """Ask the client's model to summarize."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
+    try:
+        result = await ctx.session.create_message(
+            [message], max_tokens=5000, system_prompt="Summarize."
+        )
+    except Exception as exc:
+        return f"sampling refused: {exc}"
+    content = result.content
+    return f"{result.model}: {content.text if isinstance(content, TextContent) else '?'}"
 
 
 if __name__ == "__main__":

@@ -22,7 +22,14 @@ from mainspring import (
     ToolResult,
 )
 from mainspring.errors import ConfigError
-from mainspring.mcp import McpClientManager, McpServerConfig, McpStartupError
+from mainspring.mcp import (
+    ElicitAnswer,
+    McpClientManager,
+    McpElicitation,
+    McpSampling,
+    McpServerConfig,
+    McpStartupError,
+)
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio
@@ -473,3 +480,50 @@ async def test_resources_can_be_turned_off(tmp_path: Path) -> None:
     async with McpClientManager([rich(resources=False), fake(tmp_path, "f")]) as manager:
         names = {t.name for t in manager.tools()}
     assert not any(n.startswith("mcpr__") for n in names), "off, and the fake has none"
+
+
+async def test_elicitation_goes_to_the_hosts_handler() -> None:
+    asked: list[McpElicitation] = []
+    answers = iter(
+        [
+            ElicitAnswer(action="accept", content={"name": "Ada", "age": 36}),
+            ElicitAnswer(action="decline"),
+            ElicitAnswer(action="accept", content={"name": {"nested": "no"}}),  # type: ignore[dict-item]  # hostile
+        ]
+    )
+
+    async def on_elicit(request: McpElicitation) -> ElicitAnswer:
+        asked.append(request)
+        return next(answers)
+
+    async with McpClientManager([rich()], on_elicit=on_elicit) as manager:
+        assert (await manager.call_tool("rich", "greet", {})).content == "hello Ada (36)"
+        assert (await manager.call_tool("rich", "greet", {})).content == "decline"
+        assert (await manager.call_tool("rich", "greet", {})).content == "decline"
+    assert asked[0].server == "rich" and asked[0].message == "Who are you?"
+    assert asked[0].mode == "form"
+    assert set(asked[0].requested_schema["properties"]) == {"name", "age"}  # type: ignore[arg-type]  # JSON
+
+
+async def test_without_a_handler_servers_cannot_elicit_or_sample() -> None:
+    async with McpClientManager([rich()]) as manager:
+        greet = await manager.call_tool("rich", "greet", {})
+        summary = await manager.call_tool("rich", "summarize", {"text": "long"})
+    assert greet.content == "could not ask: Elicitation not supported"
+    assert summary.content.startswith("sampling refused")
+
+
+async def test_sampling_goes_to_the_hosts_model_within_bounds() -> None:
+    model = ScriptedModel(["short.", "again."], name="scripted-sampler")
+    sampling = McpSampling(model=model, max_tokens=100, max_requests=2)
+    async with McpClientManager([rich()], sampling=sampling) as manager:
+        first = await manager.call_tool("rich", "summarize", {"text": "a long text"})
+        await manager.call_tool("rich", "summarize", {"text": "more"})
+        third = await manager.call_tool("rich", "summarize", {"text": "too many"})
+    assert first.content == "scripted-sampler: short."
+    request = model.requests[0]
+    assert request.settings.max_tokens == 100, "the server asked 5000: capped"
+    assert request.system[0].text == "Summarize."
+    assert request.messages[0].text == "a long text"
+    assert third.content.startswith("sampling refused") and "limit reached" in third.content
+    assert sampling.requests == 2

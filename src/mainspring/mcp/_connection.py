@@ -13,6 +13,12 @@ import anyio.abc
 
 from mainspring.mcp._cache import ResponseCache
 from mainspring.mcp._config import McpServerConfig
+from mainspring.mcp._requests import (
+    McpSampling,
+    OnElicit,
+    elicitation_callback,
+    sampling_callback,
+)
 from mainspring.mcp._stderr import StderrTail, capture_stderr, release, wrapped
 from mainspring.mcp._trust import trust
 
@@ -43,8 +49,19 @@ _TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.E
 class Connection:
     """One server: the task that owns its session, its cached tool list, its limits."""
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(
+        self,
+        config: McpServerConfig,
+        *,
+        on_elicit: OnElicit | None = None,
+        sampling: McpSampling | None = None,
+    ) -> None:
         self.config = config
+        self._callbacks: dict[str, Any] = {}
+        if on_elicit is not None:
+            self._callbacks["elicitation_callback"] = elicitation_callback(config.name, on_elicit)
+        if sampling is not None:
+            self._callbacks["sampling_callback"] = sampling_callback(config.name, sampling)
         self.session: ClientSession | None = None
         self.tools: list[mcp_types.Tool] = []
         self.limiter = anyio.Semaphore(config.max_concurrent_calls)
@@ -94,7 +111,9 @@ class Connection:
                 async with AsyncExitStack() as stack:
                     read, write = await stack.enter_async_context(self._transport())
                     session = await stack.enter_async_context(
-                        ClientSession(read, write, message_handler=self._on_message)
+                        ClientSession(
+                            read, write, message_handler=self._on_message, **self._callbacks
+                        )
                     )
                     await session.initialize()
                     self.tools = await list_all_tools(session)

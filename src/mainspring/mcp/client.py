@@ -36,6 +36,7 @@ from mainspring.mcp._connection import (
     describe,
     list_all_tools,
 )
+from mainspring.mcp._requests import ElicitAnswer, McpElicitation, McpSampling, OnElicit
 from mainspring.mcp._resources import list_page_text, read_output, resource_tools
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
@@ -54,11 +55,15 @@ except ImportError as exc:
 __all__ = [
     "ESSENTIAL_ENV",
     "MCP_PERMISSIONS",
+    "ElicitAnswer",
     "McpClientManager",
+    "McpElicitation",
     "McpPermission",
     "McpPrompt",
+    "McpSampling",
     "McpServerConfig",
     "McpStartupError",
+    "OnElicit",
     "RawResult",
 ]
 
@@ -100,12 +105,26 @@ class McpClientManager:
     Use ``async with manager:`` or :meth:`start` / :meth:`aclose` from one task.
     """
 
-    def __init__(self, configs: Sequence[McpServerConfig], *, audit_limit: int = 32) -> None:
-        """Create a manager for ``configs`` (names must be unique); nothing starts yet."""
+    def __init__(
+        self,
+        configs: Sequence[McpServerConfig],
+        *,
+        audit_limit: int = 32,
+        on_elicit: OnElicit | None = None,
+        sampling: McpSampling | None = None,
+    ) -> None:
+        """Create a manager for ``configs`` (names must be unique); nothing starts yet.
+
+        ``on_elicit`` answers a server's elicitation (the host's UI or policy);
+        ``sampling`` lets servers sample a model, bounded. Without them the
+        client does not offer either, and servers cannot ask.
+        """
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise ConfigError(f"MCP server names must be unique, got {names}")
-        self._connections = {c.name: Connection(c) for c in configs}
+        self._connections = {
+            c.name: Connection(c, on_elicit=on_elicit, sampling=sampling) for c in configs
+        }
         self._tg: anyio.abc.TaskGroup | None = None
         self.failures: dict[str, str] = {}
         """Servers that could not start (optional ones) or whose tools were skipped."""
