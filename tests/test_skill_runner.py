@@ -153,3 +153,48 @@ def test_handle_refuses_unknown_and_inline_skills(catalog: SkillCatalog) -> None
     with pytest.raises(ConfigError, match="inline"):
         runner.handle("reader")
     assert runner.handle("finder") is runner.handle("finder")
+
+
+async def test_an_active_inline_skill_limits_the_rest_of_the_turn(catalog: SkillCatalog) -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=[ScriptedCall("skills_read", {"name": "reader"})]),
+            ScriptedResponse(
+                tool_calls=[ScriptedCall("delete_all", {}), ScriptedCall("lookup", {"key": "k"})]
+            ),
+            "done",
+            ScriptedResponse(tool_calls=[ScriptedCall("delete_all", {})]),
+            "done again",
+        ]
+    )
+    session = Session(SkillRunner(catalog, agent=base(model)).host())
+    events = await send(session, "follow the reader skill")
+    results = {e.name: e for e in events if isinstance(e, ToolResult)}
+    assert "skill 'reader' is active" in results["skills_read"].content
+    assert results["delete_all"].is_error
+    assert "allows only these tools: lookup" in results["delete_all"].content
+    assert RAN == ["lookup k"], "the tool outside allowed-tools did not run"
+    later = await send(session, "now delete")
+    assert next(e for e in later if isinstance(e, ToolResult)).content == "deleted"
+    assert RAN == ["lookup k", "delete_all"], "a new turn has no active skill"
+
+
+async def test_reading_a_skills_resource_or_a_skill_without_allowed_tools_limits_nothing(
+    catalog: SkillCatalog, tmp_path: Path
+) -> None:
+    (tmp_path / "reader" / "notes.md").write_text("notes")
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=[
+                    ScriptedCall("skills_read", {"name": "reader", "path": "notes.md"}),
+                    ScriptedCall("skills_read", {"name": "gitty"}),
+                ]
+            ),
+            ScriptedResponse(tool_calls=[ScriptedCall("delete_all", {})]),
+            "done",
+        ]
+    )
+    events = await send(Session(SkillRunner(catalog, agent=base(model)).host()), "go")
+    assert RAN == ["delete_all"]
+    assert not any("is active" in e.content for e in events if isinstance(e, ToolResult))

@@ -20,7 +20,15 @@ host = runner.host()  # base + skills_list, skills_read, skills_run
   call to any other tool is refused by its allowlist. A skill that does not
   say gets all the host's tools (but never ``skills_run``: no recursion).
   An ``inline`` skill is read with ``skills_read`` and followed by the host
-  model itself; ``skills_run`` refuses it.
+  model itself; ``skills_run`` refuses it. Once the host model has read an
+  inline skill that names ``allowed-tools`` (its ``SKILL.md``), the rest of
+  that turn's calls to other tools (``skills_list`` and ``skills_read``
+  aside) return an error result instead of running. Limits: the check is made
+  when the tool would run, after its judging (a confirm-tier tool outside the
+  list is asked about, then refused); a call the model made in the same step
+  as the ``skills_read`` may run before the skill is active; and the active
+  skill lives in the session's turn cache, so a turn resumed by another
+  process (from the store) forgets it.
 """
 
 from __future__ import annotations
@@ -28,12 +36,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SkillNotFound
-from mainspring.skills import Skill, SkillCatalog, SkillNeeds
+from mainspring.skills import SKILL_FILE, Skill, SkillCatalog, SkillNeeds
 from mainspring.subagents import SubagentHandle
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
@@ -44,6 +53,38 @@ __all__ = ["SkillRunner"]
 
 _RUN = "skills_run"
 _READ = "skills_read"
+_ALWAYS = frozenset({"skills_list", _READ})
+"""Tools an active inline skill never shuts off."""
+_ACTIVE = "mainspring.skills.active"
+"""Turn-cache key of the active inline skill: ``(name, allowed-tools)``."""
+_CTX = "__mainspring_skill_context__"
+
+
+def _limited(tool: Tool) -> Tool:
+    """``tool``, refused while an inline skill whose ``allowed-tools`` omit it is active."""
+    if tool.fn is None or tool.name in _ALWAYS:
+        return tool
+    if tool.ctx_param is not None:
+        key = tool.ctx_param
+    else:
+        key = _CTX
+
+    async def limited(**kwargs: Any) -> ToolOutput:
+        ctx = kwargs[key] if tool.ctx_param is not None else kwargs.pop(key)
+        active = ctx.cache.get(_ACTIVE) if isinstance(ctx, ToolContext) else None
+        if active is not None and not matches_any(active[1], tool.name):
+            allowed = ", ".join(active[1]) or "none"
+            return ToolOutput(
+                content=(
+                    f"not run: the active skill {active[0]!r} allows only these tools: {allowed}"
+                ),
+                is_error=True,
+            )
+        if tool.ctx_param is not None:
+            kwargs.pop(key)
+        return await tool.call({}, ctx if tool.ctx_param is not None else None, kwargs=kwargs)
+
+    return dataclasses.replace(tool, fn=limited, is_async=True, ctx_param=key)
 
 
 def _safe(name: str) -> str:
@@ -91,13 +132,40 @@ class SkillRunner:
         return [*self._catalog_tools, self._run_tool()]
 
     def host(self) -> Agent:
-        """The host agent with the skills tools added."""
-        tools = [self.agent.tool(n) for n in self.agent.tool_names]
+        """The host agent with the skills tools added, its tools under inline ``allowed-tools``."""
+        own = [t for n in self.agent.tool_names if (t := self.agent.tool(n)) is not None]
+        skills = [self._activating(t) if t.name == _READ else t for t in self.tools()]
         return dataclasses.replace(
             self.agent,
-            tools=[t for t in tools if t is not None] + self.tools(),
+            tools=[*(_limited(t) for t in own), *(_limited(t) for t in skills)],
             allowed_tools=None,
         )
+
+    def _activating(self, reader: Tool) -> Tool:
+        """``skills_read`` that makes an inline skill with ``allowed-tools`` active."""
+        catalog = self.catalog
+
+        async def read(**kwargs: Any) -> ToolOutput:
+            ctx = kwargs.pop(_CTX)
+            output = await reader.call({}, None, kwargs=kwargs)
+            skill = catalog.get(str(kwargs.get("name", "")))
+            if (
+                not output.is_error
+                and isinstance(ctx, ToolContext)
+                and skill is not None
+                and skill.execution == "inline"
+                and skill.allowed_tools is not None
+                and str(kwargs.get("path", SKILL_FILE)) == SKILL_FILE
+            ):
+                ctx.cache[_ACTIVE] = (skill.name, skill.allowed_tools)
+                allowed = ", ".join(skill.allowed_tools) or "none"
+                note = f"\n\n[skill {skill.name!r} is active: until this turn ends only "
+                output = dataclasses.replace(
+                    output, content=output.content + note + f"these tools run: {allowed}]"
+                )
+            return output
+
+        return dataclasses.replace(reader, fn=read, is_async=True, ctx_param=_CTX)
 
     def handle(self, name: str) -> SubagentHandle:
         """The subagent that runs skill ``name`` (resume its paused runs through it).
