@@ -37,6 +37,7 @@ RANKS: dict[str, float] = {
     "context": 6,
     "agent": 7,
     "skills": 7,
+    "skill_runner": 12,
     "_arguments": 2,
     "_recovery": 7,
     "_tasks": 0,

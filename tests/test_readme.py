@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "mainspring.pipelines",
     "mainspring.mcp",
     "mainspring.skills",
+    "mainspring.skill_runner",
     "mainspring.devtools",
     "mainspring.toolkits",
     "mainspring.server",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -461,3 +463,165 @@ def test_random_trees_never_raise_and_stay_in_bounds(
             assert not any(p.startswith(".") for p in s.path.relative_to(s.root).parts)
             assert catalog.read(s.name, 0, 10).total >= 0
         catalog.resident_block(max_bytes=200)
+
+
+# --- hostile front matter and swapped files -----------------------------------
+
+LAUGHS = "".join(
+    f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" if i else "l0: &l0 [lol, lol]\n"
+    for i in range(10)
+)
+
+
+@pytest.mark.parametrize(
+    ("front", "needle"),
+    [
+        (LAUGHS, "aliases"),
+        ("a: &x 1\nb: *x\n", "aliases"),
+        ("x: " + "[" * 100 + "]" * 100 + "\n", "nested deeper than 32"),
+        ("x: [" + ", ".join(["1"] * 3000) + "]\n", "more than 2000 values"),
+        ("x: !!python/object/apply:os.system ['touch {marker}']\n", "python/object/apply"),
+        ("x: !!python/name:os.system\n", "python/name"),
+        ("x: !custom thing\n", "!custom"),
+        ("x: !!binary 'not base64 @@'\n", "invalid YAML"),
+        ("x: !!timestamp 'yesterday'\n", "invalid YAML"),
+        ("x: !!int '0x'\n", "invalid YAML"),
+        ("? [a, b]\n: c\n", "invalid YAML"),
+        ("x: !!set {a, b}\ny: !!omap [1]\n", "invalid YAML"),
+    ],
+)
+def test_hostile_front_matter_is_one_diagnostic_and_the_others_load(
+    tmp_path: Path, front: str, needle: str
+) -> None:
+    marker = tmp_path / "pwned"
+    front = front.replace("{marker}", str(marker))
+    write(tmp_path, "bad/SKILL.md", f"---\nname: bad\ndescription: d\n{front}---\nbody\n")
+    write(tmp_path, "good/SKILL.md", skill_text("good"))
+    catalog = SkillCatalog([tmp_path])
+    assert names(catalog) == ["good"]
+    (diag,) = catalog.diagnostics
+    assert diag.code == "yaml", diag
+    assert needle in diag.message, diag.message
+    assert not marker.exists()
+
+
+def test_standard_tags_and_unused_anchors_are_fine(tmp_path: Path) -> None:
+    text = "---\nname: !!str ok\ndescription: &d Does it.\nallowed-tools: !!seq [a]\n---\nb\n"
+    write(tmp_path, "s/SKILL.md", text)
+    catalog = SkillCatalog([tmp_path])
+    assert names(catalog) == ["ok"] and catalog.diagnostics == ()
+
+
+yaml_ish = st.lists(
+    st.sampled_from(
+        [*"ab:-[]{},&*!?|>'\"#\n \t%@`", "!!str ", "&a ", "*a", "!!python/", "!!timestamp "]
+    ),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(yaml_ish)
+def test_any_front_matter_is_a_skill_or_a_diagnostic(front: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write(root, "s/SKILL.md", f"---\nname: s\ndescription: d\n{front}\n---\nbody\n")
+        catalog = SkillCatalog([root])
+        assert len(catalog.skills) + len(catalog.diagnostics) == 1
+
+
+def test_every_skill_too_deep_is_a_diagnostic(tmp_path: Path) -> None:
+    write(tmp_path, "a/SKILL.md", skill_text("a"))
+    write(tmp_path, "x/y/SKILL.md", skill_text("two-deep"))
+    write(tmp_path, "x/q/r/s/t/SKILL.md", skill_text("five-deep"))
+    catalog = SkillCatalog([tmp_path], limits=SkillLimits(max_depth=1))
+    assert names(catalog) == ["a"]
+    deep = sorted(str(d.path.relative_to(tmp_path)) for d in catalog.diagnostics)
+    assert deep == ["x/q/r/s/t/SKILL.md", "x/y/SKILL.md"]
+    assert codes(catalog) == ["depth", "depth"]
+
+
+def test_a_big_tree_below_max_depth_does_not_stop_discovery(tmp_path: Path) -> None:
+    for i in range(30):
+        (tmp_path / "first" / "deep" / f"d{i:02}").mkdir(parents=True)
+    write(tmp_path, "second/SKILL.md", skill_text("later"))
+    catalog = SkillCatalog(
+        [tmp_path / "first", tmp_path / "second"], limits=SkillLimits(max_depth=0, max_entries=10)
+    )
+    assert names(catalog) == ["later"]
+    (diag,) = catalog.diagnostics
+    assert diag.code == "entries" and "below max_depth=0" in diag.message
+
+
+def swap_on_first_lstat(
+    monkeypatch: pytest.MonkeyPatch, target: Path, swap: Callable[[], None]
+) -> None:
+    """Swap ``target`` right after the check (its lstat), before the open."""
+    real_lstat = os.lstat
+    done: list[bool] = []
+
+    def lstat(path: object, *args: object, **kw: object) -> os.stat_result:
+        result = real_lstat(path, *args, **kw)  # type: ignore[arg-type]  # passthrough
+        if not done and Path(str(path)) == target:
+            done.append(True)
+            swap()
+        return result
+
+    monkeypatch.setattr(os, "lstat", lstat)
+
+
+def test_skill_md_swapped_for_a_fifo_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, "s/SKILL.md", skill_text("s")).resolve()
+    write(tmp_path, "t/SKILL.md", skill_text("t"))
+
+    def to_fifo() -> None:
+        path.unlink()
+        os.mkfifo(path)
+
+    swap_on_first_lstat(monkeypatch, path, to_fifo)
+    catalog = SkillCatalog([tmp_path]).load()  # would block forever opening a FIFO
+    assert names(catalog) == ["t"]
+    (diag,) = catalog.diagnostics
+    assert diag.code == "unreadable" and "not a regular file" in diag.message
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "root"
+    path = write(root, "s/SKILL.md", skill_text("s")).resolve()
+    write(tmp_path, "outside/SKILL.md", skill_text("outside", body="SECRET"))
+
+    def to_link() -> None:
+        (root / "s").rename(tmp_path / "moved")
+        (root / "s").symlink_to(tmp_path / "outside", target_is_directory=True)
+
+    swap_on_first_lstat(monkeypatch, path, to_link)
+    catalog = SkillCatalog([root]).load()
+    assert catalog.skills == ()
+    (diag,) = catalog.diagnostics
+    assert diag.code == "symlink" and "refused when opened" in diag.message
+
+
+def test_resources_swapped_after_discovery_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root, "s/SKILL.md", skill_text("s"))
+    write(root, "s/docs/guide.md", "guide")
+    write(root, "s/notes.md", "notes")
+    write(tmp_path, "outside/guide.md", "SECRET")
+    catalog = SkillCatalog([root]).load()
+    assert catalog.read_resource("s", "docs/guide.md").text == "guide"
+    shutil.rmtree(root / "s" / "docs")
+    (root / "s" / "docs").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(SkillPathError, match="passes a symlink"):
+        catalog.read_resource("s", "docs/guide.md")
+    (root / "s" / "notes.md").unlink()
+    os.mkfifo(root / "s" / "notes.md")
+    with pytest.raises(SkillPathError, match="is not a file of skill"):
+        catalog.read_resource("s", "notes.md")  # not hung on the FIFO
+    (root / "s").rename(tmp_path / "away")
+    (root / "s").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(SkillPathError, match="passes a symlink"):
+        catalog.read_resource("s", "guide.md")

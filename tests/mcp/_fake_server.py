@@ -2,7 +2,8 @@
 
 Usage: ``python _fake_server.py MODE PIDFILE`` where MODE is one of
 ``ok``, ``silent`` (never answers initialize), ``die`` (exits during the first
-``crash`` call), ``bad_schema``. Tools: ``echo``, ``big`` (5 MB), ``hang``,
+``crash`` call), ``bad_schema``, ``fail`` (writes 100 KB and then a last
+line to stderr, exits 3 before reading anything). Tools: ``echo``, ``big`` (5 MB), ``hang``,
 ``crash``, ``env``, ``picture``, ``add_tool`` (then announces list_changed).
 """
 
@@ -16,6 +17,10 @@ from pathlib import Path
 
 MODE = sys.argv[1]
 Path(sys.argv[2]).open("a").write(f"{os.getpid()}\n")
+if MODE == "fail":
+    sys.stderr.write("noise " * 20_000 + "\nboom: MAINSPRING_FAKE_KEY is not set\n")
+    sys.stderr.flush()
+    os._exit(3)
 OBJ = {"type": "object", "properties": {"text": {"type": "string"}}}
 TOOLS = [
     {"name": "echo", "description": "Echo text.", "inputSchema": OBJ},
@@ -25,6 +30,24 @@ TOOLS = [
     {"name": "env", "description": "Env names.", "inputSchema": {"type": "object"}},
     {"name": "picture", "description": "An image.", "inputSchema": {"type": "object"}},
     {"name": "add_tool", "description": "Adds a tool.", "inputSchema": {"type": "object"}},
+    {
+        "name": "count",
+        "description": "Counts its calls (read-only).",
+        "inputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "as_task",
+        "description": "Only as an MCP task.",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "required"},
+    },
+    {
+        "name": "maybe_task",
+        "description": "A task if the client wants.",
+        "inputSchema": {"type": "object"},
+        "execution": {"taskSupport": "optional"},
+    },
     {
         "name": "flagged",
         "description": "Annotated.",
@@ -43,6 +66,7 @@ if MODE == "bad_schema":
         }
     )
 LOCK = threading.Lock()
+COUNTS: list[int] = []
 died = Path(sys.argv[2] + ".died")
 
 
@@ -68,6 +92,11 @@ def call(rid: object, name: str, args: dict[str, object]) -> None:
             died.write_text("1")
             os._exit(3)
         text(rid, "survived")
+    elif name == "count":
+        COUNTS.append(1)
+        text(rid, f"{len(COUNTS)} {json.dumps(args, sort_keys=True)}")
+    elif name == "maybe_task":
+        text(rid, "ran plainly")
     elif name == "env":
         text(rid, " ".join(sorted(os.environ)))
     elif name == "picture":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,9 +12,24 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, ToolResult
+from mainspring import (
+    Agent,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolProgress,
+    ToolResult,
+)
 from mainspring.errors import ConfigError
-from mainspring.mcp import McpClientManager, McpServerConfig, McpStartupError
+from mainspring.mcp import (
+    ElicitAnswer,
+    McpClientManager,
+    McpElicitation,
+    McpSampling,
+    McpServerConfig,
+    McpStartupError,
+)
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio
@@ -164,6 +180,29 @@ async def test_required_server_never_answering_fails_start(tmp_path: Path) -> No
     assert not any(alive(p) for p in pids(tmp_path, "mute") + pids(tmp_path, "ok"))
 
 
+async def test_a_failed_start_shows_exit_status_and_stderr_tail(tmp_path: Path) -> None:
+    before = children()
+    manager = McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "broken", "fail")])
+    with pytest.raises(McpStartupError) as info:
+        await manager.start()
+    message = str(info.value)
+    assert "'broken' failed to start" in message
+    assert "exit status 3" in message
+    assert message.endswith("boom: MAINSPRING_FAKE_KEY is not set")
+    assert len(message) < 4096 + 300, "only the tail of 100 KB of stderr"
+    assert "[mainspring]" not in message
+    assert children() <= before
+
+
+async def test_a_missing_command_is_a_clear_start_failure(tmp_path: Path) -> None:
+    config = McpServerConfig(name="gone", command="mainspring-no-such-server", required=False)
+    async with McpClientManager([config, fake(tmp_path, "ok")]) as manager:
+        assert manager.servers == ["ok"]
+        failure = manager.failures["gone"]
+    assert "exit status 127" in failure
+    assert "mainspring-no-such-server" in failure
+
+
 async def test_optional_server_never_answering_is_skipped(tmp_path: Path) -> None:
     configs = [
         fake(tmp_path, "ok"),
@@ -302,3 +341,189 @@ async def test_a_name_collision_is_a_config_error_at_connect(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"'mcp__twice__echo' is not unique"):
         await manager.start()
     assert children() <= before
+
+
+RICH = str(Path(__file__).with_name("_rich_server.py"))
+
+
+def rich(**kw: object) -> McpServerConfig:
+    return McpServerConfig(name="rich", command=sys.executable, args=(RICH,), **kw)  # type: ignore[arg-type]  # test shorthand
+
+
+async def test_server_progress_becomes_tool_progress_events() -> None:
+    async with McpClientManager([rich()]) as manager:
+        model = ScriptedModel(
+            [ScriptedResponse(tool_calls=[ScriptedCall("mcp__rich__crunch", {"steps": 2})]), "ok"]
+        )
+        events = await send(Session(Agent(model=model, tools=manager.tools())), "go")
+    progress = [e for e in events if isinstance(e, ToolProgress)]
+    assert [(p.name, p.message, p.pct) for p in progress] == [
+        ("mcp__rich__crunch", "step 1", 50.0),
+        ("mcp__rich__crunch", "step 2", 100.0),
+        ("mcp__rich__crunch", "3", None),
+    ]
+    start = next(e for e in events if e.type == "tool_start")
+    assert {p.tool_use_id for p in progress} == {start.tool_use_id}
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.content == "crunched 2"
+    assert result.tool_use_id == start.tool_use_id
+    assert "__mainspring" not in str(start.input)
+
+
+async def test_progress_from_a_direct_call_and_hostile_numbers() -> None:
+    seen: list[tuple[str, float | None]] = []
+    async with McpClientManager([rich()]) as manager:
+        out = await manager.call_tool(
+            "rich", "crunch", {"steps": 1}, progress=lambda m, p: seen.append((m, p))
+        )
+        assert out.content == "crunched 1"
+        silent = await manager.call_tool("rich", "crunch", {"steps": 1})
+        assert silent.content == "crunched 1"
+        assert seen == [("step 1", 100.0), ("2", None)]
+        seen.clear()
+        await manager.call_tool("rich", "wild", {}, progress=lambda m, p: seen.append((m, p)))
+    assert seen == [("x" * 500, 100.0), ("-1 of 2", 0.0), ("1 of 0", None)]
+
+
+async def test_read_only_results_are_cached_by_canonical_arguments(tmp_path: Path) -> None:
+    config = fake(tmp_path, "f", cache_ttl=60, cache_entries=2)
+    async with McpClientManager([config]) as manager:
+        first = await manager.call_tool("f", "count", {"a": 1, "b": 2})
+        assert first.content == '1 {"a": 1, "b": 2}'
+        again = await manager.call_tool("f", "count", {"b": 2, "a": 1})
+        assert again.content == first.content, "same arguments as JSON, same entry"
+        other = await manager.call_tool("f", "count", {"a": 2})
+        assert other.content.startswith("2 ")
+        echo = [(await manager.call_tool("f", "echo", {"text": "x"})).content for _ in range(2)]
+        assert echo == ["x", "x"]  # not read-only: never cached (the server answered twice)
+        await manager.call_tool("f", "count", {"a": 3})  # a third entry evicts the oldest
+        assert (await manager.call_tool("f", "count", {"a": 1, "b": 2})).content.startswith("4 ")
+        await manager.call_tool("f", "add_tool", {})  # announces tools/list_changed
+        for _ in range(250):
+            if "mcp__f__added" in {t.name for t in manager.tools()}:
+                break
+            await anyio.sleep(0.02)
+        after = await manager.call_tool("f", "count", {"a": 1, "b": 2})
+        assert after.content.startswith("5 "), "the list changed: the cache was dropped"
+
+
+async def test_the_cache_expires_and_is_off_by_default(tmp_path: Path) -> None:
+    async with McpClientManager(
+        [fake(tmp_path, "f", cache_ttl=0.05), fake(tmp_path, "g")]
+    ) as manager:
+        first = await manager.call_tool("f", "count", {})
+        await anyio.sleep(0.1)
+        assert (await manager.call_tool("f", "count", {})).content != first.content
+        plain = [(await manager.call_tool("g", "count", {})).content for _ in range(2)]
+        assert plain[0] != plain[1]
+
+
+def test_cache_settings_are_validated() -> None:
+    for bad in ({"cache_ttl": -1.0}, {"cache_entries": -1}, {"cache_ttl": float("nan")}):
+        with pytest.raises(ConfigError, match="cache_ttl and cache_entries"):
+            McpServerConfig(name="c", command="x", **bad)
+
+
+async def test_task_only_tools_are_not_offered(tmp_path: Path) -> None:
+    async with McpClientManager([fake(tmp_path, "f")]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__f__as_task" not in names
+        assert "MCP tasks" in manager.skipped_tools["mcp__f__as_task"]
+        assert "mcp__f__maybe_task" in names
+        out = await manager.call_tool("f", "maybe_task", {})
+        assert out.content == "ran plainly"
+
+
+async def test_resources_are_tools_the_model_can_call() -> None:
+    async with McpClientManager([rich(output_budget=1000)]) as manager:
+        tools = {t.name: t for t in manager.tools()}
+        assert {"mcpr__rich__list", "mcpr__rich__read"} <= set(tools)
+        assert tools["mcpr__rich__read"].policy.read_only
+        link = await manager.call_tool("rich", "find_note", {})
+        assert "[resource link: notes://readme (readme); read it with mcpr__rich__read]" in (
+            link.content
+        )
+        model = ScriptedModel(
+            [
+                ScriptedResponse(tool_calls=[ScriptedCall("mcpr__rich__list", {})]),
+                ScriptedResponse(
+                    tool_calls=[
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://readme"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://day/monday"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://big"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://logo"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://blob"}),
+                        ScriptedCall("mcpr__rich__read", {"uri": "notes://nowhere"}),
+                    ]
+                ),
+                "done",
+            ]
+        )
+        session = Session(Agent(model=model, tools=list(tools.values())))
+        events = await send(session, "read the notes")
+    results = [e for e in events if isinstance(e, ToolResult)]
+    listing = json.loads(results[0].content)
+    assert {r["uri"] for r in listing["resources"]} >= {"notes://readme", "notes://logo"}
+    assert listing["templates"][0]["uriTemplate"] == "notes://day/{day}"
+    readme, monday, big, logo, blob, nowhere = results[1:]
+    assert readme.content == "Read me first."
+    assert monday.content == "note of monday"
+    assert big.content.startswith("b" * 1000) and "truncated: showing 1000 of 200000" in big.content
+    assert "[image notes://logo (image/png)]" in logo.content
+    parts = session.messages[-2].tool_results_parts
+    assert next(p for p in parts if "notes://logo" in p.content).images[0].media_type == "image/png"
+    assert blob.content == "[binary resource notes://blob (application/zip, 64 bytes) not shown]"
+    assert nowhere.is_error and "notes://nowhere" in nowhere.content
+
+
+async def test_resources_can_be_turned_off(tmp_path: Path) -> None:
+    async with McpClientManager([rich(resources=False), fake(tmp_path, "f")]) as manager:
+        names = {t.name for t in manager.tools()}
+    assert not any(n.startswith("mcpr__") for n in names), "off, and the fake has none"
+
+
+async def test_elicitation_goes_to_the_hosts_handler() -> None:
+    asked: list[McpElicitation] = []
+    answers = iter(
+        [
+            ElicitAnswer(action="accept", content={"name": "Ada", "age": 36}),
+            ElicitAnswer(action="decline"),
+            ElicitAnswer(action="accept", content={"name": {"nested": "no"}}),  # type: ignore[dict-item]  # hostile
+        ]
+    )
+
+    async def on_elicit(request: McpElicitation) -> ElicitAnswer:
+        asked.append(request)
+        return next(answers)
+
+    async with McpClientManager([rich()], on_elicit=on_elicit) as manager:
+        assert (await manager.call_tool("rich", "greet", {})).content == "hello Ada (36)"
+        assert (await manager.call_tool("rich", "greet", {})).content == "decline"
+        assert (await manager.call_tool("rich", "greet", {})).content == "decline"
+    assert asked[0].server == "rich" and asked[0].message == "Who are you?"
+    assert asked[0].mode == "form"
+    assert set(asked[0].requested_schema["properties"]) == {"name", "age"}  # type: ignore[arg-type]  # JSON
+
+
+async def test_without_a_handler_servers_cannot_elicit_or_sample() -> None:
+    async with McpClientManager([rich()]) as manager:
+        greet = await manager.call_tool("rich", "greet", {})
+        summary = await manager.call_tool("rich", "summarize", {"text": "long"})
+    assert greet.content == "could not ask: Elicitation not supported"
+    assert summary.content.startswith("sampling refused")
+
+
+async def test_sampling_goes_to_the_hosts_model_within_bounds() -> None:
+    model = ScriptedModel(["short.", "again."], name="scripted-sampler")
+    sampling = McpSampling(model=model, max_tokens=100, max_requests=2)
+    async with McpClientManager([rich()], sampling=sampling) as manager:
+        first = await manager.call_tool("rich", "summarize", {"text": "a long text"})
+        await manager.call_tool("rich", "summarize", {"text": "more"})
+        third = await manager.call_tool("rich", "summarize", {"text": "too many"})
+    assert first.content == "scripted-sampler: short."
+    request = model.requests[0]
+    assert request.settings.max_tokens == 100, "the server asked 5000: capped"
+    assert request.system[0].text == "Summarize."
+    assert request.messages[0].text == "a long text"
+    assert third.content.startswith("sampling refused") and "limit reached" in third.content
+    assert sampling.requests == 2

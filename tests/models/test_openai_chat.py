@@ -787,3 +787,62 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
         "tool_call_id": "call_ZR5UUuTt3pf61kjwAJIYdVMj",
         "content": "London",
     }
+
+
+def tool_turn_with_images() -> list[Message]:
+    from mainspring.messages import ImagePart, ToolCallPart, ToolResultPart
+
+    return [
+        Message.user("look"),
+        Message(
+            role="assistant",
+            parts=(
+                ToolCallPart(id="c1", name="shot", arguments={}),
+                ToolCallPart(id="c2", name="plain", arguments={}),
+            ),
+        ),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(
+                    tool_use_id="c1",
+                    name="shot",
+                    content="a chart",
+                    images=(ImagePart(media_type="image/png", data="AAAA"),),
+                ),
+                ToolResultPart(tool_use_id="c2", name="plain", content="text only"),
+            ),
+        ),
+    ]
+
+
+def test_tool_result_images_follow_the_tool_messages() -> None:
+    request = ModelRequest(system=(), messages=tool_turn_with_images())
+    messages = build_chat_request("gpt-4o", request)["messages"]
+    assert messages[2:] == [
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": (
+                "a chart\n[the tool also returned 1 image (image/png): shown in the next message]"
+            ),
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "text only"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images returned by shot (c1):"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            ],
+        },
+    ]
+
+
+def test_tool_result_images_become_a_note_for_a_text_only_server() -> None:
+    model = OpenAIChatModel("llama3.2", base_url="http://127.0.0.1:9/v1", tool_images="note")
+    body = model.build_request(ModelRequest(system=(), messages=tool_turn_with_images()))
+    assert body["messages"][2]["content"] == (
+        "a chart\n[the tool also returned 1 image (image/png), "
+        "which could not be shown to you here]"
+    )
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "tool"]

@@ -741,3 +741,32 @@ async def test_session_runs_one_tool_round_on_recorded_traffic() -> None:
         {"type": "function_call_output", "call_id": call_id, "output": "Paris"},
     ]
     assert sent["tools"][0]["name"] == "get_capital"
+
+
+def test_tool_result_images_go_in_the_function_call_output() -> None:
+    from mainspring.messages import ImagePart
+
+    history = [
+        Message.user("look"),
+        Message(role="assistant", parts=(ToolCallPart(id="c1", name="shot", arguments={}),)),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(
+                    tool_use_id="c1",
+                    name="shot",
+                    content="a chart",
+                    images=(ImagePart(media_type="image/png", data="AAAA"),),
+                ),
+            ),
+        ),
+    ]
+    body = build_params("gpt-5", ModelRequest(system=(), messages=history))
+    assert body["input"][-1] == {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [
+            {"type": "input_text", "text": "a chart"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+        ],
+    }

@@ -7,20 +7,28 @@ from __future__ import annotations
 
 from mainspring.mcp.client import (
     MCP_PERMISSIONS,
+    ElicitAnswer,
     McpClientManager,
+    McpElicitation,
     McpPermission,
     McpPrompt,
+    McpSampling,
     McpServerConfig,
     McpStartupError,
+    OnElicit,
     RawResult,
 )
 
 __all__ = [
     "MCP_PERMISSIONS",
+    "ElicitAnswer",
     "McpClientManager",
+    "McpElicitation",
     "McpPermission",
     "McpPrompt",
+    "McpSampling",
     "McpServerConfig",
     "McpStartupError",
+    "OnElicit",
     "RawResult",
 ]

@@ -73,6 +73,15 @@ class McpServerConfig:
     """Every tool's tier, instead of the one its annotations imply."""
     tool_permissions: Mapping[str, McpPermission] = field(default_factory=dict[str, McpPermission])
     """Tiers of single tools (server-side name or ``*`` pattern), over ``permission``."""
+    cache_ttl: float = 0.0
+    """Seconds a read-only tool's successful result is reused for the same arguments
+    (``0``: no cache). The cache is dropped when the server's tool or resource list
+    changes and when it reconnects."""
+    cache_entries: int = 256
+    """Results the cache keeps at most (least recently used go first)."""
+    resources: bool = True
+    """Offer the server's resources (if it has any) as ``mcpr__<server>__list`` and
+    ``mcpr__<server>__read`` tools."""
 
     def __post_init__(self) -> None:
         name = self.name
@@ -99,6 +108,8 @@ class McpServerConfig:
         ):
             if value <= 0:
                 raise ConfigError(f"MCP server {name!r}: {label} must be positive")
+        if not (self.cache_ttl >= 0 and self.cache_entries >= 0):  # NaN fails too
+            raise ConfigError(f"MCP server {name!r}: cache_ttl and cache_entries must be >= 0")
         tiers = {"permission": self.permission} if self.permission is not None else {}
         tiers |= {f"tool_permissions[{k!r}]": v for k, v in self.tool_permissions.items()}
         for label, tier in tiers.items():

@@ -18,11 +18,10 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeAlias
 
 import anyio
 import anyio.abc
@@ -31,17 +30,24 @@ from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
 from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
+from mainspring.mcp._connection import (
+    Connection,
+    connection_lost,
+    describe,
+    list_all_tools,
+)
+from mainspring.mcp._requests import ElicitAnswer, McpElicitation, McpSampling, OnElicit
+from mainspring.mcp._resources import list_page_text, read_output, resource_tools
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
+from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
 
 try:
-    import httpx2
     import mcp.types as mcp_types
-    from mcp.client.session import ClientSession, IncomingMessage
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.session import ClientSession
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
@@ -49,17 +55,26 @@ except ImportError as exc:
 __all__ = [
     "ESSENTIAL_ENV",
     "MCP_PERMISSIONS",
+    "ElicitAnswer",
     "McpClientManager",
+    "McpElicitation",
     "McpPermission",
     "McpPrompt",
+    "McpSampling",
     "McpServerConfig",
     "McpStartupError",
+    "OnElicit",
     "RawResult",
 ]
 
 logger = logging.getLogger(__name__)
 
-_TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+Progress: TypeAlias = Callable[[str, "float | None"], None]
+"""Receives a call's progress: a message and a percentage when known."""
+
+_CTX = "__mainspring_tool_context__"
+"""The keyword the engine passes a server tool's ToolContext under (not an MCP argument)."""
+_PROGRESS_MESSAGE_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,130 +99,32 @@ class RawResult:
     truncated: bool
 
 
-class _Connection:
-    """One server: the task that owns its session, its cached tool list, its limits."""
-
-    def __init__(self, config: McpServerConfig) -> None:
-        self.config = config
-        self.session: ClientSession | None = None
-        self.tools: list[mcp_types.Tool] = []
-        self.limiter = anyio.Semaphore(config.max_concurrent_calls)
-        self.lock = anyio.Lock()
-        self.closing = anyio.Event()
-        self.done = anyio.Event()
-        self.done.set()  # no session task yet
-        self.generation = 0
-
-    @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
-        cfg = self.config
-        if cfg.transport == "stdio":
-            assert cfg.command is not None
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=cfg.stdio_env(), cwd=cfg.cwd
-            )
-            async with stdio_client(params) as streams:
-                yield streams
-        else:
-            assert cfg.url is not None
-            async with (
-                httpx2.AsyncClient(
-                    headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
-                ) as http,
-                streamable_http_client(cfg.url, http_client=http) as streams,
-            ):
-                yield streams
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """Connect, report started, hold the session until asked to close."""
-        cfg = self.config
-        started = False
-        deadline = anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout)
-        self.closing = anyio.Event()
-        self.done = anyio.Event()
-        try:
-            with deadline:
-                async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(self._transport())
-                    session = await stack.enter_async_context(
-                        ClientSession(read, write, message_handler=self._on_message)
-                    )
-                    await session.initialize()
-                    self.tools = await _list_all_tools(session)
-                    deadline.deadline = math.inf
-                    self.session = session
-                    self.generation += 1
-                    started = True
-                    task_status.started()
-                    await self.closing.wait()
-            if not started:
-                raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
-        except Exception as exc:
-            if not started:
-                raise
-            logger.warning("MCP server %r session ended: %s", cfg.name, _describe(exc))
-        finally:
-            self.session = None
-            self.done.set()
-
-    async def _on_message(self, message: IncomingMessage) -> None:
-        session = self.session
-        if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
-            try:
-                self.tools = await _list_all_tools(session)
-            except Exception as exc:
-                logger.warning("MCP server %r: tools refresh failed: %s", self.config.name, exc)
-        elif isinstance(message, Exception):
-            logger.warning("MCP server %r transport error: %s", self.config.name, message)
-
-    async def close(self) -> None:
-        """End the session task (it closes the transport) and wait for it."""
-        if self.session is None and self.done.is_set():
-            return
-        self.closing.set()
-        await self.done.wait()
-
-
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.message
-    return str(exc) or type(exc).__name__
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_connection_lost(e) for e in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(exc, _TRANSPORT_GONE | OSError)
-
-
 class McpClientManager:
     """Connects to MCP servers and offers their tools as mainspring tools.
 
     Use ``async with manager:`` or :meth:`start` / :meth:`aclose` from one task.
     """
 
-    def __init__(self, configs: Sequence[McpServerConfig], *, audit_limit: int = 32) -> None:
-        """Create a manager for ``configs`` (names must be unique); nothing starts yet."""
+    def __init__(
+        self,
+        configs: Sequence[McpServerConfig],
+        *,
+        audit_limit: int = 32,
+        on_elicit: OnElicit | None = None,
+        sampling: McpSampling | None = None,
+    ) -> None:
+        """Create a manager for ``configs`` (names must be unique); nothing starts yet.
+
+        ``on_elicit`` answers a server's elicitation (the host's UI or policy);
+        ``sampling`` lets servers sample a model, bounded. Without them the
+        client does not offer either, and servers cannot ask.
+        """
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise ConfigError(f"MCP server names must be unique, got {names}")
-        self._connections = {c.name: _Connection(c) for c in configs}
+        self._connections = {
+            c.name: Connection(c, on_elicit=on_elicit, sampling=sampling) for c in configs
+        }
         self._tg: anyio.abc.TaskGroup | None = None
         self.failures: dict[str, str] = {}
         """Servers that could not start (optional ones) or whose tools were skipped."""
@@ -264,17 +181,17 @@ class McpClientManager:
     def _required(self, name: str) -> bool:
         return self._connections[name].config.required
 
-    async def _start_one(self, conn: _Connection) -> None:
+    async def _start_one(self, conn: Connection) -> None:
         try:
             await self._connect(conn)
         except Exception as exc:
-            self.failures[conn.config.name] = _describe(exc)
+            self.failures[conn.config.name] = describe(exc)
             if not conn.config.required:
                 logger.warning(
-                    "optional MCP server %r skipped: %s", conn.config.name, _describe(exc)
+                    "optional MCP server %r skipped: %s", conn.config.name, describe(exc)
                 )
 
-    async def _connect(self, conn: _Connection) -> None:
+    async def _connect(self, conn: Connection) -> None:
         if self._tg is None:
             raise ConfigError("McpClientManager is not started")
         await self._tg.start(conn.serve)
@@ -327,9 +244,68 @@ class McpClientManager:
                     continue
                 names.add(made.name)
                 found.append(made)
+            found.extend(self._resource_tools(conn))
         return found
 
-    def _make_tool(self, conn: _Connection, spec: mcp_types.Tool) -> Tool | None:
+    def _resource_tools(self, conn: Connection) -> list[Tool]:
+        session = conn.session
+        caps = session.server_capabilities if session is not None else None
+        if not conn.config.resources or caps is None or caps.resources is None:
+            return []
+        server = conn.config.name
+
+        async def list_page(cursor: str | None) -> ToolOutput:
+            return await self._resources_page(server, cursor)
+
+        async def read(uri: str) -> ToolOutput:
+            return await self.read_resource(server, uri)
+
+        try:
+            return resource_tools(server, list_page=list_page, read=read)
+        except ConfigError as exc:  # a server name too long for the tool names
+            self.skipped_tools[f"mcpr__{server}__*"] = str(exc)
+            return []
+
+    async def _resources_page(self, server: str, cursor: str | None) -> ToolOutput:
+        cfg = self._config(server)
+        try:
+            session = await self._live_session(server)
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            with anyio.fail_after(cfg.call_timeout):
+                page = await session.list_resources(params=params)
+                templates = [] if cursor else await self._templates(session)
+        except Exception as exc:
+            return ToolOutput(
+                content=f"listing resources of {server!r} failed: {describe(exc)}", is_error=True
+            )
+        text = list_page_text(page.resources, templates, page.next_cursor, budget=cfg.output_budget)
+        return ToolOutput(content=text)
+
+    @staticmethod
+    async def _templates(session: ClientSession) -> list[mcp_types.ResourceTemplate]:
+        try:
+            return (await session.list_resource_templates()).resource_templates
+        except MCPError:  # a server with resources but no templates may refuse the method
+            return []
+
+    async def read_resource(self, server: str, uri: str) -> ToolOutput:
+        """Read a resource; its text is bounded by the server's ``output_budget``.
+
+        Failures (an unknown URI, a dead server, a timeout) are error results.
+        """
+        cfg = self._config(server)
+        try:
+            session = await self._live_session(server)
+            with anyio.fail_after(cfg.call_timeout):
+                result = await session.read_resource(uri)
+        except Exception as exc:
+            return ToolOutput(
+                content=f"reading resource {uri!r} of {server!r} failed: {describe(exc)}",
+                is_error=True,
+            )
+        return read_output(result, budget=cfg.output_budget)
+
+    def _make_tool(self, conn: Connection, spec: mcp_types.Tool) -> Tool | None:
         cfg = conn.config
         decided = trust(cfg, spec)
         if decided is None:  # denied by the config
@@ -338,6 +314,13 @@ class McpClientManager:
             name = namespaced(cfg.name, spec.name)
         except ConfigError as exc:
             self.skipped_tools[f"mcp__{cfg.name}__{spec.name}"] = str(exc)
+            return None
+        if spec.execution is not None and spec.execution.task_support == "required":
+            # Such a tool is called only as an MCP task (tasks/get, tasks/result
+            # polling), which this client does not do: not offered, not half-called.
+            self.skipped_tools[name] = (
+                "needs task-augmented execution (MCP tasks), which this client does not support"
+            )
             return None
         try:
             schema = json.loads(json.dumps(spec.input_schema))
@@ -357,12 +340,15 @@ class McpClientManager:
         tool_name = spec.name
 
         async def call_server(**arguments: Any) -> ToolOutput:
-            return await self.call_tool(cfg.name, tool_name, arguments)
+            ctx = arguments.pop(_CTX, None)
+            report = ctx.progress if isinstance(ctx, ToolContext) else None
+            return await self.call_tool(cfg.name, tool_name, arguments, progress=report)
 
         return replace(
             base,
             fn=call_server,
             is_async=True,
+            ctx_param=_CTX,
             meta=meta,
             policy=decided.policy(max_result_chars=cfg.output_budget + 200),
         )
@@ -371,9 +357,9 @@ class McpClientManager:
         """Fetch a server's tool list again (also done on its list-changed notification)."""
         conn = await self._session_of(server)
         assert conn.session is not None
-        conn.tools = await _list_all_tools(conn.session)
+        conn.tools = await list_all_tools(conn.session)
 
-    async def _session_of(self, server: str) -> _Connection:
+    async def _session_of(self, server: str) -> Connection:
         conn = self._connections.get(server)
         if conn is None:
             raise ConfigError(f"no MCP server named {server!r}")
@@ -384,36 +370,58 @@ class McpClientManager:
                 self.failures.pop(server, None)
         return conn
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> ToolOutput:
-        """Call a tool; failures, timeouts and a dead server become error results."""
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        progress: Progress | None = None,
+    ) -> ToolOutput:
+        """Call a tool; failures, timeouts and a dead server become error results.
+
+        Progress is requested on every call; the server's progress
+        notifications reach ``progress`` (``ToolContext.progress`` when the
+        engine runs the tool, so they become ``tool_progress`` events) with a
+        percentage when the server gave a total. Cancelling the call abandons
+        it (the SDK tells the server); the session stays up.
+        """
         cfg = self._config(server)
         try:
             conn = await self._session_of(server)
         except Exception as exc:
             return ToolOutput(
-                content=f"MCP server {server!r} is unavailable: {_describe(exc)}", is_error=True
+                content=f"MCP server {server!r} is unavailable: {describe(exc)}", is_error=True
             )
         session = conn.session
         if session is None:
             return ToolOutput(content=f"MCP server {server!r} is not connected", is_error=True)
+        cacheable = conn.cache.enabled and conn.read_only(tool)
+        if cacheable and (cached := conn.cache.get(tool, arguments)) is not None:
+            return cached
         try:
             with anyio.fail_after(cfg.call_timeout):
                 async with conn.limiter:
-                    result = await session.call_tool(tool, arguments)
+                    result = await session.call_tool(
+                        tool, arguments, progress_callback=_progress_callback(progress)
+                    )
         except TimeoutError:
             return ToolOutput(
                 content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
                 is_error=True,
             )
         except Exception as exc:
-            if _connection_lost(exc) and conn.session is session:
+            if connection_lost(exc) and conn.session is session:
                 conn.session = None  # the next call reconnects
                 conn.closing.set()
             return ToolOutput(
-                content=f"MCP tool {tool!r} on {server!r} failed: {_describe(exc)}",
+                content=f"MCP tool {tool!r} on {server!r} failed: {describe(exc)}",
                 is_error=True,
             )
-        return self._to_output(server, tool, arguments, result)
+        output = self._to_output(server, tool, arguments, result)
+        if cacheable and conn.session is session:
+            conn.cache.put(tool, arguments, output)
+        return output
 
     def _config(self, server: str) -> McpServerConfig:
         conn = self._connections.get(server)
@@ -433,6 +441,11 @@ class McpClientManager:
         for block in result.content:
             if isinstance(block, mcp_types.ImageContent):
                 images.append(ImagePart(media_type=block.mime_type, data=block.data))
+            elif isinstance(block, mcp_types.ResourceLink) and self._config(server).resources:
+                texts.append(
+                    f"[resource link: {block.uri} ({block.name[:100]}); "
+                    f"read it with mcpr__{server}__read]"
+                )
             else:
                 texts.append(_block_text(block))
         if not texts and result.structured_content is not None:
@@ -491,6 +504,23 @@ class McpClientManager:
         if conn.session is None:
             raise McpStartupError(f"MCP server {server!r} is not connected", server=server)
         return conn.session
+
+
+def _progress_callback(report: Progress | None) -> ProgressFnT:
+    """An SDK progress callback feeding ``report`` (a server's numbers are not trusted)."""
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if report is None:
+            return
+        pct: float | None = None
+        if total is not None and math.isfinite(total) and total > 0 and math.isfinite(progress):
+            pct = min(100.0, max(0.0, progress / total * 100))
+        text = (message or "")[:_PROGRESS_MESSAGE_CHARS]
+        if not text:
+            text = f"{progress:g}" if total is None else f"{progress:g} of {total:g}"
+        report(text, pct)
+
+    return on_progress
 
 
 def _block_text(block: mcp_types.ContentBlock) -> str:

@@ -25,6 +25,14 @@ approval prompt for such tools; expose them only to a client that does.
 A client-executed tool has no body here, so calling it is an error result.
 Tools matching the agent's ``permissions.deny`` patterns are never exposed.
 
+Both protocol eras, as the SDK negotiates them. On a 2025-era connection
+(the initialize handshake) a call that needs approval asks the client's user
+by elicitation, mid-request. On a 2026-07-28 connection (``server/discover``,
+stateless) it answers the first request with an ``input_required`` result (an
+approve/reject elicitation and a ``requestState`` sealed by the SDK's
+``RequestStateBoundary``, bound to the request) and runs on the retry that
+carries the approval: once, for that input (``mcp/_approval_rounds.py``).
+
 Runners: :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, loopback
 only unless ``allow_remote=True`` with a bearer ``token``; DNS-rebinding
 protection on every loopback address); :func:`http_app` is the ASGI app.
@@ -42,7 +50,9 @@ try:
     import mcp_types as types
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
+    from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
     from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
     from starlette.applications import Starlette
 except ImportError as exc:
     raise ImportError('the MCP server needs: pip install "mainspring[mcp]"') from exc
@@ -58,6 +68,7 @@ from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, ToolProgress
+from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
 from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
@@ -154,15 +165,53 @@ def _result(output: ToolOutput, limit: int) -> types.CallToolResult:
     return types.CallToolResult(content=content, is_error=output.is_error)
 
 
+def _modern(ctx: _ServerContext) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
 async def _run(
-    caller: DirectCaller, ctx: _ServerContext, tool: Tool, arguments: dict[str, Any]
-) -> types.CallToolResult:
-    """The call through the engine's one dispatch path, as if the model had made it."""
+    caller: DirectCaller,
+    ctx: _ServerContext,
+    tool: Tool,
+    params: types.CallToolRequestParams,
+    rounds: ApprovalRounds,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """The call through the engine's one dispatch path, as if the model had made it.
+
+    A pause for approval asks the client: by elicitation on a 2025-era
+    connection, by an ``input_required`` round trip on a 2026-07-28 one.
+    """
     if tool.fn is None:
         return _error(f"tool {tool.name!r} is executed by the host application, not this server")
+    arguments = params.arguments or {}
+    decide: Callable[[PendingAction], Awaitable[Decision]]
+    if not _modern(ctx):
 
-    async def decide(pending: PendingAction) -> Decision:
-        return await _ask_client(ctx, pending)
+        async def decide(pending: PendingAction) -> Decision:
+            return await _ask_client(ctx, pending)
+
+    elif params.request_state is not None:
+        decide = retry_decider(
+            *rounds.decision(tool.name, params.request_state, params.input_responses)
+        )
+    else:
+
+        async def decide(pending: PendingAction) -> Decision:
+            raise NeedsApproval(pending)
+
+    try:
+        return await _call(caller, ctx, tool, arguments, decide)
+    except NeedsApproval as asked:
+        return rounds.input_required(asked.pending, _approval_message(asked.pending))
+
+
+async def _call(
+    caller: DirectCaller,
+    ctx: _ServerContext,
+    tool: Tool,
+    arguments: dict[str, Any],
+    decide: Callable[[PendingAction], Awaitable[Decision]],
+) -> types.CallToolResult:
 
     steps = 0
 
@@ -201,15 +250,18 @@ _APPROVE_SCHEMA: dict[str, Any] = {
 }
 
 
-async def _ask_client(ctx: _ServerContext, pending: PendingAction) -> Decision:
-    """A pending action as an elicitation to the client's user: approve, or it is rejected."""
-    message = (
+def _approval_message(pending: PendingAction) -> str:
+    return (
         f"{pending.name} needs your approval: {pending.reason}\n"
         f"input: {json.dumps(pending.input)[:2000]}"
     )
+
+
+async def _ask_client(ctx: _ServerContext, pending: PendingAction) -> Decision:
+    """A pending action as an elicitation to the client's user: approve, or it is rejected."""
     try:
         answer = await ctx.session.elicit_form(
-            message, _APPROVE_SCHEMA, related_request_id=ctx.request_id
+            _approval_message(pending), _APPROVE_SCHEMA, related_request_id=ctx.request_id
         )
     except Exception as exc:  # no back channel, no elicitation support, a broken client
         return Reject(f"approval could not be asked of the client: {exc}")
@@ -256,6 +308,7 @@ def build_mcp_server(
     skills: SkillCatalog | None = None,
     expose_confirm: bool = False,
     name: str = "mainspring",
+    request_state_security: RequestStateSecurity | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -264,6 +317,10 @@ def build_mcp_server(
         skills: Served as prompts (one per skill, the ``SKILL.md`` body as text).
         expose_confirm: Also expose tools that need approval, marked as such.
         name: The server's name in the MCP handshake.
+        request_state_security: How the 2026-07-28 ``requestState`` of an
+            approval round trip is sealed (the SDK's; default: a key of this
+            process, ten minutes). Several workers behind one URL need
+            ``RequestStateSecurity(keys=[…])`` shared by all.
     """
     from mainspring._version import __version__
 
@@ -276,16 +333,19 @@ def build_mcp_server(
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
 
+    security = request_state_security or RequestStateSecurity.ephemeral(ttl=600.0)
+    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA)
+
     async def call_tool(
         ctx: _ServerContext, params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await _run(caller, ctx, tool, params.arguments or {})
+        return await _run(caller, ctx, tool, params, rounds)
 
     list_prompts, get_prompt = _skill_prompts(skills) if skills is not None else (None, None)
-    return Server(
+    server: Server[Any] = Server(
         name,
         version=__version__,
         instructions=agent.instructions or None,
@@ -294,6 +354,9 @@ def build_mcp_server(
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    # Seals the 2026-07-28 requestState of an approval round trip, checks it on return.
+    server.middleware.append(RequestStateBoundary(security, default_audience=name))
+    return server
 
 
 async def serve_stdio(server: Server[Any]) -> None:

@@ -295,7 +295,11 @@ def _content_part(part: TextPart | ImagePart) -> Item:
 
 
 def _tool_output(part: ToolResultPart) -> Item:
-    return {"type": "function_call_output", "call_id": part.tool_use_id, "output": part.content}
+    if not part.images:
+        return {"type": "function_call_output", "call_id": part.tool_use_id, "output": part.content}
+    output: list[Item] = [{"type": "input_text", "text": part.content}] if part.content else []
+    output.extend(_content_part(image) for image in part.images)
+    return {"type": "function_call_output", "call_id": part.tool_use_id, "output": output}
 
 
 def _assistant_items(message: Message) -> list[Item]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Annotated
@@ -15,6 +14,7 @@ from typing import Annotated
 from pydantic import Field
 
 from mainspring.errors import SkillNotFound, SkillPathError
+from mainspring.skills._handles import Refused, read_under
 from mainspring.skills.discovery import (
     SKILL_FILE,
     Discovery,
@@ -22,11 +22,33 @@ from mainspring.skills.discovery import (
     SkillDiagnostic,
     SkillLimits,
     discover,
-    read_capped,
 )
 from mainspring.tools.define import Tool, ToolOutput, tool
+from mainspring.tools.registry import matches
 
-__all__ = ["SkillCatalog", "SkillNotFound", "SkillPathError", "TextPage"]
+__all__ = ["SkillCatalog", "SkillNeeds", "SkillNotFound", "SkillPathError", "TextPage"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillNeeds:
+    """What a skill needs that the host does not have (found by :meth:`SkillCatalog.preflight`).
+
+    Nothing is ever installed: a skill with needs is reported, and not run.
+    """
+
+    skill: str
+    missing_tools: tuple[str, ...] = ()
+    """Names or patterns (``dependencies.tools``, ``allowed-tools``) no host tool matches."""
+    missing_servers: tuple[str, ...] = ()
+    """``dependencies.mcp-servers`` the host is not connected to."""
+
+    def __str__(self) -> str:
+        parts = []
+        if self.missing_tools:
+            parts.append("tools " + ", ".join(self.missing_tools))
+        if self.missing_servers:
+            parts.append("MCP servers " + ", ".join(self.missing_servers))
+        return f"skill {self.skill!r} needs " + " and ".join(parts) + " (not available here)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +140,27 @@ class SkillCatalog:
             raise SkillNotFound(f"no skill named {name!r}", name=name)
         return skill
 
+    def preflight(self, tools: Iterable[str], servers: Iterable[str] = ()) -> dict[str, SkillNeeds]:
+        """The skills needing tools or MCP servers the host lacks, by name.
+
+        ``tools`` are the host's tool names, ``servers`` its connected MCP
+        servers. A skill needs every ``dependencies.tools`` entry and every
+        ``allowed-tools`` entry (each a name or ``*`` pattern, matched by at
+        least one host tool) and every ``dependencies.mcp-servers`` name.
+        """
+        have = list(tools)
+        connected = set(servers)
+        found: dict[str, SkillNeeds] = {}
+        for skill in self.skills:
+            wanted = dict.fromkeys((*skill.requires_tools, *(skill.allowed_tools or ())))
+            missing_tools = tuple(p for p in wanted if not any(matches(p, t) for t in have))
+            missing_servers = tuple(s for s in skill.requires_servers if s not in connected)
+            if missing_tools or missing_servers:
+                found[skill.name] = SkillNeeds(
+                    skill=skill.name, missing_tools=missing_tools, missing_servers=missing_servers
+                )
+        return found
+
     def search(self, query: str = "") -> list[Skill]:
         """Skills whose name or description contains every word of ``query`` (any case)."""
         words = query.casefold().split()
@@ -152,23 +195,16 @@ class SkillCatalog:
         parts = self._resource_parts(name, relative_path)
         if parts == (SKILL_FILE,):
             return self.read(name, offset, limit)
-        path = skill.folder
+        # Walked from the root by handles: a folder of the skill swapped for a
+        # symlink since discovery, or a file swapped for a FIFO, is refused here.
+        below_root = (*skill.folder.relative_to(skill.root).parts, *parts)
         try:
-            for part in parts:
-                path = path / part
-                if stat.S_ISLNK(os.lstat(path).st_mode):
-                    raise SkillPathError(
-                        f"{relative_path!r} passes a symlink", name=name, path=relative_path
-                    )
-            if not stat.S_ISREG(os.lstat(path).st_mode) or not path.resolve().is_relative_to(
-                skill.folder.resolve()
-            ):
-                raise SkillPathError(
-                    f"{relative_path!r} is not a file of skill {name!r}",
-                    name=name,
-                    path=relative_path,
-                )
-            data = read_capped(path, self.limits.max_file_bytes)
+            data = read_under(skill.root, below_root, self.limits.max_file_bytes)
+        except Refused as exc:
+            what = "passes a symlink" if exc.symlink else f"is not a file of skill {name!r}"
+            raise SkillPathError(
+                f"{relative_path!r} {what}", name=name, path=relative_path
+            ) from None
         except OSError as exc:
             raise SkillPathError(
                 f"cannot read {relative_path!r} of skill {name!r}: {exc.strerror or exc}",
@@ -237,9 +273,14 @@ class SkillCatalog:
         block = "".join([head, *kept, note(len(lines) - len(kept)), tail])
         return block if size([block]) <= max_bytes else ""
 
-    def tools(self) -> list[Tool]:
-        """``skills_list`` and ``skills_read``, read-only tools over this catalog."""
+    def tools(self, *, needs: Mapping[str, SkillNeeds] | None = None) -> list[Tool]:
+        """``skills_list`` and ``skills_read``, read-only tools over this catalog.
+
+        With ``needs`` (from :meth:`preflight`), ``skills_list`` marks each
+        skill that cannot run here with what it lacks.
+        """
         catalog = self
+        lacking = dict(needs or {})
 
         @tool(read_only=True)
         def skills_list(
@@ -267,6 +308,7 @@ class SkillCatalog:
                         "description": s.description,
                         "execution": s.execution,
                         **({"allowed_tools": list(s.allowed_tools)} if s.allowed_tools else {}),
+                        **({"unavailable": str(lacking[s.name])} if s.name in lacking else {}),
                     }
                     for s in page
                 ],

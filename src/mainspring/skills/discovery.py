@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
+from yaml.composer import ComposerError
+
+from mainspring.skills._handles import Refused, read_under
 
 __all__ = [
     "SKILL_FILE",
@@ -24,13 +27,15 @@ __all__ = [
     "SkillDiagnosticCode",
     "SkillLimits",
     "discover",
-    "read_capped",
 ]
 
 SKILL_FILE = "SKILL.md"
 Execution = Literal["inline", "subagent"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_MAX_YAML_NODES = 2_000
+"""Scalars, lists and mappings a front matter may hold."""
+_MAX_YAML_DEPTH = 32
+"""How deeply its lists and mappings may nest."""
 
 SkillDiagnosticCode = Literal[
     "root",
@@ -96,6 +101,10 @@ class Skill:
     root: Path
     file_bytes: int
     body_bytes: int
+    requires_tools: tuple[str, ...] = ()
+    """Tool names or patterns the skill needs (``dependencies: {tools: …}``)."""
+    requires_servers: tuple[str, ...] = ()
+    """MCP servers the skill needs (``dependencies: {mcp-servers: …}``)."""
 
     @property
     def folder(self) -> Path:
@@ -120,6 +129,8 @@ class _Parsed:
     allowed_tools: tuple[str, ...] | None
     execution: Execution
     body: str
+    requires_tools: tuple[str, ...] = ()
+    requires_servers: tuple[str, ...] = ()
 
 
 def _split_front_matter(text: str) -> tuple[str, str]:
@@ -132,16 +143,61 @@ def _split_front_matter(text: str) -> tuple[str, str]:
     raise _BadSkill("front_matter", "front matter is not closed by a '---' line", 1)
 
 
+class _FrontMatterLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with bounds: no aliases, few nodes, shallow nesting.
+
+    An alias (``*name``) is refused outright: the safe loader shares the
+    anchored node, but anything that walks the result (a dump, a copy, a
+    comparison) pays for the expansion, which grows exponentially with nested
+    aliases. Only the standard tags of the safe loader construct anything; any
+    other tag is a diagnostic (PyYAML's ``ConstructorError``).
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        mark: yaml.error.Mark | None = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            raise ComposerError(None, None, "aliases (*name) are not allowed in front matter", mark)
+        self._nodes += 1
+        if self._nodes > _MAX_YAML_NODES:
+            raise ComposerError(
+                None, None, f"more than {_MAX_YAML_NODES} values in front matter", mark
+            )
+        self._depth += 1
+        try:
+            if self._depth > _MAX_YAML_DEPTH:
+                raise ComposerError(
+                    None, None, f"nested deeper than {_MAX_YAML_DEPTH} levels", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def _load_yaml(block: str) -> object:
+    loader: _FrontMatterLoader | None = None
     try:
-        return yaml.safe_load(block)
+        loader = _FrontMatterLoader(block)  # its reader already refuses unprintable text
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 2 if mark is not None else None  # 1-based, after the opening '---'
         problem = exc.problem or exc.context or "malformed"
         raise _BadSkill("yaml", f"invalid YAML front matter: {problem}", line) from None
-    except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:
-        raise _BadSkill("yaml", f"invalid YAML front matter: {exc}") from None
+    except Exception as exc:
+        # PyYAML's constructors raise what they meet on a bad tagged value
+        # (``!!timestamp 'x'`` is an AttributeError): any of it is this file's fault.
+        raise _BadSkill(
+            "yaml", f"invalid YAML front matter: {str(exc) or type(exc).__name__}"[:300]
+        ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def _allowed_tools(value: object) -> tuple[str, ...] | None:
@@ -152,6 +208,25 @@ def _allowed_tools(value: object) -> tuple[str, ...] | None:
     if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
         return tuple(str(x) for x in value)
     raise _BadSkill("field", "'allowed-tools' must be a list of tool names or patterns")
+
+
+def _names(value: object, label: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
+        return tuple(str(x) for x in value)
+    raise _BadSkill("field", f"{label!r} must be a list of names")
+
+
+def _dependencies(value: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict) or not set(value) <= {"tools", "mcp-servers"}:
+        raise _BadSkill(
+            "field", "'dependencies' must be a mapping with 'tools' and/or 'mcp-servers' lists"
+        )
+    tools = _names(value.get("tools"), "dependencies.tools")
+    return tools, _names(value.get("mcp-servers"), "dependencies.mcp-servers")
 
 
 def _parse(text: str) -> _Parsed:
@@ -174,20 +249,16 @@ def _parse(text: str) -> _Parsed:
         raise _BadSkill(
             "field", f"'execution' must be 'inline' or 'subagent', not {execution!r:.80}"
         )
+    requires_tools, requires_servers = _dependencies(data.get("dependencies"))
     return _Parsed(
         name=name,
         description=description.strip(),
         allowed_tools=_allowed_tools(data.get("allowed-tools")),
         execution="subagent" if execution == "subagent" else "inline",
         body=body,
+        requires_tools=requires_tools,
+        requires_servers=requires_servers,
     )
-
-
-def read_capped(path: Path, cap: int) -> bytes:
-    """Read a regular file without following a final symlink; at most ``cap + 1`` bytes."""
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(cap + 1)
 
 
 @dataclass(slots=True)
@@ -202,6 +273,8 @@ class Discovery:
     total: int = 0
     entries: int = 0
     stopped: bool = False
+    deep_entries: int = 0
+    """Entries looked at below ``max_depth`` (only to report skills there), bounded apart."""
 
     def _diag(
         self, path: Path, code: SkillDiagnosticCode, message: str, line: int | None = None
@@ -225,24 +298,27 @@ class Discovery:
     def _directory(
         self, index: int, root: Path, directory: Path, depth: int
     ) -> list[tuple[Path, int]]:
+        deep = depth > self.limits.max_depth
+        if deep and self.deep_entries > self.limits.max_entries:
+            return []
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
             self._diag(directory, "unreadable", f"cannot list folder: {exc.strerror or exc}")
             return []
-        self.entries += len(entries)
-        if self.entries > self.limits.max_entries:
-            self._diag(
-                directory,
-                "entries",
-                f"discovery stopped: more than {self.limits.max_entries} entries looked at",
-            )
-            self.stopped = True
+        if not self._count(directory, len(entries), deep=deep):
             return []
         skill_md = next((e for e in entries if e.name == SKILL_FILE), None)
         if skill_md is not None:
-            self._skill_file(index, root, Path(skill_md.path), depth)
+            if deep:
+                self._diag(
+                    Path(skill_md.path),
+                    "depth",
+                    f"not loaded: deeper than max_depth={self.limits.max_depth} below its root",
+                )
+            else:
+                self._skill_file(index, root, Path(skill_md.path), depth)
             return []  # a skill's folder holds its resources, not more skills
         subdirs: list[tuple[Path, int]] = []
         for entry in entries:
@@ -253,17 +329,32 @@ class Discovery:
                 if entry.is_dir():
                     self._reject_symlink(root, path)
                 continue
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if depth + 1 <= self.limits.max_depth:
+            if entry.is_dir(follow_symlinks=False):
+                # Below max_depth the walk goes on (within max_entries) only to
+                # report the skills it will not load.
                 subdirs.append((path, depth + 1))
-            elif os.path.lexists(path / SKILL_FILE):
-                self._diag(
-                    path / SKILL_FILE,
-                    "depth",
-                    f"deeper than max_depth={self.limits.max_depth} below its root",
-                )
         return subdirs
+
+    def _count(self, directory: Path, entries: int, *, deep: bool) -> bool:
+        """Count entries against ``max_entries``; ``False`` once a bound is passed."""
+        limit = self.limits.max_entries
+        if deep:
+            self.deep_entries += entries
+            if self.deep_entries <= limit:
+                return True
+            self._diag(
+                directory,
+                "entries",
+                f"stopped looking below max_depth={self.limits.max_depth}: "
+                f"more than {limit} entries there",
+            )
+            return False
+        self.entries += entries
+        if self.entries <= limit:
+            return True
+        self._diag(directory, "entries", f"discovery stopped: more than {limit} entries looked at")
+        self.stopped = True
+        return False
 
     def _reject_symlink(self, root: Path, path: Path) -> None:
         try:
@@ -287,9 +378,6 @@ class Discovery:
         if not stat.S_ISREG(st.st_mode):
             self._diag(path, "unreadable", "not a regular file")
             return
-        if not path.resolve().is_relative_to(root):
-            self._diag(path, "escape", "resolves outside its skill root")
-            return
         if self.files >= self.limits.max_files:
             self._diag(
                 path,
@@ -312,7 +400,11 @@ class Discovery:
             )
             return
         try:
-            data = read_capped(path, cap)
+            data = read_under(root, path.relative_to(root).parts, cap)
+        except Refused as exc:
+            code: SkillDiagnosticCode = "symlink" if exc.symlink else "unreadable"
+            self._diag(path, code, f"refused when opened: {exc.strerror}")
+            return
         except OSError as exc:
             self._diag(path, "unreadable", f"cannot read: {exc.strerror or exc}")
             return
@@ -351,6 +443,8 @@ class Discovery:
             root=root,
             file_bytes=size,
             body_bytes=len(parsed.body.encode("utf-8")),
+            requires_tools=parsed.requires_tools,
+            requires_servers=parsed.requires_servers,
         )
         self.bodies[parsed.name] = parsed.body
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from pydantic import JsonValue
 
@@ -24,7 +24,13 @@ from mainspring.models.base import (
     ToolSpec,
 )
 
-__all__ = ["build_chat_request", "chat_messages"]
+__all__ = ["ToolImages", "build_chat_request", "chat_messages", "image_note"]
+
+ToolImages: TypeAlias = Literal["follow", "note"]
+"""What becomes of a tool result's images in Chat Completions, whose tool messages
+carry text only: ``"follow"`` sends them in a user message right after the tool
+messages; ``"note"`` (for a server or model without image input) tells the model
+in the tool message that they were left out."""
 
 _EFFORT = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high"}
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|gpt-oss)")
@@ -75,9 +81,30 @@ def _assistant(message: Message, *, echo_reasoning_of: str | None) -> dict[str, 
     return out
 
 
-def _tool_message(result: ToolResultPart) -> dict[str, Any]:
-    # Chat tool messages carry text only; images in a result are not sent.
-    return {"role": "tool", "tool_call_id": result.tool_use_id, "content": result.content}
+def image_note(images: Sequence[ImagePart], *, sent: bool) -> str:
+    """The line a tool result gets about its images (``sent``: they follow separately)."""
+    kinds = ", ".join(dict.fromkeys(i.media_type for i in images))
+    count = f"{len(images)} image{'s' * (len(images) != 1)} ({kinds})"
+    if sent:
+        return f"[the tool also returned {count}: shown in the next message]"
+    return f"[the tool also returned {count}, which could not be shown to you here]"
+
+
+def _tool_message(result: ToolResultPart, images: ToolImages) -> dict[str, Any]:
+    content = result.content
+    if result.images:
+        note = image_note(result.images, sent=images == "follow")
+        content = f"{content}\n{note}" if content else note
+    return {"role": "tool", "tool_call_id": result.tool_use_id, "content": content}
+
+
+def _tool_images_message(results: Sequence[ToolResultPart]) -> dict[str, Any] | None:
+    parts: list[TextPart | ImagePart] = []
+    for result in results:
+        if result.images:
+            parts.append(TextPart(text=f"Images returned by {result.name} ({result.tool_use_id}):"))
+            parts.extend(result.images)
+    return {"role": "user", "content": _user_content(parts)} if parts else None
 
 
 def chat_messages(
@@ -86,6 +113,7 @@ def chat_messages(
     *,
     echo_reasoning_of: str | None = None,
     cache_control: bool = False,
+    tool_images: ToolImages = "follow",
 ) -> list[dict[str, Any]]:
     """Neutral history as Chat Completions messages.
 
@@ -96,6 +124,7 @@ def chat_messages(
             ``reasoning_content``; ``None`` drops all thinking.
         cache_control: Mark system blocks with ``cache_breakpoint`` the
             OpenRouter/Anthropic way (content parts with ``cache_control``).
+        tool_images: Where a tool result's images go (see :data:`ToolImages`).
     """
     out: list[dict[str, Any]] = []
     for block in system:
@@ -110,7 +139,10 @@ def chat_messages(
         if message.role == "assistant":
             out.append(_assistant(message, echo_reasoning_of=echo_reasoning_of))
             continue
-        out.extend(_tool_message(p) for p in message.parts if isinstance(p, ToolResultPart))
+        results = [p for p in message.parts if isinstance(p, ToolResultPart)]
+        out.extend(_tool_message(p, tool_images) for p in results)
+        if tool_images == "follow" and (shown := _tool_images_message(results)) is not None:
+            out.append(shown)
         user_parts = [p for p in message.parts if isinstance(p, TextPart | ImagePart)]
         if user_parts and message.role == "user":
             out.append({"role": "user", "content": _user_content(user_parts)})
@@ -169,6 +201,7 @@ def build_chat_request(
     *,
     provider: str = "openai",
     openrouter: bool = False,
+    tool_images: ToolImages = "follow",
 ) -> dict[str, Any]:
     """The JSON body of a streaming ``/chat/completions`` call for ``request``."""
     body: dict[str, Any] = {
@@ -178,6 +211,7 @@ def build_chat_request(
             request.messages,
             echo_reasoning_of=None if provider == "openai" else provider,
             cache_control=openrouter,
+            tool_images=tool_images,
         ),
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -20,7 +20,7 @@ from mainspring.models.base import (
     ModelRequest,
     ModelStop,
 )
-from mainspring.models.openai.convert import build_chat_request
+from mainspring.models.openai.convert import ToolImages, build_chat_request
 from mainspring.models.openai.errors import map_openai_error
 from mainspring.models.openai.stream import ChunkReader, stop_reason
 from mainspring.models.retry import RetryPolicy, retrying_stream
@@ -51,6 +51,7 @@ class OpenAIChatModel:
         http_client: httpx2.AsyncClient | None = None,
         retry: RetryPolicy = _DEFAULT_RETRY,
         provider: str = "openai",
+        tool_images: ToolImages = "follow",
     ) -> None:
         """Create the adapter.
 
@@ -63,12 +64,17 @@ class OpenAIChatModel:
             http_client: The ``httpx2`` client the SDK should use (tests, proxies).
             retry: Retries with backoff for retryable failures.
             provider: The server's name in usage, errors and thinking parts.
+            tool_images: A tool result's images: ``"follow"`` sends them in a user
+                message after the tool messages (Chat tool messages carry text
+                only); ``"note"`` tells the model they were left out (a server or
+                model without image input).
 
         Raises:
             ConfigError: No API key for OpenAI itself.
         """
         self._model = model
         self._provider = provider
+        self._tool_images: ToolImages = tool_images
         self._retry = retry
         if client is not None:
             self._client = client.with_options(max_retries=0)
@@ -98,7 +104,11 @@ class OpenAIChatModel:
     def build_request(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this model sends for ``request``."""
         return build_chat_request(
-            self._model, request, provider=self._provider, openrouter=self._openrouter
+            self._model,
+            request,
+            provider=self._provider,
+            openrouter=self._openrouter,
+            tool_images=self._tool_images,
         )
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:

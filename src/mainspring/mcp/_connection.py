@@ -1,0 +1,200 @@
+"""One MCP server's connection: the task that owns its session, its tool list, its limits."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mainspring.mcp._cache import ResponseCache
+from mainspring.mcp._config import McpServerConfig
+from mainspring.mcp._requests import (
+    McpSampling,
+    OnElicit,
+    elicitation_callback,
+    sampling_callback,
+)
+from mainspring.mcp._stderr import StderrTail, capture_stderr, release, wrapped
+from mainspring.mcp._trust import trust
+
+try:
+    import httpx2
+    import mcp.types as mcp_types
+    from mcp.client.session import ClientSession, IncomingMessage
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+except ImportError as exc:
+    raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
+
+__all__ = ["Connection", "StartFailed", "connection_lost", "describe", "list_all_tools"]
+
+logger = logging.getLogger("mainspring.mcp.client")
+
+_INVALIDATING = (
+    mcp_types.ToolListChangedNotification,
+    mcp_types.ResourceListChangedNotification,
+    mcp_types.ResourceUpdatedNotification,
+)
+"""Notifications after which cached results may be stale."""
+
+_TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class Connection:
+    """One server: the task that owns its session, its cached tool list, its limits."""
+
+    def __init__(
+        self,
+        config: McpServerConfig,
+        *,
+        on_elicit: OnElicit | None = None,
+        sampling: McpSampling | None = None,
+    ) -> None:
+        self.config = config
+        self._callbacks: dict[str, Any] = {}
+        if on_elicit is not None:
+            self._callbacks["elicitation_callback"] = elicitation_callback(config.name, on_elicit)
+        if sampling is not None:
+            self._callbacks["sampling_callback"] = sampling_callback(config.name, sampling)
+        self.session: ClientSession | None = None
+        self.tools: list[mcp_types.Tool] = []
+        self.limiter = anyio.Semaphore(config.max_concurrent_calls)
+        self.lock = anyio.Lock()
+        self.closing = anyio.Event()
+        self.done = anyio.Event()
+        self.done.set()  # no session task yet
+        self.generation = 0
+        self.stderr = StderrTail(config.name)
+        self.cache = ResponseCache(ttl=config.cache_ttl, max_entries=config.cache_entries)
+
+    @asynccontextmanager
+    async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = self.config
+        if cfg.transport == "stdio":
+            assert cfg.command is not None
+            command, args = wrapped(cfg.command, list(cfg.args))
+            params = StdioServerParameters(
+                command=command, args=args, env=cfg.stdio_env(), cwd=cfg.cwd
+            )
+            async with (
+                capture_stderr(self.stderr) as errlog,
+                stdio_client(params, errlog=errlog) as streams,
+            ):
+                release(errlog)  # the child has its own copy now
+                yield streams
+        else:
+            assert cfg.url is not None
+            async with (
+                httpx2.AsyncClient(
+                    headers=dict(cfg.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                ) as http,
+                streamable_http_client(cfg.url, http_client=http) as streams,
+            ):
+                yield streams
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Connect, report started, hold the session until asked to close."""
+        cfg = self.config
+        started = False
+        deadline = anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout)
+        self.closing = anyio.Event()
+        self.done = anyio.Event()
+        self.stderr = StderrTail(cfg.name)
+        try:
+            with deadline:
+                async with AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(self._transport())
+                    session = await stack.enter_async_context(
+                        ClientSession(
+                            read, write, message_handler=self._on_message, **self._callbacks
+                        )
+                    )
+                    await session.initialize()
+                    self.tools = await list_all_tools(session)
+                    self.cache.clear()
+                    deadline.deadline = math.inf
+                    self.session = session
+                    self.generation += 1
+                    started = True
+                    task_status.started()
+                    await self.closing.wait()
+            if not started:
+                raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
+        except Exception as exc:
+            said = self.stderr.describe()
+            if not started:
+                if said:
+                    raise StartFailed(f"{describe(exc)}; {said}") from exc
+                raise
+            logger.warning(
+                "MCP server %r session ended: %s%s",
+                cfg.name,
+                describe(exc),
+                f"; {said}" * bool(said),
+            )
+        finally:
+            self.session = None
+            self.done.set()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        session = self.session
+        if isinstance(message, _INVALIDATING):
+            self.cache.clear()
+        if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
+            try:
+                self.tools = await list_all_tools(session)
+            except Exception as exc:
+                logger.warning("MCP server %r: tools refresh failed: %s", self.config.name, exc)
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r transport error: %s", self.config.name, message)
+
+    def read_only(self, tool: str) -> bool:
+        """Whether the tool, as listed now, is trusted as a read (its results may be cached)."""
+        spec = next((t for t in self.tools if t.name == tool), None)
+        decided = trust(self.config, spec) if spec is not None else None
+        return decided is not None and decided.read_only
+
+    async def close(self) -> None:
+        """End the session task (it closes the transport) and wait for it."""
+        if self.session is None and self.done.is_set():
+            return
+        self.closing.set()
+        await self.done.wait()
+
+
+class StartFailed(Exception):
+    """A server did not start; the message has what it said and how it exited."""
+
+
+async def list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.message
+    return str(exc) or type(exc).__name__
+
+
+def connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(connection_lost(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(exc, _TRANSPORT_GONE | OSError)
