@@ -178,6 +178,10 @@ def test_event_to_dict_exact_shape() -> None:
         "client_executed": False,
         "amount_usd": None,
         "approval_id": "att-1",
+        "input_hash": "",
+        "details": {},
+        "can_regenerate": False,
+        "regenerate_input": None,
         "type": "pending_action",
     }
 

@@ -541,10 +541,15 @@ class Loop:
         if isinstance(decision, Reject):
             dispatch.fail(call, f"the user rejected this action: {decision.reason}")
         elif isinstance(decision, ClientResult):
-            limit = tool.policy.max_result_chars if tool else 50_000
-            dispatch.record(
-                call, ToolOutput(content=decision.content, is_error=decision.is_error), limit
-            )
+            output = ToolOutput(content=decision.content, is_error=decision.is_error)
+            limit = 50_000
+            if tool is not None:
+                output = await dispatch.shorten(tool, output)
+                limit = max(tool.policy.max_result_chars, len(output.content))
+                if not output.is_error and tool.policy.post_write_refresh:
+                    output = await dispatch.refresh(tool, turn, output)
+                    limit = len(output.content)
+            dispatch.record(call, output, limit)
         elif tool is None:
             dispatch.fail(call, f"tool {call.name!r} is no longer available")
         else:
@@ -558,6 +563,11 @@ class Loop:
                     tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
                 )
         turn.position += 1
+        await self._rest_of_step(turn)
+
+    async def _rest_of_step(self, turn: Turn) -> None:
+        """After the paused call: the step's other calls, then the next steps."""
+        dispatch = self.dispatch
         if await dispatch.run_serial(turn):
             await dispatch.save(defer=True)
             await self._complete("pending_action")
@@ -565,6 +575,42 @@ class Loop:
         self._commit_step(turn)
         await dispatch.save(defer=True)
         await self._steps()
+
+    async def regenerate_turn(self, attempt_id: str) -> None:
+        """A fresh input for the paused call; pause on it again, or go on if it was refused.
+
+        A hook that fails (or gives an invalid input) ends the stream with an
+        ``error`` event (``code="regenerate_failed"``) and leaves the pending
+        action as it was.
+        """
+        turn = self.turn
+        pending = turn.pending
+        assert turn.status == "paused" and pending is not None
+        assert pending.attempt_id == attempt_id
+        tool = self.agent.tool(pending.name)
+        assert tool is not None and tool.policy.regenerate is not None
+        call = turn.calls[turn.position]
+        before = call.input
+        try:
+            paused = await self.dispatch.regenerate(tool, turn)
+        except Exception as exc:
+            turn.pending, turn.status, call.input = pending, "paused", before
+            self.emit(
+                ErrorEvent(
+                    code="regenerate_failed",
+                    message=f"could not regenerate {pending.name!r}: {type(exc).__name__}: "
+                    f"{clip(str(exc), 500)}",
+                    attempt_id=attempt_id,
+                )
+            )
+            return
+        if paused:
+            await self.dispatch.save()
+            await self._complete("pending_action")
+            return
+        turn.position += 1
+        await self.dispatch.save()
+        await self._rest_of_step(turn)
 
     # ------------------------------------------------------------------ repair
 

@@ -9,7 +9,7 @@ terminal event: ``turn_complete`` or ``error``. A paused turn ends with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from pydantic import JsonValue
@@ -158,6 +158,20 @@ class PendingAction:
     amount_usd: float | None = None
     approval_id: str = ""
     """Alias of :attr:`attempt_id` (filled in when left empty)."""
+    input_hash: str = ""
+    """SHA-256 of :attr:`input`'s canonical JSON
+    (:func:`~mainspring.decisions.canonical_input_hash`): a decision that names
+    the hash it approved (``Approve(input_hash=…)``) is refused for any other."""
+    details: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """What the tool adds for the approver (``ToolPolicy.details``): by convention
+    ``quote``, ``route``, ``projected`` (values after the action) and
+    ``quote_age_s``; any other JSON key is kept as is."""
+    can_regenerate: bool = False
+    """The tool can produce a fresh input (a new quote) before it is decided:
+    ``Session.regenerate(attempt_id)``."""
+    regenerate_input: dict[str, JsonValue] | None = None
+    """What a regeneration starts from: the call's input as the model asked for it
+    (``input`` is the latest regenerated one)."""
     type: Literal["pending_action"] = "pending_action"
 
     def __post_init__(self) -> None:

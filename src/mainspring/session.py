@@ -41,6 +41,7 @@ from mainspring.decisions import (
     ClientResult,
     Decision,
     Reject,
+    canonical_input_hash,
     decision_record,
     recorded_kind,
 )
@@ -49,6 +50,7 @@ from mainspring.errors import (
     ConfigError,
     DecisionConflict,
     FieldNotModifiable,
+    InputChanged,
     SessionBusy,
     StoreError,
     UnknownAttempt,
@@ -235,6 +237,8 @@ class Session:
             ToolInputError: The edited input is not valid for the tool.
             ApprovalError: The decision does not fit the action (e.g. approving a
                 client-executed tool without its result).
+            InputChanged: The decision names an ``input_hash`` that is not the
+                pending input's (the input changed after it was shown).
         """
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
@@ -261,6 +265,56 @@ class Session:
                 lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
             )
         )
+
+    def regenerate(self, attempt_id: str) -> AsyncGenerator[Event, None]:
+        """Ask the paused call's tool for a fresh input (a new quote) before deciding.
+
+        The stream re-runs the tool's ``regenerate`` hook on the input the model
+        asked for, judges the fresh input like any call, and ends with a new
+        ``pending_action`` for the same attempt (new ``input``, ``input_hash``
+        and ``details``) and ``turn_complete(stop_reason="pending_action")``.
+        An approval that names the old hash is then refused (``InputChanged``).
+        If the fresh input is refused (a guard blocks it, its preflight fails),
+        the model is told and the turn goes on. A hook that fails ends the
+        stream with ``error(code="regenerate_failed")``; the pending action
+        stays as it was. Cancelling it leaves the pending action as it was.
+
+        Raises:
+            UnknownAttempt: No pending action has this id.
+            DecisionConflict: It was already decided.
+            ApprovalError: Its tool has no ``regenerate`` hook.
+            SessionBusy: A run is active.
+        """
+        if self._running:
+            raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        self._check_regenerable(attempt_id)
+
+        async def check() -> None:
+            self._check_regenerable(attempt_id)
+
+        return self._unstarted(
+            self._stream(lambda runner: runner.regenerate_turn(attempt_id), check=check)
+        )
+
+    def _check_regenerable(self, attempt_id: str) -> None:
+        recorded = self._state.decided.get(attempt_id)
+        if recorded is not None:
+            raise DecisionConflict(
+                f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
+                "it cannot be regenerated",
+                attempt_id=attempt_id,
+            )
+        pending = self.pending
+        if pending is None or pending.attempt_id != attempt_id:
+            raise UnknownAttempt(
+                f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
+            )
+        tool = self.agent.tool(pending.name)
+        if not pending.can_regenerate or tool is None or tool.policy.regenerate is None:
+            raise ApprovalError(
+                f"{pending.name!r} cannot regenerate its input: approve or reject it",
+                attempt_id=attempt_id,
+            )
 
     @asynccontextmanager
     async def stream(
@@ -400,6 +454,18 @@ class Session:
             )
         if not isinstance(decision, Approve | Reject | ClientResult):
             raise ConfigError(f"a decision is Approve, Reject or ClientResult, not {decision!r}")
+        given = None if isinstance(decision, Reject) else decision.input_hash
+        if given is not None:
+            expected = pending.input_hash or canonical_input_hash(pending.input)
+            if given != expected:
+                raise InputChanged(
+                    f"the decision was made for another input of {pending.name!r} than the "
+                    f"pending one (hash {given[:12]}…, pending {expected[:12]}…): it changed "
+                    "(regenerated?) after it was shown; show the pending action again",
+                    attempt_id=attempt_id,
+                    expected=expected,
+                    given=given,
+                )
         if isinstance(decision, ClientResult) and not pending.client_executed:
             raise ApprovalError(
                 f"{pending.name!r} runs on the server: approve or reject it", attempt_id=attempt_id
