@@ -19,6 +19,7 @@ RANKS: dict[str, int] = {
     "_relay": 0,
     "_lazy": 0,
     "_version": 0,
+    "thinking": 0,
     "messages": 1,
     "events": 1,
     "codec": 2,

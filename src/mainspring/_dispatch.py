@@ -29,7 +29,7 @@ from mainspring.agent import Agent
 from mainspring.decisions import canonical_input_hash
 from mainspring.errors import ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
-from mainspring.guards import GuardReport, check_after, check_before
+from mainspring.guards import GuardReport, after_findings, check_before
 from mainspring.hooks import call_auto_executed, call_hook
 from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
@@ -250,7 +250,8 @@ class Dispatcher:
                 await call_hook(fired(tool, call.input, finding))
         blocked = report.blocked
         if blocked is not None:
-            self.fail(call, f"blocked by {blocked.source}: {blocked.message}")
+            hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
+            self.fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
             return None
         if tool.policy.preflight is not None:
             problem = await run_preflight(tool.policy, call.input)
@@ -572,7 +573,12 @@ class Dispatcher:
     ) -> ToolOutput:
         hints = [*before_hints]
         if self.agent.guards:
-            hints += check_after(self.agent.guards, tool, args, output)
+            found = after_findings(self.agent.guards, tool, args, output)
+            fired = self.agent.hooks.guard_fired
+            if fired is not None:
+                for finding in found:
+                    await call_hook(fired(tool, args, finding))
+            hints += [f.message for f in found]
         if hints:
             output = replace(
                 output, content=output.content + "".join(f"\n\n[hint] {h}" for h in hints)

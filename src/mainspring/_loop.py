@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any, Protocol, cast
@@ -70,6 +70,7 @@ from mainspring.messages import (
 )
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
+from mainspring.thinking import parse_eval_summary
 from mainspring.tools.define import ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
@@ -154,6 +155,8 @@ class Loop:
         self._compiled: CompiledContext[Message] | None = None
         self._unshared = 0.0
         """Spend of this run not yet added to the store's total (see _share_spend)."""
+        self._thinking = _thinking_blocks(state.messages) if state.turn is not None else 0
+        """The index of the turn's next thinking block (a resumed turn counts its own)."""
 
     @property
     def turn(self) -> Turn:
@@ -230,6 +233,7 @@ class Loop:
         """A new turn: append the user message and loop."""
         self.state.turn_index += 1
         self.state.turn = Turn(index=self.state.turn_index)
+        self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
         await self.dispatch.save()  # the turn is on record before a model is paid for it
@@ -415,6 +419,8 @@ class Loop:
             self.emit(event)
         elif kind is ThinkingDelta:
             assert isinstance(event, ThinkingDelta)
+            if event.index != self._thinking:
+                event = ThinkingDelta(text=event.text, index=self._thinking)
             self.emit(event)
         elif kind is ThinkingDone:
             assert isinstance(event, ThinkingDone)
@@ -427,10 +433,19 @@ class Loop:
                     provider=event.provider,
                 )
             )
-            self.emit(event)
+            self.emit(self._closed_thinking(event))
         elif kind is ModelStop:
             assert isinstance(event, ModelStop)
             answer.stop = event
+
+    def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
+        """The block's index, and its evaluation summary when it holds one."""
+        summary = None if event.redacted else parse_eval_summary(event.text)
+        index, self._thinking = self._thinking, self._thinking + 1
+        if summary is None:
+            return replace(event, index=index)
+        mode, items = summary
+        return replace(event, index=index, summary_mode=mode, evaluation=items)
 
     def _account(self, model: str, usage: Usage, turn: Turn) -> None:
         priced_before = model not in self.cost.unpriced
@@ -641,6 +656,16 @@ class Loop:
                 note = "was interrupted" if call.started else "did not run"
                 fail(call, f"tool {call.name!r} {note}: {reason}")
         self._commit_step(turn)
+
+
+def _thinking_blocks(messages: list[Message]) -> int:
+    """Thinking blocks since the last user message: a resumed turn's next index."""
+    count = 0
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        count += sum(isinstance(p, ThinkingPart) for p in message.parts)
+    return count
 
 
 def error_event(exc: BaseException) -> ErrorEvent:

@@ -14,6 +14,7 @@ from typing import Literal, TypeAlias
 
 from pydantic import JsonValue
 
+from mainspring.thinking import EvalItem
 from mainspring.usage import Usage
 
 __all__ = [
@@ -70,6 +71,8 @@ class ThinkingDelta:
     """A piece of the model's reasoning."""
 
     text: str
+    index: int = 0
+    """Which thinking block of the turn it belongs to (0, 1, …, in order)."""
     type: Literal["thinking_delta"] = "thinking_delta"
 
 
@@ -81,6 +84,13 @@ class ThinkingDone:
     signature: str | None = None
     redacted: bool = False
     provider: str | None = None
+    index: int = 0
+    """Which thinking block of the turn closed (the ``index`` of its deltas)."""
+    summary_mode: str | None = None
+    """The ``mode`` of the block's ``<eval_summary>`` marker (``"default"`` without
+    one); ``None`` when the block has no marker."""
+    evaluation: tuple[EvalItem, ...] = ()
+    """The marker's items (see :mod:`mainspring.thinking`)."""
     type: Literal["thinking_done"] = "thinking_done"
 
 

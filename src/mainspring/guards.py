@@ -16,7 +16,7 @@ from mainspring.events import Finding
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import ToolInput
 
-__all__ = ["Guard", "GuardReport", "check_after", "check_before"]
+__all__ = ["Guard", "GuardReport", "after_findings", "check_after", "check_before"]
 
 _TIER_ORDER = {"safety": 0, "financial": 1, "ux": 2, "policy": 3}
 
@@ -80,11 +80,18 @@ def check_after(
     guards: Sequence[Guard], tool: Tool, args: ToolInput, output: ToolOutput
 ) -> list[str]:
     """Hints from every guard's ``after`` check, in tier order."""
+    return [f.message for f in after_findings(guards, tool, args, output)]
+
+
+def after_findings(
+    guards: Sequence[Guard], tool: Tool, args: ToolInput, output: ToolOutput
+) -> list[Finding]:
+    """Every guard's ``after`` hint as a finding (``action="hint"``), in tier order."""
     ordered = sorted((g for g in guards if g.after is not None), key=lambda g: _TIER_ORDER[g.tier])
-    hints: list[str] = []
+    found: list[Finding] = []
     for guard in ordered:
         assert guard.after is not None
         hint = guard.after(tool, args, output)
         if hint:
-            hints.append(hint)
-    return hints
+            found.append(Finding(source=guard.name, message=hint, tier=guard.tier, action="hint"))
+    return found

@@ -39,8 +39,10 @@ class Hooks:
     )
     """Return a replacement output."""
     guard_fired: Callable[[Tool, ToolInput, Finding], _Maybe[None]] | None = None
-    """Called for each finding of a guard's ``before`` check (block, confirm or
-    hint), as the call is judged, whether or not it then pauses."""
+    """The ``on_guard_fired`` observation hook: called for each finding of a
+    guard's ``before`` check (block, confirm or hint) as the call is judged,
+    whether or not it then pauses, and for each ``after`` hint (``action="hint"``)
+    as its result is recorded."""
 
 
 AutoExecuted: TypeAlias = (
