@@ -43,6 +43,7 @@ RANKS: dict[str, int] = {
     "_tasks": 0,
     "_journal": 9,
     "_dispatch": 8,
+    "_steering": 8,
     "_agent_spec": 8,
     "_loop": 9,
     "stores": 8,

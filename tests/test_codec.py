@@ -59,6 +59,8 @@ WIRE_NAMES = {
     "PendingAction": "pending_action",
     "Canvas": "canvas",
     "UsageEvent": "usage",
+    "SteeringQueued": "steering_queued",
+    "SteeringTaken": "steering_taken",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }

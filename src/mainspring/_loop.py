@@ -35,6 +35,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
+from mainspring._steering import SteeringQueue
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
@@ -52,6 +53,7 @@ from mainspring.errors import (
 from mainspring.events import (
     ErrorEvent,
     Event,
+    SteeringTaken,
     StopReason,
     TextDelta,
     ThinkingDelta,
@@ -126,13 +128,15 @@ class Loop:
         emit: Callable[[Event], None],
         durable: Durability | None = None,
         pace: Paced | None = None,
+        steering: SteeringQueue | None = None,
     ) -> None:
         """Bind a loop to a session's state; ``emit`` receives every event.
 
         With ``durable``, progress is saved at every point a crash must not
         lose: the user message, each assistant message, each write before and
         after it runs, each step's results. With ``pace``, the model stream
-        waits while the consumer's buffer is full (back-pressure).
+        waits while the consumer's buffer is full (back-pressure). With
+        ``steering``, queued messages are taken at step boundaries.
         """
         self.agent = agent
         self.state = state
@@ -150,6 +154,7 @@ class Loop:
         )
         self._durable = durable
         self._pace = pace
+        self._steering = steering
         self._scope: anyio.CancelScope | None = None
         self._answer: _Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
@@ -248,6 +253,7 @@ class Loop:
                 await self._complete(limit)
                 return
             turn = self.turn
+            await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
             await self._share_spend()
             if turn.calls and self.cost.exceeded():
@@ -256,7 +262,12 @@ class Loop:
                 return
             if not turn.calls:
                 reason = stop.stop_reason
-                await self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
+                if reason in ("max_tokens", "refusal"):
+                    await self._complete(reason)
+                    return
+                if await self._steered():
+                    continue  # a message came while the model answered: it gets another step
+                await self._complete("end_turn")
                 return
             if await self.dispatch.run_serial(turn):
                 await self.dispatch.save(defer=True)
@@ -264,6 +275,51 @@ class Loop:
                 return
             self._commit_step(turn)
             await self.dispatch.save(defer=True)
+
+    async def _take_steering(self, turn: Turn) -> None:
+        """At a step boundary: queued ``next_step`` messages join the conversation."""
+        queue = self._steering
+        if queue is None or not len(queue):
+            return
+        for item in queue.take("next_step"):
+            self._steer(item.id, item.message, "next_step", turn)
+        await self.dispatch.save(defer=True)
+
+    def _steer(self, steering_id: str, message: Message, mode: str, turn: Turn) -> None:
+        meta = {**message.meta, "steering": steering_id}
+        self._append(Message(role="user", parts=message.parts, meta=meta))
+        self.emit(
+            SteeringTaken(
+                steering_id=steering_id,
+                mode="follow_up" if mode == "follow_up" else "next_step",
+                text=message.text,
+                turn_index=turn.index,
+                step=turn.steps,
+            )
+        )
+
+    async def _steered(self) -> bool:
+        """Whether the run goes on instead of ending the turn.
+
+        It does when a ``next_step`` message is waiting, or when a
+        ``follow_up`` one starts the next turn here.
+        """
+        queue = self._steering
+        if queue is None or not len(queue):
+            return False
+        if queue.waiting("next_step"):
+            return True
+        follow = queue.take_first("follow_up")
+        if follow is None:
+            return False
+        self.context.end_turn()  # the turn that ended is accounted as any other
+        self.state.turn_index += 1
+        turn = self.state.turn = Turn(index=self.state.turn_index)
+        self._thinking = 0
+        self.turn_cache.clear()
+        self._steer(follow.id, follow.message, "follow_up", turn)
+        await self.dispatch.save()  # the new turn is on record before a model is paid for it
+        return True
 
     async def _share_spend(self) -> None:
         """With a budget and a store, this worker's new spend joins the session's total.

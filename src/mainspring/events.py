@@ -24,6 +24,8 @@ __all__ = [
     "Event",
     "Finding",
     "PendingAction",
+    "SteeringQueued",
+    "SteeringTaken",
     "StopReason",
     "StreamStarted",
     "TextDelta",
@@ -46,6 +48,7 @@ StopReason: TypeAlias = Literal[
     "max_tokens",
     "refusal",
     "interrupted",
+    "steered",
 ]
 
 
@@ -214,6 +217,38 @@ class UsageEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SteeringQueued:
+    """A message sent while a run was active was queued for that run to take.
+
+    The stream ``send`` returned then ends with ``turn_complete(stop_reason="steered")``;
+    the active run's own stream says when it takes it (``steering_taken``).
+    """
+
+    steering_id: str
+    mode: Literal["next_step", "follow_up"]
+    turn_index: int = 0
+    """The turn running when it was queued."""
+    type: Literal["steering_queued"] = "steering_queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteeringTaken:
+    """The active run took a queued message into the conversation.
+
+    ``next_step``: appended before the turn's next model call; ``follow_up``:
+    the user message of a new turn (``turn_index``) that follows the one that ended.
+    """
+
+    steering_id: str
+    mode: Literal["next_step", "follow_up"]
+    text: str
+    turn_index: int
+    step: int = 0
+    """Model calls the turn had made when it was taken."""
+    type: Literal["steering_taken"] = "steering_taken"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnComplete:
     """Terminal: the turn ended (or paused) for ``stop_reason``."""
 
@@ -247,6 +282,8 @@ Event: TypeAlias = (
     | PendingAction
     | Canvas
     | UsageEvent
+    | SteeringQueued
+    | SteeringTaken
     | TurnComplete
     | ErrorEvent
 )

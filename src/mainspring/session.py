@@ -33,6 +33,7 @@ from mainspring._journal import Journal
 from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
+from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
@@ -55,7 +56,14 @@ from mainspring.errors import (
     StoreError,
     UnknownAttempt,
 )
-from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, TurnComplete
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    PendingAction,
+    SteeringQueued,
+    StreamStarted,
+    TurnComplete,
+)
 from mainspring.messages import Message
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.result import RunResult, result_of
@@ -85,6 +93,7 @@ class Session:
         lock_ttl: float = 30.0,
         owner: str | None = None,
         buffer_events: int = 1024,
+        steering: Literal["off", "next_step", "follow_up"] = "off",
     ) -> None:
         """Start a session (or continue one from ``state``).
 
@@ -104,6 +113,10 @@ class Session:
             owner: This worker's name in the lock (defaults to a UUID4).
             buffer_events: Events a stream holds for a slow consumer; past
                 that, the model stream waits for the consumer (back-pressure).
+            steering: What ``send`` does while a run is active in this process:
+                ``"off"`` raises SessionBusy (as before); ``"next_step"`` queues the
+                message for the running turn's next step boundary; ``"follow_up"``
+                queues it as the next turn of that run (see :meth:`steer`).
         """
         if state is not None and messages:
             raise ConfigError("pass either state or messages, not both")
@@ -111,6 +124,8 @@ class Session:
             raise ConfigError("lock_ttl must be positive")
         if buffer_events < 1:
             raise ConfigError("buffer_events must be at least 1")
+        if steering not in ("off", "next_step", "follow_up"):
+            raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
@@ -123,6 +138,8 @@ class Session:
         self.lock_ttl = lock_ttl
         self.owner = owner or str(uuid.uuid4())
         self.buffer_events = buffer_events
+        self.steering = steering
+        self._steering = SteeringQueue()
         self._context = agent.context_compiler(self._state.messages, session_id=self.session_id)
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
@@ -204,8 +221,14 @@ class Session:
         ``turn_complete(stop_reason="interrupted")`` if it was cut with no
         tool in flight, or an ``error`` naming the tool (and attempt) that was.
 
+        While a run is active and the session was made with ``steering``
+        (``"next_step"`` or ``"follow_up"``), the message is queued for that
+        run (see :meth:`steer`) and the stream returned yields
+        ``steering_queued`` then ``turn_complete(stop_reason="steered")``.
+
         Raises:
-            SessionBusy: A run is active, or the session waits for a decision.
+            SessionBusy: A run is active (and ``steering="off"``), or the session
+                waits for a decision.
             ConfigError: Resuming without a checkpoint store, or with a message.
         """
         if resume_stream_id is not None:
@@ -219,6 +242,8 @@ class Session:
         msg = Message.user(message) if isinstance(message, str) else message
         if msg.role != "user":
             raise ConfigError(f"send() takes a user message, not a {msg.role!r} one")
+        if self._running and self.steering != "off":
+            return self._queued(msg, self.steering)
         self._check_idle()
 
         async def check() -> None:
@@ -265,6 +290,42 @@ class Session:
                 lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
             )
         )
+
+    def steer(self, message: str | Message, *, mode: SteerMode = "next_step") -> str:
+        """Queue a message for the active run; returns its steering id.
+
+        ``"next_step"``: the run appends it before its next model call (after
+        the current step's tool results; a model that was about to end the turn
+        gets another step to answer it). ``"follow_up"``: when the turn ends,
+        the run starts the next turn with it instead of ending. The run's
+        stream says when it took it (``steering_taken``). A message still
+        queued when the run stops (paused, cancelled, failed) is taken by the
+        session's next run; :attr:`steering_queued` shows what waits. The
+        queue is this process's: it is not stored.
+
+        Raises:
+            ConfigError: No run is active in this process (``send`` it instead),
+                or the message is not a user message.
+        """
+        msg = Message.user(message) if isinstance(message, str) else message
+        if msg.role != "user":
+            raise ConfigError(f"steer() takes a user message, not a {msg.role!r} one")
+        if mode not in ("next_step", "follow_up"):
+            raise ConfigError(f"mode is 'next_step' or 'follow_up', not {mode!r}")
+        if not self._running:
+            raise ConfigError(f"session {self.session_id!r} has no active run: send() the message")
+        return self._steering.put(msg, mode).id
+
+    @property
+    def steering_queued(self) -> tuple[str, ...]:
+        """Ids of the steering messages no run has taken yet."""
+        return tuple(item.id for item in self._steering.snapshot())
+
+    async def _queued(self, message: Message, mode: SteerMode) -> AsyncGenerator[Event, None]:
+        steering_id = self.steer(message, mode=mode)
+        turn = self._state.turn_index
+        yield SteeringQueued(steering_id=steering_id, mode=mode, turn_index=turn)
+        yield TurnComplete(stop_reason="steered", turn_index=turn)
 
     def regenerate(self, attempt_id: str) -> AsyncGenerator[Event, None]:
         """Ask the paused call's tool for a fresh input (a new quote) before deciding.
@@ -630,6 +691,7 @@ class Session:
             emit=relay.put,
             pace=relay,
             durable=journal if self.session_store is not None else None,
+            steering=self._steering,
         )
         self._runner = runner
         self._handed = None
