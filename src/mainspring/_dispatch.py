@@ -29,7 +29,7 @@ from mainspring.agent import Agent
 from mainspring.decisions import canonical_input_hash
 from mainspring.errors import ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
-from mainspring.guards import GuardReport, after_findings, check_before
+from mainspring.guards import GuardReport, run_after, run_before
 from mainspring.hooks import call_auto_executed, call_hook
 from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
@@ -242,7 +242,9 @@ class Dispatcher:
             call.input = verdict.input
             self.kwargs.pop(call.id, None)
         report = (
-            check_before(self.agent.guards, tool, call.input) if self.agent.guards else _NO_REPORT
+            await run_before(self.agent.guards, tool, call.input)
+            if self.agent.guards
+            else _NO_REPORT
         )
         fired = self.agent.hooks.guard_fired
         if fired is not None:
@@ -573,7 +575,7 @@ class Dispatcher:
     ) -> ToolOutput:
         hints = [*before_hints]
         if self.agent.guards:
-            found = after_findings(self.agent.guards, tool, args, output)
+            found = await run_after(self.agent.guards, tool, args, output)
             fired = self.agent.hooks.guard_fired
             if fired is not None:
                 for finding in found:
