@@ -42,6 +42,7 @@ RANKS: dict[str, int] = {
     "_recovery": 7,
     "_tasks": 0,
     "_journal": 9,
+    "_decide": 9,
     "_dispatch": 8,
     "_steering": 8,
     "_agent_spec": 8,

@@ -26,9 +26,9 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic import JsonValue
 
 from mainspring._background import spawn
+from mainspring._decide import check_regenerable, validate_decision
 from mainspring._journal import Journal
 from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
@@ -38,23 +38,14 @@ from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.cost import CostTracker
 from mainspring.decisions import (
-    Approve,
-    ClientResult,
     Decision,
-    Reject,
-    canonical_input_hash,
     decision_record,
-    recorded_kind,
 )
 from mainspring.errors import (
-    ApprovalError,
     ConfigError,
     DecisionConflict,
-    FieldNotModifiable,
-    InputChanged,
     SessionBusy,
     StoreError,
-    UnknownAttempt,
 )
 from mainspring.events import (
     ErrorEvent,
@@ -267,10 +258,10 @@ class Session:
         """
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        final_input = self._validate_decision(attempt_id, decision)
+        final_input = validate_decision(self.agent, self._state, attempt_id, decision)
 
         async def check() -> None:
-            self._validate_decision(attempt_id, decision)
+            validate_decision(self.agent, self._state, attempt_id, decision)
             record = decision_record(decision)
             if self._state.decided.get(attempt_id) == record:
                 return  # claimed before a crash, never consumed: this is that decision
@@ -348,34 +339,14 @@ class Session:
         """
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        self._check_regenerable(attempt_id)
+        check_regenerable(self.agent, self._state, attempt_id)
 
         async def check() -> None:
-            self._check_regenerable(attempt_id)
+            check_regenerable(self.agent, self._state, attempt_id)
 
         return self._unstarted(
             self._stream(lambda runner: runner.regenerate_turn(attempt_id), check=check)
         )
-
-    def _check_regenerable(self, attempt_id: str) -> None:
-        recorded = self._state.decided.get(attempt_id)
-        if recorded is not None:
-            raise DecisionConflict(
-                f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
-                "it cannot be regenerated",
-                attempt_id=attempt_id,
-            )
-        pending = self.pending
-        if pending is None or pending.attempt_id != attempt_id:
-            raise UnknownAttempt(
-                f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
-            )
-        tool = self.agent.tool(pending.name)
-        if not pending.can_regenerate or tool is None or tool.policy.regenerate is None:
-            raise ApprovalError(
-                f"{pending.name!r} cannot regenerate its input: approve or reject it",
-                attempt_id=attempt_id,
-            )
 
     @asynccontextmanager
     async def stream(
@@ -491,75 +462,6 @@ class Session:
                 f"session {self.session_id!r} is waiting for a decision on attempt "
                 f"{pending.attempt_id} ({pending.name}); call resume() first"
             )
-
-    def _validate_decision(
-        self, attempt_id: str, decision: Decision
-    ) -> dict[str, JsonValue] | None:
-        recorded = self._state.decided.get(attempt_id)
-        pending = self.pending
-        claimed_unconsumed = (
-            recorded is not None
-            and pending is not None
-            and pending.attempt_id == attempt_id
-            and recorded == decision_record(decision)
-        )
-        if recorded is not None and not claimed_unconsumed:
-            raise DecisionConflict(
-                f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
-                "a decision is never applied twice",
-                attempt_id=attempt_id,
-            )
-        if pending is None or pending.attempt_id != attempt_id:
-            raise UnknownAttempt(
-                f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
-            )
-        if not isinstance(decision, Approve | Reject | ClientResult):
-            raise ConfigError(f"a decision is Approve, Reject or ClientResult, not {decision!r}")
-        given = None if isinstance(decision, Reject) else decision.input_hash
-        if given is not None:
-            expected = pending.input_hash or canonical_input_hash(pending.input)
-            if given != expected:
-                raise InputChanged(
-                    f"the decision was made for another input of {pending.name!r} than the "
-                    f"pending one (hash {given[:12]}…, pending {expected[:12]}…): it changed "
-                    "(regenerated?) after it was shown; show the pending action again",
-                    attempt_id=attempt_id,
-                    expected=expected,
-                    given=given,
-                )
-        if isinstance(decision, ClientResult) and not pending.client_executed:
-            raise ApprovalError(
-                f"{pending.name!r} runs on the server: approve or reject it", attempt_id=attempt_id
-            )
-        if isinstance(decision, Approve):
-            if pending.client_executed:
-                raise ApprovalError(
-                    f"{pending.name!r} is executed by the client: send its ClientResult "
-                    "(or Reject it)",
-                    attempt_id=attempt_id,
-                )
-            return self._edited_input(pending, decision, attempt_id)
-        return None
-
-    def _edited_input(
-        self, pending: PendingAction, decision: Approve, attempt_id: str
-    ) -> dict[str, JsonValue]:
-        bad = tuple(sorted(set(decision.edits) - set(pending.modifiable_fields)))
-        if bad:
-            raise FieldNotModifiable(
-                f"fields {list(bad)} of {pending.name!r} are not modifiable "
-                f"(modifiable: {list(pending.modifiable_fields)})",
-                attempt_id=attempt_id,
-                fields=bad,
-            )
-        if not decision.edits:
-            return pending.input
-        tool = self.agent.tool(pending.name)
-        if tool is None:
-            raise ApprovalError(
-                f"tool {pending.name!r} is no longer available", attempt_id=attempt_id
-            )
-        return tool.validate({**pending.input, **decision.edits})
 
     # ------------------------------------------------------- durability
 
