@@ -251,9 +251,10 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     StreamStarted(stream_id="str_1", session_id="ses_1"),
     TextDelta(text="Hello\r\n世界 😀"),
     ThinkingDelta(text="hmm\u2028ok"),
-    ThinkingDone(text="", signature="c2ln", redacted=True),
     ThinkingDone(
         text="<eval_summary>- a: ok</eval_summary>",
+        signature="c2ln",
+        redacted=True,
         index=1,
         summary_mode="default",
         evaluation=(EvalItem(name="a", verdict="ok", note="fine"),),

@@ -451,3 +451,58 @@ async def test_on_auto_executed_receives_the_usd_value() -> None:
         session = Session(Agent(model=model, tools=[pay], on_auto_executed=hook))
         await send(session, "pay")
     assert seen == [("pay", 7.5)] and old_style == ["pay"]
+
+
+async def test_a_regenerated_input_that_is_invalid_is_refused_and_nothing_changes() -> None:
+    market = Market()
+    tools = swap_tools(market)
+    from dataclasses import replace
+
+    def bad(args: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+        return {**args, "amount": "lots"}
+
+    tools[1] = replace(tools[1], policy=replace(tools[1].policy, regenerate=bad))
+    session = Session(Agent(model=swap_model(), tools=tools))
+    pending = pending_of(await send(session, "swap"))
+    events = await collect(session.regenerate(pending.attempt_id))
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.code == "regenerate_failed"
+    assert "amount" in last.message
+    assert session.pending == pending and market.swapped == []
+
+
+async def test_a_details_hook_that_fails_says_why_and_the_call_still_pauses() -> None:
+    @tool(permission="confirm", details=lambda args: 1 / 0)
+    def act() -> str:
+        """Act."""
+        return "acted"
+
+    @tool(permission="confirm", details=lambda args: ["not", "a", "mapping"])
+    def other() -> str:
+        """Other."""
+        return "done"
+
+    for name, needle in (("act", "ZeroDivisionError"), ("other", "must return a mapping")):
+        model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall(name, {})]), "ok"])
+        session = Session(Agent(model=model, tools=[act, other]))
+        pending = pending_of(await send(session, "go"))
+        assert needle in str(pending.details["details_error"])
+
+
+async def test_async_details_hooks_are_awaited() -> None:
+    async def quote(args: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+        return {"quote": {"price": 7}}
+
+    @tool(permission="confirm", details=quote)
+    def act() -> str:
+        """Act."""
+        return "acted"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("act", {})]), "ok"])
+    session = Session(Agent(model=model, tools=[act]))
+    assert pending_of(await send(session, "go")).details == {"quote": {"price": 7}}
+
+
+def test_regenerate_is_for_writes() -> None:
+    with pytest.raises(ConfigError, match="for writes"):
+        tool(read_only=True, regenerate=lambda args: args)

@@ -7,6 +7,8 @@ from contextlib import aclosing
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mainspring import (
     Agent,
@@ -129,6 +131,10 @@ async def test_steering_is_refused_with_no_run_and_for_bad_input() -> None:
     session, _ = steerable()
     with pytest.raises(ConfigError, match="no active run"):
         session.steer("hello")
+    with pytest.raises(ConfigError, match="mode is"):
+        session.steer("hello", mode="later")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="user message"):
+        session.steer(Message(role="assistant", parts=()))
     with pytest.raises(ConfigError, match="steering is"):
         Session(session.agent, steering="sometimes")  # type: ignore[arg-type]
     await send(session, "hi")  # the session is fine
@@ -166,3 +172,34 @@ async def test_steering_is_durable_once_taken() -> None:
     loaded = await store.load(session.session_id)
     assert loaded is not None
     assert [m.text for m in loaded.messages if m.role == "user"] == ["look", "just the hall"]
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["next_step", "follow_up"]), min_size=1, max_size=5))
+def test_every_steered_message_is_taken_once_in_order(modes: list[str]) -> None:
+    async def main() -> None:
+        session, _ = steerable()
+        events: list[Event] = []
+        ids: list[str] = []
+        async with aclosing(session.send("look")) as stream:
+            async for event in stream:
+                events.append(event)
+                if isinstance(event, ToolStart) and not ids:
+                    ids = [
+                        session.steer(f"message {i}", mode=mode)  # type: ignore[arg-type]
+                        for i, mode in enumerate(modes)
+                    ]
+                    GATES[session.session_id].set()
+        check_events(events)
+        taken = [e for e in events if isinstance(e, SteeringTaken)]
+        nexts = [i for i, m in zip(ids, modes, strict=True) if m == "next_step"]
+        follows = [i for i, m in zip(ids, modes, strict=True) if m == "follow_up"]
+        assert [t.steering_id for t in taken] == nexts + follows
+        assert session.steering_queued == ()
+        users = [m.text for m in session.messages if m.role == "user"]
+        expected = [f"message {ids.index(i)}" for i in nexts + follows]
+        assert users == ["look", *expected]
+        assert session.state.turn_index == 1 + len(follows)
+
+    anyio.run(main)

@@ -35,7 +35,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
-from mainspring._steering import SteeringQueue
+from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
@@ -285,13 +285,13 @@ class Loop:
             self._steer(item.id, item.message, "next_step", turn)
         await self.dispatch.save(defer=True)
 
-    def _steer(self, steering_id: str, message: Message, mode: str, turn: Turn) -> None:
+    def _steer(self, steering_id: str, message: Message, mode: SteerMode, turn: Turn) -> None:
         meta = {**message.meta, "steering": steering_id}
         self._append(Message(role="user", parts=message.parts, meta=meta))
         self.emit(
             SteeringTaken(
                 steering_id=steering_id,
-                mode="follow_up" if mode == "follow_up" else "next_step",
+                mode=mode,
                 text=message.text,
                 turn_index=turn.index,
                 step=turn.steps,
