@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -38,6 +39,7 @@ from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
 from mainspring.stores import InMemorySessionStore
 from mainspring.tools import Tool, ToolOutput
+from mainspring.tools.policy import Details
 from tests.helpers import collect, pending_of, resume, send
 
 pytestmark = pytest.mark.anyio
@@ -472,12 +474,15 @@ async def test_a_regenerated_input_that_is_invalid_is_refused_and_nothing_change
 
 
 async def test_a_details_hook_that_fails_says_why_and_the_call_still_pauses() -> None:
-    @tool(permission="confirm", details=lambda args: 1 / 0)
+    broken = cast("Details", lambda args: 1 / 0)  # hooks that break their contract
+    not_a_mapping = cast("Details", lambda args: ["not", "a", "mapping"])
+
+    @tool(permission="confirm", details=broken)
     def act() -> str:
         """Act."""
         return "acted"
 
-    @tool(permission="confirm", details=lambda args: ["not", "a", "mapping"])
+    @tool(permission="confirm", details=not_a_mapping)
     def other() -> str:
         """Other."""
         return "done"
