@@ -14,6 +14,8 @@ from mainspring.events import (
     Event,
     Finding,
     PendingAction,
+    SteeringQueued,
+    SteeringTaken,
     StopReason,
     StreamStarted,
     TextDelta,
@@ -36,6 +38,7 @@ from mainspring.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from mainspring.thinking import EvalItem
 from mainspring.usage import Usage
 
 PROPERTY = settings(max_examples=150, deadline=None, database=None)
@@ -119,9 +122,17 @@ findings: st.SearchStrategy[Finding] = st.builds(
 EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
     StreamStarted: st.builds(StreamStarted, stream_id=ids, session_id=ids),
     TextDelta: st.builds(TextDelta, text=texts),
-    ThinkingDelta: st.builds(ThinkingDelta, text=texts),
+    ThinkingDelta: st.builds(ThinkingDelta, text=texts, index=st.integers(0, 99)),
     ThinkingDone: st.builds(
-        ThinkingDone, text=texts, signature=st.none() | texts, redacted=st.booleans()
+        ThinkingDone,
+        text=texts,
+        signature=st.none() | texts,
+        redacted=st.booleans(),
+        index=st.integers(0, 99),
+        summary_mode=st.none() | texts,
+        evaluation=st.lists(
+            st.builds(EvalItem, name=texts, verdict=texts, note=texts), max_size=3
+        ).map(tuple),
     ),
     ToolCallDelta: st.builds(
         ToolCallDelta,
@@ -154,6 +165,10 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         findings=st.lists(findings, min_size=1, max_size=3).map(tuple),
         client_executed=st.booleans(),
         amount_usd=st.none() | finite_floats,
+        input_hash=texts,
+        details=json_objects,
+        can_regenerate=st.booleans(),
+        regenerate_input=st.none() | json_objects,
     ),
     Canvas: st.builds(
         Canvas, kind=texts, data=json_values, title=texts, tool_use_id=st.none() | ids
@@ -164,6 +179,20 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         usage=usages,
         cost_usd=finite_floats,
         total_cost_usd=finite_floats,
+    ),
+    SteeringQueued: st.builds(
+        SteeringQueued,
+        steering_id=ids,
+        mode=st.sampled_from(("next_step", "follow_up")),
+        turn_index=st.integers(0, 10**6),
+    ),
+    SteeringTaken: st.builds(
+        SteeringTaken,
+        steering_id=ids,
+        mode=st.sampled_from(("next_step", "follow_up")),
+        text=texts,
+        turn_index=st.integers(0, 10**6),
+        step=st.integers(0, 100),
     ),
     TurnComplete: st.builds(
         TurnComplete,
@@ -222,7 +251,14 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     StreamStarted(stream_id="str_1", session_id="ses_1"),
     TextDelta(text="Hello\r\n世界 😀"),
     ThinkingDelta(text="hmm\u2028ok"),
-    ThinkingDone(text="", signature="c2ln", redacted=True),
+    ThinkingDone(
+        text="<eval_summary>- a: ok</eval_summary>",
+        signature="c2ln",
+        redacted=True,
+        index=1,
+        summary_mode="default",
+        evaluation=(EvalItem(name="a", verdict="ok", note="fine"),),
+    ),
     ToolCallDelta(tool_use_id="tu_1", name="search", index=1, args_delta='{"q": "מה'),
     ToolStart(tool_use_id="tu_1", name="search", input={"q": "מה", "n": 3, "deep": [1.5, None]}),
     ToolProgress(tool_use_id="tu_1", name="search", message="page 2/4", pct=50.0),
@@ -250,6 +286,8 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
         cost_usd=0.25,
         total_cost_usd=1.5,
     ),
+    SteeringQueued(steering_id="steer_1", mode="next_step", turn_index=3),
+    SteeringTaken(steering_id="steer_1", mode="follow_up", text="and then?", turn_index=4, step=1),
     TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
     ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
 )

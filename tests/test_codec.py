@@ -59,6 +59,8 @@ WIRE_NAMES = {
     "PendingAction": "pending_action",
     "Canvas": "canvas",
     "UsageEvent": "usage",
+    "SteeringQueued": "steering_queued",
+    "SteeringTaken": "steering_taken",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }
@@ -178,6 +180,10 @@ def test_event_to_dict_exact_shape() -> None:
         "client_executed": False,
         "amount_usd": None,
         "approval_id": "att-1",
+        "input_hash": "",
+        "details": {},
+        "can_regenerate": False,
+        "regenerate_input": None,
         "type": "pending_action",
     }
 

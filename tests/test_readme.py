@@ -27,6 +27,7 @@ PUBLIC_MODULES = (
     "mainspring.devtools",
     "mainspring.toolkits",
     "mainspring.server",
+    "mainspring.finance",
 )
 
 

@@ -112,6 +112,7 @@ def approval_panel(action: PendingAction) -> Panel:
     lines = [f"  {json.dumps(action.input)}", f"why: {action.reason}"]
     if action.modifiable_fields:
         lines.append("may edit: " + ", ".join(action.modifiable_fields))
+    lines.extend(f"{key}: {json.dumps(value)}" for key, value in action.details.items())
     lines.append(f"attempt: {action.attempt_id}")
     lines.extend(  # e.g. a workspace write's diff preview
         f"{finding.source}:\n{finding.message}"

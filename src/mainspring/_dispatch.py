@@ -12,9 +12,10 @@ caches of its own (verdicts, parsed arguments, live tool contexts).
 
 from __future__ import annotations
 
+import inspect
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
@@ -25,16 +26,17 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip
 from mainspring.agent import Agent
+from mainspring.decisions import canonical_input_hash
 from mainspring.errors import ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
-from mainspring.guards import GuardReport, check_after, check_before
-from mainspring.hooks import call_hook
+from mainspring.guards import GuardReport, run_after, run_before
+from mainspring.hooks import call_auto_executed, call_hook
 from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
-from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord
+from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, new_call_id
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import PREVIEW_SOURCE, Preview, run_preflight
+from mainspring.tools.policy import PREVIEW_SOURCE, Details, Preview, Summarize, run_preflight
 
 __all__ = ["ERROR_LIMIT", "Dispatcher", "Durability", "Judged", "truncate_result"]
 
@@ -54,6 +56,33 @@ async def _preview(preview: Preview, args: dict[str, JsonValue]) -> str:
     except Exception as exc:  # the approver learns why, the call is still judged as is
         return f"preview unavailable: {clip(str(exc), 500)}"
     return truncate_result(str(text), PREVIEW_LIMIT)
+
+
+async def _details(details: Details, args: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A tool's extension fields for a paused call (sync ones in a worker thread)."""
+    try:
+        if inspect.iscoroutinefunction(details):
+            found = await details(args)
+        else:
+            found = await anyio.to_thread.run_sync(details, args)
+            if inspect.isawaitable(found):
+                found = await found
+        if not isinstance(found, Mapping):
+            raise TypeError(f"details must return a mapping, not {type(found).__name__}")
+        return {str(k): v for k, v in found.items()}
+    except Exception as exc:  # the approver learns why; the call is still judged as is
+        return {"details_error": clip(f"{type(exc).__name__}: {exc}", 500)}
+
+
+async def _summarized(summarize: Summarize, content: str, limit: int) -> str:
+    """A result over its budget, shortened by the tool's summarizer (else cut)."""
+    try:
+        text = summarize(content, limit)
+        if inspect.isawaitable(text):
+            text = await text
+    except Exception:  # a summarizer's failure costs the summary, not the result
+        return truncate_result(content, limit)
+    return truncate_result(str(text), limit)
 
 
 def truncate_result(content: str, limit: int) -> str:
@@ -213,7 +242,9 @@ class Dispatcher:
             call.input = verdict.input
             self.kwargs.pop(call.id, None)
         report = (
-            check_before(self.agent.guards, tool, call.input) if self.agent.guards else _NO_REPORT
+            await run_before(self.agent.guards, tool, call.input)
+            if self.agent.guards
+            else _NO_REPORT
         )
         fired = self.agent.hooks.guard_fired
         if fired is not None:
@@ -221,7 +252,8 @@ class Dispatcher:
                 await call_hook(fired(tool, call.input, finding))
         blocked = report.blocked
         if blocked is not None:
-            self.fail(call, f"blocked by {blocked.source}: {blocked.message}")
+            hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
+            self.fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
             return None
         if tool.policy.preflight is not None:
             problem = await run_preflight(tool.policy, call.input)
@@ -295,28 +327,82 @@ class Dispatcher:
         self.state.auto_spent_usd = total
         return judged
 
-    async def _pause(self, tool: Tool, call: Call, turn: Turn, judged: Judged) -> None:
+    async def _pause(
+        self,
+        tool: Tool,
+        call: Call,
+        turn: Turn,
+        judged: Judged,
+        *,
+        attempt_id: str | None = None,
+        origin: dict[str, JsonValue] | None = None,
+    ) -> None:
+        """Pause on ``call`` with its pending action.
+
+        ``attempt_id`` and ``origin`` are kept when a regeneration replaces one.
+        """
         verdict, report = judged
         assert call.input is not None
+        policy = tool.policy
         findings = (verdict.finding, *report.findings)
-        if tool.policy.preview is not None:
-            text = await _preview(tool.policy.preview, call.input)
+        if policy.preview is not None:
+            text = await _preview(policy.preview, call.input)
             findings += (Finding(source=PREVIEW_SOURCE, message=text),)
+        details = await _details(policy.details, call.input) if policy.details else {}
+        can_regenerate = policy.regenerate is not None and not tool.client_executed
         turn.pending = PendingAction(
-            attempt_id=str(uuid.uuid4()),
+            attempt_id=attempt_id or str(uuid.uuid4()),
             tool_use_id=call.id,
             turn_index=turn.index,
             name=call.name,
             input=call.input,
             description=tool.description,
-            modifiable_fields=tool.policy.modifiable_fields,
+            modifiable_fields=policy.modifiable_fields,
             reason=verdict.reason,
             findings=findings,
             client_executed=tool.client_executed,
             amount_usd=verdict.amount_usd,
+            input_hash=canonical_input_hash(call.input),
+            details=details,
+            can_regenerate=can_regenerate,
+            regenerate_input=(origin or call.input) if can_regenerate else None,
         )
         turn.status = "paused"
         self.emit(turn.pending)
+
+    async def regenerate(self, tool: Tool, turn: Turn) -> bool:
+        """A fresh input for the paused call (its tool's ``regenerate``), judged again.
+
+        Returns True when the turn is paused again on it (same attempt id, new
+        input, hash and details); False when the fresh input was refused
+        (permission, guard, preflight): the call then has an error result and
+        the turn goes on.
+
+        Raises:
+            ToolInputError: The hook's input is not valid for the tool.
+            Exception: What the hook raised (the turn stays paused as it was).
+        """
+        pending = turn.pending
+        assert pending is not None and tool.policy.regenerate is not None
+        origin = pending.regenerate_input or pending.input
+        fresh = tool.policy.regenerate(dict(origin))
+        if inspect.isawaitable(fresh):
+            fresh = await fresh
+        new_input = tool.validate(dict(fresh))
+        call = turn.calls[turn.position]
+        turn.pending, turn.status = None, "executing"
+        call.input = new_input
+        self.kwargs.pop(call.id, None)
+        judged = await self.judge(tool, call)
+        if judged is None:
+            return False  # the fresh input was refused: the model is told why
+        verdict, report = judged
+        if verdict.outcome == "run":  # the host asked to see it before it runs
+            verdict = replace(verdict, outcome="confirm", reason="regenerated for review")
+        await self._pause(
+            tool, call, turn, (verdict, report), attempt_id=pending.attempt_id, origin=origin
+        )
+        return True
 
     # --------------------------------------------------------------- execution
 
@@ -380,8 +466,15 @@ class Dispatcher:
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
         if write and auto and self.agent.on_auto_executed is not None:
-            await call_hook(self.agent.on_auto_executed(tool, args, output))
-        self.record(call, output, tool.policy.max_result_chars)
+            amount = judged[0].amount_usd if judged is not None else None
+            await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
+        output = await self.shorten(tool, output)
+        limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
+        if write and not output.is_error and tool.policy.post_write_refresh:
+            refreshed = await self.refresh(tool, turn, output)
+            limit += len(refreshed.content) - len(output.content)  # each read had its own budget
+            output = refreshed
+        self.record(call, output, limit)
         if write:
             await self._ledger(
                 WriteRecord(
@@ -393,6 +486,45 @@ class Dispatcher:
                     result=call.result,
                 )
             )
+
+    async def shorten(self, tool: Tool, output: ToolOutput) -> ToolOutput:
+        """A result over the tool's budget, summarized when the tool says how."""
+        limit, summarize = tool.policy.max_result_chars, tool.policy.summarize_on_truncate
+        if len(output.content) <= limit:
+            return output
+        if summarize is None:
+            return replace(output, content=truncate_result(output.content, limit))
+        return replace(output, content=await _summarized(summarize, output.content, limit))
+
+    async def refresh(self, tool: Tool, turn: Turn, output: ToolOutput) -> ToolOutput:
+        """After a successful write, its ``post_write_refresh`` reads run again.
+
+        Each is judged and run like any read, with its own events; their fresh
+        results follow the write's own in what the model sees.
+        """
+        sections: list[str] = []
+        for name in tool.policy.post_write_refresh:
+            read = self.agent.tool(name)
+            if read is None or not read.policy.read_only:
+                sections.append(f"[refreshed {name}] not available to this agent")
+                continue
+            call = Call(id=new_call_id(), index=-1, name=name)
+            try:
+                call.input = read.validate({})
+            except ToolInputError as exc:
+                sections.append(f"[refreshed {name}] cannot run without arguments: {exc}")
+                continue
+            judged = await self.judge(read, call)
+            if judged is not None and judged[0].outcome != "run":
+                sections.append(f"[refreshed {name}] needs approval; not refreshed")
+                continue
+            if judged is not None:
+                await self.execute(read, call, turn, judged, write=False)
+            result = call.result
+            assert result is not None
+            sections.append(f"[refreshed {name}]\n{result.content}")
+        extra = "".join(f"\n\n{section}" for section in sections)
+        return replace(output, content=output.content + extra)
 
     async def _invoke(
         self,
@@ -443,7 +575,12 @@ class Dispatcher:
     ) -> ToolOutput:
         hints = [*before_hints]
         if self.agent.guards:
-            hints += check_after(self.agent.guards, tool, args, output)
+            found = await run_after(self.agent.guards, tool, args, output)
+            fired = self.agent.hooks.guard_fired
+            if fired is not None:
+                for finding in found:
+                    await call_hook(fired(tool, args, finding))
+            hints += [f.message for f in found]
         if hints:
             output = replace(
                 output, content=output.content + "".join(f"\n\n[hint] {h}" for h in hints)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import attrgetter
 from typing import Any, Protocol, cast
@@ -35,6 +35,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
+from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
@@ -52,6 +53,7 @@ from mainspring.errors import (
 from mainspring.events import (
     ErrorEvent,
     Event,
+    SteeringTaken,
     StopReason,
     TextDelta,
     ThinkingDelta,
@@ -70,6 +72,7 @@ from mainspring.messages import (
 )
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
+from mainspring.thinking import parse_eval_summary
 from mainspring.tools.define import ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
@@ -125,13 +128,15 @@ class Loop:
         emit: Callable[[Event], None],
         durable: Durability | None = None,
         pace: Paced | None = None,
+        steering: SteeringQueue | None = None,
     ) -> None:
         """Bind a loop to a session's state; ``emit`` receives every event.
 
         With ``durable``, progress is saved at every point a crash must not
         lose: the user message, each assistant message, each write before and
         after it runs, each step's results. With ``pace``, the model stream
-        waits while the consumer's buffer is full (back-pressure).
+        waits while the consumer's buffer is full (back-pressure). With
+        ``steering``, queued messages are taken at step boundaries.
         """
         self.agent = agent
         self.state = state
@@ -149,11 +154,14 @@ class Loop:
         )
         self._durable = durable
         self._pace = pace
+        self._steering = steering
         self._scope: anyio.CancelScope | None = None
         self._answer: _Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
         self._unshared = 0.0
         """Spend of this run not yet added to the store's total (see _share_spend)."""
+        self._thinking = _thinking_blocks(state.messages) if state.turn is not None else 0
+        """The index of the turn's next thinking block (a resumed turn counts its own)."""
 
     @property
     def turn(self) -> Turn:
@@ -230,6 +238,7 @@ class Loop:
         """A new turn: append the user message and loop."""
         self.state.turn_index += 1
         self.state.turn = Turn(index=self.state.turn_index)
+        self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
         await self.dispatch.save()  # the turn is on record before a model is paid for it
@@ -244,6 +253,7 @@ class Loop:
                 await self._complete(limit)
                 return
             turn = self.turn
+            await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
             await self._share_spend()
             if turn.calls and self.cost.exceeded():
@@ -252,7 +262,12 @@ class Loop:
                 return
             if not turn.calls:
                 reason = stop.stop_reason
-                await self._complete(reason if reason in ("max_tokens", "refusal") else "end_turn")
+                if reason in ("max_tokens", "refusal"):
+                    await self._complete(reason)
+                    return
+                if await self._steered():
+                    continue  # a message came while the model answered: it gets another step
+                await self._complete("end_turn")
                 return
             if await self.dispatch.run_serial(turn):
                 await self.dispatch.save(defer=True)
@@ -260,6 +275,51 @@ class Loop:
                 return
             self._commit_step(turn)
             await self.dispatch.save(defer=True)
+
+    async def _take_steering(self, turn: Turn) -> None:
+        """At a step boundary: queued ``next_step`` messages join the conversation."""
+        queue = self._steering
+        if queue is None or not len(queue):
+            return
+        for item in queue.take("next_step"):
+            self._steer(item.id, item.message, "next_step", turn)
+        await self.dispatch.save(defer=True)
+
+    def _steer(self, steering_id: str, message: Message, mode: SteerMode, turn: Turn) -> None:
+        meta = {**message.meta, "steering": steering_id}
+        self._append(Message(role="user", parts=message.parts, meta=meta))
+        self.emit(
+            SteeringTaken(
+                steering_id=steering_id,
+                mode=mode,
+                text=message.text,
+                turn_index=turn.index,
+                step=turn.steps,
+            )
+        )
+
+    async def _steered(self) -> bool:
+        """Whether the run goes on instead of ending the turn.
+
+        It does when a ``next_step`` message is waiting, or when a
+        ``follow_up`` one starts the next turn here.
+        """
+        queue = self._steering
+        if queue is None or not len(queue):
+            return False
+        if queue.waiting("next_step"):
+            return True
+        follow = queue.take_first("follow_up")
+        if follow is None:
+            return False
+        self.context.end_turn()  # the turn that ended is accounted as any other
+        self.state.turn_index += 1
+        turn = self.state.turn = Turn(index=self.state.turn_index)
+        self._thinking = 0
+        self.turn_cache.clear()
+        self._steer(follow.id, follow.message, "follow_up", turn)
+        await self.dispatch.save()  # the new turn is on record before a model is paid for it
+        return True
 
     async def _share_spend(self) -> None:
         """With a budget and a store, this worker's new spend joins the session's total.
@@ -415,6 +475,8 @@ class Loop:
             self.emit(event)
         elif kind is ThinkingDelta:
             assert isinstance(event, ThinkingDelta)
+            if event.index != self._thinking:
+                event = ThinkingDelta(text=event.text, index=self._thinking)
             self.emit(event)
         elif kind is ThinkingDone:
             assert isinstance(event, ThinkingDone)
@@ -427,10 +489,19 @@ class Loop:
                     provider=event.provider,
                 )
             )
-            self.emit(event)
+            self.emit(self._closed_thinking(event))
         elif kind is ModelStop:
             assert isinstance(event, ModelStop)
             answer.stop = event
+
+    def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
+        """The block's index, and its evaluation summary when it holds one."""
+        summary = None if event.redacted else parse_eval_summary(event.text)
+        index, self._thinking = self._thinking, self._thinking + 1
+        if summary is None:
+            return replace(event, index=index)
+        mode, items = summary
+        return replace(event, index=index, summary_mode=mode, evaluation=items)
 
     def _account(self, model: str, usage: Usage, turn: Turn) -> None:
         priced_before = model not in self.cost.unpriced
@@ -541,10 +612,15 @@ class Loop:
         if isinstance(decision, Reject):
             dispatch.fail(call, f"the user rejected this action: {decision.reason}")
         elif isinstance(decision, ClientResult):
-            limit = tool.policy.max_result_chars if tool else 50_000
-            dispatch.record(
-                call, ToolOutput(content=decision.content, is_error=decision.is_error), limit
-            )
+            output = ToolOutput(content=decision.content, is_error=decision.is_error)
+            limit = 50_000
+            if tool is not None:
+                output = await dispatch.shorten(tool, output)
+                limit = max(tool.policy.max_result_chars, len(output.content))
+                if not output.is_error and tool.policy.post_write_refresh:
+                    output = await dispatch.refresh(tool, turn, output)
+                    limit = len(output.content)
+            dispatch.record(call, output, limit)
         elif tool is None:
             dispatch.fail(call, f"tool {call.name!r} is no longer available")
         else:
@@ -558,6 +634,11 @@ class Loop:
                     tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
                 )
         turn.position += 1
+        await self._rest_of_step(turn)
+
+    async def _rest_of_step(self, turn: Turn) -> None:
+        """After the paused call: the step's other calls, then the next steps."""
+        dispatch = self.dispatch
         if await dispatch.run_serial(turn):
             await dispatch.save(defer=True)
             await self._complete("pending_action")
@@ -565,6 +646,42 @@ class Loop:
         self._commit_step(turn)
         await dispatch.save(defer=True)
         await self._steps()
+
+    async def regenerate_turn(self, attempt_id: str) -> None:
+        """A fresh input for the paused call; pause on it again, or go on if it was refused.
+
+        A hook that fails (or gives an invalid input) ends the stream with an
+        ``error`` event (``code="regenerate_failed"``) and leaves the pending
+        action as it was.
+        """
+        turn = self.turn
+        pending = turn.pending
+        assert turn.status == "paused" and pending is not None
+        assert pending.attempt_id == attempt_id
+        tool = self.agent.tool(pending.name)
+        assert tool is not None and tool.policy.regenerate is not None
+        call = turn.calls[turn.position]
+        before = call.input
+        try:
+            paused = await self.dispatch.regenerate(tool, turn)
+        except Exception as exc:
+            turn.pending, turn.status, call.input = pending, "paused", before
+            self.emit(
+                ErrorEvent(
+                    code="regenerate_failed",
+                    message=f"could not regenerate {pending.name!r}: {type(exc).__name__}: "
+                    f"{clip(str(exc), 500)}",
+                    attempt_id=attempt_id,
+                )
+            )
+            return
+        if paused:
+            await self.dispatch.save()
+            await self._complete("pending_action")
+            return
+        turn.position += 1
+        await self.dispatch.save()
+        await self._rest_of_step(turn)
 
     # ------------------------------------------------------------------ repair
 
@@ -595,6 +712,16 @@ class Loop:
                 note = "was interrupted" if call.started else "did not run"
                 fail(call, f"tool {call.name!r} {note}: {reason}")
         self._commit_step(turn)
+
+
+def _thinking_blocks(messages: list[Message]) -> int:
+    """Thinking blocks since the last user message: a resumed turn's next index."""
+    count = 0
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        count += sum(isinstance(p, ThinkingPart) for p in message.parts)
+    return count
 
 
 def error_event(exc: BaseException) -> ErrorEvent:

@@ -142,6 +142,17 @@ class Agent:
         allowed = registry.allowed(self.allowed_tools)
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in allowed))
+        self._check_refreshes()
+
+    def _check_refreshes(self) -> None:
+        for tool in self._tool_map.values():
+            for name in tool.policy.post_write_refresh:
+                read = self._tool_map.get(name)
+                if read is None or not read.policy.read_only:
+                    raise ConfigError(
+                        f"tool {tool.name!r}: post_write_refresh names {name!r}, which is not "
+                        "a read-only tool of this agent"
+                    )
 
     def _fold_deprecated_limits(self) -> None:
         given = [

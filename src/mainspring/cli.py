@@ -222,7 +222,10 @@ async def _run_coding_demo(message: str | None, *, yes: bool, console: Console) 
 def demo(
     which: Annotated[
         str,
-        typer.Argument(help="'wallet' (payments) or 'coding' (read, patch, approve, apply)."),
+        typer.Argument(
+            help="'wallet' (payments), 'coding' (read, patch, approve, apply) or 'finance' "
+            "(a ledger: quotes, swaps, loans, guards)."
+        ),
     ] = "wallet",
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="What the user says.")
@@ -244,20 +247,36 @@ def demo(
     session: Annotated[
         str | None, typer.Option(help="Continue this stored session (e.g. one awaiting approval).")
     ] = None,
+    tiers: Annotated[
+        str, typer.Option(help="finance: USD tiers, conservative | balanced | aggressive.")
+    ] = "balanced",
+    ledger: Annotated[
+        str | None, typer.Option(help="finance: the SQLite ledger file (default: in memory).")
+    ] = None,
     debug: Debug = False,
 ) -> None:
-    """Run an offline demo: the wallet (reads, then a payment to approve) or coding.
+    """Run an offline demo: the wallet (reads, then a payment to approve), coding, or finance.
+
+    ``--model auto`` (finance) picks a real model when a provider key is set.
 
     Exit codes: 0 done (or waiting for approval in a store); 1 no terminal to ask
     on without --yes, or a failure; 2 a usage or configuration error; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
-        if which not in ("wallet", "coding"):
-            raise ConfigError(f"unknown demo {which!r}; choose 'wallet' or 'coding'")
+        if which not in ("wallet", "coding", "finance"):
+            raise ConfigError(f"unknown demo {which!r}; choose 'wallet', 'coding' or 'finance'")
+        if model == "auto":
+            from mainspring._cli_finance import auto_model
+
+            model = auto_model()
         chosen = _resolve_model(model)
         try:
-            if which == "coding":
+            if which == "finance":
+                code = _finance(
+                    message, yes=yes, console=console, model=chosen, tiers=tiers, ledger=ledger
+                )
+            elif which == "coding":
                 code = anyio.run(lambda: _run_coding_demo(message, yes=yes, console=console))
             else:
                 code = anyio.run(
@@ -274,6 +293,29 @@ def demo(
             error_line(Console(stderr=True), exc)
             raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+def _finance(
+    message: str | None,
+    *,
+    yes: bool,
+    console: Console,
+    model: Model | None,
+    tiers: str,
+    ledger: str | None,
+) -> int:
+    from mainspring._cli_finance import run_finance_demo
+
+    return anyio.run(
+        lambda: run_finance_demo(
+            message,
+            ask=lambda c, action: _ask(c, action, yes=yes),
+            console=console,
+            model=model,
+            tiers=tiers,
+            ledger=ledger or ":memory:",
+        )
+    )
 
 
 async def _start(

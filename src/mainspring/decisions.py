@@ -23,9 +23,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Approve:
-    """Run the action; ``edits`` may change only the tool's modifiable fields."""
+    """Run the action; ``edits`` may change only the tool's modifiable fields.
+
+    ``input_hash``, when given, is the :attr:`~mainspring.events.PendingAction.input_hash`
+    of the input the user saw: the approval is refused (``InputChanged``) if the
+    pending input is no longer that one (regenerated meanwhile, say).
+    """
 
     edits: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    input_hash: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +43,14 @@ class Reject:
 
 @dataclass(frozen=True, slots=True)
 class ClientResult:
-    """The host executed a client-executed tool; this is its result."""
+    """The host executed a client-executed tool; this is its result.
+
+    ``input_hash`` binds it to the input the host executed, as :class:`Approve`'s does.
+    """
 
     content: str
     is_error: bool = False
+    input_hash: str | None = None
 
 
 Decision: TypeAlias = Approve | Reject | ClientResult
@@ -63,6 +73,8 @@ def decision_record(decision: Decision) -> str:
     paused turn can go on instead of staying stuck on a claimed attempt.
     """
     body = {"kind": decision_kind(decision), **asdict(decision)}
+    if body.get("input_hash", "") is None:
+        del body["input_hash"]  # the record of a decision without one, as before it existed
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -22,6 +22,7 @@ MainspringError
 ├── ApprovalError          .attempt_id
 │   ├── UnknownAttempt     (also a KeyError)
 │   ├── DecisionConflict   a second decision for one attempt
+│   ├── InputChanged       .expected .given: approved another input than the pending one
 │   └── FieldNotModifiable .fields
 ├── SessionBusy            a second run while one is active
 ├── SessionClosed          a session used after aclose() (also a RuntimeError)
@@ -64,6 +65,7 @@ __all__ = [
     "ContextTooLong",
     "DecisionConflict",
     "FieldNotModifiable",
+    "InputChanged",
     "MainspringError",
     "McpStartupError",
     "ModelError",
@@ -223,6 +225,15 @@ class UnknownAttempt(ApprovalError, KeyError):
 
 class DecisionConflict(ApprovalError):
     """The attempt was already decided; a decision is never applied twice."""
+
+
+class InputChanged(ApprovalError):
+    """A decision names an input hash that is not the pending input's (it changed)."""
+
+    def __init__(self, message: str, *, attempt_id: str, expected: str, given: str) -> None:
+        super().__init__(message, attempt_id=attempt_id)
+        self.expected = expected
+        self.given = given
 
 
 class FieldNotModifiable(ApprovalError):

@@ -9,11 +9,12 @@ terminal event: ``turn_complete`` or ``error``. A paused turn ends with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from pydantic import JsonValue
 
+from mainspring.thinking import EvalItem
 from mainspring.usage import Usage
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "Event",
     "Finding",
     "PendingAction",
+    "SteeringQueued",
+    "SteeringTaken",
     "StopReason",
     "StreamStarted",
     "TextDelta",
@@ -45,6 +48,7 @@ StopReason: TypeAlias = Literal[
     "max_tokens",
     "refusal",
     "interrupted",
+    "steered",
 ]
 
 
@@ -70,6 +74,8 @@ class ThinkingDelta:
     """A piece of the model's reasoning."""
 
     text: str
+    index: int = 0
+    """Which thinking block of the turn it belongs to (0, 1, …, in order)."""
     type: Literal["thinking_delta"] = "thinking_delta"
 
 
@@ -81,6 +87,13 @@ class ThinkingDone:
     signature: str | None = None
     redacted: bool = False
     provider: str | None = None
+    index: int = 0
+    """Which thinking block of the turn closed (the ``index`` of its deltas)."""
+    summary_mode: str | None = None
+    """The ``mode`` of the block's ``<eval_summary>`` marker (``"default"`` without
+    one); ``None`` when the block has no marker."""
+    evaluation: tuple[EvalItem, ...] = ()
+    """The marker's items (see :mod:`mainspring.thinking`)."""
     type: Literal["thinking_done"] = "thinking_done"
 
 
@@ -160,6 +173,20 @@ class PendingAction:
     """The id a client decides by: the engine fills in :attr:`attempt_id`; the
     application server (:mod:`mainspring.server`) hands out a signed token
     instead, binding the session, the attempt and the hash of this exact input."""
+    input_hash: str = ""
+    """SHA-256 of :attr:`input`'s canonical JSON
+    (:func:`~mainspring.decisions.canonical_input_hash`): a decision that names
+    the hash it approved (``Approve(input_hash=…)``) is refused for any other."""
+    details: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    """What the tool adds for the approver (``ToolPolicy.details``): by convention
+    ``quote``, ``route``, ``projected`` (values after the action) and
+    ``quote_age_s``; any other JSON key is kept as is."""
+    can_regenerate: bool = False
+    """The tool can produce a fresh input (a new quote) before it is decided:
+    ``Session.regenerate(attempt_id)``."""
+    regenerate_input: dict[str, JsonValue] | None = None
+    """What a regeneration starts from: the call's input as the model asked for it
+    (``input`` is the latest regenerated one)."""
     type: Literal["pending_action"] = "pending_action"
 
     def __post_init__(self) -> None:
@@ -187,6 +214,38 @@ class UsageEvent:
     cost_usd: float = 0.0
     total_cost_usd: float = 0.0
     type: Literal["usage"] = "usage"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteeringQueued:
+    """A message sent while a run was active was queued for that run to take.
+
+    The stream ``send`` returned then ends with ``turn_complete(stop_reason="steered")``;
+    the active run's own stream says when it takes it (``steering_taken``).
+    """
+
+    steering_id: str
+    mode: Literal["next_step", "follow_up"]
+    turn_index: int = 0
+    """The turn running when it was queued."""
+    type: Literal["steering_queued"] = "steering_queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SteeringTaken:
+    """The active run took a queued message into the conversation.
+
+    ``next_step``: appended before the turn's next model call; ``follow_up``:
+    the user message of a new turn (``turn_index``) that follows the one that ended.
+    """
+
+    steering_id: str
+    mode: Literal["next_step", "follow_up"]
+    text: str
+    turn_index: int
+    step: int = 0
+    """Model calls the turn had made when it was taken."""
+    type: Literal["steering_taken"] = "steering_taken"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,6 +282,8 @@ Event: TypeAlias = (
     | PendingAction
     | Canvas
     | UsageEvent
+    | SteeringQueued
+    | SteeringTaken
     | TurnComplete
     | ErrorEvent
 )

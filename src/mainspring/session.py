@@ -26,36 +26,37 @@ from functools import partial
 from typing import Any, Literal
 
 import anyio
-from pydantic import JsonValue
 
 from mainspring._background import spawn
+from mainspring._decide import check_regenerable, validate_decision
 from mainspring._journal import Journal
 from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
+from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
 from mainspring.decisions import (
-    Approve,
-    ClientResult,
     Decision,
-    Reject,
     decision_record,
-    recorded_kind,
 )
 from mainspring.errors import (
-    ApprovalError,
     ConfigError,
     DecisionConflict,
-    FieldNotModifiable,
     SessionBusy,
     SessionClosed,
     StoreError,
-    UnknownAttempt,
 )
-from mainspring.events import ErrorEvent, Event, PendingAction, StreamStarted, TurnComplete
+from mainspring.events import (
+    ErrorEvent,
+    Event,
+    PendingAction,
+    SteeringQueued,
+    StreamStarted,
+    TurnComplete,
+)
 from mainspring.messages import Message
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.result import RunResult, result_of
@@ -86,6 +87,7 @@ class Session:
         owner: str | None = None,
         buffer_events: int = 1024,
         context_registry: CompilerRegistry[Message] | None = None,
+        steering: Literal["off", "next_step", "follow_up"] = "off",
     ) -> None:
         """Start a session (or continue one from ``state``).
 
@@ -109,6 +111,10 @@ class Session:
                 registered under its id (a host shares one registry across its
                 sessions; a second live session with the same id is refused
                 with CompilerActiveError). Defaults to a registry of its own.
+            steering: What ``send`` does while a run is active in this process:
+                ``"off"`` raises SessionBusy (as before); ``"next_step"`` queues the
+                message for the running turn's next step boundary; ``"follow_up"``
+                queues it as the next turn of that run (see :meth:`steer`).
         """
         if state is not None and messages:
             raise ConfigError("pass either state or messages, not both")
@@ -116,6 +122,8 @@ class Session:
             raise ConfigError("lock_ttl must be positive")
         if buffer_events < 1:
             raise ConfigError("buffer_events must be at least 1")
+        if steering not in ("off", "next_step", "follow_up"):
+            raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
@@ -136,6 +144,8 @@ class Session:
             partial(agent.context_compiler, self._state.messages, session_id=self.session_id),
         )
         self._closed = False
+        self.steering = steering
+        self._steering = SteeringQueue()
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
         self._cost = CostTracker(
@@ -216,8 +226,14 @@ class Session:
         ``turn_complete(stop_reason="interrupted")`` if it was cut with no
         tool in flight, or an ``error`` naming the tool (and attempt) that was.
 
+        While a run is active and the session was made with ``steering``
+        (``"next_step"`` or ``"follow_up"``), the message is queued for that
+        run (see :meth:`steer`) and the stream returned yields
+        ``steering_queued`` then ``turn_complete(stop_reason="steered")``.
+
         Raises:
-            SessionBusy: A run is active, or the session waits for a decision.
+            SessionBusy: A run is active (and ``steering="off"``), or the session
+                waits for a decision.
             ConfigError: Resuming without a checkpoint store, or with a message.
         """
         if resume_stream_id is not None:
@@ -231,6 +247,8 @@ class Session:
         msg = Message.user(message) if isinstance(message, str) else message
         if msg.role != "user":
             raise ConfigError(f"send() takes a user message, not a {msg.role!r} one")
+        if self._running and self.steering != "off":
+            return self._queued(msg, self.steering)
         self._check_idle()
 
         async def check() -> None:
@@ -249,13 +267,15 @@ class Session:
             ToolInputError: The edited input is not valid for the tool.
             ApprovalError: The decision does not fit the action (e.g. approving a
                 client-executed tool without its result).
+            InputChanged: The decision names an ``input_hash`` that is not the
+                pending input's (the input changed after it was shown).
         """
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        final_input = self._validate_decision(attempt_id, decision)
+        final_input = validate_decision(self.agent, self._state, attempt_id, decision)
 
         async def check() -> None:
-            self._validate_decision(attempt_id, decision)
+            validate_decision(self.agent, self._state, attempt_id, decision)
             record = decision_record(decision)
             if self._state.decided.get(attempt_id) == record:
                 return  # claimed before a crash, never consumed: this is that decision
@@ -274,6 +294,72 @@ class Session:
             self._stream(
                 lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
             )
+        )
+
+    def steer(self, message: str | Message, *, mode: SteerMode = "next_step") -> str:
+        """Queue a message for the active run; returns its steering id.
+
+        ``"next_step"``: the run appends it before its next model call (after
+        the current step's tool results; a model that was about to end the turn
+        gets another step to answer it). ``"follow_up"``: when the turn ends,
+        the run starts the next turn with it instead of ending. The run's
+        stream says when it took it (``steering_taken``). A message still
+        queued when the run stops (paused, cancelled, failed) is taken by the
+        session's next run; :attr:`steering_queued` shows what waits. The
+        queue is this process's: it is not stored.
+
+        Raises:
+            ConfigError: No run is active in this process (``send`` it instead),
+                or the message is not a user message.
+        """
+        msg = Message.user(message) if isinstance(message, str) else message
+        if msg.role != "user":
+            raise ConfigError(f"steer() takes a user message, not a {msg.role!r} one")
+        if mode not in ("next_step", "follow_up"):
+            raise ConfigError(f"mode is 'next_step' or 'follow_up', not {mode!r}")
+        if not self._running:
+            raise ConfigError(f"session {self.session_id!r} has no active run: send() the message")
+        return self._steering.put(msg, mode).id
+
+    @property
+    def steering_queued(self) -> tuple[str, ...]:
+        """Ids of the steering messages no run has taken yet."""
+        return tuple(item.id for item in self._steering.snapshot())
+
+    async def _queued(self, message: Message, mode: SteerMode) -> AsyncGenerator[Event, None]:
+        steering_id = self.steer(message, mode=mode)
+        turn = self._state.turn_index
+        yield SteeringQueued(steering_id=steering_id, mode=mode, turn_index=turn)
+        yield TurnComplete(stop_reason="steered", turn_index=turn)
+
+    def regenerate(self, attempt_id: str) -> AsyncGenerator[Event, None]:
+        """Ask the paused call's tool for a fresh input (a new quote) before deciding.
+
+        The stream re-runs the tool's ``regenerate`` hook on the input the model
+        asked for, judges the fresh input like any call, and ends with a new
+        ``pending_action`` for the same attempt (new ``input``, ``input_hash``
+        and ``details``) and ``turn_complete(stop_reason="pending_action")``.
+        An approval that names the old hash is then refused (``InputChanged``).
+        If the fresh input is refused (a guard blocks it, its preflight fails),
+        the model is told and the turn goes on. A hook that fails ends the
+        stream with ``error(code="regenerate_failed")``; the pending action
+        stays as it was. Cancelling it leaves the pending action as it was.
+
+        Raises:
+            UnknownAttempt: No pending action has this id.
+            DecisionConflict: It was already decided.
+            ApprovalError: Its tool has no ``regenerate`` hook.
+            SessionBusy: A run is active.
+        """
+        if self._running:
+            raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        check_regenerable(self.agent, self._state, attempt_id)
+
+        async def check() -> None:
+            check_regenerable(self.agent, self._state, attempt_id)
+
+        return self._unstarted(
+            self._stream(lambda runner: runner.regenerate_turn(attempt_id), check=check)
         )
 
     @asynccontextmanager
@@ -405,63 +491,6 @@ class Session:
                 f"session {self.session_id!r} is waiting for a decision on attempt "
                 f"{pending.attempt_id} ({pending.name}); call resume() first"
             )
-
-    def _validate_decision(
-        self, attempt_id: str, decision: Decision
-    ) -> dict[str, JsonValue] | None:
-        recorded = self._state.decided.get(attempt_id)
-        pending = self.pending
-        claimed_unconsumed = (
-            recorded is not None
-            and pending is not None
-            and pending.attempt_id == attempt_id
-            and recorded == decision_record(decision)
-        )
-        if recorded is not None and not claimed_unconsumed:
-            raise DecisionConflict(
-                f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
-                "a decision is never applied twice",
-                attempt_id=attempt_id,
-            )
-        if pending is None or pending.attempt_id != attempt_id:
-            raise UnknownAttempt(
-                f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
-            )
-        if not isinstance(decision, Approve | Reject | ClientResult):
-            raise ConfigError(f"a decision is Approve, Reject or ClientResult, not {decision!r}")
-        if isinstance(decision, ClientResult) and not pending.client_executed:
-            raise ApprovalError(
-                f"{pending.name!r} runs on the server: approve or reject it", attempt_id=attempt_id
-            )
-        if isinstance(decision, Approve):
-            if pending.client_executed:
-                raise ApprovalError(
-                    f"{pending.name!r} is executed by the client: send its ClientResult "
-                    "(or Reject it)",
-                    attempt_id=attempt_id,
-                )
-            return self._edited_input(pending, decision, attempt_id)
-        return None
-
-    def _edited_input(
-        self, pending: PendingAction, decision: Approve, attempt_id: str
-    ) -> dict[str, JsonValue]:
-        bad = tuple(sorted(set(decision.edits) - set(pending.modifiable_fields)))
-        if bad:
-            raise FieldNotModifiable(
-                f"fields {list(bad)} of {pending.name!r} are not modifiable "
-                f"(modifiable: {list(pending.modifiable_fields)})",
-                attempt_id=attempt_id,
-                fields=bad,
-            )
-        if not decision.edits:
-            return pending.input
-        tool = self.agent.tool(pending.name)
-        if tool is None:
-            raise ApprovalError(
-                f"tool {pending.name!r} is no longer available", attempt_id=attempt_id
-            )
-        return tool.validate({**pending.input, **decision.edits})
 
     # ------------------------------------------------------- durability
 
@@ -598,6 +627,7 @@ class Session:
             emit=relay.put,
             pace=relay,
             durable=journal if self.session_store is not None else None,
+            steering=self._steering,
         )
         self._runner = runner
         self._handed = None

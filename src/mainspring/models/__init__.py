@@ -11,11 +11,14 @@ from mainspring.models.base import (
     ToolCallEnd,
     ToolSpec,
 )
+from mainspring.models.effort import AdaptiveEffort, EffortStats, classify_effort
 from mainspring.models.registry import FallbackModel, ModelRegistry, model_from_string
 from mainspring.models.routing import RoutedModel, RoutingStats
 from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 __all__ = [
+    "AdaptiveEffort",
+    "EffortStats",
     "FallbackModel",
     "Model",
     "ModelEvent",
@@ -32,5 +35,6 @@ __all__ = [
     "SystemBlock",
     "ToolCallEnd",
     "ToolSpec",
+    "classify_effort",
     "model_from_string",
 ]

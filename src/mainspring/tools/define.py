@@ -27,10 +27,13 @@ from mainspring.models.base import ToolSpec
 from mainspring.tools.context import ToolContext
 from mainspring.tools.policy import (
     DEFAULT_MAX_RESULT_CHARS,
+    Details,
     Permission,
     PermissionResolver,
     Preflight,
     Preview,
+    Regenerate,
+    Summarize,
     ToolPolicy,
     UsdAmount,
 )
@@ -307,6 +310,10 @@ def tool(
     modifiable_fields: tuple[str, ...] | list[str] = (),
     timeout: float | None = None,
     preview: Preview | None = None,
+    details: Details | None = None,
+    regenerate: Regenerate | None = None,
+    post_write_refresh: tuple[str, ...] | list[str] = (),
+    summarize_on_truncate: Summarize | None = None,
 ) -> Callable[[F], Tool]: ...
 def tool(
     fn: F | None = None,
@@ -323,6 +330,10 @@ def tool(
     modifiable_fields: tuple[str, ...] | list[str] = (),
     timeout: float | None = None,
     preview: Preview | None = None,
+    details: Details | None = None,
+    regenerate: Regenerate | None = None,
+    post_write_refresh: tuple[str, ...] | list[str] = (),
+    summarize_on_truncate: Summarize | None = None,
 ) -> Tool | Callable[[F], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
@@ -346,6 +357,14 @@ def tool(
         timeout: Seconds before the call becomes an error result.
         preview: ``fn(input) -> text`` shown to the approver when a call pauses
             (computed in a worker thread; e.g. the path and diff of a write).
+        details: ``fn(input) -> mapping`` of extension fields for a paused call's
+            ``PendingAction.details`` (a quote, a route, projected values).
+        regenerate: ``fn(input) -> input``: a fresh input (a new quote) for a
+            paused call, asked for with ``Session.regenerate(attempt_id)``.
+        post_write_refresh: Read tools re-run after a successful call (a write's
+            fresh balances); the model sees their results with this one's.
+        summarize_on_truncate: ``fn(content, limit) -> text`` used instead of a
+            plain cut when a result is longer than ``max_result_chars``.
     """
     if max_result_chars < 1:
         raise ConfigError("max_result_chars must be at least 1")
@@ -361,7 +380,13 @@ def tool(
         modifiable_fields=tuple(modifiable_fields),
         timeout=timeout,
         preview=preview,
+        details=details,
+        regenerate=regenerate,
+        post_write_refresh=tuple(post_write_refresh),
+        summarize_on_truncate=summarize_on_truncate,
     )
+    if read_only and (regenerate is not None or post_write_refresh):
+        raise ConfigError("regenerate and post_write_refresh are for writes, not read-only tools")
 
     def wrap(f: F) -> Tool:
         if not callable(f):
@@ -380,6 +405,8 @@ def client_tool(
     flags: frozenset[str] | set[str] | tuple[str, ...] = (),
     preflight: Preflight | None = None,
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    details: Details | None = None,
+    post_write_refresh: tuple[str, ...] | list[str] = (),
 ) -> Tool:
     """A tool the host executes (e.g. a transaction signed in the user's browser).
 
@@ -411,6 +438,8 @@ def client_tool(
         modifiable_fields=tuple(modifiable_fields),
         preflight=preflight,
         max_result_chars=max_result_chars,
+        details=details,
+        post_write_refresh=tuple(post_write_refresh),
     )
     return Tool(
         name=name, description=description, input_schema=schema, policy=policy, input_model=model

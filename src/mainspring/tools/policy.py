@@ -22,11 +22,14 @@ __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "PERMISSIONS",
     "PREVIEW_SOURCE",
+    "Details",
     "Flag",
     "Permission",
     "PermissionResolver",
     "Preflight",
     "Preview",
+    "Regenerate",
+    "Summarize",
     "ToolInput",
     "ToolPolicy",
     "UsdAmount",
@@ -55,6 +58,17 @@ Called in a worker thread when the call pauses; a preview that raises shows why.
 PREVIEW_SOURCE = "preview"
 """The ``source`` of the finding that carries a tool's preview in its pending action."""
 """Returns an error message when the call should not run (and not be asked about)."""
+
+Details: TypeAlias = Callable[
+    [ToolInput], "Mapping[str, JsonValue] | Awaitable[Mapping[str, JsonValue]]"
+]
+"""A paused call's extension fields for the approver (a quote, a route, projected values).
+
+Sync ones run in a worker thread; one that raises puts ``details_error`` in their place."""
+Regenerate: TypeAlias = Callable[[ToolInput], "ToolInput | Awaitable[ToolInput]"]
+"""A fresh input for a paused call (a new quote), from the input the model asked for."""
+Summarize: TypeAlias = Callable[[str, int], "str | Awaitable[str]"]
+"""``(content, limit) -> text`` for a result over the tool's ``max_result_chars``."""
 
 DEFAULT_MAX_RESULT_CHARS = 50_000
 
@@ -105,6 +119,17 @@ class ToolPolicy:
     """Seconds; a call running longer becomes an error result."""
     preview: Preview | None = None
     """Shown with a pending action of this tool (a finding, ``source="preview"``)."""
+    details: Details | None = None
+    """Extension fields of this tool's pending actions (``PendingAction.details``)."""
+    regenerate: Regenerate | None = None
+    """Makes a fresh input for a paused call (``Session.regenerate``)."""
+    post_write_refresh: tuple[str, ...] = ()
+    """Read tools re-run (with no arguments) after a successful call of this
+    write; their fresh results are added to its result, so the model sees them
+    before it answers."""
+    summarize_on_truncate: Summarize | None = None
+    """Shortens a result over ``max_result_chars`` instead of cutting it (what it
+    returns is still cut to the limit; one that raises falls back to the cut)."""
 
     def __post_init__(self) -> None:
         perm = self.permission

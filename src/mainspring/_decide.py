@@ -1,0 +1,142 @@
+"""What a decision (or a regeneration) must satisfy before a session applies it.
+
+Checked when ``Session.resume`` / ``Session.regenerate`` is called and again
+when its stream starts (after the run lock, on the freshest state): a known
+pending attempt, not decided yet (unless this is the decision claimed before
+a crash), the input hash it names is the pending input's, the decision fits
+the action, and edits touch only modifiable fields and stay valid.
+"""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+
+from mainspring.agent import Agent
+from mainspring.decisions import (
+    Approve,
+    ClientResult,
+    Decision,
+    Reject,
+    canonical_input_hash,
+    decision_record,
+    recorded_kind,
+)
+from mainspring.errors import (
+    ApprovalError,
+    ConfigError,
+    DecisionConflict,
+    FieldNotModifiable,
+    InputChanged,
+    UnknownAttempt,
+)
+from mainspring.events import PendingAction
+from mainspring.state import SessionState
+
+__all__ = ["check_regenerable", "validate_decision"]
+
+
+def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> None:
+    """Raise unless the paused call ``attempt_id`` can regenerate its input.
+
+    Raises:
+        DecisionConflict: It was already decided.
+        UnknownAttempt: No pending action has this id.
+        ApprovalError: Its tool has no ``regenerate`` hook.
+    """
+    recorded = state.decided.get(attempt_id)
+    if recorded is not None:
+        raise DecisionConflict(
+            f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
+            "it cannot be regenerated",
+            attempt_id=attempt_id,
+        )
+    pending = state.pending
+    if pending is None or pending.attempt_id != attempt_id:
+        raise UnknownAttempt(
+            f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
+        )
+    tool = agent.tool(pending.name)
+    if not pending.can_regenerate or tool is None or tool.policy.regenerate is None:
+        raise ApprovalError(
+            f"{pending.name!r} cannot regenerate its input: approve or reject it",
+            attempt_id=attempt_id,
+        )
+
+
+def validate_decision(
+    agent: Agent, state: SessionState, attempt_id: str, decision: Decision
+) -> dict[str, JsonValue] | None:
+    """The input an approval runs with (``None`` for other decisions); raise if it cannot apply.
+
+    Raises:
+        DecisionConflict, UnknownAttempt, InputChanged, FieldNotModifiable,
+        ToolInputError, ApprovalError, ConfigError: see ``Session.resume``.
+    """
+    recorded = state.decided.get(attempt_id)
+    pending = state.pending
+    claimed_unconsumed = (
+        recorded is not None
+        and pending is not None
+        and pending.attempt_id == attempt_id
+        and recorded == decision_record(decision)
+    )
+    if recorded is not None and not claimed_unconsumed:
+        raise DecisionConflict(
+            f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
+            "a decision is never applied twice",
+            attempt_id=attempt_id,
+        )
+    if pending is None or pending.attempt_id != attempt_id:
+        raise UnknownAttempt(
+            f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
+        )
+    if not isinstance(decision, Approve | Reject | ClientResult):
+        raise ConfigError(f"a decision is Approve, Reject or ClientResult, not {decision!r}")
+    _check_hash(pending, decision, attempt_id)
+    if isinstance(decision, ClientResult) and not pending.client_executed:
+        raise ApprovalError(
+            f"{pending.name!r} runs on the server: approve or reject it", attempt_id=attempt_id
+        )
+    if isinstance(decision, Approve):
+        if pending.client_executed:
+            raise ApprovalError(
+                f"{pending.name!r} is executed by the client: send its ClientResult (or Reject it)",
+                attempt_id=attempt_id,
+            )
+        return _edited_input(agent, pending, decision, attempt_id)
+    return None
+
+
+def _check_hash(pending: PendingAction, decision: Decision, attempt_id: str) -> None:
+    given = None if isinstance(decision, Reject) else decision.input_hash
+    if given is None:
+        return
+    expected = pending.input_hash or canonical_input_hash(pending.input)
+    if given != expected:
+        raise InputChanged(
+            f"the decision was made for another input of {pending.name!r} than the "
+            f"pending one (hash {given[:12]}…, pending {expected[:12]}…): it changed "
+            "(regenerated?) after it was shown; show the pending action again",
+            attempt_id=attempt_id,
+            expected=expected,
+            given=given,
+        )
+
+
+def _edited_input(
+    agent: Agent, pending: PendingAction, decision: Approve, attempt_id: str
+) -> dict[str, JsonValue]:
+    bad = tuple(sorted(set(decision.edits) - set(pending.modifiable_fields)))
+    if bad:
+        raise FieldNotModifiable(
+            f"fields {list(bad)} of {pending.name!r} are not modifiable "
+            f"(modifiable: {list(pending.modifiable_fields)})",
+            attempt_id=attempt_id,
+            fields=bad,
+        )
+    if not decision.edits:
+        return pending.input
+    tool = agent.tool(pending.name)
+    if tool is None:
+        raise ApprovalError(f"tool {pending.name!r} is no longer available", attempt_id=attempt_id)
+    return tool.validate({**pending.input, **decision.edits})

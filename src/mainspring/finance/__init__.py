@@ -1,0 +1,33 @@
+"""The finance example: a ledger, its tools, the finance guards and the demo agent.
+
+```python
+demo = await finance_demo()  # an in-memory ledger, offline
+session = Session(demo.agent)
+```
+"""
+
+from mainspring.finance.demo import (
+    FINANCE_MESSAGE,
+    SKILLS_DIR,
+    FinanceDemo,
+    execute_client_transfer,
+    finance_demo,
+)
+from mainspring.finance.guards import finance_guards
+from mainspring.finance.ledger import Ledger, LedgerError, Quote
+from mainspring.finance.tools import QuoteBook, finance_tools, snapshot_text
+
+__all__ = [
+    "FINANCE_MESSAGE",
+    "SKILLS_DIR",
+    "FinanceDemo",
+    "Ledger",
+    "LedgerError",
+    "Quote",
+    "QuoteBook",
+    "execute_client_transfer",
+    "finance_demo",
+    "finance_guards",
+    "finance_tools",
+    "snapshot_text",
+]
