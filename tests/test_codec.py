@@ -262,26 +262,13 @@ def test_approval_id_missing_from_json_is_filled_in() -> None:
     assert back.approval_id == "att-1"
 
 
-def test_different_approval_id_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="approval_id"):
-        PendingAction(
-            attempt_id="att-1",
-            tool_use_id="t",
-            turn_index=0,
-            name="n",
-            input={},
-            description="d",
-            approval_id="att-2",
-        )
-
-
-def test_different_approval_id_in_json_raises_store_error() -> None:
+def test_an_approval_id_defaults_to_the_attempt_and_a_signed_one_round_trips() -> None:
+    assert _pending().approval_id == _pending().attempt_id
     data = event_to_dict(_pending())
-    data["approval_id"] = "att-2"
-    with pytest.raises(StoreError):
-        event_from_json(json.dumps(data))
-    with pytest.raises(ValidationError):
-        event_from_dict(data)
+    data["approval_id"] = "att-1.signed-by-a-server"  # what mainspring.server hands out
+    event = event_from_json(json.dumps(data))
+    assert isinstance(event, PendingAction)
+    assert event.approval_id == "att-1.signed-by-a-server" and event.attempt_id == "att-1"
 
 
 # --- messages --------------------------------------------------------------------------

@@ -16,10 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = {
     "mainspring",
     "mainspring.context",
+    "mainspring.demo",
     "mainspring.devtools",
     "mainspring.mcp",
     "mainspring.models",
     "mainspring.pipelines",
+    "mainspring.server",
     "mainspring.skills",
     "mainspring.stores",
     "mainspring.testing",
