@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import anyio
+from pydantic import JsonValue
 
 from mainspring.agent import Agent
 from mainspring.messages import Message
@@ -56,3 +57,41 @@ def paying_agent(ledger: list[float]) -> Agent:
     return Agent(
         name="payer", model=ScriptedModel(script), tools=[pay], permissions=PermissionRules()
     )
+
+
+def quoting_agent(swaps: list[dict[str, object]]) -> Agent:
+    """A swap that needs approval, whose quote can be regenerated (each quote moves)."""
+    quotes = [0]
+
+    def requote(args: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+        quotes[0] += 1
+        return {**args, "quote_id": f"q{quotes[0]}"}
+
+    @tool(permission="confirm", regenerate=requote)
+    def swap(amount: float, quote_id: str = "q0") -> str:
+        """Swap at a quote."""
+        swaps.append({"amount": amount, "quote_id": quote_id})
+        return f"swapped {amount} at {quote_id}"
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        if messages[-1].role == "user":
+            return ScriptedResponse(tool_calls=[ScriptedCall("swap", {"amount": 10.0})])
+        return ScriptedResponse(text="swapped")
+
+    return Agent(
+        name="swapper", model=ScriptedModel(script), tools=[swap], permissions=PermissionRules()
+    )
+
+
+def steerable_agent(gate: Gate, seen: list[str]) -> Agent:
+    """Waits at ``gate`` on its first call; records every user message it is given."""
+
+    async def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        users = [m.text for m in messages if m.role == "user"]
+        seen[:] = users
+        if len(users) == 1:
+            await gate.wait()
+            return ScriptedResponse(text="first answer")
+        return ScriptedResponse(text=f"noted: {users[-1]}")
+
+    return Agent(name="steered", model=ScriptedModel(script))

@@ -12,7 +12,7 @@ from mainspring.decisions import canonical_input_hash
 from mainspring.server import ApprovalSigner, ServerConfig
 from mainspring.sse import parse_sse
 from mainspring.testing import check_events
-from tests.server.agents import Gate, gated_agent, paying_agent
+from tests.server.agents import Gate, gated_agent, paying_agent, quoting_agent, steerable_agent
 from tests.server.conftest import ALICE, BOB, SIGNING_KEY, Frame, client_for, config, read_sse
 
 pytestmark = pytest.mark.anyio
@@ -411,3 +411,65 @@ async def test_a_cancel_posted_to_another_worker_reaches_the_run(tmp_path: Any) 
             assert rest[-1].data["stop_reason"] == "cancelled"
             idle = await on_b.post(f"/v1/sessions/{sid}/cancel")
             assert idle.json() == {"cancelled": False}
+
+
+async def test_a_regenerated_quote_gets_a_new_approval_id_and_the_old_one_is_refused(
+    server_for: Any,
+) -> None:
+    swaps: list[dict[str, object]] = []
+    base = server_for(quoting_agent(swaps))
+    async with client_for(base) as client:
+        sid = await _session(client)
+        _, first = await _paused(client, sid)
+        assert first["can_regenerate"] is True
+        frames = await read_sse(
+            client, "POST", f"/v1/sessions/{sid}/regenerate/{first['approval_id']}"
+        )
+        fresh = next(f.data for f in frames if f.event == "pending_action")
+        assert fresh["input"]["quote_id"] == "q1" and fresh["attempt_id"] == first["attempt_id"]
+        assert fresh["approval_id"] != first["approval_id"]
+        stale = await client.post(
+            f"/v1/sessions/{sid}/decisions/{first['approval_id']}", json={"decision": "approve"}
+        )
+        assert stale.status_code == 409 and stale.json()["error"]["type"] == "StaleApproval"
+        assert swaps == []
+        await read_sse(
+            client,
+            "POST",
+            f"/v1/sessions/{sid}/decisions/{fresh['approval_id']}",
+            json_body={"decision": "approve"},
+        )
+    assert swaps == [{"amount": 10.0, "quote_id": "q1"}]  # the quote that was shown
+
+
+async def test_a_message_steers_the_running_turn(server_for: Any) -> None:
+    gate, seen = Gate(), []
+    base = server_for(steerable_agent(gate, seen))
+    async with client_for(base) as client:
+        sid = await _session(client)
+        assert (
+            await client.post(f"/v1/sessions/{sid}/steer", json={"message": "early"})
+        ).status_code == 409  # no turn runs yet
+        first = await read_sse(
+            client,
+            "POST",
+            f"/v1/sessions/{sid}/messages",
+            json_body={"message": "go"},
+            stop_after=1,
+        )
+        assert gate.reached.wait(10)
+        steered = await client.post(
+            f"/v1/sessions/{sid}/steer", json={"message": "also this", "mode": "follow_up"}
+        )
+        assert steered.status_code == 202 and steered.json()["steering_id"]
+        bad = await client.post(f"/v1/sessions/{sid}/steer", json={"message": "x", "mode": "now"})
+        assert bad.status_code == 422
+        gate.opened.set()
+        rest = await read_sse(
+            client, "GET", f"/v1/sessions/{sid}/stream", headers={"Last-Event-ID": first[0].id}
+        )
+    kinds = [f.event for f in rest]
+    assert "steering_taken" in kinds and kinds[-1] == "turn_complete"
+    text = "".join(f.data["text"] for f in rest if f.event == "text_delta")
+    assert "noted: also this" in text
+    assert seen == ["go", "also this"]

@@ -38,6 +38,7 @@ from mainspring.server._schemas import (
     SessionInfo,
     SessionList,
     StateBody,
+    SteerBody,
 )
 from mainspring.session import Session
 
@@ -258,6 +259,46 @@ async def post_decision(
     if host.runs.active(session_id) is not None:
         raise SessionBusy(f"session {session_id!r} already has an active run")
     return _live(host, await host.decide(session, approval_id, _decision(body)))
+
+
+@router.post(
+    "/sessions/{session_id}/regenerate/{approval_id}",
+    responses=_SSE,  # type: ignore[arg-type]
+    response_class=EventSourceResponse,
+    tags=["runs"],
+)
+async def post_regenerate(
+    session_id: str, approval_id: str, caller: Caller, host: Host
+) -> EventSourceResponse:
+    """Ask for a fresh input (a new quote) for the pending action before deciding it.
+
+    Streams the turn to a new ``pending_action`` with a new approval id; the old
+    one is refused from then on. 422 when the tool cannot regenerate.
+    """
+    session = await host.open(caller, session_id)
+    if host.runs.active(session_id) is not None:
+        raise SessionBusy(f"session {session_id!r} already has an active run")
+    return _live(host, await host.regenerate(session, approval_id))
+
+
+@router.post("/sessions/{session_id}/steer", status_code=202, tags=["runs"])
+async def post_steer(
+    session_id: str, caller: Caller, host: Host, body: Annotated[SteerBody, Body()]
+) -> dict[str, str]:
+    """Queue a message for the running turn (``next_step``) or as its next turn (``follow_up``).
+
+    The turn's stream says when it took it (``steering_taken``). 409 when no
+    turn runs, or it runs on another worker (steering is held by the worker
+    that runs the turn).
+    """
+    await host.open(caller, session_id)
+    run = host.runs.active(session_id)
+    if run is None:
+        assert host.stores.locks is not None
+        if await host.stores.locks.holder(session_id) is not None:
+            raise SessionBusy(f"session {session_id!r} runs on another worker; steer it there")
+        raise SessionBusy(f"session {session_id!r} has no running turn: send the message")
+    return {"steering_id": run.session.steer(body.message, mode=body.mode)}
 
 
 @router.post("/sessions/{session_id}/cancel", status_code=202, tags=["runs"])

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 
 import anyio
 from anyio.abc import TaskGroup
@@ -20,7 +21,7 @@ from pydantic import JsonValue
 
 from mainspring.agent import Agent
 from mainspring.codec import event_to_dict
-from mainspring.decisions import Decision, canonical_input_hash
+from mainspring.decisions import Approve, ClientResult, Decision, canonical_input_hash
 from mainspring.errors import DecisionConflict, SessionBusy, StoreError, UnknownAttempt
 from mainspring.events import Event, PendingAction, StreamStarted
 from mainspring.server._auth import Principal
@@ -176,10 +177,30 @@ class SessionHost:
         return pending
 
     async def decide(self, session: Session, approval_id: str, decision: Decision) -> LiveRun:
-        """Decide the pending action ``approval_id`` signs and continue the turn."""
+        """Decide the pending action ``approval_id`` signs and continue the turn.
+
+        The decision also names the input hash the id was signed for, so the
+        engine itself refuses it (``InputChanged``) if the input moved meanwhile.
+        """
         pending = self.pending_for(session, approval_id)
+        signed_hash = canonical_input_hash(pending.input)
+        if isinstance(decision, Approve | ClientResult) and decision.input_hash is None:
+            decision = replace(decision, input_hash=signed_hash)
         try:
             stream = session.resume(pending.attempt_id, decision)
+        except UnknownAttempt as exc:
+            raise NotFound(str(exc)) from exc
+        return await self.start(session, stream)
+
+    async def regenerate(self, session: Session, approval_id: str) -> LiveRun:
+        """Ask the tool for a fresh input for the pending action (a new quote).
+
+        The stream ends with a new pending action whose approval id is signed
+        for the fresh input; the old id is then refused (its hash is stale).
+        """
+        pending = self.pending_for(session, approval_id)
+        try:
+            stream = session.regenerate(pending.attempt_id)
         except UnknownAttempt as exc:
             raise NotFound(str(exc)) from exc
         return await self.start(session, stream)

@@ -18,6 +18,7 @@ __all__ = [
     "SessionInfo",
     "SessionList",
     "StateBody",
+    "SteerBody",
 ]
 
 _STRICT = ConfigDict(extra="forbid")
@@ -45,6 +46,14 @@ class MessageBody(BaseModel):
     resume_stream_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     after: Annotated[int, Field(ge=-1)] = -1
     """With ``resume_stream_id``: the position of the last event the client has."""
+
+
+class SteerBody(BaseModel):
+    """``POST /sessions/{id}/steer``: a message for the running turn."""
+
+    model_config = _STRICT
+    message: Annotated[str, Field(min_length=1, max_length=200_000)]
+    mode: Literal["next_step", "follow_up"] = "next_step"
 
 
 class ApproveBody(BaseModel):
