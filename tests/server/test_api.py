@@ -443,7 +443,7 @@ async def test_a_regenerated_quote_gets_a_new_approval_id_and_the_old_one_is_ref
 
 
 async def test_a_message_steers_the_running_turn(server_for: Any) -> None:
-    gate, seen = Gate(), []
+    gate, seen = Gate(), list[str]()
     base = server_for(steerable_agent(gate, seen))
     async with client_for(base) as client:
         sid = await _session(client)
