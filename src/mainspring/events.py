@@ -156,6 +156,9 @@ class PendingAction:
     client_executed: bool = False
     """The host executes it and reports the result via ``resume``."""
     amount_usd: float | None = None
+    nested: PendingAction | None = None
+    """The action a nested run (a subagent, a remote agent) waits on, when this call
+    suspended on it: deciding this action decides that one (edits included)."""
     approval_id: str = ""
     """Alias of :attr:`attempt_id` (filled in when left empty)."""
     type: Literal["pending_action"] = "pending_action"

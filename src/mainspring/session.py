@@ -425,8 +425,8 @@ class Session:
                 attempt_id=attempt_id,
                 fields=bad,
             )
-        if not decision.edits:
-            return pending.input
+        if not decision.edits or pending.nested is not None:
+            return pending.input  # a nested action's edits go to the nested run
         tool = self.agent.tool(pending.name)
         if tool is None:
             raise ApprovalError(
