@@ -143,6 +143,11 @@ class Verifier:
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
 
+    @property
+    def remembered(self) -> int:
+        """Nonces held against replay now (those whose timestamp is still fresh)."""
+        return len(self._seen)
+
     def verify(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> str:
         """The key id that signed this request.
 
