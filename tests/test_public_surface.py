@@ -17,6 +17,7 @@ PUBLIC = {
     "mainspring",
     "mainspring.context",
     "mainspring.devtools",
+    "mainspring.engine",
     "mainspring.mcp",
     "mainspring.models",
     "mainspring.pipelines",

@@ -24,6 +24,7 @@ PUBLIC_MODULES = (
     "mainspring.skills",
     "mainspring.devtools",
     "mainspring.toolkits",
+    "mainspring.engine",
 )
 
 

@@ -28,16 +28,21 @@ from __future__ import annotations
 from mainspring.engine.core import AgentRun, Engine, EngineInfo, ToolCallResult, agent_storage
 from mainspring.engine.members import MemberSessions
 from mainspring.engine.policy import ManagementPolicy, Visibility
+from mainspring.errors import AccessDenied, CallerBusy, RemoteEngineError, SignatureRejected
 from mainspring.principals import ANONYMOUS, Caller
 
 __all__ = [
     "ANONYMOUS",
+    "AccessDenied",
     "AgentRun",
     "Caller",
+    "CallerBusy",
     "Engine",
     "EngineInfo",
     "ManagementPolicy",
     "MemberSessions",
+    "RemoteEngineError",
+    "SignatureRejected",
     "ToolCallResult",
     "Visibility",
     "agent_storage",
