@@ -280,3 +280,41 @@ def test_misuse_is_refused_at_construction() -> None:
         Caller("")
     with pytest.raises(ValueError):
         Caller("anonymous")
+
+
+async def test_cancel_stops_the_callers_runs() -> None:
+    started = anyio.Event()
+    seen: list[bool] = []
+
+    @tool(read_only=True)
+    async def wait(ctx: ToolContext) -> str:
+        """Wait until cancelled."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            seen.append(ctx.cancelled)
+        return "never"
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("wait")]), "after"])
+    engine = Engine("e", policy=ManagementPolicy(controller=ALICE))
+    engine.add_agent(Agent(model=model, name="waiter", tools=[wait]))
+    runs: list[str | None] = []
+
+    async def run() -> None:
+        runs.append((await engine.agent_run(ALICE, "wait")).stop_reason)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await started.wait()
+        engine.cancel(BOB)  # another caller's cancel reaches nothing
+        engine.cancel(ALICE)
+    assert runs == ["cancelled"] and seen == [True]
+
+
+def test_agents_that_use_each_other_in_a_cycle_are_refused() -> None:
+    engine = Engine("e", policy=ManagementPolicy(controller=ALICE))
+    engine.add_agent(Agent(model=ScriptedModel(["a"]), name="a"), uses=["b"])
+    engine.add_agent(Agent(model=ScriptedModel(["b"]), name="b"), uses=["a"])
+    with pytest.raises(ConfigError, match="cycle"):
+        anyio.run(engine.agent_run, ALICE, "hi")

@@ -390,10 +390,12 @@ class Engine:
 
     # ---------------------------------------------------------- agent runs
 
-    def _runnable(self, member: _Member) -> Agent:
+    def _runnable(self, member: _Member, within: tuple[str, ...] = ()) -> Agent:
         agent = member.agent
         if not member.uses:
             return agent
+        if agent.name in within:
+            raise ConfigError(f"agents use each other in a cycle: {' -> '.join(within)}")
         extra: list[Tool] = []
         for name in member.uses:
             if name in self._tools:
@@ -401,7 +403,8 @@ class Engine:
             elif name in self._agents:
                 sub = self._agents[name]
                 described = sub.description or f"Ask the {name} agent."
-                extra.append(member_tool(self._runnable(sub), self.members, described))
+                runnable = self._runnable(sub, (*within, agent.name))
+                extra.append(member_tool(runnable, self.members, described))
             else:
                 raise ConfigError(
                     f"agent {agent.name!r} uses {name!r}, which engine {self.name!r} lacks"

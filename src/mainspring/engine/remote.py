@@ -174,11 +174,12 @@ def _endpoint(
     """Read the body (bounded), verify the caller, run ``handler``, map errors to statuses."""
 
     async def run(request: Request) -> JSONResponse:
-        body = b""
+        buffer = bytearray()
         async for chunk in request.stream():
-            body += chunk
-            if len(body) > max_body:
+            buffer += chunk
+            if len(buffer) > max_body:
                 return _error(413, "too_large", f"the body is over {max_body} bytes")
+        body = bytes(buffer)
         try:
             caller = _caller(verifier, request, body)
             data: object = json.loads(body) if body else {}
