@@ -88,6 +88,8 @@ async def test_a_suspended_call_pauses_the_turn_and_gets_the_decision(decision: 
     assert outer.name == "nesting" and outer.nested == INNER
     assert outer.modifiable_fields == ("x",) and "needs a yes" in outer.reason
     assert event_from_dict(event_to_dict(outer)) == outer  # the wire keeps the nested action
+    older = {k: v for k, v in event_to_dict(INNER).items() if k != "nested"}
+    assert event_from_dict(older) == INNER  # a stored action from before the field reads as is
     events = await collect(session.resume(outer.attempt_id, decision))
     result = next(e for e in events if isinstance(e, ToolResult))
     assert result.content == f"nested run got {type(decision).__name__}" and not result.is_error

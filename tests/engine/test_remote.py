@@ -179,6 +179,11 @@ async def test_bad_bodies_get_clear_errors(remote: Remote) -> None:
                 remote.url + route, content=body, headers=signed(remote, "POST", route, body)
             )
             assert response.status_code == 400, body
+        huge = b'{"arguments": {"sku": "' + b"x" * (1 << 20) + b'"}}'
+        response = await client.post(
+            remote.url + route, content=huge, headers=signed(remote, "POST", route, huge)
+        )
+        assert response.status_code == 413
         route = "/b/decisions/nothing"
         body = b'{"decision": {"kind": "maybe"}}'
         response = await client.post(
