@@ -18,6 +18,11 @@ source) and a storage namespace and cache of their own (``ctx.storage``,
 ``ctx.component_cache``) derived from their name; agent code reaches its own
 through :func:`agent_storage`.
 
+Every anonymous request is the one :data:`ANONYMOUS` caller: on a public
+engine anonymous callers share its direct-call totals and, with
+``one_run_per_caller``, its one run; a paused action is decided by whoever
+holds its attempt id (a UUID4 returned only to the caller that paused).
+
 Subagents are engine members (:mod:`mainspring.engine.members`) and remote
 engines join over signed HTTP (:mod:`mainspring.engine.remote`, which needs
 ``pip install "mainspring[remote]"``).
