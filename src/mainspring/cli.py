@@ -31,6 +31,7 @@ from mainspring._cli_render import (
     failing_cleanly,
     styled,
 )
+from mainspring._cli_serve import serve
 from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
 from mainspring.agent import Agent
@@ -387,6 +388,7 @@ def run(
 
 app.add_typer(sessions_app)
 app.command()(chat)
+app.command()(serve)
 mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
 

@@ -160,14 +160,14 @@ class PendingAction:
     """The action a nested run (a subagent, a remote agent) waits on, when this call
     suspended on it: deciding this action decides that one (edits included)."""
     approval_id: str = ""
-    """Alias of :attr:`attempt_id` (filled in when left empty)."""
+    """The id a client decides by: the engine fills in :attr:`attempt_id`; the
+    application server (:mod:`mainspring.server`) hands out a signed token
+    instead, binding the session, the attempt and the hash of this exact input."""
     type: Literal["pending_action"] = "pending_action"
 
     def __post_init__(self) -> None:
         if not self.approval_id:
             object.__setattr__(self, "approval_id", self.attempt_id)
-        elif self.approval_id != self.attempt_id:
-            raise ValueError("approval_id must equal attempt_id")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

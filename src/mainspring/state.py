@@ -170,6 +170,10 @@ class SessionState:
     """The id of the last stream that ended, and its terminal event below: a
     client resuming a stream whose log was already cleared still learns how it ended."""
     last_terminal: TurnComplete | ErrorEvent | None = None
+    principal: str | None = None
+    """Who owns the session (set by a server to the authenticated caller; ``None``
+    for a session of no one in particular). Only its owner may read, stream,
+    decide or delete it through :mod:`mainspring.server`."""
     version: int = 2
 
     @property
@@ -260,6 +264,11 @@ class StateView:
     def agent_name(self) -> str:
         """The name of the agent that runs it."""
         return self._state.agent_name
+
+    @property
+    def principal(self) -> str | None:
+        """Who owns the session (see :attr:`SessionState.principal`)."""
+        return self._state.principal
 
     @property
     def messages(self) -> tuple[Message, ...]:

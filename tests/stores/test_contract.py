@@ -263,6 +263,21 @@ async def test_session_ids_lists_stored_sessions_sorted_and_bounded(
     assert await session_store.session_ids() == ["a-1", "c-3"]
 
 
+async def test_session_ids_of_one_principal_only(session_store: SessionStore) -> None:
+    for sid, who in (("s-1", "alice"), ("s-2", "bob"), ("s-3", "alice"), ("s-4", None)):
+        state = paused_state(sid)
+        state.principal = who
+        await session_store.save(state)
+    assert await session_store.session_ids(principal="alice") == ["s-1", "s-3"]
+    assert await session_store.session_ids(principal="alice", limit=1) == ["s-1"]
+    assert await session_store.session_ids(principal="carol") == []
+    # A name that looks like SQL or JSON is only a name.
+    assert await session_store.session_ids(principal="' OR 1=1 --") == []
+    assert await session_store.session_ids() == ["s-1", "s-2", "s-3", "s-4"]
+    loaded = await session_store.load("s-2")
+    assert loaded is not None and loaded.principal == "bob"
+
+
 # ------------------------------------------------------------- spend totals
 
 

@@ -97,8 +97,11 @@ class SessionStore(Protocol):
         """Forget a session and everything recorded for it."""
         ...
 
-    async def session_ids(self, *, limit: int = 100) -> list[str]:
-        """The ids of stored sessions, sorted, at most ``limit`` of them."""
+    async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
+        """The ids of stored sessions, sorted, at most ``limit`` of them.
+
+        With ``principal``, only the sessions whose ``SessionState.principal`` it is.
+        """
         ...
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:

@@ -116,9 +116,16 @@ class InMemorySessionStore:
         for kind in ("auto", "cost"):
             self._spend.pop((session_id, kind), None)
 
-    async def session_ids(self, *, limit: int = 100) -> list[str]:
-        """The ids of stored sessions, sorted, at most ``limit``."""
-        return sorted(self._states)[: max(limit, 0)]
+    async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
+        ids = sorted(self._states)
+        if principal is not None:
+            ids = [sid for sid in ids if self._principal(sid) == principal]
+        return ids[: max(limit, 0)]
+
+    def _principal(self, session_id: str) -> JsonValue:
+        data = self._states.get(session_id)
+        return data.get("principal") if isinstance(data, dict) else None
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded."""

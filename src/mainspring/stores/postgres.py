@@ -344,13 +344,20 @@ class PostgresSessionStore:
             for statement in _DELETES:
                 await conn.execute(statement, (session_id,))
 
-    async def session_ids(self, *, limit: int = 100) -> list[str]:
-        """The ids of stored sessions, sorted, at most ``limit``."""
+    async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
         async with self._use("listing sessions") as conn:
-            cur = await conn.execute(
-                "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT %s",
-                (max(limit, 0),),
-            )
+            if principal is None:
+                cur = await conn.execute(
+                    "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT %s",
+                    (max(limit, 0),),
+                )
+            else:
+                cur = await conn.execute(
+                    "SELECT session_id FROM mainspring_sessions"
+                    " WHERE (data::jsonb) ->> 'principal' = %s ORDER BY session_id LIMIT %s",
+                    (principal, max(limit, 0)),
+                )
             return [str(row[0]) for row in await cur.fetchall()]
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:

@@ -381,9 +381,9 @@ class SQLiteSessionStore:
         self._remember(session_id, None)
         await self._db.run(_delete, session_id)
 
-    async def session_ids(self, *, limit: int = 100) -> list[str]:
-        """The ids of stored sessions, sorted, at most ``limit``."""
-        return await self._db.run_inline(_session_ids, max(limit, 0))
+    async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
+        return await self._db.run_inline(_session_ids, max(limit, 0), principal)
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded, by any process."""
@@ -407,10 +407,17 @@ class SQLiteSessionStore:
         await self._db.aclose()
 
 
-def _session_ids(conn: sqlite3.Connection, limit: int) -> list[str]:
-    rows = conn.execute(
-        "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT ?", (limit,)
-    ).fetchall()
+def _session_ids(conn: sqlite3.Connection, limit: int, principal: str | None) -> list[str]:
+    if principal is None:
+        rows = conn.execute(
+            "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT ?", (limit,)
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT session_id FROM mainspring_sessions"
+            " WHERE json_extract(header, '$.principal') = ? ORDER BY session_id LIMIT ?",
+            (principal, limit),
+        ).fetchall()
     return [str(r[0]) for r in rows]
 
 

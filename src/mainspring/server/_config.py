@@ -1,0 +1,65 @@
+"""How a server is set up: stores, credentials, keys and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mainspring.errors import ConfigError
+from mainspring.server._auth import Authenticator
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """Settings of :func:`~mainspring.server.create_app`.
+
+    Private by default: with neither ``api_keys`` nor ``authenticator`` (and
+    not ``public``), every request is refused with 401.
+    """
+
+    store: str | None = "memory://"
+    """One URL for every role its backend can hold (see ``open_stores``)."""
+    sessions: str | None = None
+    """Session store URL (``postgresql://…`` across workers), overriding ``store``."""
+    checkpoints: str | None = None
+    """Checkpoint store URL (``redis://…`` across workers), overriding ``store``."""
+    locks: str | None = None
+    """Run lock URL (``redis://…`` across workers), overriding ``store``."""
+    api_keys: dict[str, str] | None = None
+    """``{key: principal}``: the credentials the server accepts."""
+    authenticator: Authenticator | None = None
+    """The host's own authentication (tried before ``api_keys``)."""
+    public: bool = False
+    """Let callers without a credential in, all as one anonymous principal."""
+    signing_key: bytes | None = None
+    """Signs approval ids; every worker must share it (random per process when unset)."""
+    cors_origins: tuple[str, ...] = ()
+    """Origins allowed by CORS; none (CORS off) by default."""
+    max_body_bytes: int = 1_000_000
+    """Bodies larger than this are refused with 413."""
+    rate_per_minute: int = 600
+    """Requests per principal per minute on this worker (0: no limit)."""
+    rate_burst: int = 60
+    """Requests a principal may make at once before the rate applies."""
+    lock_ttl: float = 10.0
+    """Seconds a dead worker's run keeps its session locked."""
+    worker: str | None = None
+    """This worker's name in locks and logs (a UUID4 when unset)."""
+    shutdown_grace: float = 5.0
+    """Seconds a shutdown gives running streams to reach their terminal event."""
+    keep_finished: float = 60.0
+    """Seconds a finished run's events stay in this worker's memory for reconnects."""
+    tracer_provider: Any = None
+    """An OpenTelemetry ``TracerProvider`` for the spans (default: the global one)."""
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1:
+            raise ConfigError("max_body_bytes must be positive")
+        if self.rate_per_minute < 0 or self.rate_burst < 1:
+            raise ConfigError("rate_per_minute must be >= 0 and rate_burst >= 1")
+        if self.lock_ttl <= 0 or self.shutdown_grace < 0 or self.keep_finished < 0:
+            raise ConfigError("lock_ttl must be positive; shutdown_grace, keep_finished >= 0")
+        if self.store is None and self.sessions is None:
+            raise ConfigError("a server needs a session store: store= or sessions=")

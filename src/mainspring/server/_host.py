@@ -1,0 +1,324 @@
+"""The server's sessions: who owns them, how they are opened, run and followed.
+
+One :class:`SessionHost` per worker. Each request opens the session fresh
+from the session store (the durable recipe: nothing about a session lives
+only in a worker), except that a run going on in this worker is reached
+through its live :class:`~mainspring.session.Session`. A session belongs to
+the principal that created it; to anyone else it does not exist (404).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+
+import anyio
+from anyio.abc import TaskGroup
+from pydantic import JsonValue
+
+from mainspring.agent import Agent
+from mainspring.codec import event_to_dict
+from mainspring.decisions import Decision, canonical_input_hash
+from mainspring.errors import DecisionConflict, SessionBusy, StoreError, UnknownAttempt
+from mainspring.events import Event, PendingAction, StreamStarted
+from mainspring.server._auth import Principal
+from mainspring.server._config import ServerConfig
+from mainspring.server._runs import LiveRun, Runs
+from mainspring.server._signing import ApprovalSigner
+from mainspring.server._telemetry import RunSpans, tracer_of
+from mainspring.session import Session
+from mainspring.state import SessionState
+from mainspring.stores import Stores
+
+__all__ = ["CANCEL_POLL", "NotFound", "SessionHost", "StaleApproval"]
+
+log = logging.getLogger("mainspring.server")
+
+
+class NotFound(LookupError):
+    """No such session, stream or attempt — for this principal."""
+
+
+class StaleApproval(DecisionConflict):
+    """The approval id was signed for arguments that are no longer the pending ones."""
+
+
+class SessionHost:
+    """Opens, runs and follows the sessions of one agent for one worker."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        config: ServerConfig,
+        stores: Stores,
+        signer: ApprovalSigner,
+        task_group: TaskGroup,
+    ) -> None:
+        """Serve ``agent`` on ``stores``; runs are pumped by tasks of ``task_group``."""
+        if stores.sessions is None or stores.checkpoints is None or stores.locks is None:
+            raise ValueError("a server needs a session store, a checkpoint store and a run lock")
+        self.agent = agent
+        self.config = config
+        self.stores = stores
+        self.signer = signer
+        self.runs = Runs(keep_finished=config.keep_finished)
+        self.worker = config.worker or str(uuid.uuid4())
+        self._tg = task_group
+        self.tracer = tracer_of(config.tracer_provider)
+        self.stopping = anyio.Event()
+        """Set when the worker shuts down: running streams are cancelled to a terminal."""
+
+    # ------------------------------------------------------------ sessions
+
+    def _session(self, state: SessionState) -> Session:
+        return Session(
+            self.agent,
+            state=state,
+            **self.stores.session_kwargs(),
+            lock_ttl=self.config.lock_ttl,
+            owner=self.worker,
+        )
+
+    async def create(self, principal: Principal) -> Session:
+        """A new session owned by ``principal``, saved before it is handed out."""
+        state = SessionState(
+            session_id=str(uuid.uuid4()), agent_name=self.agent.name, principal=principal.id
+        )
+        session = self._session(state)
+        await session.save()
+        return session
+
+    async def open(self, principal: Principal, session_id: str) -> Session:
+        """``principal``'s session ``session_id``: the live one if it runs here.
+
+        Raises:
+            NotFound: No such session, or it belongs to someone else.
+        """
+        run = self.runs.active(session_id)
+        if run is not None:
+            if run.session.state.principal != principal.id:
+                raise NotFound(f"no session {session_id!r}")
+            return run.session
+        assert self.stores.sessions is not None
+        state = await self.stores.sessions.load(session_id)
+        if state is None or state.principal != principal.id or state.agent_name != self.agent.name:
+            raise NotFound(f"no session {session_id!r}")
+        return self._session(state)
+
+    async def list(self, principal: Principal, *, limit: int) -> list[str]:
+        """The ids of ``principal``'s sessions."""
+        assert self.stores.sessions is not None
+        return await self.stores.sessions.session_ids(limit=limit, principal=principal.id)
+
+    async def delete(self, principal: Principal, session_id: str) -> None:
+        """Forget ``principal``'s session (refused while it runs).
+
+        Raises:
+            NotFound: No such session of this principal.
+            SessionBusy: It is running.
+        """
+        session = await self.open(principal, session_id)
+        if self.runs.active(session_id) is not None:
+            raise SessionBusy(f"session {session_id!r} is running; cancel it first")
+        assert self.stores.sessions is not None
+        holder = await self.stores.locks.holder(session_id) if self.stores.locks else None
+        if holder is not None:
+            raise SessionBusy(f"session {session_id!r} is running on another worker")
+        await self.stores.sessions.delete(session.session_id)
+
+    # ---------------------------------------------------------------- runs
+
+    async def start(self, session: Session, stream: AsyncGenerator[Event, None]) -> LiveRun:
+        """Run ``stream`` in the worker's task group, past the request's end.
+
+        Raises:
+            Exception: What refused the run before its first event.
+        """
+        spans = None
+        if self.tracer is not None:
+            spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)
+        run = LiveRun(session, stream, spans=spans)
+        self._tg.start_soon(run.pump)
+        await run.started()
+        self.runs.add(run)
+        return run
+
+    async def send(self, session: Session, message: str) -> LiveRun:
+        """Start a turn of ``session`` with a user message."""
+        return await self.start(session, session.send(message))
+
+    def pending_for(self, session: Session, approval_id: str) -> PendingAction:
+        """The pending action an approval id names, if it is still the one signed.
+
+        Raises:
+            BadApproval: Not signed by this server for this session.
+            NotFound: The attempt is not known to the session.
+            DecisionConflict: It was decided already.
+            StaleApproval: Its arguments changed since the id was handed out.
+        """
+        signed = self.signer.verify(session.session_id, approval_id)
+        pending = session.pending
+        if pending is None or pending.attempt_id != signed.attempt_id:
+            if signed.attempt_id in session.state.decided:
+                raise DecisionConflict(
+                    f"attempt {signed.attempt_id} was already decided; "
+                    "a decision is never applied twice",
+                    attempt_id=signed.attempt_id,
+                )
+            raise NotFound(f"no pending action {signed.attempt_id!r}")
+        if canonical_input_hash(pending.input) != signed.input_hash:
+            raise StaleApproval(
+                "the action's arguments changed since this approval id was handed out",
+                attempt_id=signed.attempt_id,
+            )
+        return pending
+
+    async def decide(self, session: Session, approval_id: str, decision: Decision) -> LiveRun:
+        """Decide the pending action ``approval_id`` signs and continue the turn."""
+        pending = self.pending_for(session, approval_id)
+        try:
+            stream = session.resume(pending.attempt_id, decision)
+        except UnknownAttempt as exc:
+            raise NotFound(str(exc)) from exc
+        return await self.start(session, stream)
+
+    async def follow(
+        self, principal: Principal, session_id: str, stream_id: str, after: int
+    ) -> AsyncIterator[tuple[int, Event]]:
+        """Every event of ``stream_id`` after position ``after``: live here, or from the log.
+
+        Raises:
+            NotFound: No such stream of this principal's session.
+        """
+        run = self.runs.stream(stream_id)
+        if run is not None:
+            if run.session_id != session_id or run.session.state.principal != principal.id:
+                raise NotFound(f"no stream {stream_id!r}")
+            return run.follow(after)
+        session = await self.open(principal, session_id)
+        await self._check_stream(session, stream_id)
+        replay = session.send(resume_stream_id=stream_id)
+        return self._replayed(session_id, stream_id, replay, after)
+
+    async def _check_stream(self, session: Session, stream_id: str) -> None:
+        """Refuse (before the response starts) a stream that is not this session's."""
+        assert self.stores.checkpoints is not None
+        try:
+            logged = await self.stores.checkpoints.load(stream_id)
+        except StoreError as exc:
+            raise NotFound(f"no stream {stream_id!r}") from exc
+        if logged:
+            first = logged[0]
+            if isinstance(first, StreamStarted) and first.session_id == session.session_id:
+                return
+        elif stream_id in (session.state.active_stream, session.state.last_stream):
+            return
+        raise NotFound(f"no stream {stream_id!r}")
+
+    async def _replayed(
+        self,
+        session_id: str,
+        stream_id: str,
+        replay: AsyncGenerator[Event, None],
+        after: int,
+    ) -> AsyncIterator[tuple[int, Event]]:
+        async with aclosing(replay) as events:
+            position = -1
+            try:
+                async for event in events:
+                    position += 1
+                    if position == 0 and isinstance(event, StreamStarted):
+                        if event.session_id != session_id or event.stream_id != stream_id:
+                            raise NotFound(f"no stream {stream_id!r}")
+                    if position > after:
+                        yield position, event
+            except StoreError as exc:
+                raise NotFound(str(exc)) from exc
+
+    # ---------------------------------------------------------------- wire
+
+    def wire(self, session_id: str, event: Event) -> Event:
+        """``event`` as a client sees it: a pending action's approval id signed."""
+        if isinstance(event, PendingAction):
+            return self.signer.bind(session_id, event)
+        return event
+
+    def wire_dict(self, session_id: str, event: Event) -> dict[str, JsonValue]:
+        """:meth:`wire` as the JSON object of mainspring's wire format."""
+        return event_to_dict(self.wire(session_id, event))
+
+    async def request_cancel(self, session_id: str) -> bool:
+        """Cancel the session's run wherever it runs; ``False`` if it runs nowhere.
+
+        Here: at once. On another worker: a cancel request, a lease on
+        ``cancel:<session id>`` in the shared run lock, which that worker's
+        :meth:`watch_cancels` finds within ``CANCEL_POLL`` seconds.
+        """
+        run = self.runs.active(session_id)
+        if run is not None:
+            run.session.cancel()
+            return True
+        locks = self.stores.locks
+        assert locks is not None
+        if await locks.holder(session_id) is None:
+            return False
+        ttl = max(self.config.lock_ttl, 3 * CANCEL_POLL)
+        await locks.acquire(_cancel_key(session_id), _CANCEL_OWNER, ttl=ttl)
+        return True
+
+    async def watch_cancels(self) -> None:
+        """Cancel this worker's runs that another worker was asked to cancel."""
+        locks = self.stores.locks
+        assert locks is not None
+        while True:
+            await anyio.sleep(CANCEL_POLL)
+            for run in self.runs.live():
+                key = _cancel_key(run.session_id)
+                try:
+                    if await locks.holder(key) is not None:
+                        run.session.cancel()
+                        await locks.release(key, _CANCEL_OWNER)
+                except StoreError as exc:  # a blip: the next poll tries again
+                    log.warning("could not read cancel requests: %s", exc)
+                    break
+
+    async def cancel_on_stop(self) -> None:
+        """When the server begins to stop, cancel the runs so their streams end well.
+
+        ``stopping`` is set by sse-starlette as soon as uvicorn begins to shut
+        down (while the streams are still open), or by :meth:`shutdown`.
+        """
+        await self.stopping.wait()
+        for run in self.runs.live():
+            run.session.cancel()
+
+    async def shutdown(self) -> None:
+        """Cancel every run here and give it ``shutdown_grace`` seconds to end."""
+        self.stopping.set()
+        live = self.runs.live()
+        for run in live:
+            run.session.cancel()
+        with anyio.move_on_after(self.config.shutdown_grace):
+            for run in live:
+                await run.wait_done()
+
+
+CANCEL_POLL = 0.5
+"""Seconds between a worker's looks for cancel requests of its runs."""
+_CANCEL_OWNER = "cancel-request"
+
+
+def _cancel_key(session_id: str) -> str:
+    return f"cancel:{session_id}"
+
+
+def positions_from(last_event_id: str | None) -> tuple[str, int] | None:
+    """``(stream_id, position)`` of a ``Last-Event-ID`` the server handed out."""
+    if not last_event_id:
+        return None
+    stream_id, sep, position = last_event_id.rpartition(":")
+    if not sep or not stream_id or not position.isdigit() or len(position) > 9:
+        return None
+    return stream_id, int(position)

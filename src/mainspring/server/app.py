@@ -1,0 +1,209 @@
+"""The ASGI application: :func:`create_app` (and ``mainspring serve``).
+
+```python
+from mainspring.demo import demo_agent
+from mainspring.server import ServerConfig, create_app
+
+app = create_app(demo_agent(), ServerConfig(api_keys={"a-long-random-key-0001": "alice"}))
+# uvicorn module:app, or `mainspring serve` (which prints a key when none is set)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+
+from mainspring.agent import Agent
+from mainspring.errors import (
+    ApprovalError,
+    ConfigError,
+    DecisionConflict,
+    FieldNotModifiable,
+    SessionBusy,
+    StoreError,
+    ToolInputError,
+    UnknownAttempt,
+)
+from mainspring.server._api import router
+from mainspring.server._auth import ApiKeys, Authenticator
+from mainspring.server._config import ServerConfig
+from mainspring.server._deps import RateLimitedRequest, Unauthorized
+from mainspring.server._host import NotFound, SessionHost
+from mainspring.server._limits import BodyLimit, RateLimiter
+from mainspring.server._ops import AccessLog, ops_router
+from mainspring.server._signing import ApprovalSigner, BadApproval
+from mainspring.stores import open_stores
+
+__all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
+
+log = logging.getLogger("mainspring.server")
+
+CONFIG_ENV = "MAINSPRING_SERVER_CONFIG"
+"""The environment variable through which ``mainspring serve --workers N`` configures workers."""
+
+# The order matters: the most specific class first.
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (Unauthorized, 401),
+    (BadApproval, 403),
+    (NotFound, 404),
+    (UnknownAttempt, 404),
+    (SessionBusy, 409),
+    (DecisionConflict, 409),
+    (FieldNotModifiable, 422),
+    (ToolInputError, 422),
+    (ApprovalError, 422),
+    (ConfigError, 400),
+    (RateLimitedRequest, 429),
+    (StoreError, 503),
+)
+
+
+def _error(status: int, kind: str, message: str, **extra: object) -> JSONResponse:
+    detail: dict[str, object] = {"type": kind, "message": message}
+    detail.update(extra)
+    return JSONResponse({"error": detail}, status_code=status)
+
+
+async def _on_error(request: Request, exc: Exception) -> JSONResponse:
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            if status == 503:
+                log.warning("store unavailable: %s", exc)
+                message = "a store is unavailable; retry shortly"
+            response = _error(status, type(exc).__name__, message)
+            if status == 401:
+                response.headers["WWW-Authenticate"] = "Bearer"
+            if isinstance(exc, RateLimitedRequest):
+                response.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+            return response
+    log.exception("internal error on %s %s", request.method, request.url.path)
+    return _error(500, "InternalError", "internal error")
+
+
+async def _on_invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = [
+        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
+        for e in exc.errors()
+    ]
+    return _error(422, "InvalidRequest", "the request is not valid", details=details)
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, "HTTPError", str(exc.detail))
+
+
+def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -> FastAPI:
+    """The server of ``agent`` (the demo agent by default) as an ASGI app.
+
+    Stores are opened when the app starts (its lifespan) and closed when it
+    stops; a stop cancels running turns and gives them ``shutdown_grace``
+    seconds to reach a terminal event that a reconnect will find.
+
+    Raises:
+        ConfigError: A bad configuration (an API key too short…).
+    """
+    if agent is None:
+        from mainspring.demo import demo_agent
+
+        agent = demo_agent()
+    config = config or ServerConfig()
+    authenticators: list[Authenticator] = []
+    if config.authenticator is not None:
+        authenticators.append(config.authenticator)
+    if config.api_keys:
+        authenticators.append(ApiKeys(config.api_keys))
+    signer = ApprovalSigner(config.signing_key)
+    if config.signing_key is None:
+        log.info("no signing key configured: approval ids are valid on this process only")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stores = await open_stores(
+            config.store,
+            sessions=config.sessions,
+            checkpoints=config.checkpoints,
+            locks=config.locks,
+        )
+        try:
+            if stores.sessions is None or stores.checkpoints is None or stores.locks is None:
+                raise ConfigError(
+                    "a server needs sessions, checkpoints and locks: "
+                    "give store= one URL that holds them all, or each one"
+                )
+            async with anyio.create_task_group() as tg:
+                host = SessionHost(agent, config, stores, signer, tg)
+                app.state.host = host
+                tg.start_soon(host.cancel_on_stop)
+                tg.start_soon(host.watch_cancels)
+                try:
+                    yield
+                finally:
+                    await host.shutdown()
+                    tg.cancel_scope.cancel()
+        finally:
+            await stores.aclose()
+
+    app = FastAPI(
+        title="mainspring",
+        summary=f"The {agent.name} agent over HTTP: sessions, streams, decisions.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.config = config
+    app.state.authenticators = authenticators
+    app.state.limiter = RateLimiter(per_minute=config.rate_per_minute, burst=config.rate_burst)
+    app.state.agent = agent
+    app.include_router(router)
+    app.include_router(ops_router)
+    app.add_exception_handler(RequestValidationError, _on_invalid)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(Exception, _on_error)
+    for cls, _status in _STATUS:
+        app.add_exception_handler(cls, _on_error)
+    if config.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "X-API-Key"],
+        )
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(
+        AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
+    )
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app a worker of ``mainspring serve --workers N`` builds (a uvicorn factory).
+
+    Reads ``$MAINSPRING_SERVER_CONFIG``: ``{"agent": "pkg.mod:attr" | null,
+    "config": {ServerConfig fields}}``, the signing key hex-encoded.
+    """
+    from mainspring._agent_spec import load_agent
+
+    raw = json.loads(os.environ.get(CONFIG_ENV, "{}"))
+    fields = dict(raw.get("config", {}))
+    if fields.get("signing_key"):
+        fields["signing_key"] = bytes.fromhex(fields["signing_key"])
+    if "cors_origins" in fields:
+        fields["cors_origins"] = tuple(fields["cors_origins"])
+    spec = raw.get("agent")
+    agent = load_agent(spec) if spec else None
+    return create_app(agent, ServerConfig(**fields))
