@@ -179,6 +179,7 @@ def test_event_to_dict_exact_shape() -> None:
         ],
         "client_executed": False,
         "amount_usd": None,
+        "nested": None,
         "approval_id": "att-1",
         "input_hash": "",
         "details": {},

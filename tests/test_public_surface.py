@@ -18,6 +18,7 @@ PUBLIC = {
     "mainspring.context",
     "mainspring.demo",
     "mainspring.devtools",
+    "mainspring.engine",
     "mainspring.mcp",
     "mainspring.models",
     "mainspring.pipelines",

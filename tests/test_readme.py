@@ -26,6 +26,7 @@ PUBLIC_MODULES = (
     "mainspring.skill_runner",
     "mainspring.devtools",
     "mainspring.toolkits",
+    "mainspring.engine",
     "mainspring.server",
     "mainspring.finance",
 )

@@ -8,11 +8,14 @@ own whose handle the session keeps: the session cancels it when the consumer
 goes away and waits for its clean-up, so no task is ever left without an
 owner and the consumer may ``break`` at any point.
 
-asyncio: ``loop.create_task``; trio: ``trio.lowlevel.spawn_system_task``.
+asyncio: ``loop.create_task``; trio: ``trio.lowlevel.spawn_system_task``. On
+both the task runs in a copy of the spawner's context, so context variables
+(an engine's run scope: its caller) reach the run as they would a child task.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,7 +38,7 @@ def spawn(fn: Callable[[], Awaitable[None]]) -> None:
     elif library == "trio":
         import trio
 
-        trio.lowlevel.spawn_system_task(_run, fn)
+        trio.lowlevel.spawn_system_task(_run, fn, context=contextvars.copy_context())
     else:  # pragma: no cover - anyio supports only these two
         raise RuntimeError(f"unsupported async library {library!r}")
 

@@ -134,8 +134,8 @@ def _edited_input(
             attempt_id=attempt_id,
             fields=bad,
         )
-    if not decision.edits:
-        return pending.input
+    if not decision.edits or pending.nested is not None:
+        return pending.input  # a nested action's edits go to the nested run
     tool = agent.tool(pending.name)
     if tool is None:
         raise ApprovalError(f"tool {pending.name!r} is no longer available", attempt_id=attempt_id)

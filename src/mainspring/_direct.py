@@ -26,13 +26,14 @@ from pydantic import JsonValue
 from mainspring.agent import Agent
 from mainspring.context.options import ContextOptions
 from mainspring.decisions import Decision, Reject
+from mainspring.errors import UnknownAttempt
 from mainspring.events import ErrorEvent, Event, PendingAction, ToolResult, TurnComplete
 from mainspring.messages import ImagePart, Message
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ToolCallEnd
 from mainspring.session import Session
 from mainspring.state import SessionState
 
-__all__ = ["DirectCaller", "DirectResult"]
+__all__ = ["DirectCall", "DirectCaller", "DirectResult"]
 
 Decide = Callable[[PendingAction], Awaitable[Decision]]
 """Asked for a decision when a direct call pauses (an approval, edits, a rejection)."""
@@ -95,19 +96,22 @@ class DirectCaller:
         ``decide`` answers a pause (without one, a call that needs approval is
         rejected: nobody can approve it); ``on_event`` sees the events live.
         """
-        tool = self.agent.tool(name)
-        if tool is not None and tool.policy.read_only:
-            return await self._call(name, arguments, decide, on_event)
-        async with self._writes:  # one write at a time: the cap sees every earlier one
-            return await self._call(name, arguments, decide, on_event)
+        running = await self.start(name, arguments, on_event=on_event)
+        while running.pending is not None:
+            pending = running.pending
+            decision = (
+                await decide(pending)
+                if decide is not None
+                else Reject("this action needs approval and nobody can be asked")
+            )
+            await running.decide(decision, on_event=on_event)
+        assert running.result is not None
+        return running.result
 
-    async def _call(
-        self,
-        name: str,
-        arguments: dict[str, JsonValue],
-        decide: Decide | None,
-        on_event: OnEvent | None,
-    ) -> DirectResult:
+    async def start(
+        self, name: str, arguments: dict[str, JsonValue], *, on_event: OnEvent | None = None
+    ) -> DirectCall:
+        """Start a call that may pause: the caller decides later with ``DirectCall.decide``."""
         agent = replace(
             self.agent,
             model=_OneCall(name, json.dumps(arguments)),
@@ -123,26 +127,63 @@ class DirectCaller:
             auto_spent_usd=self._auto_spent,
             cost_usd=self._cost,
         )
-        session = Session(agent, state=state)
-        events = await _collect(session.send(Message.user(f"{self.caller} calls {name}")), on_event)
-        while session.pending is not None:
-            pending = session.pending
-            decision = (
-                await decide(pending)
-                if decide is not None
-                else Reject("this action needs approval and nobody can be asked")
-            )
-            events += await _collect(session.resume(pending.attempt_id, decision), on_event)
-        self._auto_spent = session.state.auto_spent_usd
-        self._cost = session.cost_usd
-        result = _result_of(events)
+        running = DirectCall(self, Session(agent, state=state), write=self._is_write(name))
+        await running._run(
+            running.session.send(Message.user(f"{self.caller} calls {name}")), on_event
+        )
+        return running
+
+    def _is_write(self, name: str) -> bool:
+        tool = self.agent.tool(name)
+        return tool is None or not tool.policy.read_only
+
+
+class DirectCall:
+    """One direct call in progress: paused on :attr:`pending`, or done with :attr:`result`."""
+
+    def __init__(self, caller: DirectCaller, session: Session, *, write: bool) -> None:
+        self._caller = caller
+        self.session = session
+        self._write = write
+        self.events: list[Event] = []
+        self.result: DirectResult | None = None
+
+    @property
+    def pending(self) -> PendingAction | None:
+        """The action the call waits on (``None`` once it is done)."""
+        return self.session.pending
+
+    async def decide(self, decision: Decision, *, on_event: OnEvent | None = None) -> None:
+        """Decide :attr:`pending` and run the call on (it may pause again).
+
+        Raises:
+            UnknownAttempt, DecisionConflict, FieldNotModifiable, ApprovalError:
+                As ``Session.resume`` (nothing changed).
+        """
+        pending = self.session.pending
+        if pending is None:
+            raise UnknownAttempt("this call waits on no decision", attempt_id="")
+        await self._run(self.session.resume(pending.attempt_id, decision), on_event)
+
+    async def _run(self, stream: AsyncIterator[Event], on_event: OnEvent | None) -> None:
+        if self._write:  # one write at a time: the cap sees every earlier one
+            async with self._caller._writes:
+                self.events += await _collect(stream, on_event)
+        else:
+            self.events += await _collect(stream, on_event)
+        session = self.session
+        self._caller._auto_spent = session.state.auto_spent_usd
+        self._caller._cost = session.cost_usd
+        if session.pending is not None:
+            return
+        result = _result_of(self.events)
         images = tuple(
             image
             for message in session.messages
             for part in message.tool_results_parts
             for image in part.images
         )
-        return replace(result, images=images) if images else result
+        self.result = replace(result, images=images) if images else result
 
 
 async def _collect(stream: AsyncIterator[Event], on_event: OnEvent | None) -> list[Event]:

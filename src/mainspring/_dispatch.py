@@ -26,7 +26,7 @@ from pydantic import JsonValue
 
 from mainspring._arguments import clip
 from mainspring.agent import Agent
-from mainspring.decisions import canonical_input_hash
+from mainspring.decisions import Decision, canonical_input_hash
 from mainspring.errors import ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
 from mainspring.guards import GuardReport, run_after, run_before
@@ -34,7 +34,7 @@ from mainspring.hooks import call_auto_executed, call_hook
 from mainspring.messages import ToolResultPart
 from mainspring.permissions import Verdict, evaluate, evaluate_static
 from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, new_call_id
-from mainspring.tools.context import ToolContext
+from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, Details, Preview, Summarize, run_preflight
 
@@ -295,6 +295,8 @@ class Dispatcher:
                 return True
             await anyio.lowlevel.checkpoint_if_cancelled()
             await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
+            if turn.status == "paused":  # the call suspended on a nested decision
+                return True
             turn.position += 1
         return False
 
@@ -404,6 +406,29 @@ class Dispatcher:
         )
         return True
 
+    def _suspend(self, tool: Tool, call: Call, turn: Turn, nested: PendingAction) -> None:
+        """Pause the turn on the decision a nested run of this call waits for."""
+        if call.parallel or turn.status == "paused":
+            self.fail(call, f"tool {call.name!r} cannot wait on a decision from a parallel call")
+            return
+        assert call.input is not None
+        turn.pending = PendingAction(
+            attempt_id=str(uuid.uuid4()),
+            tool_use_id=call.id,
+            turn_index=turn.index,
+            name=call.name,
+            input=call.input,
+            description=tool.description,
+            modifiable_fields=nested.modifiable_fields,
+            reason=f"{nested.name!r} waits for a decision: {nested.reason}".rstrip(": "),
+            findings=nested.findings,
+            client_executed=nested.client_executed,
+            amount_usd=nested.amount_usd,
+            nested=nested,
+        )
+        turn.status = "paused"
+        self.emit(turn.pending)
+
     # --------------------------------------------------------------- execution
 
     async def execute(
@@ -416,8 +441,13 @@ class Dispatcher:
         write: bool,
         attempt: str | None = None,
         hints: tuple[str, ...] = (),
+        decision: Decision | None = None,
     ) -> None:
         """Run one call and record its result; never raises except cancellation.
+
+        A serial call may suspend on a nested run's decision
+        (``ToolContext.suspend``): the turn then pauses on it instead, and
+        ``decision`` is that decision when the call runs again.
 
         ``hints`` (and the hints of ``judged``'s guard report) are added to the
         result the model sees, as an ``after`` guard's are.
@@ -443,6 +473,7 @@ class Dispatcher:
                 cache=self.turn_cache,
                 emit=self.emit,
                 charge=self.charge,
+                decision=decision,
             )
             self._contexts.add(ctx)
         auto = judged is not None and judged[0].outcome == "run"
@@ -459,6 +490,9 @@ class Dispatcher:
         try:
             kwargs = self.kwargs.pop(call.id, None)
             output, status = await self._invoke(tool, args, ctx, write, kwargs)
+        except ToolSuspended as suspended:
+            self._suspend(tool, call, turn, suspended.pending)
+            return
         finally:
             if ctx is not None:
                 self._contexts.discard(ctx)
@@ -538,6 +572,8 @@ class Dispatcher:
         if timeout is None and not write:
             try:  # the common read: no scope needed
                 return await tool.call(args, ctx, kwargs=kwargs), "done"
+            except ToolSuspended:
+                raise
             except Exception as exc:
                 return _failed(tool, exc), "done"
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
@@ -552,6 +588,8 @@ class Dispatcher:
                             deadline, anyio.current_time() + self.agent.limits.write_cancel_grace
                         )
                 output = await tool.call(args, ctx, kwargs=kwargs)
+        except ToolSuspended:
+            raise
         except Exception as exc:
             return _failed(tool, exc), "done"
         finally:

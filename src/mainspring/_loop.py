@@ -609,7 +609,16 @@ class Loop:
         call = turn.calls[turn.position]
         tool = self.agent.tool(call.name)
         dispatch = self.dispatch
-        if isinstance(decision, Reject):
+        if pending.nested is not None and tool is not None:
+            # The call suspended on a nested run: it runs again and hands it the decision.
+            await dispatch.execute(
+                tool, call, turn, None, write=tool.policy.is_write, decision=decision
+            )
+            if self.turn.status == "paused":  # the nested run waits again
+                await dispatch.save(defer=True)
+                await self._complete("pending_action")
+                return
+        elif isinstance(decision, Reject):
             dispatch.fail(call, f"the user rejected this action: {decision.reason}")
         elif isinstance(decision, ClientResult):
             output = ToolOutput(content=decision.content, is_error=decision.is_error)

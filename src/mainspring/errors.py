@@ -25,7 +25,11 @@ MainspringError
 │   ├── InputChanged       .expected .given: approved another input than the pending one
 │   └── FieldNotModifiable .fields
 ├── SessionBusy            a second run while one is active
+│   └── CallerBusy         (mainspring.engine) a second run of one caller, one run each
 ├── SessionClosed          a session used after aclose() (also a RuntimeError)
+├── AccessDenied           .target: the caller may not see or call it (engine policy)
+│   └── SignatureRejected  .reason: a cross-engine request failed verification
+├── RemoteEngineError      .handle: a remote engine failed or answered badly
 ├── RunFailed              .event: a run (Session.run) ended in an error event
 ├── PrefixMutationError
 ├── ContextError           a context processor misconfigured or misbehaving
@@ -53,10 +57,12 @@ that cannot be read.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
     "ApprovalError",
     "AuthenticationError",
     "BadRequest",
     "BudgetExceeded",
+    "CallerBusy",
     "CheckpointCorrupt",
     "CompilerActiveError",
     "CompilerDestroyedError",
@@ -79,10 +85,12 @@ __all__ = [
     "ProcessorCycleError",
     "ProcessorScopeError",
     "RateLimited",
+    "RemoteEngineError",
     "SchemaTooNew",
     "ServerError",
     "SessionBusy",
     "SessionClosed",
+    "SignatureRejected",
     "SkillNotFound",
     "SkillPathError",
     "StoreError",
@@ -250,6 +258,35 @@ class SessionBusy(MainspringError, RuntimeError):
 
 class SessionClosed(MainspringError, RuntimeError):
     """A session was used after ``aclose()``: its context pipeline is torn down."""
+
+
+class CallerBusy(SessionBusy):
+    """The caller already has a run in an engine that allows one run per caller."""
+
+
+class AccessDenied(MainspringError, PermissionError):
+    """The caller may not see or call the target (private, or not exported)."""
+
+    def __init__(self, message: str, *, target: str = "") -> None:
+        super().__init__(message)
+        self.target = target
+
+
+class SignatureRejected(AccessDenied):
+    """A cross-engine request failed verification (unknown key, bad signature, replay, stale)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RemoteEngineError(MainspringError):
+    """A remote engine could not be reached, or answered with an error."""
+
+    def __init__(self, message: str, *, handle: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.handle = handle
+        self.status = status
 
 
 class PrefixMutationError(MainspringError):

@@ -169,6 +169,9 @@ class PendingAction:
     client_executed: bool = False
     """The host executes it and reports the result via ``resume``."""
     amount_usd: float | None = None
+    nested: PendingAction | None = None
+    """The action a nested run (a subagent, a remote agent) waits on, when this call
+    suspended on it: deciding this action decides that one (edits included)."""
     approval_id: str = ""
     """The id a client decides by: the engine fills in :attr:`attempt_id`; the
     application server (:mod:`mainspring.server`) hands out a signed token

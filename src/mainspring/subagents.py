@@ -25,9 +25,10 @@ write), so cancelling the host cancels the call; the subagent stream is closed
 (``aclosing``), which stops its run (its own running write still gets its
 agent's ``limits.write_cancel_grace``).
 
-**Approvals.** The host engine can pause a turn only before a call runs, and
-whether a subagent will need a decision is not known until it runs; so a
-subagent that pauses does not pause the host. Instead:
+**Approvals.** A subagent made here that pauses does not pause the host
+(an engine member agent does: :mod:`mainspring.engine.members` suspends the
+host's call with ``ToolContext.suspend`` and the host decides the nested
+action through its own session). Instead:
 
 1. the call returns a (non-error) result telling the host model that the
    subagent waits for approval, and emits a ``canvas`` event of kind

@@ -1,16 +1,87 @@
-"""ToolContext: what a running tool may know about and do to its run."""
+"""ToolContext: what a running tool may know about and do to its run.
+
+Inside an engine (:class:`~mainspring.engine.Engine`) a run has a
+:class:`RunScope`: the verified caller, request metadata, and the store that
+components' namespaces live in. The engine enters it with :func:`run_scope`
+around the run; every ToolContext made inside reads it, so a tool sees its
+caller (``ctx.caller``) and its own namespace (``ctx.storage``,
+``ctx.component_cache``) whichever door the call came through.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import JsonValue
 
-from mainspring.events import Canvas, Event, ToolProgress
+from mainspring.events import Canvas, Event, PendingAction, ToolProgress
+from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespace
+from mainspring.principals import Caller
 
-__all__ = ["ToolContext"]
+if TYPE_CHECKING:
+    from mainspring.decisions import Decision
+
+__all__ = ["RunScope", "ToolContext", "ToolSuspended", "current_scope", "run_scope"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunScope:
+    """Who a run is for and where its components keep their data."""
+
+    caller: Caller
+    """The verified caller."""
+    metadata: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Request metadata (a user agent, a trace id): informational, never an authorization."""
+    storage: KeyValueStore = field(default_factory=InMemoryKeyValueStore)
+    caches: dict[tuple[str, ...], dict[str, Any]] = field(
+        default_factory=dict[tuple[str, ...], dict[str, Any]]
+    )
+    """Component caches by namespace, alive as long as the engine that made them."""
+    scope: str = ""
+    """The host-created scope the run belongs to (subagent sessions are kept per scope)."""
+    agent: str = ""
+    """The engine agent the run is for (empty for a direct tool call)."""
+
+    def namespace(self, kind: str, name: str) -> Namespace:
+        """The storage of component ``name`` of ``kind`` (``"tool"``, ``"agent"``)."""
+        return Namespace(self.storage, (kind, name))
+
+    def cache(self, kind: str, name: str) -> dict[str, Any]:
+        """The in-memory cache of component ``name`` of ``kind``."""
+        return self.caches.setdefault((kind, name), {})
+
+
+_SCOPE: ContextVar[RunScope | None] = ContextVar("mainspring_run_scope", default=None)
+_LOCAL = RunScope(caller=Caller("local", kind="service"))
+"""The scope of a run no engine started: process memory, the "local" caller."""
+
+
+def current_scope() -> RunScope | None:
+    """The scope an engine entered for the running code, if any."""
+    return _SCOPE.get()
+
+
+@contextmanager
+def run_scope(scope: RunScope) -> Iterator[RunScope]:
+    """Run the body (and every run, tool and task it starts) inside ``scope``."""
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+class ToolSuspended(Exception):
+    """Raised by :meth:`ToolContext.suspend`: the call waits on a nested decision."""
+
+    def __init__(self, pending: PendingAction) -> None:
+        super().__init__(f"waiting on a decision for {pending.name!r}")
+        self.pending = pending
 
 
 class ToolContext:
@@ -26,7 +97,12 @@ class ToolContext:
         "_loop_thread",
         "agent_name",
         "cache",
+        "caller",
+        "component_cache",
+        "decision",
+        "metadata",
         "session_id",
+        "storage",
         "tool_name",
         "tool_use_id",
         "turn_index",
@@ -43,6 +119,7 @@ class ToolContext:
         cache: dict[str, Any],
         emit: Callable[[Event], None],
         charge: Callable[[float, str], None] | None = None,
+        decision: Decision | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -52,6 +129,17 @@ class ToolContext:
         self.turn_index = turn_index
         self.cache = cache
         """Shared by every tool call of the current turn, then dropped."""
+        scope = _SCOPE.get() or _LOCAL
+        self.caller: Caller = scope.caller
+        """The verified caller (``Caller("local", kind="service")`` outside an engine)."""
+        self.metadata: Mapping[str, str] = scope.metadata
+        """Request metadata: informational, never an authorization source."""
+        self.storage: Namespace = scope.namespace("tool", tool_name)
+        """This tool's own storage: no other tool or agent reads or writes it."""
+        self.component_cache: dict[str, Any] = scope.cache("tool", tool_name)
+        """This tool's own in-memory cache, kept across calls and turns."""
+        self.decision: Decision | None = decision
+        """The decision on the nested action this call suspended on (see :meth:`suspend`)."""
         self._emit = emit
         self._charge = charge
         self._loop_thread = threading.get_ident()
@@ -91,6 +179,17 @@ class ToolContext:
             raise ValueError(f"a charge must not be negative, got {usd}")
         if self._charge is not None and usd:
             self._charge(usd, what or self.tool_name)
+
+    def suspend(self, pending: PendingAction) -> NoReturn:
+        """Pause the turn on a decision a nested run waits for (a subagent's approval).
+
+        The host's turn pauses with a ``pending_action`` whose ``nested`` is
+        ``pending``; when the host decides it, this tool is called again with
+        the same input and :attr:`decision` set, and carries the decision to
+        the nested run. Only serial calls may suspend (a parallel read that
+        tries gets an error result).
+        """
+        raise ToolSuspended(pending)
 
     def canvas(self, kind: str, data: JsonValue, *, title: str = "") -> None:
         """Emit a ``canvas`` event for the host to render."""

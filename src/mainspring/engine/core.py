@@ -1,0 +1,519 @@
+"""Engine: several agents and tools behind one management policy.
+
+See the package docstring (:mod:`mainspring.engine`) for the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing, contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue
+
+from mainspring._direct import DirectCall, DirectCaller
+from mainspring.agent import Agent
+from mainspring.decisions import Decision
+from mainspring.engine.members import MemberSessions, member_tool
+from mainspring.engine.policy import ManagementPolicy, Visibility
+from mainspring.errors import AccessDenied, ApprovalError, CallerBusy, ConfigError, UnknownAttempt
+from mainspring.events import ErrorEvent, Event, PendingAction, StopReason, TurnComplete
+from mainspring.guards import Guard
+from mainspring.hooks import Hooks
+from mainspring.models.base import ModelEvent, ModelRequest
+from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespace
+from mainspring.permissions import PermissionRules
+from mainspring.principals import Caller
+from mainspring.session import Session
+from mainspring.tools.context import RunScope, current_scope, run_scope
+from mainspring.tools.define import Tool
+
+if TYPE_CHECKING:
+    from mainspring.engine.signing import SigningKey
+
+__all__ = ["AgentRun", "Engine", "EngineInfo", "ToolCallResult", "agent_storage"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRun:
+    """How one agent run (or a continued one) came out."""
+
+    agent: str
+    text: str
+    """The agent's last assistant text."""
+    stop_reason: StopReason | None
+    """``None`` when the run ended in an error event."""
+    error: str | None = None
+    pending: PendingAction | None = None
+    """Set when the run paused: decide it with :meth:`Engine.decide`."""
+    session_id: str = ""
+    cost_usd: float = 0.0
+    """The session's spend so far (its subagents' included)."""
+    events: tuple[Event, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallResult:
+    """How one direct tool call came out: its result, or the action it waits on."""
+
+    name: str
+    content: str = ""
+    is_error: bool = False
+    ran: bool = False
+    pending: PendingAction | None = None
+    """Set when the call paused: decide it with :meth:`Engine.decide`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineInfo:
+    """What a caller may see of an engine."""
+
+    name: str
+    visibility: Visibility
+    default_agent: str | None
+    agents: tuple[dict[str, JsonValue], ...]
+    """``{"name", "description"}`` of each agent the caller may run."""
+    tools: tuple[dict[str, JsonValue], ...]
+    """``{"name", "description", "input_schema", "read_only"}`` of each callable tool."""
+
+    def to_dict(self) -> dict[str, JsonValue]:
+        """The wire form (``GET /info`` of a served engine)."""
+        return {
+            "name": self.name,
+            "visibility": self.visibility,
+            "default_agent": self.default_agent,
+            "agents": list(self.agents),
+            "tools": list(self.tools),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    agent: Agent
+    export: bool
+    description: str
+    uses: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    tool: Tool
+    export: bool
+
+
+@dataclass(slots=True)
+class _Paused:
+    caller: str
+    session: Session | None = None
+    call: DirectCall | None = None
+    name: str = ""
+    scope: RunScope | None = None
+
+
+class _NoModel:
+    """The model of the engine's direct-call agent (a direct call brings its own)."""
+
+    @property
+    def name(self) -> str:
+        return "none"
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        raise ConfigError("the engine's direct-call agent has no model")
+
+
+class Engine:
+    """Agents and tools, a default agent, and who may call what.
+
+    ```python
+    engine = (
+        Engine("shop", policy=ManagementPolicy(controller=alice, visibility="protected"))
+        .add_tool(lookup, export=True)
+        .add_agent(writer, export=True, default=True)
+    )
+    result = await engine.tool_call(bob, "lookup", {"sku": "A1"})
+    ```
+    """
+
+    def __init__(
+        self,
+        name: str = "engine",
+        *,
+        policy: ManagementPolicy = ManagementPolicy(),
+        storage: KeyValueStore | None = None,
+        permissions: PermissionRules = PermissionRules(),
+        guards: Sequence[Guard] = (),
+        hooks: Hooks = Hooks(),
+        one_run_per_caller: bool = False,
+    ) -> None:
+        """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
+
+        ``storage`` keeps the components' namespaces (in memory by default);
+        ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy).
+        """
+        self.name = name
+        self.policy = policy
+        self.storage: KeyValueStore = storage if storage is not None else InMemoryKeyValueStore()
+        self.permissions = permissions
+        self.guards = tuple(guards)
+        self.hooks = hooks
+        self.one_run_per_caller = one_run_per_caller
+        self._agents: dict[str, _Member] = {}
+        self._tools: dict[str, _Entry] = {}
+        self._default: str | None = None
+        self._caches: dict[tuple[str, ...], dict[str, Any]] = {}
+        self._direct: dict[str, DirectCaller] = {}
+        self._direct_agent: Agent | None = None
+        self._paused: dict[str, _Paused] = {}
+        self._scopes: dict[str, str] = {}
+        self._active: dict[str, set[Session | None]] = {}
+        self.members = MemberSessions()
+        """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
+
+    # ----------------------------------------------------------- building
+
+    def add_agent(
+        self,
+        agent: Agent,
+        *,
+        export: bool = False,
+        default: bool = False,
+        description: str = "",
+        uses: Sequence[str] = (),
+    ) -> Engine:
+        """Register ``agent`` under its name; returns the engine.
+
+        ``uses`` names engine tools and engine agents (as subagents) the
+        agent may call besides its own tools; ``export`` makes it callable
+        by non-managers; ``default`` makes it the agent ``agent_run`` runs.
+        """
+        if agent.name in self._agents or agent.name in self._tools:
+            raise ConfigError(f"engine {self.name!r} already has a member {agent.name!r}")
+        self._agents[agent.name] = _Member(agent, export, description, tuple(uses))
+        if default or self._default is None:
+            self._default = agent.name
+        return self
+
+    def add_tool(self, tool: Tool, *, export: bool = False) -> Engine:
+        """Register ``tool``; ``export`` makes it callable by non-managers. Returns the engine."""
+        if tool.name in self._tools or tool.name in self._agents:
+            raise ConfigError(f"engine {self.name!r} already has a member {tool.name!r}")
+        self._tools[tool.name] = _Entry(tool, export)
+        self._direct_agent = None
+        return self
+
+    def set_default(self, agent: str) -> Engine:
+        """Make ``agent`` the one ``agent_run`` runs when none is named."""
+        if agent not in self._agents:
+            raise ConfigError(f"engine {self.name!r} has no agent {agent!r}")
+        self._default = agent
+        return self
+
+    def with_policy(self, policy: ManagementPolicy) -> Engine:
+        """Replace the management policy; returns the engine."""
+        self.policy = policy
+        return self
+
+    async def register_remote(
+        self, handle: str, url: str, key: SigningKey, *, export: bool = False
+    ) -> tuple[str, ...]:
+        """Add a remote engine's exported tools and agents as ``RT_{handle}_…``/``RA_{handle}_…``.
+
+        Every request to it is signed with ``key``; the remote's policy decides
+        what this engine (``Caller(key.key_id, kind="engine")`` there) may see
+        and call. Returns the names added.
+
+        Raises:
+            RemoteEngineError: The remote is unreachable or refuses this engine.
+        """
+        from mainspring.engine.remote import RemoteEngine, remote_tools
+
+        if not handle.replace("-", "").replace("_", "").isalnum() or len(handle) > 24:
+            raise ConfigError(
+                f"a remote handle is up to 24 letters, digits, _ or -, not {handle!r}"
+            )
+        tools = await remote_tools(RemoteEngine(handle, url, key))
+        for tool in tools:
+            self.add_tool(tool, export=export)
+        return tuple(t.name for t in tools)
+
+    # ------------------------------------------------------------- seeing
+
+    def information(self, caller: Caller) -> EngineInfo:
+        """What ``caller`` may see: exported members (every member for a manager).
+
+        Raises:
+            AccessDenied: The engine does not serve this caller at all.
+        """
+        self.policy.check_caller(caller, self.name)
+        manager = self.policy.is_manager(caller)
+        agents: tuple[dict[str, JsonValue], ...] = tuple(
+            {"name": name, "description": m.description or m.agent.instructions[:200]}
+            for name, m in self._agents.items()
+            if m.export or manager
+        )
+        tools: tuple[dict[str, JsonValue], ...] = tuple(
+            {
+                "name": name,
+                "description": e.tool.description,
+                "input_schema": e.tool.input_schema,
+                "read_only": e.tool.policy.read_only,
+            }
+            for name, e in self._tools.items()
+            if e.export or manager
+        )
+        default = self._default
+        if default is not None and not (manager or self._agents[default].export):
+            default = None
+        return EngineInfo(
+            name=self.name,
+            visibility=self.policy.visibility,
+            default_agent=default,
+            agents=agents,
+            tools=tools,
+        )
+
+    def _check_tool(self, caller: Caller, name: str) -> Tool:
+        self.policy.check_caller(caller, self.name)
+        entry = self._tools.get(name)
+        if entry is None or not (entry.export or self.policy.is_manager(caller)):
+            raise AccessDenied(f"engine {self.name!r} exports no tool {name!r}", target=name)
+        return entry.tool
+
+    def _check_agent(self, caller: Caller, name: str | None) -> _Member:
+        self.policy.check_caller(caller, self.name)
+        name = name or self._default
+        if name is None:
+            raise ConfigError(f"engine {self.name!r} has no agents")
+        member = self._agents.get(name)
+        if member is None or not (member.export or self.policy.is_manager(caller)):
+            raise AccessDenied(f"engine {self.name!r} exports no agent {name!r}", target=name)
+        return member
+
+    # ------------------------------------------------------------- scopes
+
+    def new_scope(self, caller: Caller) -> str:
+        """A scope of ``caller``'s: subagent sessions created in it can be continued in it."""
+        self.policy.check_caller(caller, self.name)
+        scope = str(uuid.uuid4())
+        self._scopes[scope] = caller.key
+        return scope
+
+    def _scope(
+        self, caller: Caller, metadata: Mapping[str, str] | None, scope: str | None, agent: str
+    ) -> RunScope:
+        if scope is None:
+            scope = self.new_scope(caller)
+        elif self._scopes.get(scope) != caller.key:
+            raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
+        return RunScope(
+            caller=caller,
+            metadata=dict(metadata or {}),
+            storage=self.storage,
+            caches=self._caches,
+            scope=scope,
+            agent=agent,
+        )
+
+    @contextmanager
+    def _slot(self, caller: Caller, session: Session | None) -> Iterator[None]:
+        active = self._active.setdefault(caller.key, set())
+        if self.one_run_per_caller and active:
+            raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
+        active.add(session)
+        try:
+            yield
+        finally:
+            active.discard(session)
+            if not active:
+                del self._active[caller.key]
+
+    def cancel(self, caller: Caller) -> None:
+        """Cancel the caller's running agent runs (their tools see ``ctx.cancelled``)."""
+        for session in self._active.get(caller.key, ()):
+            if session is not None:
+                session.cancel()
+
+    # ---------------------------------------------------------- tool calls
+
+    def _direct_caller(self, caller: Caller) -> DirectCaller:
+        if self._direct_agent is None:
+            self._direct_agent = Agent(
+                model=_NoModel(),
+                name=self.name,
+                tools=[e.tool for e in self._tools.values()],
+                permissions=self.permissions,
+                guards=self.guards,
+                hooks=self.hooks,
+            )
+            self._direct.clear()
+        direct = self._direct.get(caller.key)
+        if direct is None:
+            direct = self._direct[caller.key] = DirectCaller(self._direct_agent, caller=caller.id)
+        return direct
+
+    async def tool_call(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: dict[str, JsonValue],
+        *,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ToolCallResult:
+        """Call tool ``name`` as the model's call would run (rules, guards, hooks, approvals).
+
+        A call that needs a decision returns with ``pending`` set; decide it
+        with :meth:`decide`.
+
+        Raises:
+            AccessDenied: The caller may not call it (or it does not exist).
+            CallerBusy: One run per caller, and this caller has one.
+        """
+        self._check_tool(caller, name)
+        scope = self._scope(caller, metadata, None, "")
+        with self._slot(caller, None), run_scope(scope):
+            call = await self._direct_caller(caller).start(name, arguments)
+        return self._tool_result(caller, name, call, scope)
+
+    def _tool_result(
+        self, caller: Caller, name: str, call: DirectCall, scope: RunScope
+    ) -> ToolCallResult:
+        if call.pending is not None:
+            paused = _Paused(caller.key, call=call, name=name, scope=scope)
+            self._paused[call.pending.attempt_id] = paused
+            return ToolCallResult(name=name, pending=call.pending)
+        assert call.result is not None
+        r = call.result
+        return ToolCallResult(name=name, content=r.content, is_error=r.is_error, ran=r.ran)
+
+    # ---------------------------------------------------------- agent runs
+
+    def _runnable(self, member: _Member, within: tuple[str, ...] = ()) -> Agent:
+        agent = member.agent
+        if not member.uses:
+            return agent
+        if agent.name in within:
+            raise ConfigError(f"agents use each other in a cycle: {' -> '.join(within)}")
+        extra: list[Tool] = []
+        for name in member.uses:
+            if name in self._tools:
+                extra.append(self._tools[name].tool)
+            elif name in self._agents:
+                sub = self._agents[name]
+                described = sub.description or f"Ask the {name} agent."
+                runnable = self._runnable(sub, (*within, agent.name))
+                extra.append(member_tool(runnable, self.members, described))
+            else:
+                raise ConfigError(
+                    f"agent {agent.name!r} uses {name!r}, which engine {self.name!r} lacks"
+                )
+        own = [t for n in agent.tool_names if (t := agent.tool(n)) is not None]
+        return dataclasses.replace(agent, tools=[*own, *extra], allowed_tools=None)
+
+    async def agent_run(
+        self,
+        caller: Caller,
+        input: str,
+        *,
+        agent: str | None = None,
+        scope: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> AgentRun:
+        """Run ``agent`` (the default one) on ``input`` for ``caller``.
+
+        ``scope`` (from :meth:`new_scope`) is where the run's subagent
+        sessions live; without one the run gets a fresh scope.
+
+        Raises:
+            AccessDenied: The caller may not run it, or the scope is another caller's.
+            CallerBusy: One run per caller, and this caller has one.
+        """
+        member = self._check_agent(caller, agent)
+        run = self._scope(caller, metadata, scope, member.agent.name)
+        session = Session(self._runnable(member))
+        return await self._drive(caller, session, session.send(input), run)
+
+    async def _drive(
+        self, caller: Caller, session: Session, stream: AsyncIterator[Event], scope: RunScope
+    ) -> AgentRun:
+        events: list[Event] = []
+        with self._slot(caller, session), run_scope(scope):
+            async with aclosing(stream) as running:  # type: ignore[type-var]
+                events.extend([event async for event in running])
+        pending = session.pending
+        if pending is not None:
+            self._paused[pending.attempt_id] = _Paused(
+                caller.key, session=session, name=scope.agent, scope=scope
+            )
+        terminal = events[-1] if events else None
+        last = next((m for m in reversed(session.messages) if m.role == "assistant"), None)
+        return AgentRun(
+            agent=scope.agent,
+            text=last.text if last is not None else "",
+            stop_reason=terminal.stop_reason if isinstance(terminal, TurnComplete) else None,
+            error=terminal.message if isinstance(terminal, ErrorEvent) else None,
+            pending=pending,
+            session_id=session.session_id,
+            cost_usd=session.cost_usd,
+            events=tuple(events),
+        )
+
+    # ------------------------------------------------------------ decisions
+
+    def pending(self, caller: Caller) -> tuple[PendingAction, ...]:
+        """The actions of ``caller``'s paused calls and runs."""
+        out: list[PendingAction] = []
+        for p in self._paused.values():
+            if p.caller != caller.key:
+                continue
+            action = p.session.pending if p.session is not None else None
+            if p.call is not None:
+                action = p.call.pending
+            if action is not None:
+                out.append(action)
+        return tuple(out)
+
+    async def decide(
+        self, caller: Caller, attempt_id: str, decision: Decision
+    ) -> AgentRun | ToolCallResult:
+        """Decide a paused call's or run's action and go on (it may pause again).
+
+        Raises:
+            UnknownAttempt: No paused call or run of this caller waits on it.
+            DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``.
+        """
+        paused = self._paused.get(attempt_id)
+        if paused is None or paused.caller != caller.key:
+            raise UnknownAttempt(
+                f"no paused call of this caller waits on attempt {attempt_id!r}",
+                attempt_id=attempt_id,
+            )
+        scope = paused.scope
+        assert scope is not None
+        del self._paused[attempt_id]
+        try:
+            if paused.call is not None:
+                call = paused.call
+                with self._slot(caller, None), run_scope(scope):
+                    await call.decide(decision)
+                return self._tool_result(caller, paused.name, call, scope)
+            assert paused.session is not None
+            stream = paused.session.resume(attempt_id, decision)  # validates first
+        except ApprovalError:
+            self._paused[attempt_id] = paused  # nothing was applied: still waiting
+            raise
+        return await self._drive(caller, paused.session, stream, scope)
+
+
+def agent_storage() -> Namespace:
+    """The running engine agent's own storage namespace (``("agent", name)``).
+
+    Raises:
+        ConfigError: Not inside an engine agent's run.
+    """
+    scope = current_scope()
+    if scope is None or not scope.agent:
+        raise ConfigError("agent_storage() is available only inside an engine agent's run")
+    return scope.namespace("agent", scope.agent)

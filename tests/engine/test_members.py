@@ -1,0 +1,193 @@
+"""Subagents as engine members: scoped sessions, nested approvals that pause the host, spend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from pydantic import JsonValue
+
+from mainspring import (
+    Agent,
+    ModelPrice,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolResult,
+    Usage,
+    tool,
+)
+from mainspring.codec import event_from_dict, event_to_dict
+from mainspring.decisions import Approve, Decision, Reject
+from mainspring.engine import AgentRun, Caller, Engine, ManagementPolicy
+from mainspring.events import PendingAction
+from mainspring.messages import Message
+from mainspring.models.base import ToolSpec
+from mainspring.testing import collect, pending_of
+from mainspring.tools.context import ToolContext
+
+pytestmark = pytest.mark.anyio
+
+BOB = Caller("bob")
+published: list[str] = []
+
+
+@tool(permission="confirm", modifiable_fields=("title",))
+def publish(title: str) -> str:
+    """Publish a post."""
+    published.append(title)
+    return f"published {title!r}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    published.clear()
+
+
+# ------------------------------------------------------- the loop's suspension
+
+
+INNER = PendingAction(
+    attempt_id="inner-1",
+    tool_use_id="t",
+    turn_index=0,
+    name="inner_write",
+    input={"x": 1},
+    description="a nested write",
+    modifiable_fields=("x",),
+    reason="needs a yes",
+)
+seen: list[Decision | None] = []
+
+
+@tool(read_only=True, concurrency_safe=False)
+def nesting(ctx: ToolContext) -> str:
+    """Wait on a nested decision once."""
+    seen.append(ctx.decision)
+    if ctx.decision is None:
+        ctx.suspend(INNER)
+    return f"nested run got {type(ctx.decision).__name__}"
+
+
+@tool(read_only=True)
+def parallel_nesting(ctx: ToolContext) -> str:
+    """A parallel read that tries to suspend."""
+    ctx.suspend(INNER)
+
+
+def two_steps(name: str) -> ScriptedModel:
+    return ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall(name)]), "done"])
+
+
+@pytest.mark.parametrize("decision", [Approve(edits={"x": 2}), Reject("no")])
+async def test_a_suspended_call_pauses_the_turn_and_gets_the_decision(decision: Decision) -> None:
+    seen.clear()
+    session = Session(Agent(model=two_steps("nesting"), tools=[nesting]))
+    outer = pending_of(await collect(session.send("go")))
+    assert outer.name == "nesting" and outer.nested == INNER
+    assert outer.modifiable_fields == ("x",) and "needs a yes" in outer.reason
+    assert event_from_dict(event_to_dict(outer)) == outer  # the wire keeps the nested action
+    older = {k: v for k, v in event_to_dict(INNER).items() if k != "nested"}
+    assert event_from_dict(older) == INNER  # a stored action from before the field reads as is
+    events = await collect(session.resume(outer.attempt_id, decision))
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.content == f"nested run got {type(decision).__name__}" and not result.is_error
+    assert seen == [None, decision]
+    assert session.messages[-1].text == "done" and session.pending is None
+
+
+async def test_a_parallel_read_cannot_suspend() -> None:
+    session = Session(Agent(model=two_steps("parallel_nesting"), tools=[parallel_nesting]))
+    events = await collect(session.send("go"))
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.is_error and "parallel" in result.content and session.pending is None
+
+
+# ------------------------------------------------------------- engine members
+
+
+def researcher_model() -> ScriptedModel:
+    """Publishes when asked to; otherwise says how many tasks it has seen."""
+
+    def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        last = messages[-1]
+        if last.role == "tool":
+            return ScriptedResponse(
+                text=f"after the decision: {last.tool_results_parts[0].content}"
+            )
+        tasks = [m.text for m in messages if m.role == "user"]
+        if "publish" in last.text:
+            return ScriptedResponse(tool_calls=[ScriptedCall("publish", {"title": "Hello"})])
+        return ScriptedResponse(text=f"tasks so far: {tasks}", usage=Usage(input_tokens=1000))
+
+    return ScriptedModel(respond, name="sub")
+
+
+def host_model(calls: list[dict[str, JsonValue]]) -> ScriptedModel:
+    """Calls the researcher with each of ``calls`` in turn (one per user message)."""
+
+    def respond(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        last = messages[-1]
+        if last.role == "tool":
+            return ScriptedResponse(text=f"host saw: {last.tool_results_parts[0].content}")
+        return ScriptedResponse(tool_calls=[ScriptedCall("researcher", calls.pop(0))])
+
+    return ScriptedModel(respond, name="host")
+
+
+def newsroom(calls: list[dict[str, JsonValue]]) -> Engine:
+    prices = {"sub": ModelPrice(input=1.0, output=0.0), "host": ModelPrice(input=0.0, output=0.0)}
+    researcher = Agent(model=researcher_model(), name="researcher", tools=[publish], prices=prices)
+    host = Agent(model=host_model(calls), name="editor", prices=prices)
+    engine = Engine("news", policy=ManagementPolicy(visibility="protected"))
+    engine.add_agent(researcher, description="Researches and publishes.")
+    return engine.add_agent(host, export=True, default=True, uses=["researcher"])
+
+
+async def test_a_subagents_approval_pauses_the_host_and_its_decision_goes_through() -> None:
+    engine = newsroom([{"task": "publish it", "alias": "r"}])
+    run = await engine.agent_run(BOB, "publish the post")
+    assert run.pending is not None and run.pending.name == "researcher"
+    nested = run.pending.nested
+    assert nested is not None and nested.name == "publish" and nested.input == {"title": "Hello"}
+    assert published == [] and run.stop_reason == "pending_action"
+    done = await engine.decide(BOB, run.pending.attempt_id, Approve(edits={"title": "Hi"}))
+    assert isinstance(done, AgentRun) and done.pending is None
+    assert published == ["Hi"]
+    assert done.text == "host saw: after the decision: published 'Hi'"
+
+
+async def test_a_rejected_nested_action_never_runs() -> None:
+    engine = newsroom([{"task": "publish it", "alias": "r"}])
+    run = await engine.agent_run(BOB, "publish")
+    assert run.pending is not None
+    done = await engine.decide(BOB, run.pending.attempt_id, Reject("not today"))
+    assert isinstance(done, AgentRun) and published == []
+    assert "not today" in done.text
+
+
+async def test_subagent_sessions_continue_in_their_scope_only() -> None:
+    engine = newsroom(
+        [
+            {"task": "one", "alias": "r"},
+            {"task": "two", "alias": "r"},
+            {"task": "three", "alias": "r"},
+        ]
+    )
+    scope = engine.new_scope(BOB)
+    await engine.agent_run(BOB, "first", scope=scope)
+    second = await engine.agent_run(BOB, "second", scope=scope)
+    assert second.text == "host saw: tasks so far: ['one', 'two']"
+    elsewhere = await engine.agent_run(BOB, "third", scope=engine.new_scope(BOB))
+    assert elsewhere.text == "host saw: tasks so far: ['three']"
+    keys = engine.members.keys()
+    assert (
+        len(keys) == 2 and {k[1] for k in keys} == {scope, keys[1][1]} and keys[0][1] != keys[1][1]
+    )
+
+
+async def test_a_subagents_spend_is_the_hosts() -> None:
+    engine = newsroom([{"task": "count", "alias": ""}])
+    run = await engine.agent_run(BOB, "count")
+    assert run.cost_usd == pytest.approx(1000 / 1_000_000)
