@@ -12,7 +12,7 @@ import mainspring
 SRC = Path(mainspring.__file__).parent
 
 # Lower numbers know nothing of higher ones.
-RANKS: dict[str, float] = {
+RANKS: dict[str, int] = {
     "errors": 0,
     "usage": 0,
     "_background": 0,
@@ -58,7 +58,7 @@ RANKS: dict[str, float] = {
     "demo": 11,
     "finance": 11,
     "mcp": 12,
-    "server": 12,
+    "server": 13,
     "_direct": 11,
     "pipelines": 12,
     "engine": 12,
@@ -68,11 +68,11 @@ RANKS: dict[str, float] = {
     "_cli_render": 11,
     "_cli_sessions": 12,
     "_cli_chat": 12,
-    "_cli_serve": 12.5,
+    "_cli_serve": 14,
     "_cli_finance": 12,
-    "cli": 13,
-    "__init__": 14,
-    "__main__": 14,
+    "cli": 15,
+    "__init__": 16,
+    "__main__": 16,
 }
 
 

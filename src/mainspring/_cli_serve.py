@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +35,22 @@ def _keys(keys_file: Path | None) -> dict[str, str]:
     parsed = parse_keys(text)
     ApiKeys(parsed)  # validates lengths and names
     return parsed
+
+
+def _trusted(path: Path | None) -> dict[str, str]:
+    """``{key id: public key text}`` from ``key_id public_key`` lines."""
+    if path is None:
+        return {}
+    trusted: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key_id, _, text = line.partition(" ")
+        if not text.strip():
+            raise ConfigError(f"{path}:{number}: a trusted key is 'key_id public_key'")
+        trusted[key_id] = text.strip()
+    return trusted
 
 
 def _signing_key() -> str | None:
@@ -91,6 +108,16 @@ def serve(
     public: Annotated[
         bool, typer.Option("--public", help="Let callers without a credential in (opt-in).")
     ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="Also serve this Engine (package.module:attribute) at /v1/engine."),
+    ] = None,
+    trusted_keys: Annotated[
+        Path | None,
+        typer.Option(
+            "--trusted-keys", help="'key_id public_key' lines: the engines that may call it."
+        ),
+    ] = None,
     cors_origin: Annotated[
         list[str] | None, typer.Option("--cors-origin", help="An origin CORS allows (repeatable).")
     ] = None,
@@ -114,6 +141,14 @@ def serve(
             from mainspring._agent_spec import load_agent
 
             load_agent(agent)  # a bad agent string fails here, before anything starts
+        engine_keys: dict[str, str] = {}
+        if engine is not None:
+            from mainspring.server.app import load_engine
+
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            load_engine(engine)  # fails here, before anything starts
+            engine_keys = _trusted(trusted_keys)
         keys = _keys(keys_file)
         err = Console(stderr=True, highlight=False)
         generated = None
@@ -142,6 +177,8 @@ def serve(
             "public": public,
             "lock_ttl": lock_ttl,
             "cors_origins": list(cors_origin or ()),
+            "engine": engine,
+            "engine_keys": engine_keys or None,
         }
         if signing:
             fields["signing_key"] = signing

@@ -53,6 +53,11 @@ class ServerConfig:
     """Seconds a finished run's events stay in this worker's memory for reconnects."""
     tracer_provider: Any = None
     """An OpenTelemetry ``TracerProvider`` for the spans (default: the global one)."""
+    engine: Any = None
+    """A :class:`~mainspring.engine.Engine` to serve to other engines at ``/v1/engine``
+    (its information and exported functions; every request signed, its policy applied)."""
+    engine_keys: dict[str, str] | None = None
+    """The engines trusted to call it: ``{key id: Ed25519 public key text}``."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:

@@ -22,6 +22,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
@@ -173,6 +174,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.state.agent = agent
     app.include_router(router)
     app.include_router(ops_router)
+    if config.engine is not None:
+        app.mount("/v1/engine", _engine_app(config))
     app.add_exception_handler(RequestValidationError, _on_invalid)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_error)
@@ -192,6 +195,18 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     return app
 
 
+def _engine_app(config: ServerConfig) -> Starlette:
+    """The signed cross-engine routes of ``config.engine`` (their own authentication)."""
+    from mainspring.engine import Engine
+    from mainspring.engine.remote import engine_routes
+    from mainspring.engine.signing import public_key_from_text
+
+    if not isinstance(config.engine, Engine):
+        raise ConfigError(f"ServerConfig.engine is an Engine, not {type(config.engine).__name__}")
+    keys = {kid: public_key_from_text(text) for kid, text in (config.engine_keys or {}).items()}
+    return Starlette(routes=engine_routes(config.engine, keys))
+
+
 def app_from_env() -> FastAPI:
     """The app a worker of ``mainspring serve --workers N`` builds (a uvicorn factory).
 
@@ -206,6 +221,39 @@ def app_from_env() -> FastAPI:
         fields["signing_key"] = bytes.fromhex(fields["signing_key"])
     if "cors_origins" in fields:
         fields["cors_origins"] = tuple(fields["cors_origins"])
+    if fields.get("engine"):
+        fields["engine"] = load_engine(fields["engine"])
     spec = raw.get("agent")
     agent = load_agent(spec) if spec else None
     return create_app(agent, ServerConfig(**fields))
+
+
+def load_engine(spec: str) -> object:
+    """The :class:`~mainspring.engine.Engine` named by ``"package.module:attribute"``.
+
+    The attribute may be an engine or a function of no arguments returning one.
+
+    Raises:
+        ConfigError: The string is malformed, the module or attribute is missing,
+            or it does not give an Engine.
+    """
+    import importlib
+
+    from mainspring.engine import Engine
+
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"an engine is named 'package.module:attribute', not {spec!r}")
+    try:
+        value: object = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
+    for part in attribute.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}")
+    if not isinstance(value, Engine) and callable(value):
+        value = value()
+    if not isinstance(value, Engine):
+        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not an Engine")
+    return value
