@@ -30,7 +30,7 @@ from mainspring.errors import ConfigError
 from mainspring.events import Event as MainspringEvent
 from mainspring.events import PendingAction
 from mainspring.server._agui import AguiRun, decision_of
-from tests.server.uiservers import Served, new_id, served, sse_data, writes_of
+from tests.server.uiservers import Served, new_id, served, signing_agent, sse_data, writes_of
 from tests.strategies import events as any_event
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
@@ -423,3 +423,26 @@ def test_any_event_sequence_maps_to_valid_balanced_agui_events(
             assert not open_text and not open_reasoning
     assert out[0].type == EventType.RUN_STARTED
     assert terminals == 1 and out[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+
+
+def test_a_client_tools_interrupt_is_answered_with_its_result() -> None:
+    with served(signing_agent()) as server:
+        thread_id = new_id()
+        events = events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "sign it")))
+        outcome = finished(events).outcome
+        assert isinstance(outcome, RunFinishedInterruptOutcome)
+        (interrupt,) = outcome.interrupts
+        assert interrupt.reason == "client_tool"
+        assert interrupt.response_schema is not None
+        assert interrupt.response_schema["required"] == ["content"]
+        approved = server.alice.post(
+            "/v1/agui", json=resume_input(thread_id, approve(interrupt.id))
+        )
+        assert approved.status_code == 400  # a client tool needs its result, not an approval
+        entry = ResumeEntry(
+            interrupt_id=interrupt.id, status="resolved", payload={"content": "tx 0xdeadbeef"}
+        )
+        after = events_of(server.alice.post("/v1/agui", json=resume_input(thread_id, entry)))
+        result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+        assert result.tool_call_id == interrupt.tool_call_id and result.content == "tx 0xdeadbeef"
+        assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)

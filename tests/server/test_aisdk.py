@@ -42,6 +42,7 @@ from tests.server.uiservers import (
     gated_agent,
     new_id,
     served,
+    signing_agent,
     sse_data,
     writes_of,
 )
@@ -546,3 +547,46 @@ def test_a_replayed_continuation_announces_the_decided_call_again(
     final = "tool-output-available" if isinstance(decision, Approve) else "tool-output-denied"
     for chunks in (replayed, streamed):
         assert [c["type"] for c in chunks if c.get("toolCallId") == "c1"][-1] == final
+
+
+# ------------------------------------------------------ a client-executed tool
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["output", "error"])
+def test_a_client_tool_runs_in_the_browser_and_its_output_continues_the_turn(
+    failed: bool,
+) -> None:
+    with served(signing_agent()) as server:
+        chat_id = new_id()
+        chunks = chunks_of(ask(server.alice, chat_id, "sign it"))
+        kinds = [c["type"] for c in chunks]
+        # the SDK's onToolCall runs it: no approval is asked for
+        assert "tool-approval-request" not in kinds
+        call = next(c for c in chunks if c["type"] == "tool-input-available")
+        assert call["toolName"] == "sign_transaction"
+        assert call["input"] == {"to": "0xabc", "amount_usd": 1.0}
+        assert chunks[-1]["finishReason"] == "tool-calls"
+        part: dict[str, Any] = {
+            "type": "tool-sign_transaction",
+            "toolCallId": call["toolCallId"],
+            "input": call["input"],
+        }
+        if failed:
+            part |= {"state": "output-error", "errorText": "user closed the wallet"}
+        else:
+            part |= {"state": "output-available", "output": {"tx": "0xdeadbeef"}}
+        body = {
+            "id": chat_id,
+            "messages": [
+                {"id": "u", "role": "user", "parts": [{"type": "text", "text": "sign it"}]},
+                {"id": "a", "role": "assistant", "parts": [part]},
+            ],
+        }
+        after = chunks_of(server.alice.post("/v1/aisdk/chat", json=body))
+        final = "tool-output-error" if failed else "tool-output-available"
+        assert [c["type"] for c in after if c.get("toolCallId") == call["toolCallId"]] == [final]
+        text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+        expected = "user closed the wallet (error: True)" if failed else "0xdeadbeef"
+        assert expected in text
+        # the same output again: nothing waits for it any more
+        assert server.alice.post("/v1/aisdk/chat", json=body).status_code == 400

@@ -13,7 +13,15 @@ import anyio.to_thread
 import httpx
 from pydantic import JsonValue
 
-from mainspring import Agent, PermissionRules, ScriptedCall, ScriptedModel, ScriptedResponse, tool
+from mainspring import (
+    Agent,
+    PermissionRules,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    client_tool,
+    tool,
+)
 from mainspring.demo import demo_agent
 from mainspring.messages import Message
 from mainspring.models import ToolSpec
@@ -103,5 +111,36 @@ def gated_agent(gate: threading.Event) -> Agent:
         name="gated",
         model=ScriptedModel(script),
         tools=[gate_tool(gate)],
+        permissions=PermissionRules(allow=("*",)),
+    )
+
+
+# ------------------------------------------------------ a client-executed tool
+
+
+def signing_agent() -> Agent:
+    """An agent whose turn asks the client to sign (a client-executed tool), then reports."""
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
+        last = messages[-1]
+        if last.role == "tool":
+            result = last.tool_results_parts[0]
+            return f"client said: {result.content} (error: {result.is_error})"
+        call = ScriptedCall("sign_transaction", {"to": "0xabc", "amount_usd": 1.0})
+        return ScriptedResponse(tool_calls=[call])
+
+    sign = client_tool(
+        "sign_transaction",
+        description="Sign in the user's wallet.",
+        input_schema={
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "amount_usd": {"type": "number"}},
+            "required": ["to", "amount_usd"],
+        },
+    )
+    return Agent(
+        name="signer",
+        model=ScriptedModel(script),
+        tools=[sign],
         permissions=PermissionRules(allow=("*",)),
     )
