@@ -9,9 +9,11 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import (
+    AssistantMessage,
     BaseEvent,
     Event,
     EventType,
+    MessagesSnapshotEvent,
     ResumeEntry,
     RunAgentInput,
     RunFinishedEvent,
@@ -25,11 +27,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from mainspring.decisions import Approve, ClientResult, Reject
+from mainspring.decisions import Approve, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event as MainspringEvent
-from mainspring.events import PendingAction
-from mainspring.server._agui import AguiRun, decision_of
+from mainspring.server._agui import decision_of
+from mainspring.server._agui_events import AguiRun
 from tests.server.uiservers import Served, new_id, served, signing_agent, sse_data, writes_of
 from tests.strategies import events as any_event
 
@@ -110,14 +112,18 @@ def test_a_run_streams_every_kind_and_ends_in_an_interrupt(server: Served) -> No
         EventType.STATE_SNAPSHOT,
     ):
         assert kind in kinds, kind
-    assert kinds[-2:] == [EventType.STATE_SNAPSHOT, EventType.RUN_FINISHED]
+    assert kinds[-3:] == [
+        EventType.MESSAGES_SNAPSHOT,
+        EventType.STATE_SNAPSHOT,
+        EventType.RUN_FINISHED,
+    ]
     run = finished(events)
     assert run.thread_id == thread_id
     outcome = run.outcome
     assert isinstance(outcome, RunFinishedInterruptOutcome)
     interrupt = outcome.interrupts[0]
     assert interrupt.id == interrupt_id and interrupt_id.count(".") == 2  # signed
-    assert interrupt.reason == "tool_approval"
+    assert interrupt.reason == "tool_call"
     assert interrupt.metadata is not None and interrupt.metadata["toolName"] == "send_payment"
     assert interrupt.metadata["input"]["amount_usd"] == 20.0
     starts = [e for e in events if isinstance(e, ToolCallStartEvent)]
@@ -129,6 +135,14 @@ def test_a_run_streams_every_kind_and_ends_in_an_interrupt(server: Served) -> No
         if isinstance(e, ToolCallArgsEvent) and e.tool_call_id == interrupt.tool_call_id
     )
     assert json.loads(args)["to_account"] == "acct_alice_01"
+    # what a resume needs is on the wire before the interrupt: the conversation so far
+    snapshot = next(e for e in events if isinstance(e, MessagesSnapshotEvent))
+    roles = [m.role for m in snapshot.messages]
+    assert roles[0] == "user" and roles[-1] == "assistant"
+    asked = snapshot.messages[-1]
+    assert isinstance(asked, AssistantMessage) and asked.tool_calls is not None
+    assert asked.tool_calls[-1].id == interrupt.tool_call_id
+    assert json.loads(asked.tool_calls[-1].function.arguments)["amount_usd"] == 20.0
     # the session's own view agrees: the same signed id is pending
     pending = server.alice.get(f"/v1/sessions/{thread_id}/pending").json()["pending"]
     assert pending["approval_id"] == interrupt_id
@@ -349,35 +363,21 @@ def test_no_input_makes_a_500(server: Served, body: object) -> None:
 # ---------------------------------------------------------- the mapper
 
 
-def _pending(client: bool = False) -> PendingAction:
-    return PendingAction(
-        attempt_id="a",
-        tool_use_id="c",
-        turn_index=0,
-        name="pay",
-        input={},
-        description="Pay.",
-        client_executed=client,
-    )
-
-
 def test_resume_payloads_decide() -> None:
-    entry = ResumeEntry(
-        interrupt_id="i", status="resolved", payload={"approved": True, "edits": {"memo": "x"}}
-    )
-    assert decision_of(_pending(), entry) == Approve(edits={"memo": "x"})
-    entry = ResumeEntry(
-        interrupt_id="i", status="resolved", payload={"approved": False, "reason": "no"}
-    )
-    assert decision_of(_pending(), entry) == Reject(reason="no")
-    entry = ResumeEntry(
-        interrupt_id="i", status="resolved", payload={"content": "tx 1", "isError": False}
-    )
-    assert decision_of(_pending(client=True), entry) == ClientResult(content="tx 1")
-    with pytest.raises(ConfigError, match="payload"):
-        decision_of(
-            _pending(client=True), ResumeEntry(interrupt_id="i", status="resolved", payload=True)
+    def entry(payload: object, status: str = "resolved") -> ResumeEntry:
+        return ResumeEntry.model_validate(
+            {"interruptId": "i", "status": status, "payload": payload}
         )
+
+    assert decision_of(entry({"approved": True, "edits": {"memo": "x"}})) == Approve(
+        edits={"memo": "x"}
+    )
+    assert decision_of(entry(True)) == Approve()
+    assert decision_of(entry({"approved": False, "reason": "no"})) == Reject(reason="no")
+    assert isinstance(decision_of(entry(None, "cancelled")), Reject)
+    for bad in (None, "yes", {"approved": "yes"}, {"approved": True, "extra": 1}, [True]):
+        with pytest.raises(ConfigError, match="payload"):
+            decision_of(entry(bad))
 
 
 @settings(max_examples=150, deadline=None, database=None)
@@ -425,24 +425,40 @@ def test_any_event_sequence_maps_to_valid_balanced_agui_events(
     assert terminals == 1 and out[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 
 
-def test_a_client_tools_interrupt_is_answered_with_its_result() -> None:
+@pytest.mark.parametrize("failed", [False, True], ids=["result", "error"])
+def test_a_frontend_tool_finishes_as_success_and_its_result_rides_the_next_input(
+    failed: bool,
+) -> None:
     with served(signing_agent()) as server:
         thread_id = new_id()
         events = events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "sign it")))
         outcome = finished(events).outcome
-        assert isinstance(outcome, RunFinishedInterruptOutcome)
-        (interrupt,) = outcome.interrupts
-        assert interrupt.reason == "client_tool"
-        assert interrupt.response_schema is not None
-        assert interrupt.response_schema["required"] == ["content"]
-        approved = server.alice.post(
-            "/v1/agui", json=resume_input(thread_id, approve(interrupt.id))
-        )
-        assert approved.status_code == 400  # a client tool needs its result, not an approval
-        entry = ResumeEntry(
-            interrupt_id=interrupt.id, status="resolved", payload={"content": "tx 0xdeadbeef"}
-        )
-        after = events_of(server.alice.post("/v1/agui", json=resume_input(thread_id, entry)))
+        start = next(e for e in events if isinstance(e, ToolCallStartEvent))
+        assert start.tool_call_name == "sign_transaction"
+        assert isinstance(outcome, RunFinishedSuccessOutcome)
+        assert outcome.pending_tool_call_ids == [start.tool_call_id]
+        # a new message without the result: refused, the call still waits
+        assert server.alice.post("/v1/agui", json=run_input(thread_id, "hm?")).status_code == 409
+        resume = resume_input(thread_id, approve("x" * 20))
+        assert server.alice.post("/v1/agui", json=resume).status_code == 400
+        body = run_input(thread_id)
+        tool_message: dict[str, Any] = {
+            "id": new_id(),
+            "role": "tool",
+            "toolCallId": start.tool_call_id,
+            "content": "tx 0xdeadbeef",
+        }
+        if failed:
+            tool_message["error"] = "user closed the wallet"
+        body["messages"] = [*body["messages"], tool_message]
+        after = events_of(server.alice.post("/v1/agui", json=body))
+        assert not any(isinstance(e, ToolCallStartEvent) for e in after)
         result = next(e for e in after if isinstance(e, ToolCallResultEvent))
-        assert result.tool_call_id == interrupt.tool_call_id and result.content == "tx 0xdeadbeef"
+        assert result.tool_call_id == start.tool_call_id
+        if failed:
+            assert result.content == "user closed the wallet" and result.metadata == {
+                "isError": True
+            }
+        else:
+            assert result.content == "tx 0xdeadbeef" and result.metadata is None
         assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)

@@ -392,6 +392,8 @@ def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
         ({"id": "not-a-token", "approved": True}, 403),
         ({"id": token}, 400),  # no answer
         ({"id": token, "approved": "yes please"}, 422),
+        ({"id": token, "approved": "true"}, 422),
+        ({"id": token, "approved": 1}, 422),
         ({"approved": True}, 422),  # no id
     ]
     for approval, status in cases:

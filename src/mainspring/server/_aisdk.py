@@ -30,7 +30,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mainspring.codec import encode
@@ -337,7 +337,8 @@ class ToolApproval(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: str = Field(min_length=1, max_length=400)
-    approved: bool | None = None
+    approved: StrictBool | None = None
+    """Strictly a JSON boolean: ``"yes"`` or ``1`` approves nothing."""
     reason: str | None = Field(default=None, max_length=4000)
 
 
