@@ -3,6 +3,8 @@
 //
 // node aisdk_chat.mjs <ai package dir> <scenario> <base url> <api key> <chat id>
 //   approve | reject: ask "Pay Alice $20", answer the approval, print the chat.
+//   client-tool: "sign it"; onToolCall runs sign_transaction in "the browser",
+//           addToolOutput + sendAutomaticallyWhen send its output back.
 //   resume: resumeStream() on a running chat; print FOLLOWING once a chunk came,
 //           then the chat when the stream ends.
 //   chunks: POST a question, check every chunk with uiMessageChunkSchema and fold
@@ -86,6 +88,33 @@ if (scenario === "approve" || scenario === "reject") {
     await c.sendMessage();
     report(c, { asked });
   }
+} else if (scenario === "client-tool") {
+  // the browser runs the tool (onToolCall), the chat sends its output on its own
+  let c;
+  c = new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    onToolCall: async ({ toolCall }) => {
+      if (toolCall.toolName === "sign_transaction") {
+        void c.addToolOutput({  // not awaited: onToolCall runs inside the chat's job
+          tool: "sign_transaction",
+          toolCallId: toolCall.toolCallId,
+          output: { tx: "0xdeadbeef", to: toolCall.input.to },
+        });
+      }
+    },
+    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithToolCalls,
+  });
+  await c.sendMessage({ text: "sign it" });
+  const said = () => {
+    const last = c.messages.at(-1)?.parts.at(-1);
+    return last && last.type === "text" && last.text.includes("client said");
+  };
+  for (let i = 0; i < 400 && !(said() && c.status === "ready") && errors.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  report(c);
 } else if (scenario === "resume") {
   const c = chat();
   await c.resumeStream();

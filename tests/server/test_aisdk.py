@@ -181,15 +181,18 @@ def test_every_chunk_passes_the_sdk_schema_and_folds_into_a_message(
     kinds = [c["type"] for c in result["chunks"]]
     assert kinds[0] == "start" and kinds[-1] == "finish"
     parts = result["message"]["parts"]
+    # one step per model call, with the tools it asked for
     assert [p["type"] for p in parts] == [
+        "step-start",
         "reasoning",
         "text",
         "tool-get_balance",
         "tool-lookup_contact",
+        "step-start",
         "text",
         "tool-send_payment",
     ]
-    assert set(parts[2]["output"]) == {"balance_usd"}
+    assert set(parts[3]["output"]) == {"balance_usd"}
     assert parts[-1]["state"] == "approval-requested"
 
 
@@ -457,16 +460,31 @@ def test_no_body_makes_a_500(server: Served, body: object) -> None:
 # ------------------------------------------------------ the mapper's grammar
 
 
+def check_step(kind: str, in_step: bool, part_open: bool) -> bool:
+    """Steps do not nest, hold every text/reasoning part and streamed call; the new state."""
+    if kind == "start-step":
+        assert not in_step and not part_open
+        return True
+    if kind == "finish-step":
+        assert in_step and not part_open
+        return False
+    if kind.startswith(("text-", "reasoning-")) or kind == "tool-input-delta":
+        assert in_step, f"{kind} outside a step"
+    return in_step
+
+
 def check_grammar(chunks: list[dict[str, Any]]) -> None:
     """The chunk grammar the SDK's reader relies on."""
     assert chunks[0]["type"] == "start"
     assert [c["type"] for c in chunks].count("start") == 1
     open_parts: dict[str, str] = {}
+    in_step = False
     inputs_started: set[str] = set()
     inputs_done: set[str] = set()
     for chunk in chunks:
         json.dumps(chunk)
         kind = chunk["type"]
+        in_step = check_step(kind, in_step, bool(open_parts))
         for family in ("text", "reasoning"):
             if kind == f"{family}-start":
                 assert not open_parts, "one text or reasoning part open at a time"
@@ -488,8 +506,8 @@ def check_grammar(chunks: list[dict[str, Any]]) -> None:
                 assert call in inputs_done, f"{kind} before the call's input"
             assert not open_parts
         if kind in ("finish", "error"):
-            assert not open_parts
-    assert not open_parts
+            assert not open_parts and not in_step
+    assert not open_parts and not in_step
 
 
 @settings(max_examples=150, deadline=None, database=None)
@@ -592,3 +610,20 @@ def test_a_client_tool_runs_in_the_browser_and_its_output_continues_the_turn(
         assert expected in text
         # the same output again: nothing waits for it any more
         assert server.alice.post("/v1/aisdk/chat", json=body).status_code == 400
+
+
+@pytest.mark.slow
+def test_use_chat_runs_a_client_tool_in_the_browser_and_sends_its_output(
+    ai_package: Path,
+) -> None:
+    with served(signing_agent()) as server:
+        chat_id = new_id()
+        result = run_node(ai_package, "client-tool", server.base, chat_id)
+        assert result["status"] == "ready" and result["errors"] == []
+        assert [m["role"] for m in result["messages"]] == ["user", "assistant"]
+        parts = result["messages"][-1]["parts"]
+        signed = next(p for p in parts if p["type"] == "tool-sign_transaction")
+        assert signed["state"] == "output-available"
+        assert signed["output"] == {"tx": "0xdeadbeef", "to": "0xabc"}
+        assert "0xdeadbeef" in parts[-1]["text"] and "(error: False)" in parts[-1]["text"]
+        assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None

@@ -119,6 +119,8 @@ class UIMessageStream:
         self._input_done: set[str] = set()
         self._ran: set[str] = set()
         self._streamed: set[str] = set()
+        self._in_step = False
+        self._model_done = False
         if decided is not None and not replay:
             self._input_started.add(decided[0])
             self._input_done.add(decided[0])
@@ -170,7 +172,7 @@ class UIMessageStream:
         if isinstance(event, StreamStarted):
             self.stream_id = event.stream_id
             return self._start()
-        out = self._start()
+        out = self._start() + self._step(event)
         if isinstance(event, TextDelta | ThinkingDelta):
             out += self._delta(event)
         elif isinstance(event, ThinkingDone):
@@ -181,10 +183,46 @@ class UIMessageStream:
         elif isinstance(event, ToolProgress | Canvas):
             out.append(self._data(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
-            out += self._close()
+            out += self._end_step()
             out.append(self._terminal(event))
         else:
             assert isinstance(event, UsageEvent)  # the turn's total is on ``finish``
+            self._model_done = self._in_step
+        return out
+
+    def _step(self, event: Event) -> list[Chunk]:
+        """``start-step`` / ``finish-step`` around each model call and its tools.
+
+        A step opens with the model's output (text, reasoning, a call) and
+        ends when the next model call starts or the stream ends; a model
+        call ends at its ``usage``. The SDK reads the last step's tool parts
+        (``sendAutomaticallyWhen``), so the answer after a tool is a step of
+        its own. A decision's continuation begins outside a step: the
+        decided call's output belongs to the step that asked for it.
+        """
+        fresh_call = (
+            isinstance(event, ToolStart | PendingAction)
+            and event.tool_use_id not in self._input_started
+        )
+        if not (
+            isinstance(event, TextDelta | ThinkingDelta | ToolCallDelta)
+            or (isinstance(event, ThinkingDone) and event.text and not event.redacted)
+            or fresh_call
+        ):
+            return []
+        if self._in_step and not self._model_done:
+            return []
+        out = self._end_step()
+        self._in_step = True
+        out.append({"type": "start-step"})
+        return out
+
+    def _end_step(self) -> list[Chunk]:
+        out = self._close()
+        if self._in_step:
+            out.append({"type": "finish-step"})
+        self._in_step = False
+        self._model_done = False
         return out
 
     def _delta(self, event: TextDelta | ThinkingDelta) -> list[Chunk]:
@@ -325,7 +363,7 @@ class UIMessageStream:
 
     def end(self) -> list[Chunk]:
         """What closes a stream cut short of its terminal event."""
-        return self._close()
+        return self._end_step()
 
 
 # ------------------------------------------------------------------ request body
