@@ -417,7 +417,13 @@ def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
 
 def test_bad_resume_ids_are_4xx(server: Served) -> None:
     assert server.alice.get("/v1/aisdk/chat/a.b/stream").status_code == 422
-    assert server.alice.get(f"/v1/aisdk/chat/{new_id()}/stream").status_code == 404
+    assert server.alice.get(f"/v1/aisdk/chat/{'x' * 129}/stream").status_code == 422
+
+
+def test_resume_of_a_chat_not_used_yet_is_204_and_creates_nothing(server: Served) -> None:
+    chat_id = new_id()  # useChat({resume: true}) mounts before the first message
+    assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream").status_code == 204
+    assert server.alice.get(f"/v1/sessions/{chat_id}").status_code == 404
 
 
 @pytest.mark.slow

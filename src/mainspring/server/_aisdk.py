@@ -19,7 +19,8 @@ conversation, so of ``messages`` only the last one is read:
 
 ``GET /v1/aisdk/chat/{id}/stream`` is the SDK's ``resume``: the running
 stream replayed from its start and followed live (the SDK resets its message
-on a resume), on this worker or another; 204 when nothing runs.
+on a resume), on this worker or another; 204 when nothing runs (or the
+chat id is new: a chat mounted with ``resume: true`` asks before it posts).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import SessionHost
 from mainspring.server._schemas import ErrorBody
-from mainspring.server._threads import THREAD_ID, open_thread, tool_calls_of
+from mainspring.server._threads import THREAD_ID, find_thread, open_thread, tool_calls_of
 from mainspring.session import Session
 
 __all__ = ["UI_MESSAGE_STREAM_HEADERS", "ChatRequest", "UIMessageStream", "aisdk_router"]
@@ -549,10 +550,14 @@ async def chat(
 async def resume_chat(
     caller: Caller, host: Host, chat_id: Annotated[str, Path(pattern=THREAD_ID)]
 ) -> Response:
-    """The SDK's ``resume``: the chat's running stream from its start, followed live."""
-    session = await host.open(caller, chat_id)
-    stream_id = session.state.active_stream
-    if stream_id is None:
+    """The SDK's ``resume``: the chat's running stream from its start, followed live.
+
+    204 when nothing runs — also for a chat id not used yet (a new chat mounts
+    with ``resume: true`` before its first message).
+    """
+    session = await find_thread(host, caller, chat_id)
+    stream_id = session.state.active_stream if session is not None else None
+    if session is None or stream_id is None:
         return Response(status_code=204)
     items = await host.follow(caller, chat_id, stream_id, -1)
     mapper = UIMessageStream(session_id=chat_id, replay=True, calls=tool_calls_of(session))

@@ -21,7 +21,7 @@ from mainspring.server._auth import Principal
 from mainspring.server._host import SessionHost
 from mainspring.session import Session
 
-__all__ = ["THREAD_ID", "check_thread_id", "open_thread", "tool_calls_of"]
+__all__ = ["THREAD_ID", "check_thread_id", "find_thread", "open_thread", "tool_calls_of"]
 
 THREAD_ID = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 """What a chat or thread id may be: 1-128 letters, digits, ``-`` and ``_``."""
@@ -72,6 +72,21 @@ async def open_thread(host: SessionHost, principal: Principal, thread_id: str) -
         return await host.create(principal, thread_id)
     finally:
         await locks.release(key, host.worker)
+
+
+async def find_thread(host: SessionHost, principal: Principal, thread_id: str) -> Session | None:
+    """``principal``'s session ``thread_id``, or ``None`` when no session has the id yet.
+
+    Raises:
+        ConfigError: Not a valid id.
+        NotFound: The id names another principal's session.
+    """
+    check_thread_id(thread_id)
+    if host.runs.active(thread_id) is None:
+        assert host.stores.sessions is not None
+        if await host.stores.sessions.load(thread_id) is None:
+            return None
+    return await host.open(principal, thread_id)
 
 
 def tool_calls_of(session: Session) -> dict[str, tuple[str, dict[str, JsonValue]]]:
