@@ -462,3 +462,14 @@ def test_a_frontend_tool_finishes_as_success_and_its_result_rides_the_next_input
         else:
             assert result.content == "tx 0xdeadbeef" and result.metadata is None
         assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)
+
+
+def test_the_openapi_document_describes_both_ui_routes(server: Served) -> None:
+    document = server.anonymous.get("/openapi.json").json()
+    paths = document["paths"]
+    body = paths["/v1/agui"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/RunAgentInput"}
+    chat = paths["/v1/aisdk/chat"]["post"]["requestBody"]["content"]["application/json"]
+    assert chat["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    assert "get" in paths["/v1/aisdk/chat/{chat_id}/stream"]
+    assert "threadId" in document["components"]["schemas"]["RunAgentInput"]["properties"]
