@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,7 +33,15 @@ from mainspring.errors import ConfigError
 from mainspring.events import Event as MainspringEvent
 from mainspring.server._agui import decision_of
 from mainspring.server._agui_events import AguiRun
-from tests.server.uiservers import Served, new_id, served, signing_agent, sse_data, writes_of
+from tests.server.uiservers import (
+    Served,
+    new_id,
+    served,
+    signing_agent,
+    sse_data,
+    two_workers,
+    writes_of,
+)
 from tests.strategies import events as any_event
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
@@ -473,3 +482,19 @@ def test_the_openapi_document_describes_both_ui_routes(server: Served) -> None:
     assert chat["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
     assert "get" in paths["/v1/aisdk/chat/{chat_id}/stream"]
     assert "threadId" in document["components"]["schemas"]["RunAgentInput"]["properties"]
+
+
+def test_an_interrupt_is_answered_on_another_worker(tmp_path: Path) -> None:
+    from mainspring.demo import demo_agent
+
+    with two_workers(demo_agent(), tmp_path) as (first, second):
+        thread_id = new_id()
+        _events, interrupt_id = interrupted(first, thread_id)
+        after = events_of(
+            second.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+        )
+        result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+        assert json.loads(str(result.content))["status"] == "sent"
+        again = first.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+        assert again.status_code == 409
+        assert writes_of(first.alice, thread_id) == 1

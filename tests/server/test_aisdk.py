@@ -44,6 +44,7 @@ from tests.server.uiservers import (
     served,
     signing_agent,
     sse_data,
+    two_workers,
     writes_of,
 )
 from tests.strategies import events as any_event
@@ -197,18 +198,22 @@ def test_every_chunk_passes_the_sdk_schema_and_folds_into_a_message(
 
 
 @pytest.mark.slow
-def test_resume_follows_the_live_run_after_the_tab_went_away(ai_package: Path) -> None:
+@pytest.mark.parametrize("where", ["same worker", "another worker"])
+def test_resume_follows_the_live_run_after_the_tab_went_away(
+    ai_package: Path, tmp_path: Path, where: str
+) -> None:
     gate = threading.Event()
-    with served(gated_agent(gate)) as server:
+    with two_workers(gated_agent(gate), tmp_path) as (first, second):
+        server = first if where == "same worker" else second
         chat_id = new_id()
         body = {
             "id": chat_id,
             "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
         }
-        with server.alice.stream("POST", "/v1/aisdk/chat", json=body) as response:
+        with first.alice.stream("POST", "/v1/aisdk/chat", json=body) as response:
             assert response.status_code == 200
-            first = next(response.iter_lines())  # the tab reads a little, then reloads
-            assert first.startswith("data: ")
+            line = next(response.iter_lines())  # the tab reads a little, then reloads
+            assert line.startswith("data: ")
         lines: queue.Queue[str] = queue.Queue()
         command = ["node", str(SCRIPT), str(ai_package), "resume", server.base, ALICE, chat_id]
         with subprocess.Popen(

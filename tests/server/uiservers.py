@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio.to_thread
 import httpx
@@ -47,9 +48,9 @@ class Served:
 
 
 @contextmanager
-def served(agent: Agent | None = None) -> Iterator[Served]:
+def served(agent: Agent | None = None, config: ServerConfig | None = None) -> Iterator[Served]:
     """The server of ``agent`` (the demo agent) with clients for alice, bob and nobody."""
-    app = create_app(agent or demo_agent(), ServerConfig(api_keys=dict(KEYS)))
+    app = create_app(agent or demo_agent(), config or ServerConfig(api_keys=dict(KEYS)))
     with serving(app) as base:
         clients = [
             httpx.Client(base_url=base, headers=auth(ALICE), timeout=60),
@@ -61,6 +62,21 @@ def served(agent: Agent | None = None) -> Iterator[Served]:
         finally:
             for client in clients:
                 client.close()
+
+
+@contextmanager
+def two_workers(agent: Agent, folder: Path) -> Iterator[tuple[Served, Served]]:
+    """Two workers of one deployment: one SQLite file for every store, one signing key."""
+    config = {
+        "store": f"sqlite:///{folder / 'stores.db'}",
+        "api_keys": dict(KEYS),
+        "signing_key": b"a shared signing key of 32 bytes",
+    }
+    with (
+        served(agent, ServerConfig(**config, worker="a")) as a,  # type: ignore[arg-type]
+        served(agent, ServerConfig(**config, worker="b")) as b,  # type: ignore[arg-type]
+    ):
+        yield a, b
 
 
 def new_id() -> str:
