@@ -202,23 +202,56 @@ def test_gate_halts_and_resume_continues(ws: Path) -> None:
     assert collect(again.resume()) == []
 
 
-def test_rerun_one_stage_then_resume_follows_stale_inputs(ws: Path) -> None:
+def test_rerun_one_stage_then_resume_follows_changed_inputs(ws: Path) -> None:
     r = runner(ws)
     collect(r.run())
+    assert r.first_stale() is None
     later = 2_000_000_000
-    for rel in ARTIFACTS:
+    for rel in ARTIFACTS:  # times do not matter, contents do
         os.utime(ws / rel, (later, later))
+    os.utime(ws / "_config" / "voice.md", (later + 10, later + 10))
+    assert r.first_stale() is None
     notes = ws / ARTIFACTS[0]
-    notes.write_text("old")
-    os.utime(notes, (later, later))
-    events = collect(r.run_stage(r.workspace.stage(1)))
-    assert [e.stage for e in events if isinstance(e, StageFinished)] == ["01_research"]
-    assert notes.read_text().startswith("# Research notes")
-    os.utime(notes, (later + 10, later + 10))
+    notes.write_text("# Research notes\n\n- edited by hand\n")  # a human edits a hand-off
     stale = r.first_stale()
     assert stale is not None and stale.number == 2
     resumed = collect(r.resume())
     assert [e.stage for e in resumed if isinstance(e, StageFinished)] == ["02_draft", "03_polish"]
+    assert notes.read_text().endswith("edited by hand\n")  # stage 01 did not run again
+    assert r.first_stale() is None
+    events = collect(r.run_stage(r.workspace.stage(1)))
+    assert [e.stage for e in events if isinstance(e, StageFinished)] == ["01_research"]
+    assert notes.read_text().startswith("# Research notes\n\n- A finding")
+    stale = r.first_stale()
+    assert stale is not None and stale.number == 2
+
+
+@pytest.mark.parametrize(
+    ("edited", "first"),
+    [
+        ("AGENT.md", 1),
+        ("CONTEXT.md", 1),
+        ("stages/02_draft/CONTEXT.md", 2),
+        ("stages/03_polish/CONTEXT.md", 3),
+        ("_config/voice.md", 2),
+    ],
+)
+def test_editing_a_contract_or_a_layer_makes_outputs_stale(
+    ws: Path, edited: str, first: int
+) -> None:
+    collect(runner(ws).run())
+    path = ws / edited
+    path.write_text(path.read_text() + "\nOne more line.\n")
+    stale = runner(ws).first_stale()
+    assert stale is not None and stale.number == first
+
+
+def test_a_damaged_manifest_makes_a_stage_stale(ws: Path) -> None:
+    collect(runner(ws).run())
+    manifest = ws / "stages" / "02_draft" / "output" / ".mainspring-stage.json"
+    manifest.write_text("{not json")
+    stale = runner(ws).first_stale()
+    assert stale is not None and stale.number == 2
 
 
 def test_stage_alone_needs_its_inputs(ws: Path) -> None:

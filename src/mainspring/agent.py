@@ -234,6 +234,7 @@ class Agent:
             accounting=options.accounting,
             session_id=session_id,
             model=self.resolved_model.name,
+            retain_turns=options.retain_turns,
         )
 
     @property

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from mainspring._cli_render import (
     failing_cleanly,
     styled,
 )
+from mainspring._cli_serve import serve
 from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
 from mainspring.agent import Agent
@@ -46,10 +48,13 @@ from mainspring.events import (
 from mainspring.models.base import Model
 from mainspring.pipelines import (
     ContextLoaded,
+    PipelineEvent,
     PipelineRunner,
     Stage,
     StageEvent,
     StageFinished,
+    StageOutput,
+    StageStart,
     load_workspace,
     scripted_pipeline_model,
 )
@@ -387,6 +392,7 @@ def run(
 
 app.add_typer(sessions_app)
 app.command()(chat)
+app.command()(serve)
 mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
 
@@ -542,6 +548,46 @@ def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
     return gate
 
 
+def _pipeline_approval(
+    console: Console, *, yes: bool
+) -> Callable[[Stage, PendingAction], Decision | None]:
+    """Ask at the terminal for a write a stage paused on (``None``: no terminal, halt)."""
+
+    def decide(stage: Stage, action: PendingAction) -> Decision | None:
+        console.print(styled((f"stage {stage.name}", "bold cyan"), " asks for approval"))
+        try:
+            return _ask(console, action, yes=yes)
+        except _NoTerminal as exc:
+            console.print(f"[yellow]{exc}[/]")
+            return None
+
+    return decide
+
+
+def _show_pipeline_event(console: Console, render: Renderer, event: PipelineEvent) -> bool:
+    """Render one pipeline event; ``False`` once the pipeline halted."""
+    if isinstance(event, StageEvent):
+        render.show(event.event)
+    elif isinstance(event, StageStart):
+        console.print(styled((f"stage {event.stage}", "bold"), f" ({event.index}/{event.total})"))
+    elif isinstance(event, ContextLoaded):
+        files = ", ".join(event.files)
+        console.print(
+            styled(
+                (f"stage {event.stage}", "bold cyan"),
+                f" · context: {files} (~{event.token_estimate} tokens)",
+            )
+        )
+    elif isinstance(event, StageOutput):
+        console.print(styled(("wrote", "green"), f" {event.path} ({event.chars} chars)"))
+    elif isinstance(event, StageFinished):
+        console.print(styled((f"stage {event.stage} complete", "green"), ""))
+    else:
+        console.print(styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
+        return False
+    return True
+
+
 async def _run_pipeline(
     runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
 ) -> int:
@@ -552,23 +598,10 @@ async def _run_pipeline(
         events = runner.resume()
     else:
         events = runner.run()
-    async for event in events:
-        if isinstance(event, StageEvent):
-            render.show(event.event)
-        elif isinstance(event, ContextLoaded):
-            files = ", ".join(event.files)
-            console.print(
-                styled(
-                    (f"stage {event.stage}", "bold cyan"),
-                    f" · context: {files} (~{event.token_estimate} tokens)",
-                )
-            )
-        elif isinstance(event, StageFinished):
-            wrote = ", ".join(str(p) for p in event.artifacts)
-            console.print(styled(("wrote", "green"), f" {wrote}"))
-        else:
-            console.print(styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
-            return 1
+    async with aclosing(events) as stream:
+        async for event in stream:
+            if not _show_pipeline_event(console, render, event):
+                return 1
     return 0
 
 
@@ -579,9 +612,16 @@ def pipeline_run(
         int | None, typer.Option("--stage", help="Re-run only this stage number.")
     ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Start at the first stage with stale outputs.")
+        bool,
+        typer.Option(
+            "--resume",
+            help="Start at the first stage whose outputs are missing, or whose contract, "
+            "AGENT.md, CONTEXT.md or inputs changed since it ran.",
+        ),
     ] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Pass every review gate.")] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Pass every review gate and approve every write.")
+    ] = False,
     model: Annotated[
         str, typer.Option(help="'scripted' (offline) or a model string, as for demo.")
     ] = "scripted",
@@ -589,8 +629,8 @@ def pipeline_run(
 ) -> None:
     """Run a workspace's stages in order (offline with the scripted model by default).
 
-    Exit codes: 0 done; 1 a stage halted, or a failure; 2 a configuration error; 130
-    interrupted.
+    A write a stage asks approval for is asked at the terminal. Exit codes: 0
+    done; 1 a stage halted, or a failure; 2 a configuration error; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
@@ -600,6 +640,7 @@ def pipeline_run(
             workspace,
             model=chosen or scripted_pipeline_model(),
             gate=_pipeline_gate(console, yes=yes),
+            on_approval=_pipeline_approval(console, yes=yes),
         )
         code = anyio.run(lambda: _run_pipeline(runner, console, stage=stage, resume=resume))
     raise typer.Exit(code)

@@ -24,6 +24,7 @@ MainspringError
 │   ├── DecisionConflict   a second decision for one attempt
 │   └── FieldNotModifiable .fields
 ├── SessionBusy            a second run while one is active
+├── SessionClosed          a session used after aclose() (also a RuntimeError)
 ├── RunFailed              .event: a run (Session.run) ended in an error event
 ├── PrefixMutationError
 ├── ContextError           a context processor misconfigured or misbehaving
@@ -79,6 +80,7 @@ __all__ = [
     "SchemaTooNew",
     "ServerError",
     "SessionBusy",
+    "SessionClosed",
     "SkillNotFound",
     "SkillPathError",
     "StoreError",
@@ -233,6 +235,10 @@ class FieldNotModifiable(ApprovalError):
 
 class SessionBusy(MainspringError, RuntimeError):
     """A session already has an active run."""
+
+
+class SessionClosed(MainspringError, RuntimeError):
+    """A session was used after ``aclose()``: its context pipeline is torn down."""
 
 
 class PrefixMutationError(MainspringError):

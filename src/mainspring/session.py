@@ -35,6 +35,7 @@ from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
+from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
 from mainspring.decisions import (
     Approve,
@@ -50,6 +51,7 @@ from mainspring.errors import (
     DecisionConflict,
     FieldNotModifiable,
     SessionBusy,
+    SessionClosed,
     StoreError,
     UnknownAttempt,
 )
@@ -83,6 +85,7 @@ class Session:
         lock_ttl: float = 30.0,
         owner: str | None = None,
         buffer_events: int = 1024,
+        context_registry: CompilerRegistry[Message] | None = None,
     ) -> None:
         """Start a session (or continue one from ``state``).
 
@@ -102,6 +105,10 @@ class Session:
             owner: This worker's name in the lock (defaults to a UUID4).
             buffer_events: Events a stream holds for a slow consumer; past
                 that, the model stream waits for the consumer (back-pressure).
+            context_registry: Where the session's one context compiler is
+                registered under its id (a host shares one registry across its
+                sessions; a second live session with the same id is refused
+                with CompilerActiveError). Defaults to a registry of its own.
         """
         if state is not None and messages:
             raise ConfigError("pass either state or messages, not both")
@@ -121,7 +128,14 @@ class Session:
         self.lock_ttl = lock_ttl
         self.owner = owner or str(uuid.uuid4())
         self.buffer_events = buffer_events
-        self._context = agent.context_compiler(self._state.messages, session_id=self.session_id)
+        self._registry: CompilerRegistry[Message] = (
+            context_registry if context_registry is not None else CompilerRegistry()
+        )
+        self._context = self._registry.create(
+            self.session_id,
+            partial(agent.context_compiler, self._state.messages, session_id=self.session_id),
+        )
+        self._closed = False
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
         self._cost = CostTracker(
@@ -335,13 +349,28 @@ class Session:
         """:meth:`run` for synchronous programs (starts an event loop: not from async code)."""
         return anyio.run(partial(self.run, message, attempt_id=attempt_id, decision=decision))
 
-    async def aclose(self) -> None:
-        """Cancel a run in progress and tear down the context pipeline's modules and sinks.
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` ran."""
+        return self._closed
 
-        The session is unusable afterwards; its stored state (if any) stays.
+    async def aclose(self) -> None:
+        """Close the session: cancel a run, end its context pipeline through the registry.
+
+        A compilation in progress is aborted, the last turn's snapshot and the
+        session summary go to the sinks, the modules are torn down in reverse
+        order and the registry frees the session's id. Later ``send`` /
+        ``resume`` / ``run`` calls raise :class:`~mainspring.errors.SessionClosed`
+        (when their stream starts); a second ``aclose`` does nothing. The
+        stored state (if any) stays, so :meth:`load` can continue the session.
+        Safe to cancel: the teardown itself is shielded.
         """
+        if self._closed:
+            return
+        self._closed = True
         self.cancel()
-        await self._context.destroy()
+        with anyio.CancelScope(shield=True):
+            await self._registry.destroy(self.session_id)
 
     def cancel(self) -> None:
         """Cancel the active run (or one handed out by send/resume, not iterated yet).
@@ -478,11 +507,14 @@ class Session:
             # Another worker may have moved the session on since we loaded it.
             fresh = await self.session_store.load(self.session_id)
             if fresh is not None and fresh != self._state:
-                self._reset(fresh)
+                await self._reset(fresh)
 
-    def _reset(self, state: SessionState) -> None:
+    async def _reset(self, state: SessionState) -> None:
         self._state = state
-        self._context = self.agent.context_compiler(state.messages, session_id=state.session_id)
+        self._context = await self._registry.replace(
+            state.session_id,
+            partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
+        )
         state.messages = self._context.transcript.backing
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
@@ -513,6 +545,8 @@ class Session:
 
     async def _begin(self, check: Callable[[], Awaitable[None]]) -> None:
         """Take the session for a run: the flag, the lock, crash recovery, the check."""
+        if self._closed:
+            raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._running = True

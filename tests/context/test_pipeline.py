@@ -19,10 +19,12 @@ from mainspring.context.pipeline import (
     SystemProcessor,
     order_processors,
 )
+from mainspring.context.transcript import PrefixChange
 from mainspring.errors import (
     CompilerActiveError,
     CompilerDestroyedError,
     ContextError,
+    PrefixMutationError,
     ProcessorCycleError,
     ProcessorScopeError,
 )
@@ -227,7 +229,7 @@ async def test_invalidate_prefix_recomputes_session_processors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     proc = CountingSystem()
-    engine = ContextCompiler(messages=conversation(), processors=[proc])
+    engine = ContextCompiler(messages=conversation(), processors=[proc], strict=False)
     await engine.compile(turn_index=0)
     with caplog.at_level(logging.WARNING):
         change = engine.invalidate_prefix("host data changed")
@@ -236,6 +238,21 @@ async def test_invalidate_prefix_recomputes_session_processors(
     assert proc.calls == 2
     assert out.system[0].text.endswith("#2")
     assert list(out.messages) == conversation()
+
+
+async def test_invalidate_prefix_in_strict_mode_is_refused_and_changes_nothing() -> None:
+    proc = CountingSystem()
+    changes: list[PrefixChange] = []
+    engine = ContextCompiler(
+        messages=conversation(), processors=[proc], on_prefix_change=changes.append
+    )
+    first = await engine.compile(turn_index=0)
+    with pytest.raises(PrefixMutationError, match="strict mode"):
+        engine.invalidate_prefix("host data changed")
+    assert changes == [] and engine.transcript.generation == 0
+    again = await engine.compile(turn_index=1)
+    assert proc.calls == 1  # the session-scoped contribution was not recomputed
+    assert again.system == first.system and list(again.messages) == conversation()
 
 
 async def test_relaxed_sync_with_a_changed_prefix_recomputes_session_processors() -> None:

@@ -195,7 +195,7 @@ def test_relaxed_truncation_and_default_warning_goes_to_the_log(
 
 def test_invalidate_prefix_keeps_messages_and_clears_caches() -> None:
     changes: list[PrefixChange] = []
-    t = Transcript(ADAPTER, [Message.user("a")], on_prefix_change=changes.append)
+    t = Transcript(ADAPTER, [Message.user("a")], strict=False, on_prefix_change=changes.append)
     cleared: list[PrefixChange] = []
     t.register_cache(cleared.append)
     before = indexes(t)
@@ -204,6 +204,17 @@ def test_invalidate_prefix_keeps_messages_and_clears_caches() -> None:
     assert changes == cleared == [change]
     assert t.generation == 1
     assert indexes(t) == before
+
+
+def test_invalidate_prefix_in_strict_mode_raises_and_changes_nothing() -> None:
+    changes: list[PrefixChange] = []
+    t = Transcript(ADAPTER, [Message.user("a")], on_prefix_change=changes.append)
+    cleared: list[PrefixChange] = []
+    t.register_cache(cleared.append)
+    before = indexes(t)
+    with pytest.raises(PrefixMutationError, match="strict mode"):
+        t.invalidate_prefix("system prompt changed")
+    assert changes == cleared == [] and t.generation == 0 and indexes(t) == before
 
 
 # -- identity fast path ----------------------------------------------------

@@ -231,8 +231,8 @@ class CrashingSessions:
     async def delete(self, session_id: str) -> None:
         await self._inner.delete(session_id)
 
-    async def session_ids(self, *, limit: int = 100) -> list[str]:
-        return await self._inner.session_ids(limit=limit)
+    async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
+        return await self._inner.session_ids(limit=limit, principal=principal)
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         claimed = await self._inner.claim_decision(session_id, attempt_id, decision)

@@ -49,6 +49,7 @@ _EXPORTS = {
         "CallSnapshot",
         "CostEstimate",
         "Segment",
+        "SessionSummary",
         "TurnSnapshot",
     ),
     "mainspring.context.sinks": (
@@ -57,6 +58,7 @@ _EXPORTS = {
         "OpenTelemetrySink",
         "SinkSet",
         "SnapshotSink",
+        "SummarySink",
     ),
     "mainspring.context.layers": (
         "BaseSystemPrompt",
@@ -68,6 +70,7 @@ _EXPORTS = {
     "mainspring.context.compaction": ("Compaction", "model_summarizer"),
     "mainspring.context.lifecycle": ("CompilerRegistry",),
     "mainspring.context.options": ("ContextOptions",),
+    "mainspring.context.pydantic_ai": ("PydanticAIAdapter", "PydanticAIHistory"),
 }
 
 __all__ = [
@@ -101,12 +104,16 @@ __all__ = [
     "Phase",
     "PrefixChange",
     "Processor",
+    "PydanticAIAdapter",
+    "PydanticAIHistory",
     "Segment",
     "SegmentLookup",
+    "SessionSummary",
     "SinkSet",
     "SkillRecipe",
     "Slot",
     "SnapshotSink",
+    "SummarySink",
     "SystemProcessor",
     "ToolCallLookup",
     "ToolLink",
@@ -151,14 +158,22 @@ if TYPE_CHECKING:
         VirtualTailProcessor,
         order_processors,
     )
+    from mainspring.context.pydantic_ai import PydanticAIAdapter, PydanticAIHistory
     from mainspring.context.sinks import (
         InMemorySink,
         JsonlSink,
         OpenTelemetrySink,
         SinkSet,
         SnapshotSink,
+        SummarySink,
     )
-    from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segment, TurnSnapshot
+    from mainspring.context.snapshot import (
+        CallSnapshot,
+        CostEstimate,
+        Segment,
+        SessionSummary,
+        TurnSnapshot,
+    )
     from mainspring.context.transcript import (
         MainspringAdapter,
         MessageAdapter,

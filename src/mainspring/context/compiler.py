@@ -37,7 +37,14 @@ from mainspring.context.pipeline import (
     order_processors,
 )
 from mainspring.context.sinks import SinkSet
-from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segment, TurnSnapshot
+from mainspring.context.snapshot import (
+    CallSnapshot,
+    CostEstimate,
+    Segment,
+    SessionSummary,
+    SessionTotals,
+    TurnSnapshot,
+)
 from mainspring.context.transcript import (
     MainspringAdapter,
     MessageAdapter,
@@ -47,6 +54,7 @@ from mainspring.context.transcript import (
 from mainspring.context.view import ModelView
 from mainspring.errors import (
     CompilerDestroyedError,
+    ConfigError,
     ContextError,
     ProcessorScopeError,
 )
@@ -326,11 +334,18 @@ class ContextCompiler(Generic[T]):
         accounting: Accounting | None = None,
         session_id: str = "",
         model: str = "",
+        retain_turns: int | None = None,
     ) -> None:
         """Build the engine; ``processors`` belong to an implicit module ``"engine"``.
 
-        Raises ProcessorCycleError / ContextError for a bad processor order.
+        ``retain_turns`` bounds :attr:`summary` to the newest turn snapshots
+        (the session's totals still count every turn).
+
+        Raises ProcessorCycleError / ContextError for a bad processor order, and
+        ConfigError for a ``retain_turns`` below 1.
         """
+        if retain_turns is not None and retain_turns < 1:
+            raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
         self.adapter: MessageAdapter[T] = adapter or cast(MessageAdapter[T], MainspringAdapter())
         self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
         self.services: Mapping[str, Any] = dict(services or {})
@@ -369,8 +384,11 @@ class ContextCompiler(Generic[T]):
         self._set_up = False
         self._destroyed = False
         self._active: anyio.CancelScope | None = None
+        self.retain_turns = retain_turns
+        """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
         self.summary: list[TurnSnapshot] = []
-        """Every turn snapshot taken (with accounting on)."""
+        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
+        self._totals = SessionTotals()
         self.append(messages)
 
     # -- transcript ---------------------------------------------------------
@@ -394,7 +412,10 @@ class ContextCompiler(Generic[T]):
         return committed
 
     def invalidate_prefix(self, reason: str, processor_id: str | None = None) -> PrefixChange:
-        """A change outside the transcript: recompute everything session-scoped."""
+        """A change outside the transcript: recompute everything session-scoped.
+
+        Raises PrefixMutationError in strict mode; nothing changes then.
+        """
         self._alive()
         change = self.transcript.invalidate_prefix(reason, processor_id)
         self._rebuild_view()
@@ -735,9 +756,23 @@ class ContextCompiler(Generic[T]):
             started_at=turn.started_at,
         )
         self.summary.append(snapshot)
+        if self.retain_turns is not None and len(self.summary) > self.retain_turns:
+            del self.summary[0]  # one at a time: the list never holds more than the bound
+        self._totals.add(snapshot)
         if self._sinks is not None:
             self._sinks.emit(snapshot)
         return snapshot
+
+    def session_summary(self) -> SessionSummary:
+        """Totals over every turn snapshot taken so far (also those no longer kept)."""
+        return self._totals.summary(self.session_id, retained_turns=len(self.summary))
+
+    def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
+        """Carry another engine's kept snapshots and totals over (one session, new engine)."""
+        self._totals = previous._totals.copy()
+        self.summary = list(previous.summary)
+        if self.retain_turns is not None:
+            del self.summary[: max(0, len(self.summary) - self.retain_turns)]
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -753,10 +788,16 @@ class ContextCompiler(Generic[T]):
         """Whether :meth:`destroy` ran."""
         return self._destroyed
 
-    async def destroy(self) -> None:
+    async def destroy(self, *, final: bool = True) -> None:
         """Abort a running compile, flush the summary, tear modules down, clear state.
 
-        Later calls raise CompilerDestroyedError; a second destroy does nothing.
+        The current turn's snapshot goes to the sinks, then (``final``) the
+        :class:`~mainspring.context.snapshot.SessionSummary` and the sinks are
+        closed; modules are torn down in reverse order, every one even when
+        one fails. With ``final=False`` (the session goes on in a new engine,
+        see :meth:`adopt_telemetry`) no summary is sent and the sinks stay
+        open. Later calls raise CompilerDestroyedError; a second destroy does
+        nothing.
         """
         if self._destroyed:
             return
@@ -764,25 +805,30 @@ class ContextCompiler(Generic[T]):
             self._active.cancel()
         try:
             self._flush_turn()
+            if final and self._sinks is not None:
+                self._sinks.emit_summary(self.session_summary())
         finally:
             self._destroyed = True
             try:
-                if self._sinks is not None:
+                if final and self._sinks is not None:
                     self._sinks.close()
             finally:
-                errors: list[BaseException] = []
-                if self._set_up:
-                    for module in reversed(self.modules):
-                        try:
-                            await module.teardown()
-                        except Exception as exc:  # every module gets its teardown
-                            log.exception("module %r failed to tear down", module.name)
-                            errors.append(exc)
-                self._session_cache.clear()
-                self._turn_cache = {}
-                self.view.clear()
-                if errors:
-                    raise ContextError("a module failed to tear down") from errors[0]
+                await self._teardown()
+
+    async def _teardown(self) -> None:
+        errors: list[BaseException] = []
+        if self._set_up:
+            for module in reversed(self.modules):
+                try:
+                    await module.teardown()
+                except Exception as exc:  # every module gets its teardown
+                    log.exception("module %r failed to tear down", module.name)
+                    errors.append(exc)
+        self._session_cache.clear()
+        self._turn_cache = {}
+        self.view.clear()
+        if errors:
+            raise ContextError("a module failed to tear down") from errors[0]
 
     def _alive(self) -> None:
         if self._destroyed:

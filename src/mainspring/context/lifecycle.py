@@ -52,6 +52,24 @@ class CompilerRegistry(Generic[T]):
             return None
         return engine
 
+    async def replace(
+        self, key: str, factory: Callable[[], ContextCompiler[T]]
+    ) -> ContextCompiler[T]:
+        """Swap ``key``'s engine for ``factory()``: the same session, a fresh pipeline.
+
+        The old engine is destroyed without ending the session (no summary,
+        sinks left open) and the new one adopts its telemetry, so the
+        session's totals run on. With no live engine this is :meth:`create`.
+        """
+        old = self._engines.pop(key, None)
+        if old is not None and not old.destroyed:
+            await old.destroy(final=False)
+        engine = factory()
+        if old is not None:
+            engine.adopt_telemetry(old)
+        self._engines[key] = engine
+        return engine
+
     async def destroy(self, key: str) -> bool:
         """Destroy ``key``'s engine and free the key; False if there was none."""
         engine = self._engines.pop(key, None)

@@ -39,9 +39,14 @@ class ContextOptions:
     """More context modules; give factories for modules that keep per-session state."""
     accounting: Accounting | None = None
     """Per-source token accounting and snapshots (off by default)."""
+    retain_turns: int | None = None
+    """Turn snapshots a session keeps in memory (the newest; ``None`` keeps all).
+    Sinks still get every snapshot, and the session summary counts every turn."""
 
     def __post_init__(self) -> None:
         if self.memory_k < 1:
             raise ConfigError("memory_k must be at least 1")
+        if self.retain_turns is not None and self.retain_turns < 1:
+            raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
         if self.budget is not None and self.budget < 1:
             raise ConfigError("the context budget must be positive (or None for no compaction)")

@@ -12,6 +12,11 @@ Sinks are synchronous: a snapshot is small and is emitted once per turn.
   It needs the ``otel`` extra and imports OpenTelemetry only when built.
 - :class:`SinkSet` fans a snapshot out to several sinks; a failing sink is
   logged and skipped unless the set is strict.
+
+When a session's context pipeline closes, its
+:class:`~mainspring.context.snapshot.SessionSummary` goes to every sink that
+has an ``emit_summary`` method (:class:`SummarySink`; all the sinks here
+do). A sink written before that method existed keeps working: it is skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol, runtime_checkable
 
-from mainspring.context.snapshot import CallSnapshot, TurnSnapshot
+from mainspring.context.snapshot import CallSnapshot, SessionSummary, TurnSnapshot
 from mainspring.errors import ConfigError, TelemetryError
 
 if TYPE_CHECKING:
@@ -38,6 +43,7 @@ __all__ = [
     "OpenTelemetrySink",
     "SinkSet",
     "SnapshotSink",
+    "SummarySink",
 ]
 
 logger = logging.getLogger("mainspring.telemetry")
@@ -55,6 +61,15 @@ class SnapshotSink(Protocol):
 
     def close(self) -> None:
         """Release what the sink holds (files, buffers); calling it twice is harmless."""
+        ...
+
+
+@runtime_checkable
+class SummarySink(Protocol):
+    """A sink that also records the session summary taken when a session closes."""
+
+    def emit_summary(self, summary: SessionSummary) -> None:
+        """Record one session's totals."""
         ...
 
 
@@ -76,12 +91,20 @@ class InMemorySink:
         """The most snapshots kept, or ``None`` for no limit."""
         self.snapshots: list[TurnSnapshot] = []
         """The kept snapshots, in the order they were emitted."""
+        self.summaries: list[SessionSummary] = []
+        """Session summaries, one per closed session (``maxlen`` bounds them too)."""
 
     def emit(self, snapshot: TurnSnapshot) -> None:
         """Append the snapshot, dropping the oldest past ``maxlen``."""
         self.snapshots.append(snapshot)
         if self.maxlen is not None and len(self.snapshots) > self.maxlen:
             del self.snapshots[: len(self.snapshots) - self.maxlen]
+
+    def emit_summary(self, summary: SessionSummary) -> None:
+        """Append the summary, dropping the oldest past ``maxlen``."""
+        self.summaries.append(summary)
+        if self.maxlen is not None and len(self.summaries) > self.maxlen:
+            del self.summaries[: len(self.summaries) - self.maxlen]
 
     def close(self) -> None:
         """Nothing to release; the snapshots stay readable."""
@@ -129,7 +152,13 @@ class JsonlSink:
             TypeError: The snapshot's ``meta`` holds something JSON cannot encode
                 (nothing is written then).
         """
-        line = json.dumps(snapshot.to_dict(), separators=(",", ":"), ensure_ascii=False)
+        self._write(json.dumps(snapshot.to_dict(), separators=(",", ":"), ensure_ascii=False))
+
+    def emit_summary(self, summary: SessionSummary) -> None:
+        """Write the session summary as one line (``"type": "session_summary"``)."""
+        self._write(json.dumps(summary.to_dict(), separators=(",", ":"), ensure_ascii=False))
+
+    def _write(self, line: str) -> None:
         with self._lock:
             if self._closed:
                 raise ConfigError(f"JsonlSink({str(self.path)!r}) is closed")
@@ -191,6 +220,26 @@ class OpenTelemetrySink:
                 span.add_event("mainspring.call", attributes=_call_attributes(call))
         finally:
             span.end()
+
+    def emit_summary(self, summary: SessionSummary) -> None:
+        """Record one ``mainspring.session`` span with the session's totals."""
+        usage = summary.usage
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.conversation.id": summary.session_id,
+            "gen_ai.usage.input_tokens": usage.total_input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "mainspring.turns": summary.turns,
+            "mainspring.calls": summary.calls,
+            "mainspring.tokens": summary.tokens,
+            "mainspring.cost_usd": summary.cost_usd,
+            "mainspring.retained_turns": summary.retained_turns,
+        }
+        for source, tokens in summary.by_source.items():
+            attributes[f"mainspring.source.{source}.tokens"] = tokens
+        start = summary.started_at if summary.started_at is not None else summary.ended_at
+        self.tracer.start_span(
+            "mainspring.session", attributes=attributes, start_time=_start_time_ns(start)
+        ).end()
 
     def close(self) -> None:
         """Nothing to release; the tracer provider owns the exporters."""
@@ -310,6 +359,28 @@ class SinkSet:
                 )
                 failures.append((sink, exc))
         self._raise_if_strict("emit", failures)
+
+    def emit_summary(self, summary: SessionSummary) -> None:
+        """Give the session summary to every sink that takes one (see :class:`SummarySink`).
+
+        Raises:
+            TelemetryError: A sink failed and the set is strict.
+        """
+        failures: list[tuple[SnapshotSink, Exception]] = []
+        for sink in self.sinks:
+            emit = getattr(sink, "emit_summary", None)
+            if emit is None:
+                continue
+            try:
+                emit(summary)
+            except Exception as exc:
+                logger.exception(
+                    "telemetry sink %r failed to emit the summary of session %r",
+                    sink,
+                    summary.session_id,
+                )
+                failures.append((sink, exc))
+        self._raise_if_strict("emit the session summary", failures)
 
     def close(self) -> None:
         """Close every sink.

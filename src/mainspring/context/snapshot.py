@@ -8,6 +8,10 @@ request per source / module / processor — plus the internal prefix reuse
 position), the provider's normalized usage and cache figures, and a
 versioned cost estimate. Raw text stays out unless ``include_content``.
 
+When the session's context pipeline is closed, a :class:`SessionSummary`
+goes to the sinks too: totals over every turn, also those no longer kept
+(see ``retain_turns``).
+
 Snapshots are plain frozen data with :meth:`TurnSnapshot.to_dict` /
 :meth:`TurnSnapshot.from_dict`, one JSON object per line in a JSONL sink,
 which ``mainspring report`` reads back.
@@ -15,9 +19,10 @@ which ``mainspring report`` reads back.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from mainspring.errors import TelemetryError
 from mainspring.usage import Usage
@@ -27,6 +32,8 @@ __all__ = [
     "CallSnapshot",
     "CostEstimate",
     "Segment",
+    "SessionSummary",
+    "SessionTotals",
     "TurnSnapshot",
     "usage_from_dict",
     "usage_to_dict",
@@ -288,4 +295,117 @@ class TurnSnapshot:
             started_at=float(data["started_at"]),
             version=version,
             meta=dict(data.get("meta", {})),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummary:
+    """Totals over every turn of one session, sent to the sinks when it closes.
+
+    The totals count every turn taken, including those a ``retain_turns``
+    bound dropped from memory; ``retained_turns`` says how many are still kept.
+    """
+
+    session_id: str
+    turns: int
+    """Turn snapshots taken."""
+    calls: int
+    """Model calls over those turns."""
+    tokens: int
+    """Tokens sent over those calls (by the engine's count)."""
+    usage: Usage
+    """The provider's usage, summed."""
+    cost_usd: float
+    by_source: dict[str, int]
+    """Tokens sent per source, summed."""
+    started_at: float | None
+    """Unix time of the first turn's first compile (``None``: no turn)."""
+    ended_at: float
+    """Unix time the summary was taken."""
+    retained_turns: int
+    version: int = SNAPSHOT_VERSION
+    type: Literal["session_summary"] = "session_summary"
+    """Tells a summary line from a turn line in a JSONL file."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict (one JSONL line, with ``"type": "session_summary"``)."""
+        return {
+            "type": self.type,
+            "version": self.version,
+            "session_id": self.session_id,
+            "turns": self.turns,
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "usage": usage_to_dict(self.usage),
+            "cache_hit_rate": cache_hit_rate(self.usage),
+            "cost_usd": self.cost_usd,
+            "by_source": dict(self.by_source),
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "retained_turns": self.retained_turns,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionSummary:
+        """Read what :meth:`to_dict` wrote; refuses a newer version."""
+        version = int(data.get("version", 0))
+        if version > SNAPSHOT_VERSION or version < 1 or data.get("type") != "session_summary":
+            raise TelemetryError(f"not a session summary this mainspring reads: {version}")
+        started = data.get("started_at")
+        return cls(
+            session_id=str(data["session_id"]),
+            turns=int(data["turns"]),
+            calls=int(data["calls"]),
+            tokens=int(data["tokens"]),
+            usage=usage_from_dict(data["usage"]),
+            cost_usd=float(data["cost_usd"]),
+            by_source={str(k): int(v) for k, v in dict(data["by_source"]).items()},
+            started_at=None if started is None else float(started),
+            ended_at=float(data["ended_at"]),
+            retained_turns=int(data["retained_turns"]),
+            version=version,
+        )
+
+
+@dataclass
+class SessionTotals:
+    """Running totals over a session's turn snapshots, however few of them are kept."""
+
+    turns: int = 0
+    calls: int = 0
+    tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    by_source: dict[str, int] = field(default_factory=dict[str, int])
+    started_at: float | None = None
+
+    def add(self, snapshot: TurnSnapshot) -> None:
+        """Count one more turn."""
+        self.turns += 1
+        self.calls += len(snapshot.calls)
+        self.tokens += snapshot.tokens
+        self.usage = self.usage + snapshot.usage
+        self.cost_usd += snapshot.cost_usd
+        for source, tokens in snapshot.by_source().items():
+            self.by_source[source] = self.by_source.get(source, 0) + tokens
+        if self.started_at is None:
+            self.started_at = snapshot.started_at
+
+    def copy(self) -> SessionTotals:
+        """An independent copy."""
+        return replace(self, by_source=dict(self.by_source))
+
+    def summary(self, session_id: str, *, retained_turns: int) -> SessionSummary:
+        """The totals as a :class:`SessionSummary` taken now."""
+        return SessionSummary(
+            session_id=session_id,
+            turns=self.turns,
+            calls=self.calls,
+            tokens=self.tokens,
+            usage=self.usage,
+            cost_usd=self.cost_usd,
+            by_source=dict(self.by_source),
+            started_at=self.started_at,
+            ended_at=time.time(),
+            retained_turns=retained_turns,
         )

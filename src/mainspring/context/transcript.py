@@ -396,7 +396,15 @@ class Transcript(Generic[T]):
 
         The messages stay as they are; prefix-dependent caches are cleared
         and the change is reported like one found by :meth:`sync`.
+
+        Raises PrefixMutationError in strict mode, as a changed prefix found by
+        :meth:`sync` does: nothing changes then (no generation, no cleared cache).
         """
+        if self.strict:
+            raise PrefixMutationError(
+                f"invalidate_prefix({reason!r}): the committed prefix may not change "
+                "in strict mode (build the transcript with strict=False to allow it)"
+            )
         return self._start_generation(0, reason, processor_id)
 
     # -- internals ---------------------------------------------------------

@@ -40,6 +40,9 @@ _K = TypeVar("_K")
 def read_snapshots(path: str | os.PathLike[str]) -> list[TurnSnapshot]:
     """Read a session file: one snapshot per line, blank lines skipped.
 
+    Session-summary lines (``"type": "session_summary"``, written when a
+    session closes) are skipped too: the report sums the turns itself.
+
     Raises:
         TelemetryError: a line is not JSON, not an object, lacks a field, holds a
             wrong type or a non-finite number, or comes from a newer snapshot
@@ -50,7 +53,9 @@ def read_snapshots(path: str | os.PathLike[str]) -> list[TurnSnapshot]:
     snapshots: list[TurnSnapshot] = []
     for number, line in enumerate(file.read_bytes().split(b"\n"), start=1):
         if line.strip():
-            snapshots.append(_parse_line(line, f"{file}, line {number}"))
+            snapshot = _parse_line(line, f"{file}, line {number}")
+            if snapshot is not None:
+                snapshots.append(snapshot)
     return snapshots
 
 
@@ -62,13 +67,15 @@ def _finite(text: str) -> float:
     return value
 
 
-def _parse_line(line: bytes, where: str) -> TurnSnapshot:
+def _parse_line(line: bytes, where: str) -> TurnSnapshot | None:
     try:
         data: object = json.loads(line.decode("utf-8"), parse_constant=_finite, parse_float=_finite)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise TelemetryError(f"{where}: not a JSON line ({exc})") from exc
     if not isinstance(data, dict):
         raise TelemetryError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    if data.get("type") == "session_summary":
+        return None
     try:
         return TurnSnapshot.from_dict(data)
     except TelemetryError as exc:

@@ -1,25 +1,35 @@
 """Folder pipelines: a workspace of markdown stage contracts, run stage by stage.
 
-See :mod:`mainspring.pipelines.workspace` for the folder format and
-:mod:`mainspring.pipelines.runner` for how stages run. Errors in a workspace
-raise :class:`PipelineError` (a :class:`~mainspring.errors.ConfigError`)
-with ``.path`` and ``.line``.
+See :mod:`mainspring.pipelines.workspace` for the folder format,
+:mod:`mainspring.pipelines.runner` for how stages run (and
+:func:`run_pipeline`, the SDK-style entry point), and
+:mod:`mainspring.pipelines.query` for a single run (:func:`query`). Errors in
+a workspace raise :class:`PipelineError` (a
+:class:`~mainspring.errors.ConfigError`) with ``.path`` and ``.line``.
 """
 
 from __future__ import annotations
 
-from mainspring.pipelines.runner import (
+from mainspring.pipelines.events import (
     ContextLoaded,
-    Gate,
     PipelineEvent,
     PipelineHalted,
-    PipelineRunner,
     StageEvent,
     StageFinished,
+    StageOutput,
+    StageStart,
+)
+from mainspring.pipelines.query import QueryApproval, QueryResult, query
+from mainspring.pipelines.runner import (
+    ApprovalHandler,
+    Gate,
+    PipelineRunner,
+    run_pipeline,
     stage_task,
 )
 from mainspring.pipelines.scripted import scripted_pipeline_model
 from mainspring.pipelines.workspace import (
+    DEFAULT_MAX_INPUT_BYTES,
     InputRef,
     OutputRef,
     PipelineError,
@@ -30,6 +40,8 @@ from mainspring.pipelines.workspace import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
+    "ApprovalHandler",
     "ContextLoaded",
     "Gate",
     "InputRef",
@@ -38,12 +50,18 @@ __all__ = [
     "PipelineEvent",
     "PipelineHalted",
     "PipelineRunner",
+    "QueryApproval",
+    "QueryResult",
     "Stage",
     "StageEvent",
     "StageFinished",
+    "StageOutput",
+    "StageStart",
     "Workspace",
     "load_workspace",
     "parse_contract",
+    "query",
+    "run_pipeline",
     "scripted_pipeline_model",
     "stage_task",
 ]

@@ -262,13 +262,11 @@ async def post_decision(
 
 @router.post("/sessions/{session_id}/cancel", status_code=202, tags=["runs"])
 async def cancel_run(session_id: str, caller: Caller, host: Host) -> dict[str, bool]:
-    """Cancel the session's running turn on this worker (its stream ends with a terminal)."""
+    """Cancel the session's running turn, on whichever worker runs it.
+
+    Its stream ends with a ``turn_complete(stop_reason="cancelled")`` (within
+    half a second when another worker runs it). ``{"cancelled": false}``: no
+    turn was running.
+    """
     await host.open(caller, session_id)
-    run = host.runs.active(session_id)
-    if run is None:
-        assert host.stores.locks is not None
-        if await host.stores.locks.holder(session_id) is not None:
-            raise SessionBusy(f"session {session_id!r} runs on another worker; cancel it there")
-        return {"cancelled": False}
-    run.session.cancel()
-    return {"cancelled": True}
+    return {"cancelled": await host.request_cancel(session_id)}

@@ -20,7 +20,14 @@ from starlette.requests import HTTPConnection
 
 from mainspring.errors import ConfigError
 
-__all__ = ["ANONYMOUS", "ApiKeys", "Authenticator", "Principal", "credential_of"]
+__all__ = [
+    "ANONYMOUS",
+    "ApiKeys",
+    "Authenticator",
+    "Principal",
+    "credential_of",
+    "parse_keys",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,21 +82,8 @@ class ApiKeys:
 
     @classmethod
     def parse(cls, text: str) -> ApiKeys:
-        """Keys from ``principal=key`` entries separated by commas or new lines.
-
-        Raises:
-            ConfigError: An entry without ``=``.
-        """
-        keys: dict[str, str] = {}
-        for raw in text.replace(",", "\n").splitlines():
-            entry = raw.strip()
-            if not entry or entry.startswith("#"):
-                continue
-            principal, sep, key = entry.partition("=")
-            if not sep:
-                raise ConfigError(f"an API key entry is principal=key, got {entry[:20]!r}…")
-            keys[key.strip()] = principal.strip()
-        return cls(keys)
+        """Keys from ``principal=key`` entries (see :func:`parse_keys`)."""
+        return cls(parse_keys(text))
 
     @staticmethod
     def generate() -> str:
@@ -110,3 +104,23 @@ class ApiKeys:
             if hmac.compare_digest(known, digest):
                 found = principal
         return found
+
+
+def parse_keys(text: str) -> dict[str, str]:
+    """``{key: principal}`` from ``principal=key`` entries separated by commas or new lines.
+
+    Blank lines and ``#`` comments are skipped.
+
+    Raises:
+        ConfigError: An entry without ``=``.
+    """
+    keys: dict[str, str] = {}
+    for raw in text.replace(",", "\n").splitlines():
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        principal, sep, key = entry.partition("=")
+        if not sep:
+            raise ConfigError(f"an API key entry is principal=key, got {entry[:20]!r}…")
+        keys[key.strip()] = principal.strip()
+    return keys

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mainspring.errors import ConfigError
 from mainspring.server._auth import Authenticator
@@ -50,6 +51,8 @@ class ServerConfig:
     """Seconds a shutdown gives running streams to reach their terminal event."""
     keep_finished: float = 60.0
     """Seconds a finished run's events stay in this worker's memory for reconnects."""
+    tracer_provider: Any = None
+    """An OpenTelemetry ``TracerProvider`` for the spans (default: the global one)."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:

@@ -9,6 +9,7 @@ the principal that created it; to anyone else it does not exist (404).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -26,11 +27,14 @@ from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._runs import LiveRun, Runs
 from mainspring.server._signing import ApprovalSigner
+from mainspring.server._telemetry import RunSpans, tracer_of
 from mainspring.session import Session
 from mainspring.state import SessionState
 from mainspring.stores import Stores
 
-__all__ = ["NotFound", "SessionHost", "StaleApproval"]
+__all__ = ["CANCEL_POLL", "NotFound", "SessionHost", "StaleApproval"]
+
+log = logging.getLogger("mainspring.server")
 
 
 class NotFound(LookupError):
@@ -62,6 +66,7 @@ class SessionHost:
         self.runs = Runs(keep_finished=config.keep_finished)
         self.worker = config.worker or str(uuid.uuid4())
         self._tg = task_group
+        self.tracer = tracer_of(config.tracer_provider)
         self.stopping = anyio.Event()
         """Set when the worker shuts down: running streams are cancelled to a terminal."""
 
@@ -137,7 +142,10 @@ class SessionHost:
         Raises:
             Exception: What refused the run before its first event.
         """
-        run = LiveRun(session, stream)
+        spans = None
+        if self.tracer is not None:
+            spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)
+        run = LiveRun(session, stream, spans=spans)
         self._tg.start_soon(run.pump)
         await run.started()
         self.runs.add(run)
@@ -196,8 +204,24 @@ class SessionHost:
                 raise NotFound(f"no stream {stream_id!r}")
             return run.follow(after)
         session = await self.open(principal, session_id)
+        await self._check_stream(session, stream_id)
         replay = session.send(resume_stream_id=stream_id)
         return self._replayed(session_id, stream_id, replay, after)
+
+    async def _check_stream(self, session: Session, stream_id: str) -> None:
+        """Refuse (before the response starts) a stream that is not this session's."""
+        assert self.stores.checkpoints is not None
+        try:
+            logged = await self.stores.checkpoints.load(stream_id)
+        except StoreError as exc:
+            raise NotFound(f"no stream {stream_id!r}") from exc
+        if logged:
+            first = logged[0]
+            if isinstance(first, StreamStarted) and first.session_id == session.session_id:
+                return
+        elif stream_id in (session.state.active_stream, session.state.last_stream):
+            return
+        raise NotFound(f"no stream {stream_id!r}")
 
     async def _replayed(
         self,
@@ -231,6 +255,51 @@ class SessionHost:
         """:meth:`wire` as the JSON object of mainspring's wire format."""
         return event_to_dict(self.wire(session_id, event))
 
+    async def request_cancel(self, session_id: str) -> bool:
+        """Cancel the session's run wherever it runs; ``False`` if it runs nowhere.
+
+        Here: at once. On another worker: a cancel request, a lease on
+        ``cancel:<session id>`` in the shared run lock, which that worker's
+        :meth:`watch_cancels` finds within ``CANCEL_POLL`` seconds.
+        """
+        run = self.runs.active(session_id)
+        if run is not None:
+            run.session.cancel()
+            return True
+        locks = self.stores.locks
+        assert locks is not None
+        if await locks.holder(session_id) is None:
+            return False
+        ttl = max(self.config.lock_ttl, 3 * CANCEL_POLL)
+        await locks.acquire(_cancel_key(session_id), _CANCEL_OWNER, ttl=ttl)
+        return True
+
+    async def watch_cancels(self) -> None:
+        """Cancel this worker's runs that another worker was asked to cancel."""
+        locks = self.stores.locks
+        assert locks is not None
+        while True:
+            await anyio.sleep(CANCEL_POLL)
+            for run in self.runs.live():
+                key = _cancel_key(run.session_id)
+                try:
+                    if await locks.holder(key) is not None:
+                        run.session.cancel()
+                        await locks.release(key, _CANCEL_OWNER)
+                except StoreError as exc:  # a blip: the next poll tries again
+                    log.warning("could not read cancel requests: %s", exc)
+                    break
+
+    async def cancel_on_stop(self) -> None:
+        """When the server begins to stop, cancel the runs so their streams end well.
+
+        ``stopping`` is set by sse-starlette as soon as uvicorn begins to shut
+        down (while the streams are still open), or by :meth:`shutdown`.
+        """
+        await self.stopping.wait()
+        for run in self.runs.live():
+            run.session.cancel()
+
     async def shutdown(self) -> None:
         """Cancel every run here and give it ``shutdown_grace`` seconds to end."""
         self.stopping.set()
@@ -240,6 +309,15 @@ class SessionHost:
         with anyio.move_on_after(self.config.shutdown_grace):
             for run in live:
                 await run.wait_done()
+
+
+CANCEL_POLL = 0.5
+"""Seconds between a worker's looks for cancel requests of its runs."""
+_CANCEL_OWNER = "cancel-request"
+
+
+def _cancel_key(session_id: str) -> str:
+    return f"cancel:{session_id}"
 
 
 def positions_from(last_event_id: str | None) -> tuple[str, int] | None:

@@ -11,10 +11,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = ["BodyLimit", "RateLimiter"]
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _error(status: int, kind: str, message: str) -> tuple[dict[str, object], bytes]:
     body = json.dumps({"error": {"type": kind, "message": message}}).encode()
     start: dict[str, object] = {
@@ -47,29 +43,30 @@ class BodyLimit:
                 if not value.isdigit() or int(value) > self.limit:
                     await self._refuse(send)
                     return
+        declared = any(name == b"content-length" for name, _ in scope.get("headers", ()))
+        if declared or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            await self.app(scope, receive, send)  # the server holds a body to its length
+            return
+        # A chunked body: read it up to the limit before the app sees any of it.
+        buffered: list[Message] = []
         received = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counted, tracked)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":
+                buffered.append(message)
+                break
+            received += len(message.get("body", b""))
+            if received > self.limit:
                 await self._refuse(send)
+                return
+            buffered.append(message)
+            if not message.get("more_body", False):
+                break
+
+        async def replayed() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        await self.app(scope, replayed, send)
 
     async def _refuse(self, send: Send) -> None:
         start, body = _error(413, "BodyTooLarge", f"the request body is over {self.limit} bytes")

@@ -17,6 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mainspring.server._telemetry import tracer_of
+
 __all__ = ["AccessLog", "ops_router"]
 
 access_log = logging.getLogger("mainspring.server.access")
@@ -44,22 +46,14 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready", "runs": len(host.runs)})
 
 
-def _tracer() -> Any:
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer("mainspring.server")
-
-
 class AccessLog:
     """ASGI middleware: one access log line and one span per request."""
 
-    def __init__(self, app: ASGIApp, *, worker: str = "") -> None:
-        """Wrap ``app``."""
+    def __init__(self, app: ASGIApp, *, worker: str = "", tracer_provider: Any = None) -> None:
+        """Wrap ``app``; spans go to ``tracer_provider`` (default: the global one)."""
         self.app = app
         self.worker = worker
-        self.tracer = _tracer()
+        self.tracer = tracer_of(tracer_provider)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve and record one request."""

@@ -19,6 +19,7 @@ from contextlib import aclosing
 import anyio
 
 from mainspring.events import Event, StreamStarted
+from mainspring.server._telemetry import RunSpans
 from mainspring.session import Session
 
 __all__ = ["LiveRun", "Runs"]
@@ -29,9 +30,19 @@ log = logging.getLogger("mainspring.server")
 class LiveRun:
     """One run on this worker: its session, its events so far, and its followers."""
 
-    def __init__(self, session: Session, stream: AsyncGenerator[Event, None]) -> None:
-        """Pump ``stream`` (a stream of ``session``) once :meth:`pump` runs."""
+    def __init__(
+        self,
+        session: Session,
+        stream: AsyncGenerator[Event, None],
+        *,
+        spans: RunSpans | None = None,
+    ) -> None:
+        """Pump ``stream`` (a stream of ``session``) once :meth:`pump` runs.
+
+        ``spans`` records the run's OpenTelemetry spans as its events pass.
+        """
         self.session = session
+        self._spans = spans
         self.stream_id: str | None = None
         self.events: list[Event] = []
         self.done = False
@@ -58,6 +69,8 @@ class LiveRun:
                     if isinstance(event, StreamStarted):
                         self.stream_id = event.stream_id
                     self.events.append(event)
+                    if self._spans is not None:
+                        self._spans.observe(event)
                     self._started.set()
                     self._notify()
         except Exception as exc:
@@ -66,6 +79,8 @@ class LiveRun:
             else:  # a stream always ends with its terminal event; this is a bug
                 log.exception("run of session %s failed mid-stream", self.session_id)
         finally:
+            if self._spans is not None:
+                self._spans.close()
             self.done = True
             self.finished_at = time.monotonic()
             self._started.set()
@@ -107,6 +122,7 @@ class Runs:
         self.keep_finished = keep_finished
         self._by_session: dict[str, LiveRun] = {}
         self._by_stream: dict[str, LiveRun] = {}
+        self._swept = time.monotonic()
 
     def __len__(self) -> int:
         return len(self._by_session)
@@ -136,6 +152,9 @@ class Runs:
 
     def _expire(self) -> None:
         now = time.monotonic()
+        if now - self._swept < 1.0:
+            return  # a sweep a second at most: lookups stay O(1) under load
+        self._swept = now
         for stream_id, run in list(self._by_stream.items()):
             if run.finished_at is not None and now - run.finished_at > self.keep_finished:
                 del self._by_stream[stream_id]

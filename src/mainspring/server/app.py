@@ -150,6 +150,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             async with anyio.create_task_group() as tg:
                 host = SessionHost(agent, config, stores, signer, tg)
                 app.state.host = host
+                tg.start_soon(host.cancel_on_stop)
+                tg.start_soon(host.watch_cancels)
                 try:
                     yield
                 finally:
@@ -186,7 +188,9 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "X-API-Key"],
         )
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
-    app.add_middleware(AccessLog, worker=config.worker or "")
+    app.add_middleware(
+        AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
+    )
     return app
 
 

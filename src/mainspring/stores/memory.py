@@ -117,7 +117,7 @@ class InMemorySessionStore:
             self._spend.pop((session_id, kind), None)
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
-        """The ids of stored sessions (of ``principal`` only, if given), sorted, at most ``limit``."""
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
         ids = sorted(self._states)
         if principal is not None:
             ids = [sid for sid in ids if self._principal(sid) == principal]

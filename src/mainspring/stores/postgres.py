@@ -345,7 +345,7 @@ class PostgresSessionStore:
                 await conn.execute(statement, (session_id,))
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
-        """The ids of stored sessions (of ``principal`` only, if given), sorted, at most ``limit``."""
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
         async with self._use("listing sessions") as conn:
             if principal is None:
                 cur = await conn.execute(

@@ -382,7 +382,7 @@ class SQLiteSessionStore:
         await self._db.run(_delete, session_id)
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
-        """The ids of stored sessions (of ``principal`` only, if given), sorted, at most ``limit``."""
+        """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
         return await self._db.run_inline(_session_ids, max(limit, 0), principal)
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:

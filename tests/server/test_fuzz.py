@@ -1,0 +1,77 @@
+"""Hostile bodies and headers on every route: always a 4xx (or a stream), never a 500."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.server.conftest import ALICE, client_for
+
+pytestmark = pytest.mark.slow
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+bodies = st.one_of(
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=200),
+    st.dictionaries(
+        st.sampled_from(["message", "resume_stream_id", "after", "decision", "edits", "reason",
+                         "content", "is_error"]),
+        json_values,
+        max_size=4,
+    ).map(lambda d: json.dumps(d).encode()),
+)  # fmt: skip
+headers = st.dictionaries(
+    st.sampled_from(["Last-Event-ID", "Content-Type", "X-API-Key"]),
+    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=60),
+    max_size=2,
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    route=st.sampled_from(["messages", "decisions/x.y.z", "stream", "cancel", "pending", ""]),
+    method=st.sampled_from(["POST", "GET", "DELETE"]),
+    body=bodies,
+    extra=headers,
+)
+def test_no_input_makes_the_server_fail(
+    base: str, route: str, method: str, body: bytes, extra: dict[str, str]
+) -> None:
+    async def probe() -> None:
+        async with client_for(base, ALICE) as client:
+            sid = (await client.post("/v1/sessions")).json()["session_id"]
+            url = f"/v1/sessions/{sid}/{route}".rstrip("/")
+            sent: dict[str, Any] = {"headers": {"content-type": "application/json", **extra}}
+            if method == "POST":
+                sent["content"] = body
+            async with client.stream(method, url, **sent) as response:
+                if response.status_code == 200 and "event-stream" in response.headers.get(
+                    "content-type", ""
+                ):
+                    return  # a real stream (a valid message got through): fine
+                await response.aread()
+                assert response.status_code < 500, (method, url, body, response.text)
+
+    anyio.run(probe)
+
+
+@pytest.fixture(scope="module")
+def base() -> Any:
+    from mainspring.demo import demo_agent
+    from mainspring.server import create_app
+    from tests.server.conftest import config
+    from tests.server.servers import serving
+
+    with serving(create_app(demo_agent(), config(rate_per_minute=0))) as url:
+        yield url
