@@ -60,7 +60,7 @@ RANKS: dict[str, int] = {
     "_cli_render": 11,
     "_cli_sessions": 12,
     "_cli_chat": 12,
-    "_cli_serve": 13,
+    "_cli_serve": 12,
     "cli": 13,
     "__init__": 14,
     "__main__": 14,
