@@ -12,7 +12,7 @@ import mainspring
 SRC = Path(mainspring.__file__).parent
 
 # Lower numbers know nothing of higher ones.
-RANKS: dict[str, int] = {
+RANKS: dict[str, float] = {
     "errors": 0,
     "usage": 0,
     "_background": 0,
@@ -60,7 +60,7 @@ RANKS: dict[str, int] = {
     "_cli_render": 11,
     "_cli_sessions": 12,
     "_cli_chat": 12,
-    "_cli_serve": 12,
+    "_cli_serve": 12.5,
     "cli": 13,
     "__init__": 14,
     "__main__": 14,
