@@ -38,6 +38,8 @@ from mainspring.errors import (
     ToolInputError,
     UnknownAttempt,
 )
+from mainspring.server._agui import agui_router
+from mainspring.server._aisdk import aisdk_router
 from mainspring.server._api import router
 from mainspring.server._auth import ApiKeys, Authenticator
 from mainspring.server._config import ServerConfig
@@ -173,6 +175,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.state.limiter = RateLimiter(per_minute=config.rate_per_minute, burst=config.rate_burst)
     app.state.agent = agent
     app.include_router(router)
+    app.include_router(aisdk_router)
+    app.include_router(agui_router)
     app.include_router(ops_router)
     if config.engine is not None:
         app.mount("/v1/engine", _engine_app(config))

@@ -1,0 +1,155 @@
+// The `ai` package's own chat client (AbstractChat + DefaultChatTransport, what
+// useChat runs) headless in node against a mainspring server.
+//
+// node aisdk_chat.mjs <ai package dir> <scenario> <base url> <api key> <chat id>
+//   approve | reject: ask "Pay Alice $20", answer the approval, print the chat.
+//   client-tool: "sign it"; onToolCall runs sign_transaction in "the browser",
+//           addToolOutput + sendAutomaticallyWhen send its output back.
+//   resume: resumeStream() on a running chat; print FOLLOWING once a chunk came,
+//           then the chat when the stream ends.
+//   chunks: POST a question, check every chunk with uiMessageChunkSchema and fold
+//           them with readUIMessageStream; print the chunks and the message.
+// Output: one JSON line (and FOLLOWING before it for `resume`).
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+
+const [pkgDir, scenario, base, key, chatId] = process.argv.slice(2);
+const ai = await import(pathToFileURL(join(pkgDir, "dist", "index.mjs")).href);
+const { AbstractChat, DefaultChatTransport } = ai;
+
+class State {
+  constructor() {
+    this.status = "ready";
+    this.error = undefined;
+    this.messages = [];
+  }
+  pushMessage(m) {
+    this.messages = this.messages.concat(m);
+  }
+  popMessage() {
+    this.messages = this.messages.slice(0, -1);
+  }
+  replaceMessage(i, m) {
+    this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)];
+  }
+  snapshot(thing) {
+    return structuredClone(thing);
+  }
+}
+
+class Chat extends AbstractChat {
+  constructor(options) {
+    super({ ...options, state: new State() });
+  }
+}
+
+const api = `${base}/v1/aisdk/chat`;
+const headers = { Authorization: `Bearer ${key}` };
+const errors = [];
+const data = [];
+let following = false;
+
+function chat() {
+  return new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    onData: (part) => {
+      data.push(part);
+      if (!following) {
+        following = true;
+        process.stdout.write("FOLLOWING\n");
+      }
+    },
+  });
+}
+
+function report(c, extra = {}) {
+  process.stdout.write(
+    JSON.stringify({ status: c.status, errors, messages: c.messages, data, ...extra }) + "\n",
+  );
+}
+
+if (scenario === "approve" || scenario === "reject") {
+  const c = chat();
+  await c.sendMessage({ text: "Pay Alice $20" });
+  const asked = structuredClone(c.messages);
+  const part = c.messages
+    .at(-1)
+    .parts.find((p) => p.type.startsWith("tool-") && p.state === "approval-requested");
+  if (!part) {
+    report(c, { asked });
+  } else {
+    await c.addToolApprovalResponse({
+      id: part.approval.id,
+      approved: scenario === "approve",
+      reason: scenario === "approve" ? undefined : "not today",
+    });
+    await c.sendMessage();
+    report(c, { asked });
+  }
+} else if (scenario === "client-tool") {
+  // the browser runs the tool (onToolCall), the chat sends its output on its own
+  let c;
+  c = new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    onToolCall: async ({ toolCall }) => {
+      if (toolCall.toolName === "sign_transaction") {
+        void c.addToolOutput({  // not awaited: onToolCall runs inside the chat's job
+          tool: "sign_transaction",
+          toolCallId: toolCall.toolCallId,
+          output: { tx: "0xdeadbeef", to: toolCall.input.to },
+        });
+      }
+    },
+    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithToolCalls,
+  });
+  await c.sendMessage({ text: "sign it" });
+  const said = () => {
+    const last = c.messages.at(-1)?.parts.at(-1);
+    return last && last.type === "text" && last.text.includes("client said");
+  };
+  for (let i = 0; i < 400 && !(said() && c.status === "ready") && errors.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  report(c);
+} else if (scenario === "resume") {
+  const c = chat();
+  await c.resumeStream();
+  report(c);
+} else if (scenario === "chunks") {
+  const { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } = ai;
+  const response = await fetch(api, {
+    method: "POST",
+    headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify({
+      id: chatId,
+      trigger: "submit-message",
+      messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: "Pay Alice $20" }] }],
+    }),
+  });
+  const header = response.headers.get("x-vercel-ai-ui-message-stream");
+  const chunks = [];
+  const invalid = [];
+  const checked = parseJsonEventStream({ stream: response.body, schema: uiMessageChunkSchema })
+    .pipeThrough(
+      new TransformStream({
+        transform(result, controller) {
+          if (result.success) {
+            chunks.push(result.value);
+            controller.enqueue(result.value);
+          } else {
+            invalid.push(String(result.error));
+          }
+        },
+      }),
+    );
+  let message;
+  for await (const m of readUIMessageStream({ stream: checked })) message = m;
+  process.stdout.write(JSON.stringify({ header, chunks, invalid, message }) + "\n");
+} else {
+  process.stderr.write(`unknown scenario ${scenario}\n`);
+  process.exit(2);
+}

@@ -1,0 +1,500 @@
+"""The AG-UI route: every event validated by the ``ag-ui-protocol`` package's own models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    Event,
+    EventType,
+    MessagesSnapshotEvent,
+    ResumeEntry,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    ToolCallArgsEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from mainspring.decisions import Approve, Reject
+from mainspring.errors import ConfigError
+from mainspring.events import Event as MainspringEvent
+from mainspring.server._agui import decision_of
+from mainspring.server._agui_events import AguiRun
+from tests.server.uiservers import (
+    Served,
+    new_id,
+    served,
+    signing_agent,
+    sse_data,
+    two_workers,
+    writes_of,
+)
+from tests.strategies import events as any_event
+
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Served]:
+    with served() as s:
+        yield s
+
+
+def run_input(thread_id: str, text: str = "Pay Alice $20", **extra: Any) -> dict[str, Any]:
+    body = RunAgentInput(
+        thread_id=thread_id,
+        run_id=new_id(),
+        messages=[{"id": new_id(), "role": "user", "content": text}],  # type: ignore[list-item]
+        **extra,
+    )
+    dumped: dict[str, Any] = body.model_dump(mode="json", by_alias=True)
+    return dumped
+
+
+def resume_input(thread_id: str, *entries: ResumeEntry) -> dict[str, Any]:
+    body = RunAgentInput(thread_id=thread_id, run_id=new_id(), messages=[], resume=list(entries))
+    dumped: dict[str, Any] = body.model_dump(mode="json", by_alias=True)
+    return dumped
+
+
+def events_of(response: httpx.Response) -> list[BaseEvent]:
+    """The stream, each event parsed (and so validated) by the package's models."""
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    return [EVENTS.validate_json(data) for data in sse_data(response)]
+
+
+def finished(events: list[BaseEvent]) -> RunFinishedEvent:
+    last = events[-1]
+    assert isinstance(last, RunFinishedEvent)
+    return last
+
+
+def interrupted(server: Served, thread_id: str) -> tuple[list[BaseEvent], str]:
+    events = events_of(server.alice.post("/v1/agui", json=run_input(thread_id)))
+    outcome = finished(events).outcome
+    assert isinstance(outcome, RunFinishedInterruptOutcome)
+    (interrupt,) = outcome.interrupts
+    return events, interrupt.id
+
+
+def approve(interrupt_id: str, **payload: Any) -> ResumeEntry:
+    return ResumeEntry(
+        interrupt_id=interrupt_id, status="resolved", payload={"approved": True, **payload}
+    )
+
+
+# ---------------------------------------------------------------- the run
+
+
+def test_a_run_streams_every_kind_and_ends_in_an_interrupt(server: Served) -> None:
+    thread_id = new_id()
+    events, interrupt_id = interrupted(server, thread_id)
+    kinds = [e.type for e in events]
+    assert kinds[0] == EventType.RUN_STARTED
+    for kind in (
+        EventType.TEXT_MESSAGE_START,
+        EventType.TEXT_MESSAGE_CONTENT,
+        EventType.TEXT_MESSAGE_END,
+        EventType.REASONING_START,
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_CONTENT,
+        EventType.REASONING_MESSAGE_END,
+        EventType.REASONING_END,
+        EventType.TOOL_CALL_START,
+        EventType.TOOL_CALL_ARGS,
+        EventType.TOOL_CALL_END,
+        EventType.TOOL_CALL_RESULT,
+        EventType.STATE_SNAPSHOT,
+    ):
+        assert kind in kinds, kind
+    assert kinds[-3:] == [
+        EventType.MESSAGES_SNAPSHOT,
+        EventType.STATE_SNAPSHOT,
+        EventType.RUN_FINISHED,
+    ]
+    run = finished(events)
+    assert run.thread_id == thread_id
+    outcome = run.outcome
+    assert isinstance(outcome, RunFinishedInterruptOutcome)
+    interrupt = outcome.interrupts[0]
+    assert interrupt.id == interrupt_id and interrupt_id.count(".") == 2  # signed
+    assert interrupt.reason == "tool_call"
+    assert interrupt.metadata is not None and interrupt.metadata["toolName"] == "send_payment"
+    assert interrupt.metadata["input"]["amount_usd"] == 20.0
+    starts = [e for e in events if isinstance(e, ToolCallStartEvent)]
+    assert starts[-1].tool_call_name == "send_payment"
+    assert interrupt.tool_call_id == starts[-1].tool_call_id
+    args = "".join(
+        e.delta
+        for e in events
+        if isinstance(e, ToolCallArgsEvent) and e.tool_call_id == interrupt.tool_call_id
+    )
+    assert json.loads(args)["to_account"] == "acct_alice_01"
+    # what a resume needs is on the wire before the interrupt: the conversation so far
+    snapshot = next(e for e in events if isinstance(e, MessagesSnapshotEvent))
+    roles = [m.role for m in snapshot.messages]
+    assert roles[0] == "user" and roles[-1] == "assistant"
+    asked = snapshot.messages[-1]
+    assert isinstance(asked, AssistantMessage) and asked.tool_calls is not None
+    assert asked.tool_calls[-1].id == interrupt.tool_call_id
+    assert json.loads(asked.tool_calls[-1].function.arguments)["amount_usd"] == 20.0
+    # the session's own view agrees: the same signed id is pending
+    pending = server.alice.get(f"/v1/sessions/{thread_id}/pending").json()["pending"]
+    assert pending["approval_id"] == interrupt_id
+
+
+def test_resume_approves_and_the_payment_runs_once(server: Served) -> None:
+    thread_id = new_id()
+    events, interrupt_id = interrupted(server, thread_id)
+    call = next(
+        e
+        for e in events
+        if isinstance(e, ToolCallStartEvent) and e.tool_call_name == "send_payment"
+    )
+    after = events_of(
+        server.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+    )
+    assert after[0].type == EventType.RUN_STARTED
+    results = [e for e in after if isinstance(e, ToolCallResultEvent)]
+    assert [r.tool_call_id for r in results] == [call.tool_call_id]
+    assert json.loads(str(results[0].content))["status"] == "sent"
+    # the call was announced by the interrupted run: no second TOOL_CALL_START
+    assert not any(isinstance(e, ToolCallStartEvent) for e in after)
+    assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)
+    again = server.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+    assert again.status_code == 409, again.text
+    assert writes_of(server.alice, thread_id) == 1
+
+
+def test_resume_with_an_edit_of_a_modifiable_field(server: Served) -> None:
+    thread_id = new_id()
+    _events, interrupt_id = interrupted(server, thread_id)
+    entry = approve(interrupt_id, edits={"amount_usd": 7.0})
+    after = events_of(server.alice.post("/v1/agui", json=resume_input(thread_id, entry)))
+    result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+    assert json.loads(str(result.content))["amount_usd"] == 7.0
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"status": "resolved", "payload": {"approved": False, "reason": "not today"}},
+        {"status": "resolved", "payload": False},
+        {"status": "cancelled"},
+    ],
+    ids=["rejected", "bare-false", "cancelled"],
+)
+def test_resume_that_declines_runs_nothing(server: Served, entry: dict[str, Any]) -> None:
+    thread_id = new_id()
+    _events, interrupt_id = interrupted(server, thread_id)
+    body = resume_input(thread_id)
+    body["resume"] = [{"interruptId": interrupt_id, **entry}]
+    after = events_of(server.alice.post("/v1/agui", json=body))
+    result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+    assert result.metadata == {"isError": True}
+    assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)
+    assert writes_of(server.alice, thread_id) == 0
+
+
+def test_a_second_run_on_the_thread_continues_the_session(server: Served) -> None:
+    thread_id = new_id()
+    events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "What can you do?")))
+    events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "And then?")))
+    assert server.alice.get(f"/v1/sessions/{thread_id}").json()["turn_index"] == 2
+
+
+# ------------------------------------------------------------- refusals
+
+
+def test_no_credential_is_401(server: Served) -> None:
+    assert server.anonymous.post("/v1/agui", json=run_input(new_id())).status_code == 401
+
+
+def test_another_principals_thread_is_404(server: Served) -> None:
+    thread_id = new_id()
+    _events, interrupt_id = interrupted(server, thread_id)
+    assert server.bob.post("/v1/agui", json=run_input(thread_id)).status_code == 404
+    stolen = server.bob.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+    assert stolen.status_code == 404
+    assert writes_of(server.alice, thread_id) == 0
+
+
+def test_bad_resumes_are_refused_and_the_interrupt_stays_open(server: Served) -> None:
+    thread_id = new_id()
+    _events, interrupt_id = interrupted(server, thread_id)
+    attempt, digest, _mac = interrupt_id.split(".")
+    forged = f"{attempt}.{digest}.{'A' * 43}"
+    cases: list[tuple[list[dict[str, Any]] | None, int]] = [
+        (None, 409),  # a new message while the interrupt is open
+        ([], 409),
+        ([{"interruptId": forged, "status": "resolved", "payload": True}], 403),
+        ([{"interruptId": "nope", "status": "resolved", "payload": True}], 403),
+        (
+            [
+                {"interruptId": interrupt_id, "status": "resolved", "payload": True},
+                {"interruptId": interrupt_id, "status": "resolved", "payload": True},
+            ],
+            400,
+        ),
+        (
+            [
+                {"interruptId": interrupt_id, "status": "resolved", "payload": True},
+                {"interruptId": forged, "status": "resolved", "payload": True},
+            ],
+            403,
+        ),
+        ([{"interruptId": interrupt_id, "status": "resolved"}], 400),  # no payload
+        ([{"interruptId": interrupt_id, "status": "resolved", "payload": {"ok": 1}}], 400),
+        ([{"interruptId": interrupt_id, "status": "resolved", "payload": "yes"}], 400),
+        ([{"interruptId": interrupt_id, "status": "maybe"}], 422),
+        ([{"status": "resolved"}], 422),
+    ]
+    for resume, status in cases:
+        body = run_input(thread_id)
+        if resume is not None:
+            body["resume"] = resume
+        response = server.alice.post("/v1/agui", json=body)
+        assert response.status_code == status, (resume, response.text)
+        assert response.json()["error"]["message"]
+    non_modifiable = approve(interrupt_id, edits={"to_account": "acct_mallory"})
+    response = server.alice.post("/v1/agui", json=resume_input(thread_id, non_modifiable))
+    assert response.status_code == 422, response.text
+    assert writes_of(server.alice, thread_id) == 0
+    pending = server.alice.get(f"/v1/sessions/{thread_id}/pending").json()["pending"]
+    assert pending["approval_id"] == interrupt_id
+    ok = server.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+    assert isinstance(finished(events_of(ok)).outcome, RunFinishedSuccessOutcome)
+
+
+def test_a_resume_with_nothing_open_is_refused(server: Served) -> None:
+    thread_id = new_id()
+    events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "What can you do?")))
+    entry = {"interruptId": "x" * 30, "status": "resolved", "payload": True}
+    body = resume_input(thread_id)
+    body["resume"] = [entry]
+    assert server.alice.post("/v1/agui", json=body).status_code == 403
+
+
+BAD_INPUTS: list[tuple[str, object, int]] = [
+    ("not an object", [1], 422),
+    ("no threadId", {"runId": "r", "messages": []}, 422),
+    ("no runId", {"threadId": "t", "messages": []}, 422),
+    ("no messages", {"threadId": "t", "runId": "r"}, 422),
+    ("bad threadId", {"threadId": "../x", "runId": "r", "messages": []}, 400),
+    ("empty runId", {"threadId": "t", "runId": "", "messages": []}, 400),
+    ("empty messages", {"threadId": "t", "runId": "r", "messages": []}, 400),
+    (
+        "assistant last",
+        {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "a", "role": "assistant", "content": "hi"}],
+        },
+        400,
+    ),
+    (
+        "blank user text",
+        {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": " "}]},
+        400,
+    ),
+    (
+        "unknown role",
+        {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u", "role": "wizard", "content": "x"}],
+        },
+        422,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_inputs_are_clear_4xx(server: Served, case: str, body: object, status: int) -> None:
+    if isinstance(body, dict) and body.get("threadId") == "t":
+        body = {**body, "threadId": new_id()}
+    response = server.alice.post("/v1/agui", json=body)
+    assert response.status_code == status, (case, response.text)
+    assert response.json()["error"]["message"]
+
+
+@pytest.mark.slow
+@settings(max_examples=60)
+@given(
+    body=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "threadId",
+                        "runId",
+                        "messages",
+                        "id",
+                        "role",
+                        "content",
+                        "resume",
+                        "interruptId",
+                        "status",
+                        "payload",
+                        "approved",
+                        "tools",
+                        "state",
+                    ]
+                ),
+                children,
+                max_size=6,
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_no_input_makes_a_500(server: Served, body: object) -> None:
+    response = server.alice.post("/v1/agui", json=body)
+    assert 200 <= response.status_code < 500, response.text
+
+
+# ---------------------------------------------------------- the mapper
+
+
+def test_resume_payloads_decide() -> None:
+    def entry(payload: object, status: str = "resolved") -> ResumeEntry:
+        return ResumeEntry.model_validate(
+            {"interruptId": "i", "status": status, "payload": payload}
+        )
+
+    assert decision_of(entry({"approved": True, "edits": {"memo": "x"}})) == Approve(
+        edits={"memo": "x"}
+    )
+    assert decision_of(entry(True)) == Approve()
+    assert decision_of(entry({"approved": False, "reason": "no"})) == Reject(reason="no")
+    assert isinstance(decision_of(entry(None, "cancelled")), Reject)
+    for bad in (None, "yes", {"approved": "yes"}, {"approved": True, "extra": 1}, [True]):
+        with pytest.raises(ConfigError, match="payload"):
+            decision_of(entry(bad))
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(events=st.lists(any_event, max_size=30))
+def test_any_event_sequence_maps_to_valid_balanced_agui_events(
+    events: list[MainspringEvent],
+) -> None:
+    mapper = AguiRun(thread_id="t", run_id="r")
+    out = list(mapper.started())
+    for event in events:
+        out += mapper.events(event, {"k": 1})
+        if mapper.finished:
+            break
+    out += mapper.end()
+    open_text: set[str] = set()
+    open_reasoning: set[str] = set()
+    ended_calls: set[str] = set()
+    terminals = 0
+    for produced in out:
+        again = EVENTS.validate_json(produced.model_dump_json(by_alias=True))
+        assert again.type == produced.type
+        data = produced.model_dump(mode="json", by_alias=True)
+        kind = produced.type
+        if kind == EventType.TEXT_MESSAGE_START:
+            assert not open_text and not open_reasoning
+            open_text.add(data["messageId"])
+        elif kind in (EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END):
+            assert data["messageId"] in open_text
+            if kind == EventType.TEXT_MESSAGE_END:
+                open_text.clear()
+        elif kind == EventType.REASONING_START:
+            assert not open_text and not open_reasoning
+            open_reasoning.add(data["messageId"])
+        elif kind == EventType.REASONING_END:
+            assert data["messageId"] in open_reasoning
+            open_reasoning.clear()
+        elif kind == EventType.TOOL_CALL_END:
+            ended_calls.add(data["toolCallId"])
+        elif kind == EventType.TOOL_CALL_ARGS:
+            assert data["toolCallId"] not in ended_calls
+        elif kind in (EventType.RUN_FINISHED, EventType.RUN_ERROR):
+            terminals += 1
+            assert not open_text and not open_reasoning
+    assert out[0].type == EventType.RUN_STARTED
+    assert terminals == 1 and out[-1].type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["result", "error"])
+def test_a_frontend_tool_finishes_as_success_and_its_result_rides_the_next_input(
+    failed: bool,
+) -> None:
+    with served(signing_agent()) as server:
+        thread_id = new_id()
+        events = events_of(server.alice.post("/v1/agui", json=run_input(thread_id, "sign it")))
+        outcome = finished(events).outcome
+        start = next(e for e in events if isinstance(e, ToolCallStartEvent))
+        assert start.tool_call_name == "sign_transaction"
+        assert isinstance(outcome, RunFinishedSuccessOutcome)
+        assert outcome.pending_tool_call_ids == [start.tool_call_id]
+        # a new message without the result: refused, the call still waits
+        assert server.alice.post("/v1/agui", json=run_input(thread_id, "hm?")).status_code == 409
+        resume = resume_input(thread_id, approve("x" * 20))
+        assert server.alice.post("/v1/agui", json=resume).status_code == 400
+        body = run_input(thread_id)
+        tool_message: dict[str, Any] = {
+            "id": new_id(),
+            "role": "tool",
+            "toolCallId": start.tool_call_id,
+            "content": "tx 0xdeadbeef",
+        }
+        if failed:
+            tool_message["error"] = "user closed the wallet"
+        body["messages"] = [*body["messages"], tool_message]
+        after = events_of(server.alice.post("/v1/agui", json=body))
+        assert not any(isinstance(e, ToolCallStartEvent) for e in after)
+        result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+        assert result.tool_call_id == start.tool_call_id
+        if failed:
+            assert result.content == "user closed the wallet" and result.metadata == {
+                "isError": True
+            }
+        else:
+            assert result.content == "tx 0xdeadbeef" and result.metadata is None
+        assert isinstance(finished(after).outcome, RunFinishedSuccessOutcome)
+
+
+def test_the_openapi_document_describes_both_ui_routes(server: Served) -> None:
+    document = server.anonymous.get("/openapi.json").json()
+    paths = document["paths"]
+    body = paths["/v1/agui"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/RunAgentInput"}
+    chat = paths["/v1/aisdk/chat"]["post"]["requestBody"]["content"]["application/json"]
+    assert chat["schema"] == {"$ref": "#/components/schemas/ChatRequest"}
+    assert "get" in paths["/v1/aisdk/chat/{chat_id}/stream"]
+    assert "threadId" in document["components"]["schemas"]["RunAgentInput"]["properties"]
+
+
+def test_an_interrupt_is_answered_on_another_worker(tmp_path: Path) -> None:
+    from mainspring.demo import demo_agent
+
+    with two_workers(demo_agent(), tmp_path) as (first, second):
+        thread_id = new_id()
+        _events, interrupt_id = interrupted(first, thread_id)
+        after = events_of(
+            second.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+        )
+        result = next(e for e in after if isinstance(e, ToolCallResultEvent))
+        assert json.loads(str(result.content))["status"] == "sent"
+        again = first.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+        assert again.status_code == 409
+        assert writes_of(first.alice, thread_id) == 1

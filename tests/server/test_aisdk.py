@@ -1,0 +1,640 @@
+"""The AI SDK UI message stream route: the ``ai`` package's own chat client against it.
+
+The node tests run the SDK's ``AbstractChat`` + ``DefaultChatTransport`` (what
+``useChat`` runs) and its ``parseJsonEventStream`` / ``uiMessageChunkSchema`` /
+``readUIMessageStream`` against a real server; the ``ai`` package is
+installed into a cache directory on first use. The python tests pin the chunk
+sequence, the approval round trip and every refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mainspring.decisions import Approve, Reject
+from mainspring.events import (
+    Event,
+    PendingAction,
+    StreamStarted,
+    TextDelta,
+    ToolCallDelta,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+)
+from mainspring.server._aisdk import UIMessageStream
+from tests.server.uiservers import (
+    ALICE,
+    Served,
+    gated_agent,
+    new_id,
+    served,
+    signing_agent,
+    sse_data,
+    two_workers,
+    writes_of,
+)
+from tests.strategies import events as any_event
+
+SCRIPT = Path(__file__).with_name("aisdk_chat.mjs")
+AI_VERSION = "ai@6"
+AI_CACHE = Path(
+    os.environ.get("MAINSPRING_NPM_CACHE", Path.home() / ".cache" / "mainspring-tests" / "npm")
+)
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Served]:
+    with served() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def ai_package() -> Path:
+    """The ``ai`` npm package's directory, installed into the cache when missing."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("needs node and npm (apt-get install nodejs npm)")
+    package = AI_CACHE / "node_modules" / "ai"
+    if not (package / "dist" / "index.mjs").exists():
+        AI_CACHE.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(AI_CACHE), "--no-audit", "--no-fund", AI_VERSION],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0 or not (package / "dist" / "index.mjs").exists():
+            pytest.skip(f"needs the ai npm package (npm install failed: {done.stderr[-300:]})")
+    return package
+
+
+def run_node(ai_package: Path, scenario: str, base: str, chat_id: str) -> dict[str, Any]:
+    done = subprocess.run(
+        ["node", str(SCRIPT), str(ai_package), scenario, base, ALICE, chat_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def ask(client: httpx.Client, chat_id: str, text: str = "Pay Alice $20") -> httpx.Response:
+    body = {
+        "id": chat_id,
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
+    }
+    return client.post("/v1/aisdk/chat", json=body)
+
+
+def chunks_of(response: httpx.Response) -> list[dict[str, Any]]:
+    assert response.status_code == 200, response.text
+    assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    data = sse_data(response)
+    assert data[-1] == "[DONE]"
+    return [json.loads(d) for d in data[:-1]]
+
+
+def answer(chat_id: str, tool_call_id: str, approval: dict[str, Any]) -> dict[str, Any]:
+    part = {
+        "type": "tool-send_payment",
+        "toolCallId": tool_call_id,
+        "state": "approval-responded",
+        "input": {},
+        "approval": approval,
+    }
+    return {
+        "id": chat_id,
+        "trigger": "submit-message",
+        "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Pay Alice $20"}]},
+            {"id": "a1", "role": "assistant", "parts": [part]},
+        ],
+    }
+
+
+def approval_request(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(c for c in chunks if c["type"] == "tool-approval-request")
+
+
+# ------------------------------------------------- the SDK's own client, in node
+
+
+@pytest.mark.slow
+def test_use_chat_asks_approves_and_the_payment_is_sent(server: Served, ai_package: Path) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "approve", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    asked = result["asked"][-1]["parts"]
+    payment = next(p for p in asked if p["type"] == "tool-send_payment")
+    assert payment["state"] == "approval-requested"
+    assert payment["input"] == {"to_account": "acct_alice_01", "amount_usd": 20.0, "memo": ""}
+    assert payment["approval"]["id"].count(".") == 2  # the server's signed id, not the attempt
+    messages = result["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    parts = messages[-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available"
+    assert sent["output"]["status"] == "sent"
+    assert parts[-1]["type"] == "text" and "Done: $20.00" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_rejects_and_the_part_is_denied(server: Served, ai_package: Path) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "reject", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    parts = result["messages"][-1]["parts"]
+    denied = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert denied["state"] == "output-denied"
+    assert denied["approval"]["approved"] is False
+    assert "did not go through" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 0
+
+
+@pytest.mark.slow
+def test_every_chunk_passes_the_sdk_schema_and_folds_into_a_message(
+    server: Served, ai_package: Path
+) -> None:
+    result = run_node(ai_package, "chunks", server.base, new_id())
+    assert result["header"] == "v1"
+    assert result["invalid"] == []
+    kinds = [c["type"] for c in result["chunks"]]
+    assert kinds[0] == "start" and kinds[-1] == "finish"
+    parts = result["message"]["parts"]
+    # one step per model call, with the tools it asked for
+    assert [p["type"] for p in parts] == [
+        "step-start",
+        "reasoning",
+        "text",
+        "tool-get_balance",
+        "tool-lookup_contact",
+        "step-start",
+        "text",
+        "tool-send_payment",
+    ]
+    assert set(parts[3]["output"]) == {"balance_usd"}
+    assert parts[-1]["state"] == "approval-requested"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["same worker", "another worker"])
+def test_resume_follows_the_live_run_after_the_tab_went_away(
+    ai_package: Path, tmp_path: Path, where: str
+) -> None:
+    gate = threading.Event()
+    with two_workers(gated_agent(gate), tmp_path) as (first, second):
+        server = first if where == "same worker" else second
+        chat_id = new_id()
+        body = {
+            "id": chat_id,
+            "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        }
+        with first.alice.stream("POST", "/v1/aisdk/chat", json=body) as response:
+            assert response.status_code == 200
+            line = next(response.iter_lines())  # the tab reads a little, then reloads
+            assert line.startswith("data: ")
+        lines: queue.Queue[str] = queue.Queue()
+        command = ["node", str(SCRIPT), str(ai_package), "resume", server.base, ALICE, chat_id]
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        ) as node:
+
+            def read() -> None:
+                assert node.stdout is not None
+                for line in node.stdout:
+                    lines.put(line)
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            try:
+                assert lines.get(timeout=60).strip() == "FOLLOWING"
+                gate.set()
+                node.wait(timeout=60)
+                reader.join(timeout=10)
+            finally:
+                gate.set()
+                if node.poll() is None:
+                    node.kill()
+                    node.wait(timeout=10)
+        assert node.returncode == 0
+        result = json.loads(lines.get(timeout=5))
+        assert result["status"] == "ready" and result["errors"] == []
+        parts = result["messages"][-1]["parts"]
+        waited = next(p for p in parts if p["type"] == "tool-wait_here")
+        assert waited["state"] == "output-available" and waited["output"] == {"opened": True}
+        assert parts[-1] == {"type": "text", "text": "released", "state": "done"}
+        assert [d["type"] for d in result["data"]] == ["data-tool-progress"]
+        # nothing runs any more: a resume now is the SDK's 204
+        assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream").status_code == 204
+
+
+# ------------------------------------------------------- the chunk sequence
+
+
+def test_approval_round_trip_streams_the_output(server: Served) -> None:
+    chat_id = new_id()
+    chunks = chunks_of(ask(server.alice, chat_id))
+    request = approval_request(chunks)
+    available = [c for c in chunks if c["type"] == "tool-input-available"]
+    assert available[-1]["toolCallId"] == request["toolCallId"]
+    assert chunks.index(available[-1]) < chunks.index(request)
+    assert chunks[-1]["finishReason"] == "tool-calls"
+    approved = {"id": request["approvalId"], "approved": True}
+    response = server.alice.post(
+        "/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved)
+    )
+    after = chunks_of(response)
+    kinds = [c["type"] for c in after]
+    assert kinds[0] == "start"
+    # the client shows the call already: no new tool-input chunks for it
+    assert "tool-input-start" not in kinds and "tool-input-available" not in kinds
+    output = next(c for c in after if c["type"] == "tool-output-available")
+    assert output["toolCallId"] == request["toolCallId"]
+    assert output["output"]["status"] == "sent"
+    assert after[-1]["type"] == "finish" and after[-1]["finishReason"] == "stop"
+    # the same approval again: refused, and the payment ran once
+    again = server.alice.post(
+        "/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved)
+    )
+    assert again.status_code == 409, again.text
+    assert writes_of(server.alice, chat_id) == 1
+
+
+def test_rejection_streams_tool_output_denied(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    rejected = {"id": request["approvalId"], "approved": False, "reason": "not today"}
+    after = chunks_of(
+        server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], rejected))
+    )
+    denied = [c for c in after if c["type"] == "tool-output-denied"]
+    assert denied == [{"type": "tool-output-denied", "toolCallId": request["toolCallId"]}]
+    assert not any(c["type"] in ("tool-output-available", "tool-output-error") for c in after)
+    text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+    assert "not today" in text
+    assert writes_of(server.alice, chat_id) == 0
+
+
+def test_a_second_turn_continues_the_same_session(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    rejected = {"id": request["approvalId"], "approved": False}
+    chunks_of(
+        server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], rejected))
+    )
+    chunks_of(ask(server.alice, chat_id, "Pay Alice $5"))
+    state = server.alice.get(f"/v1/sessions/{chat_id}/state").json()
+    users = [m for m in state["messages"] if m["role"] == "user"]
+    assert len(users) == 2
+    assert state["turn_index"] == 2
+
+
+def test_regenerate_asks_the_last_question_again(server: Served) -> None:
+    chat_id = new_id()
+    gate_chunks = chunks_of(ask(server.alice, chat_id, "What can you do?"))
+    assert gate_chunks[-1]["type"] == "finish"
+    body = {
+        "id": chat_id,
+        "trigger": "regenerate-message",
+        "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What can you do?"}]}
+        ],
+    }
+    again = chunks_of(server.alice.post("/v1/aisdk/chat", json=body))
+    assert again[-1]["type"] == "finish"
+    assert server.alice.get(f"/v1/sessions/{chat_id}").json()["turn_index"] == 2
+
+
+def test_resume_with_nothing_running_is_204(server: Served) -> None:
+    chat_id = new_id()
+    chunks_of(ask(server.alice, chat_id))
+    assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream").status_code == 204
+
+
+# ------------------------------------------------------------- refusals
+
+
+def test_no_credential_is_401_on_both_routes(server: Served) -> None:
+    assert ask(server.anonymous, new_id()).status_code == 401
+    assert server.anonymous.get(f"/v1/aisdk/chat/{new_id()}/stream").status_code == 401
+
+
+def test_another_principals_chat_is_404(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    assert ask(server.bob, chat_id).status_code == 404
+    assert server.bob.get(f"/v1/aisdk/chat/{chat_id}/stream").status_code == 404
+    approved = {"id": request["approvalId"], "approved": True}
+    stolen = server.bob.post(
+        "/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved)
+    )
+    assert stolen.status_code == 404
+    assert writes_of(server.alice, chat_id) == 0
+    assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is not None
+
+
+def _user(text: object) -> dict[str, object]:
+    return {"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+BAD_BODIES: list[tuple[str, object, int]] = [
+    ("not an object", [1, 2], 422),
+    ("no id", {"messages": [_user("hi")]}, 422),
+    ("id with a slash", {"id": "a/b", "messages": [_user("hi")]}, 422),
+    ("id too long", {"id": "a" * 129, "messages": [_user("hi")]}, 422),
+    ("no messages", {"id": "c", "messages": []}, 422),
+    ("messages not a list", {"id": "c", "messages": "hi"}, 422),
+    ("unknown role", {"id": "c", "messages": [{"role": "tool", "parts": []}]}, 422),
+    ("unknown trigger", {"id": "c", "messages": [_user("hi")], "trigger": "resume"}, 422),
+    ("text not a string", {"id": "c", "messages": [_user(5)]}, 422),
+    ("no text part", {"id": "c", "messages": [{"role": "user", "parts": []}]}, 400),
+    ("blank text", {"id": "c", "messages": [_user("   ")]}, 400),
+    ("system last", {"id": "c", "messages": [{"role": "system", "parts": []}]}, 400),
+    (
+        "assistant last, no answer",
+        {"id": "c", "messages": [{"role": "assistant", "parts": []}]},
+        400,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status"), BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
+def test_bad_bodies_are_clear_4xx(server: Served, case: str, body: object, status: int) -> None:
+    if isinstance(body, dict) and body.get("id") == "c":
+        body = {**body, "id": new_id()}
+    response = server.alice.post("/v1/aisdk/chat", json=body)
+    assert response.status_code == status, (case, response.text)
+    assert response.json()["error"]["message"]
+
+
+def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    call = request["toolCallId"]
+    token = request["approvalId"]
+    attempt, digest, _mac = token.split(".")
+    forged = f"{attempt}.{digest}.{'A' * 43}"
+    cases = [
+        ({"id": forged, "approved": True}, 403),
+        ({"id": "not-a-token", "approved": True}, 403),
+        ({"id": token}, 400),  # no answer
+        ({"id": token, "approved": "yes please"}, 422),
+        ({"id": token, "approved": "true"}, 422),
+        ({"id": token, "approved": 1}, 422),
+        ({"approved": True}, 422),  # no id
+    ]
+    for approval, status in cases:
+        response = server.alice.post("/v1/aisdk/chat", json=answer(chat_id, call, approval))
+        assert response.status_code == status, (approval, response.text)
+    two = answer(chat_id, call, {"id": token, "approved": True})
+    two["messages"][-1]["parts"] *= 2
+    assert server.alice.post("/v1/aisdk/chat", json=two).status_code == 400
+    # a new question while the action waits: refused
+    assert ask(server.alice, chat_id).status_code == 409
+    # nothing was decided or written; the real answer still works
+    assert writes_of(server.alice, chat_id) == 0
+    ok = server.alice.post(
+        "/v1/aisdk/chat", json=answer(chat_id, call, {"id": token, "approved": True})
+    )
+    assert any(c["type"] == "tool-output-available" for c in chunks_of(ok))
+
+
+def test_bad_resume_ids_are_4xx(server: Served) -> None:
+    assert server.alice.get("/v1/aisdk/chat/a.b/stream").status_code == 422
+    assert server.alice.get(f"/v1/aisdk/chat/{'x' * 129}/stream").status_code == 422
+
+
+def test_resume_of_a_chat_not_used_yet_is_204_and_creates_nothing(server: Served) -> None:
+    chat_id = new_id()  # useChat({resume: true}) mounts before the first message
+    assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream").status_code == 204
+    assert server.alice.get(f"/v1/sessions/{chat_id}").status_code == 404
+
+
+@pytest.mark.slow
+@settings(max_examples=60)
+@given(
+    body=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "id",
+                        "messages",
+                        "role",
+                        "parts",
+                        "type",
+                        "text",
+                        "trigger",
+                        "state",
+                        "approval",
+                        "approved",
+                        "toolCallId",
+                    ]
+                ),
+                children,
+                max_size=5,
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_no_body_makes_a_500(server: Served, body: object) -> None:
+    response = server.alice.post("/v1/aisdk/chat", json=body)
+    assert 200 <= response.status_code < 500, response.text
+    if response.status_code == 200:
+        response.read()
+
+
+# ------------------------------------------------------ the mapper's grammar
+
+
+def check_step(kind: str, in_step: bool, part_open: bool) -> bool:
+    """Steps do not nest, hold every text/reasoning part and streamed call; the new state."""
+    if kind == "start-step":
+        assert not in_step and not part_open
+        return True
+    if kind == "finish-step":
+        assert in_step and not part_open
+        return False
+    if kind.startswith(("text-", "reasoning-")) or kind == "tool-input-delta":
+        assert in_step, f"{kind} outside a step"
+    return in_step
+
+
+def check_grammar(chunks: list[dict[str, Any]]) -> None:
+    """The chunk grammar the SDK's reader relies on."""
+    assert chunks[0]["type"] == "start"
+    assert [c["type"] for c in chunks].count("start") == 1
+    open_parts: dict[str, str] = {}
+    in_step = False
+    inputs_started: set[str] = set()
+    inputs_done: set[str] = set()
+    for chunk in chunks:
+        json.dumps(chunk)
+        kind = chunk["type"]
+        in_step = check_step(kind, in_step, bool(open_parts))
+        for family in ("text", "reasoning"):
+            if kind == f"{family}-start":
+                assert not open_parts, "one text or reasoning part open at a time"
+                open_parts[chunk["id"]] = family
+            elif kind in (f"{family}-delta", f"{family}-end"):
+                assert open_parts.get(chunk["id"]) == family
+                if kind.endswith("-end"):
+                    del open_parts[chunk["id"]]
+        if kind.startswith("tool-"):
+            call = chunk["toolCallId"]
+            if kind == "tool-input-start":
+                inputs_started.add(call)
+            elif kind == "tool-input-delta":
+                assert call in inputs_started and call not in inputs_done
+            elif kind == "tool-input-available":
+                assert call in inputs_started
+                inputs_done.add(call)
+            else:
+                assert call in inputs_done, f"{kind} before the call's input"
+            assert not open_parts
+        if kind in ("finish", "error"):
+            assert not open_parts and not in_step
+    assert not open_parts and not in_step
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(events=st.lists(any_event, max_size=30), replay=st.booleans())
+def test_any_event_sequence_maps_to_a_well_formed_chunk_stream(
+    events: list[Event], replay: bool
+) -> None:
+    mapper = UIMessageStream(session_id="s", replay=replay)
+    chunks: list[dict[str, Any]] = []
+    for event in events:
+        chunks += mapper.chunks(event)
+    chunks += mapper.end()
+    if not chunks:
+        chunks = mapper._start()
+    check_grammar(chunks)
+
+
+def _continuation(decision: Approve | Reject) -> list[Event]:
+    return [
+        StreamStarted(stream_id="st", session_id="s"),
+        *(
+            [ToolStart(tool_use_id="c1", name="pay", input={"x": 1})]
+            if isinstance(decision, Approve)
+            else []
+        ),
+        ToolResult(
+            tool_use_id="c1", name="pay", content="ok", is_error=isinstance(decision, Reject)
+        ),
+        ToolCallDelta(tool_use_id="c2", name="more", index=0, args_delta="{}"),
+        PendingAction(
+            attempt_id="a2", tool_use_id="c2", turn_index=0, name="more", input={}, description=""
+        ),
+        TextDelta(text="x"),
+        TurnComplete(stop_reason="pending_action"),
+    ]
+
+
+@pytest.mark.parametrize("decision", [Approve(), Reject()], ids=["approve", "reject"])
+def test_a_replayed_continuation_announces_the_decided_call_again(
+    decision: Approve | Reject,
+) -> None:
+    calls = {"c1": ("pay", {"x": 1})}
+    replay = UIMessageStream(session_id="s", replay=True, calls=calls)
+    live = UIMessageStream(session_id="s", decided=("c1", decision))
+    replayed = [c for e in _continuation(decision) for c in replay.chunks(e)]
+    streamed = [c for e in _continuation(decision) for c in live.chunks(e)]
+    check_grammar(replayed)
+    announced = [
+        c for c in replayed if c["type"] == "tool-input-available" and c["toolCallId"] == "c1"
+    ]
+    assert announced == [
+        {"type": "tool-input-available", "toolCallId": "c1", "toolName": "pay", "input": {"x": 1}}
+    ]
+    assert not any(
+        c.get("toolCallId") == "c1" and str(c["type"]).startswith("tool-input") for c in streamed
+    )
+    final = "tool-output-available" if isinstance(decision, Approve) else "tool-output-denied"
+    for chunks in (replayed, streamed):
+        assert [c["type"] for c in chunks if c.get("toolCallId") == "c1"][-1] == final
+
+
+# ------------------------------------------------------ a client-executed tool
+
+
+@pytest.mark.parametrize("failed", [False, True], ids=["output", "error"])
+def test_a_client_tool_runs_in_the_browser_and_its_output_continues_the_turn(
+    failed: bool,
+) -> None:
+    with served(signing_agent()) as server:
+        chat_id = new_id()
+        chunks = chunks_of(ask(server.alice, chat_id, "sign it"))
+        kinds = [c["type"] for c in chunks]
+        # the SDK's onToolCall runs it: no approval is asked for
+        assert "tool-approval-request" not in kinds
+        call = next(c for c in chunks if c["type"] == "tool-input-available")
+        assert call["toolName"] == "sign_transaction"
+        assert call["input"] == {"to": "0xabc", "amount_usd": 1.0}
+        assert chunks[-1]["finishReason"] == "tool-calls"
+        part: dict[str, Any] = {
+            "type": "tool-sign_transaction",
+            "toolCallId": call["toolCallId"],
+            "input": call["input"],
+        }
+        if failed:
+            part |= {"state": "output-error", "errorText": "user closed the wallet"}
+        else:
+            part |= {"state": "output-available", "output": {"tx": "0xdeadbeef"}}
+        body = {
+            "id": chat_id,
+            "messages": [
+                {"id": "u", "role": "user", "parts": [{"type": "text", "text": "sign it"}]},
+                {"id": "a", "role": "assistant", "parts": [part]},
+            ],
+        }
+        after = chunks_of(server.alice.post("/v1/aisdk/chat", json=body))
+        final = "tool-output-error" if failed else "tool-output-available"
+        assert [c["type"] for c in after if c.get("toolCallId") == call["toolCallId"]] == [final]
+        text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+        expected = "user closed the wallet (error: True)" if failed else "0xdeadbeef"
+        assert expected in text
+        # the same output again: nothing waits for it any more
+        assert server.alice.post("/v1/aisdk/chat", json=body).status_code == 400
+
+
+@pytest.mark.slow
+def test_use_chat_runs_a_client_tool_in_the_browser_and_sends_its_output(
+    ai_package: Path,
+) -> None:
+    with served(signing_agent()) as server:
+        chat_id = new_id()
+        result = run_node(ai_package, "client-tool", server.base, chat_id)
+        assert result["status"] == "ready" and result["errors"] == []
+        assert [m["role"] for m in result["messages"]] == ["user", "assistant"]
+        parts = result["messages"][-1]["parts"]
+        signed = next(p for p in parts if p["type"] == "tool-sign_transaction")
+        assert signed["state"] == "output-available"
+        assert signed["output"] == {"tx": "0xdeadbeef", "to": "0xabc"}
+        assert "0xdeadbeef" in parts[-1]["text"] and "(error: False)" in parts[-1]["text"]
+        assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None
