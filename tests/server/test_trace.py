@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mainspring.agent import Agent
 from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segment, TurnSnapshot
-from mainspring.demo import DEMO_MESSAGE, demo_agent
+from mainspring.demo import DEMO_MESSAGE
 from mainspring.errors import ConfigError, RateLimited
 from mainspring.models.base import ModelEvent, ModelRequest
 from mainspring.models.retry import RetryPolicy, retrying_stream
@@ -21,7 +21,7 @@ from mainspring.permissions import PermissionRules
 from mainspring.server import ServerConfig, TraceRecorder, trace_event
 from mainspring.server._recorder import RunTrace
 from mainspring.tools.define import tool
-from tests.server.conftest import ALICE, BOB, client_for, config, read_sse
+from tests.server.conftest import BOB, client_for, config, read_sse
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +50,8 @@ async def test_a_run_records_its_calls_tools_and_pending_action(server_for: Any)
         runs = (await http.get("/v1/trace/runs")).json()["runs"]
         assert [r["kind"] for r in runs] == ["decision", "message"]  # newest first
         assert {r["session_id"] for r in runs} == {session}
+        assert runs[0]["events"] == len(second) and runs[0]["stop_reason"] == "end_turn"
+        assert runs[0]["stream_id"] == second[0].data["stream_id"]
         message = (await http.get(f"/v1/trace/runs/{runs[1]['run_id']}")).json()
     done = first[-1].data
     assert done["stop_reason"] == "pending_action"
