@@ -24,7 +24,10 @@ from tests.server.web_agent import CANVAS_HTML, PART_ONE, PART_TWO, web_agent
 
 pytestmark = pytest.mark.slow
 
-sync_api = pytest.importorskip("playwright.sync_api")
+try:
+    from playwright import sync_api
+except ImportError:  # pragma: no cover - it is in the test extra
+    pytest.skip('needs playwright: pip install -e ".[test]"', allow_module_level=True)
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -114,6 +117,12 @@ def screenshot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def fits_the_width(page: Any) -> bool:
+    """Nothing sticks out sideways (wide tables scroll in their own region)."""
+    fits: bool = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    return fits
+
+
 def stored_log(page: Any) -> dict[str, Any]:
     state: dict[str, Any] = json.loads(page.evaluate("sessionStorage.getItem('mainspring.chat')"))
     return state
@@ -152,12 +161,16 @@ def test_a_message_streams_its_answer(tab: Page, demo_url: str) -> None:
     page = tab.page
     page.goto(f"{demo_url}/?key={KEY}")
     assert "key=" not in page.url  # the key left the address bar for the tab's storage
-    send(page, "hello there")
+    hostile = "<img src=x onerror=alert(1)> hello"
+    send(page, hostile)
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     answer = page.locator(".msg.assistant .text").last.inner_text()
     assert answer == "I can check your balance or pay a contact, e.g. 'pay Bob $5'."
+    assert page.locator(".msg.user").last.inner_text().endswith(hostile)  # text, not markup
+    assert page.locator("img").count() == 0
     screenshot(page, "chat-desktop")
     page.set_viewport_size(PHONE)
+    assert fits_the_width(page)
     screenshot(page, "chat-phone")
     page.get_by_role("button", name="Dark theme").click()
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
@@ -179,6 +192,10 @@ def test_approve_with_an_edit_runs_the_tool_with_the_edited_value(tab: Page, dem
     assert card.locator("dd[data-field='to_account']").inner_text() == "acct_alice_01"
     assert page.locator(".tool[data-tool='get_balance'] .result").inner_text().startswith("→")
     screenshot(page, "card-desktop")
+    page.set_viewport_size(PHONE)
+    assert fits_the_width(page)
+    screenshot(page, "card-phone")
+    page.set_viewport_size(DESKTOP)
     card.get_by_label("amount_usd").fill("45")
     card.get_by_role("button", name="Approve").click()
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
@@ -197,7 +214,9 @@ def test_reject_and_a_card_left_open_survives_a_reload(tab: Page, demo_url: str)
     card.wait_for()
     assert card.get_by_label("amount_usd").input_value() == "30"
     card.get_by_label("Reason").fill("not today")
-    card.get_by_role("button", name="Reject").click()
+    page.keyboard.press("Tab")  # from the reason to Reject, by keyboard
+    assert page.evaluate("document.activeElement.textContent") == "Reject"
+    page.keyboard.press("Enter")
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     text = page.locator(".msg.assistant").last.inner_text()
     assert "The payment did not go through" in text and "not today" in text
@@ -293,7 +312,10 @@ def test_the_trace_page_shows_the_figures_of_the_run_just_made(
     assert page.locator("td", has_text="wait_for_gate").count() >= 2  # start and result
     screenshot(page, "trace-desktop")
     page.set_viewport_size(PHONE)
+    assert fits_the_width(page)
     screenshot(page, "trace-phone")
+    page.get_by_role("button", name="Dark theme").click()
+    screenshot(page, "trace-phone-dark")
     # the search narrows the rail; the exports download
     page.get_by_label("Search runs").fill("no-such-run-anywhere")
     page.locator("#rail-status", has_text="0 runs").wait_for()

@@ -59,6 +59,13 @@
   }
 
   function table(caption, head, rows, numericFrom) {
+    // A region of its own that scrolls sideways on a narrow screen (and by keyboard).
+    const wrap = el("div", { className: "table-wrap", role: "region", "aria-label": caption, tabindex: 0 });
+    wrap.append(bareTable(caption, head, rows, numericFrom));
+    return wrap;
+  }
+
+  function bareTable(caption, head, rows, numericFrom) {
     return el("table", {}, [
       el("caption", { text: caption }),
       el("thead", {}, [el("tr", {}, head.map((h, i) => el("th", { scope: "col", className: i >= numericFrom ? "num" : null, text: h })))]),
