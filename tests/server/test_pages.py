@@ -258,6 +258,19 @@ def test_a_reload_mid_stream_loses_and_doubles_nothing(
     assert before["last"]["done"] is False
     page.reload()
     page.locator(".tool[data-tool='wait_for_gate']").wait_for()
+    # As if the tab had reloaded before the stream's first event reached it: the
+    # page finds the session's running stream and follows it from its start.
+    page.evaluate(
+        """() => {
+        const s = JSON.parse(sessionStorage.getItem('mainspring.chat'));
+        s.log = s.log.filter((e) => !e.id);
+        s.last = null;
+        sessionStorage.setItem('mainspring.chat', JSON.stringify(s));
+    }"""
+    )
+    page.reload()
+    page.locator(".tool[data-tool='wait_for_gate']").wait_for()
+    assert page.locator(".msg.assistant .text").all_inner_texts() == [PART_ONE]
     gate.set()
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     texts = page.locator(".msg.assistant .text").all_inner_texts()
@@ -286,7 +299,8 @@ def test_the_trace_page_shows_the_figures_of_the_run_just_made(
     with client(web_url) as http:
         newest = http.get("/v1/trace/runs").json()["runs"][0]
         detail = http.get(f"/v1/trace/runs/{newest['run_id']}").json()
-    page.goto(f"{web_url}/trace")
+    page.get_by_role("link", name="Trace").click()  # this conversation's runs
+    page.wait_for_url(f"**/trace?q={newest['session_id']}")
     page.locator(f"button[data-run='{newest['run_id']}'][aria-current='true']").wait_for()
     page.locator("section.call").first.wait_for()
     calls = detail["calls"]

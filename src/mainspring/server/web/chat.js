@@ -41,6 +41,8 @@
 
   function save() {
     sessionStorage.setItem(STORE, JSON.stringify(state));
+    const trace = document.querySelector("nav a[href^='/trace']");
+    if (trace) trace.href = state.session ? "/trace?q=" + encodeURIComponent(state.session) : "/trace";
   }
 
   function status(text, isError) {
@@ -411,6 +413,14 @@
   async function resume() {
     if (!state.session || !window.MS.key()) return;
     try {
+      // A stream this tab has not seen yet (a reload before its first event came):
+      // follow it from its start.
+      const info = await window.MS.apiJson("/v1/sessions/" + encodeURIComponent(state.session));
+      const current = info.active_stream || info.last_stream;
+      if (current && (!state.last || state.last.stream !== current)) {
+        state.last = { stream: current, pos: -1, done: false };
+        view = null;
+      }
       if (state.last && !state.last.done) {
         status("Resuming the stream…");
         await run(follow);
@@ -457,6 +467,7 @@
   });
 
   redraw();
+  save();
   window.MS.setupKeyForm(resume);
   resume();
 })();

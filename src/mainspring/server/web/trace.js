@@ -8,6 +8,7 @@
   const pane = document.getElementById("run");
   let selected = null;
   let timer = null;
+  let live = null; // re-reads a run still running
 
   const int = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
   const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
@@ -159,6 +160,8 @@
     nodes.push(table("Tools, retries, rate limits and events", ["at", "kind", "name", "detail"], activityRows(detail.activities), 9));
     if (s.dropped_activities) nodes.push(el("p", { className: "muted", text: s.dropped_activities + " older activities were dropped." }));
     pane.replaceChildren(...nodes);
+    clearTimeout(live);
+    if (s.status === "running") live = setTimeout(() => selected === s.run_id && select(s.run_id), 1500);
     for (const bar of pane.querySelectorAll(".share[data-w]")) bar.style.width = Math.max(1, Number(bar.dataset.w)) / 20 + "rem";
   }
 
@@ -185,6 +188,7 @@
     loadRuns();
     if (selected) select(selected);
   });
+  search.value = new URL(window.location.href).searchParams.get("q") || "";
   window.MS.setupKeyForm(loadRuns);
   loadRuns();
 })();
