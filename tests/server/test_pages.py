@@ -232,11 +232,12 @@ def test_a_client_executed_tool_runs_in_the_browser(tab: Page, web_url: str) -> 
     send(page, "sign $5 to bob")
     card = page.locator("section.card[data-tool='sign_payment']")
     card.wait_for()
-    assert card.get_by_label("amount_usd").input_value() == "5"
-    card.get_by_label("amount_usd").fill("7")
+    # what the browser signs is what the model asked: a client result carries no edits
+    assert card.locator("dd[data-field='amount_usd']").inner_text() == "5"
+    assert card.locator("input[name='amount_usd']").count() == 0
     card.get_by_role("button", name="Run sign_payment here").click()
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
-    signed = json.dumps({"amount_usd": 7, "to_account": "acct_bob"}, separators=(",", ":"))
+    signed = json.dumps({"amount_usd": 5, "to_account": "acct_bob"}, separators=(",", ":"))
     digest = hashlib.sha256(signed.encode()).hexdigest()
     reported = json.loads(page.locator(".tool[data-tool='sign_payment'] .result").inner_text()[2:])
     assert reported == {"signed": True, "by": "browser", "signature": digest}

@@ -220,7 +220,8 @@
       node.append(el("ul", { className: "findings", "aria-label": "Guard findings" }, ev.findings.map((f) =>
         el("li", { className: "finding-" + f.action }, [el("strong", { text: f.tier + " · " + f.action + ": " }), f.message, el("span", { className: "muted", text: " (" + f.source + ")" })]))));
     }
-    const editable = new Set(ev.modifiable_fields || []);
+    // A client result carries no edits: the page carries out exactly what was asked.
+    const editable = new Set(ev.client_executed ? [] : ev.modifiable_fields || []);
     const fields = el("dl", { className: "fields" });
     const controls = {};
     for (const [name, value] of Object.entries(ev.input || {})) {
@@ -255,8 +256,7 @@
         let content;
         let isError = false;
         try {
-          const args = Object.assign({}, ev.input, collectEdits(controls, ev.input));
-          content = known ? await known(args) : manual.value;
+          content = known ? await known(ev.input) : manual.value;
         } catch (err) {
           content = String(err && err.message ? err.message : err);
           isError = true;
