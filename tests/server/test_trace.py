@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -218,6 +219,8 @@ async def test_retries_rate_limits_and_application_events_are_activities(
             symbol: The ticker.
         """
         trace_event("quote_cache", hit=False, symbol=symbol)
+        # the warning the context compiler logs when a committed prefix changes
+        logging.getLogger("mainspring.context").warning("transcript prefix changed: %s", "test")
         return "42"
 
     script = ScriptedModel(
@@ -238,7 +241,9 @@ async def test_retries_rate_limits_and_application_events_are_activities(
         )
         assert frames[-1].data["stop_reason"] == "end_turn"
         run_id = (await http.get("/v1/trace/runs")).json()["runs"][0]["run_id"]
-        activities = (await http.get(f"/v1/trace/runs/{run_id}")).json()["activities"]
+        detail = (await http.get(f"/v1/trace/runs/{run_id}")).json()
+    activities = detail["activities"]
+    assert [m["name"] for m in detail["prefix_mutations"]] == ["transcript prefix changed: test"]
     limited = [a for a in activities if a["kind"] == "rate_limit"]
     assert [(a["name"], a["attempt"]) for a in limited] == [("RateLimited", 2)]
     event = next(a for a in activities if a["kind"] == "event")
