@@ -276,6 +276,8 @@ def test_a_reload_mid_stream_loses_and_doubles_nothing(
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     texts = page.locator(".msg.assistant .text").all_inner_texts()
     assert "".join(texts) == PART_ONE + PART_TWO
+    thinking = page.locator("details.thinking").all_text_contents()
+    assert thinking == ["ThinkingA short story, in two parts."]  # its summary, then the text
     assert page.locator(".canvas iframe").count() == 1
     assert CANVAS_HTML in (page.locator(".canvas iframe").get_attribute("srcdoc") or "")
     state = stored_log(page)
