@@ -104,3 +104,17 @@ async def test_a_retry_after_past_the_deadline_gives_up_at_once() -> None:
     with pytest.raises(RateLimited):
         await collect(RetryPolicy(deadline=1.0), start)
     assert len(calls) == 1 and anyio.current_time() - began < 1.0
+
+
+async def test_each_retry_is_logged_with_its_figures(caplog: pytest.LogCaptureFixture) -> None:
+    limited = RateLimited("slow down", provider="p", retry_after=0.01)
+    cut = ModelOutputError("cut", provider="p", retryable=True)
+    _, start = flaky([limited, cut])
+    with caplog.at_level("WARNING", logger="mainspring.models.retry"):
+        await collect(FAST, start)
+    retries = [getattr(r, "retry", None) for r in caplog.records]
+    assert [(r["error"], r["rate_limited"], r["attempt"]) for r in retries if r] == [
+        ("RateLimited", True, 2),
+        ("ModelOutputError", False, 3),
+    ]
+    assert retries[0] is not None and retries[0]["wait_seconds"] >= 0.01

@@ -8,6 +8,7 @@ is honoured when it is longer than the backoff.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from mainspring.errors import ConfigError, ModelError, RateLimited
 from mainspring.models.base import ModelEvent
 
 __all__ = ["RetryPolicy", "retrying_stream"]
+
+log = logging.getLogger("mainspring.models.retry")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +85,26 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, ModelError) and exc.retryable
 
 
+def _log_retry(state: RetryCallState) -> None:
+    """One warning per retry, its figures in ``extra["retry"]`` (the server's trace reads them)."""
+    exc = state.outcome.exception() if state.outcome else None
+    wait = state.next_action.sleep if state.next_action else 0.0
+    log.warning(
+        "model call failed (%s); retrying in %.2f s (attempt %d)",
+        type(exc).__name__,
+        wait,
+        state.attempt_number + 1,
+        extra={
+            "retry": {
+                "error": type(exc).__name__,
+                "rate_limited": isinstance(exc, RateLimited),
+                "attempt": state.attempt_number + 1,
+                "wait_seconds": round(float(wait), 3),
+            }
+        },
+    )
+
+
 async def retrying_stream(
     start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
 ) -> AsyncIterator[ModelEvent]:
@@ -95,6 +118,7 @@ async def retrying_stream(
         ),
         wait=policy._wait(),
         retry=retry_if_exception(_retryable),
+        before_sleep=_log_retry,
         reraise=True,
     )
     async for attempt in retrying:

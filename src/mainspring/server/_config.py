@@ -58,6 +58,12 @@ class ServerConfig:
     (its information and exported functions; every request signed, its policy applied)."""
     engine_keys: dict[str, str] | None = None
     """The engines trusted to call it: ``{key id: Ed25519 public key text}``."""
+    trace_runs: int = 200
+    """Runs the trace inspector (``/trace``) keeps in this worker's memory (0: no recorder)."""
+    trace_activities: int = 500
+    """Activities (tool calls, retries, events…) kept per recorded run."""
+    trace_content: bool = False
+    """Let the trace recorder keep raw text (messages, tool data, prompt segments)."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:
@@ -66,5 +72,7 @@ class ServerConfig:
             raise ConfigError("rate_per_minute must be >= 0 and rate_burst >= 1")
         if self.lock_ttl <= 0 or self.shutdown_grace < 0 or self.keep_finished < 0:
             raise ConfigError("lock_ttl must be positive; shutdown_grace, keep_finished >= 0")
+        if self.trace_runs < 0 or self.trace_activities < 1:
+            raise ConfigError("trace_runs must be >= 0 and trace_activities >= 1")
         if self.store is None and self.sessions is None:
             raise ConfigError("a server needs a session store: store= or sessions=")

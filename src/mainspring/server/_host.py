@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import replace
 
@@ -33,9 +33,12 @@ from mainspring.session import Session
 from mainspring.state import SessionState
 from mainspring.stores import Stores
 
-__all__ = ["CANCEL_POLL", "NotFound", "SessionHost", "StaleApproval"]
+__all__ = ["CANCEL_POLL", "NotFound", "Observer", "SessionHost", "StaleApproval"]
 
 log = logging.getLogger("mainspring.server")
+
+Observer = Callable[[Session, AsyncGenerator[Event, None]], AsyncGenerator[Event, None]]
+"""Wraps each run's stream as it is pumped (the trace recorder)."""
 
 
 class NotFound(LookupError):
@@ -56,6 +59,8 @@ class SessionHost:
         stores: Stores,
         signer: ApprovalSigner,
         task_group: TaskGroup,
+        *,
+        observe: Observer | None = None,
     ) -> None:
         """Serve ``agent`` on ``stores``; runs are pumped by tasks of ``task_group``."""
         if stores.sessions is None or stores.checkpoints is None or stores.locks is None:
@@ -68,6 +73,7 @@ class SessionHost:
         self.worker = config.worker or str(uuid.uuid4())
         self._tg = task_group
         self.tracer = tracer_of(config.tracer_provider)
+        self._observe = observe
         self.stopping = anyio.Event()
         """Set when the worker shuts down: running streams are cancelled to a terminal."""
 
@@ -143,6 +149,8 @@ class SessionHost:
         Raises:
             Exception: What refused the run before its first event.
         """
+        if self._observe is not None:
+            stream = self._observe(session, stream)
         spans = None
         if self.tracer is not None:
             spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)

@@ -47,6 +47,7 @@ from mainspring.server._deps import RateLimitedRequest, Unauthorized
 from mainspring.server._host import NotFound, SessionHost
 from mainspring.server._limits import BodyLimit, RateLimiter
 from mainspring.server._ops import AccessLog, ops_router
+from mainspring.server._pages import pages_router, recorder_for
 from mainspring.server._signing import ApprovalSigner, BadApproval
 from mainspring.stores import open_stores
 
@@ -133,6 +134,9 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     if config.api_keys:
         authenticators.append(ApiKeys(config.api_keys))
     signer = ApprovalSigner(config.signing_key)
+    recorder = recorder_for(config)
+    if recorder is not None:
+        agent = recorder.instrument(agent)
     if config.signing_key is None:
         log.info("no signing key configured: approval ids are valid on this process only")
 
@@ -151,7 +155,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                     "give store= one URL that holds them all, or each one"
                 )
             async with anyio.create_task_group() as tg:
-                host = SessionHost(agent, config, stores, signer, tg)
+                observe = recorder.observe if recorder is not None else None
+                host = SessionHost(agent, config, stores, signer, tg, observe=observe)
                 app.state.host = host
                 tg.start_soon(host.cancel_on_stop)
                 tg.start_soon(host.watch_cancels)
@@ -174,12 +179,14 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.state.authenticators = authenticators
     app.state.limiter = RateLimiter(per_minute=config.rate_per_minute, burst=config.rate_burst)
     app.state.agent = agent
+    app.state.recorder = recorder
     app.include_router(router)
     app.include_router(aisdk_router)
     app.include_router(agui_router)
     app.include_router(ops_router)
     if config.engine is not None:
         app.mount("/v1/engine", _engine_app(config))
+    app.include_router(pages_router)
     app.add_exception_handler(RequestValidationError, _on_invalid)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_error)
