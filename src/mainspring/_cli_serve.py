@@ -118,6 +118,12 @@ def serve(
             "--trusted-keys", help="'key_id public_key' lines: the engines that may call it."
         ),
     ] = None,
+    trace_content: Annotated[
+        bool,
+        typer.Option(
+            "--trace-content", help="Let the trace inspector keep raw text (off: figures only)."
+        ),
+    ] = False,
     cors_origin: Annotated[
         list[str] | None, typer.Option("--cors-origin", help="An origin CORS allows (repeatable).")
     ] = None,
@@ -178,6 +184,7 @@ def serve(
             "lock_ttl": lock_ttl,
             "cors_origins": list(cors_origin or ()),
             "engine": engine,
+            "trace_content": trace_content,
             "engine_keys": engine_keys or None,
         }
         if signing:
@@ -191,6 +198,9 @@ def serve(
             err.print(
                 f"API key (send as 'Authorization: Bearer <key>'): {generated}", soft_wrap=True
             )
+            err.print(f"chat page: http://{shown}:{port}/?key={generated}", soft_wrap=True)
+        else:
+            err.print(f"chat page: http://{shown}:{port}/ (it asks for your key)")
         try:
             uvicorn.run(
                 "mainspring.server.app:app_from_env",
