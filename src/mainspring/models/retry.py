@@ -8,8 +8,9 @@ is honoured when it is longer than the backoff.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 from tenacity import (
@@ -26,7 +27,9 @@ from tenacity.stop import stop_base
 from mainspring.errors import ConfigError, ModelError, RateLimited
 from mainspring.models.base import ModelEvent
 
-__all__ = ["RetryPolicy", "retrying_stream"]
+__all__ = ["RetryPolicy", "retrying_call", "retrying_stream"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,11 +85,8 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, ModelError) and exc.retryable
 
 
-async def retrying_stream(
-    start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
-) -> AsyncIterator[ModelEvent]:
-    """Events of ``start()``, opened again on a retryable error before the first event."""
-    retrying = AsyncRetrying(
+def _retrying(policy: RetryPolicy) -> AsyncRetrying:
+    return AsyncRetrying(
         sleep=anyio.sleep,
         stop=stop_any(
             stop_after_attempt(policy.max_attempts),
@@ -97,6 +97,21 @@ async def retrying_stream(
         retry=retry_if_exception(_retryable),
         reraise=True,
     )
+
+
+async def retrying_call(call: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await call()``, called again after a retryable :class:`ModelError` (with backoff)."""
+    async for attempt in _retrying(policy):
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+async def retrying_stream(
+    start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
+) -> AsyncIterator[ModelEvent]:
+    """Events of ``start()``, opened again on a retryable error before the first event."""
+    retrying = _retrying(policy)
     async for attempt in retrying:
         first: ModelEvent | None = None
         with attempt:
