@@ -35,6 +35,8 @@ class ContextOptions:
     """Items the memory layer recalls for each turn's user message."""
     memory_scope: str = "default"
     """The memory store's scope the layer recalls from."""
+    memory_timeout: float = 5.0
+    """Seconds the memory layer waits for a recall before the turn goes on without it."""
     modules: Sequence[Module | Callable[[], Module]] = ()
     """More context modules; give factories for modules that keep per-session state."""
     accounting: Accounting | None = None
@@ -43,5 +45,7 @@ class ContextOptions:
     def __post_init__(self) -> None:
         if self.memory_k < 1:
             raise ConfigError("memory_k must be at least 1")
+        if not self.memory_timeout > 0:
+            raise ConfigError("memory_timeout must be positive")
         if self.budget is not None and self.budget < 1:
             raise ConfigError("the context budget must be positive (or None for no compaction)")
