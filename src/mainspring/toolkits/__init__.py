@@ -11,6 +11,11 @@
 - :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
   :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
   :class:`SQLiteToolDataStore`).
+- :func:`memory_tools`: ``remember`` (in the background), ``recall`` and
+  ``forget`` (confirm-tier) over a :class:`~mainspring.memory.MemoryStore`.
+- :func:`artifact_tools` and :func:`artifact_result`: large results stored in an
+  :class:`~mainspring.stores.artifacts.ArtifactStore`, the model given a
+  summary and a reference it can read in pages.
 - :func:`fetch_tools`: ``fetch`` (GET) and ``http_post`` through httpx, to an
   allowlist of hosts only (none by default), redirects re-checked, bounded,
   HTML turned into text.
@@ -26,6 +31,7 @@ from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceErro
 from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
 from mainspring.toolkits.fetch import FetchLimits, fetch_tools, html_text
 from mainspring.toolkits.files import file_tools, readonly_file_tools
+from mainspring.toolkits.memory import memory_tools
 from mainspring.toolkits.notes import notes_tools
 from mainspring.toolkits.patch import patch_tools
 from mainspring.toolkits.patch_format import PatchError, PatchLimits
@@ -57,6 +63,7 @@ __all__ = [
     "fetch_tools",
     "file_tools",
     "html_text",
+    "memory_tools",
     "notes_tools",
     "patch_tools",
     "preview_of",
