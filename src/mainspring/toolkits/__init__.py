@@ -13,9 +13,10 @@
   :class:`SQLiteToolDataStore`).
 - :func:`memory_tools`: ``remember`` (in the background), ``recall`` and
   ``forget`` (confirm-tier) over a :class:`~mainspring.memory.MemoryStore`.
-- :func:`artifact_tools` and :func:`artifact_result`: large results stored in an
-  :class:`~mainspring.stores.artifacts.ArtifactStore`, the model given a
-  summary and a reference it can read in pages.
+- ``mainspring.toolkits.artifacts`` (extra ``artifacts``): ``artifact_result``
+  stores a large result in an :class:`~mainspring.stores.artifacts.ArtifactStore`
+  and gives the model a summary and a reference; ``artifact_tools`` lets it
+  read its artifacts in pages.
 - :func:`fetch_tools`: ``fetch`` (GET) and ``http_post`` through httpx, to an
   allowlist of hosts only (none by default), redirects re-checked, bounded,
   HTML turned into text.
