@@ -24,6 +24,14 @@ PUBLIC_MODULES = (
     "mainspring.skills",
     "mainspring.devtools",
     "mainspring.toolkits",
+    "mainspring.embeddings",
+    "mainspring.memory",
+    # Modules behind extras, named in the README where it mentions their names.
+    "mainspring.models.openai.embeddings",
+    "mainspring.models.gemini_embeddings",
+    "mainspring.stores.postgres_memory",
+    "mainspring.stores.artifacts",
+    "mainspring.toolkits.artifacts",
 )
 
 
