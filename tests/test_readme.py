@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "mainspring.stores.postgres_memory",
     "mainspring.stores.artifacts",
     "mainspring.toolkits.artifacts",
+    "mainspring.toolkits.conversations",
 )
 
 

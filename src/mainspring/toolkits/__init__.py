@@ -13,6 +13,8 @@
   :class:`SQLiteToolDataStore`).
 - :func:`memory_tools`: ``remember`` (in the background), ``recall`` and
   ``forget`` (confirm-tier) over a :class:`~mainspring.memory.MemoryStore`.
+- ``mainspring.toolkits.conversations``: ``ConversationMemory``, opt-in search
+  of a principal's earlier sessions by the model.
 - ``mainspring.toolkits.artifacts`` (extra ``artifacts``): ``artifact_result``
   stores a large result in an :class:`~mainspring.stores.artifacts.ArtifactStore`
   and gives the model a summary and a reference; ``artifact_tools`` lets it
