@@ -301,3 +301,23 @@ def test_sqlite_vectors_without_extension_loading_say_what_to_install(
 async def test_open_memory_store_rejects_redis() -> None:
     with pytest.raises(ConfigError, match="not memory"):
         await open_memory_store("redis://127.0.0.1:1/0")
+
+
+async def test_sqlite_forget_without_an_embedder_never_leaves_a_wrong_vector(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    async with SQLiteMemoryStore(path, embedder=HashingEmbedder()) as hybrid:
+        await hybrid.remember("keep this one about invoices")
+        last = await hybrid.remember("zebra crossing near the office")
+    async with SQLiteMemoryStore(path) as plain:  # stdlib sqlite3, no sqlite-vec loaded
+        assert await plain.forget(last.id) is True
+        reused = await plain.remember("quarterly planning notes")  # may take the freed seq
+    flaky = Flaky(HashingEmbedder())
+    async with SQLiteMemoryStore(path, embedder=flaky) as hybrid:
+        assert flaky.calls == 1  # the new item got its own vector at open
+        found = await hybrid.recall("zebra crossings", k=3)
+        assert last.id not in ids(found)
+        found = await hybrid.recall("planning", k=1)
+        assert ids(found) == [reused.id]
+        assert await hybrid.reindex() == 0

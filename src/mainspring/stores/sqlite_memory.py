@@ -112,11 +112,12 @@ _RECALL = """
     LIMIT ?
 """
 _NEAREST = """
-    SELECT m.seq, m.id, m.text, m.meta, m.created_at, v.distance
-    FROM (
-        SELECT rowid, distance FROM mainspring_memory_vec
+    WITH v AS MATERIALIZED (
+        SELECT rowid, item_id, distance FROM mainspring_memory_vec
         WHERE embedding MATCH ? AND k = ? AND scope = ?
-    ) AS v JOIN mainspring_memory AS m ON m.seq = v.rowid
+    )
+    SELECT m.seq, m.id, m.text, m.meta, m.created_at, v.distance
+    FROM v JOIN mainspring_memory AS m ON m.seq = v.rowid AND m.id = v.item_id
     WHERE m.scope = ? {where}
     ORDER BY v.distance, m.created_at DESC, m.id
     LIMIT ?
@@ -257,7 +258,7 @@ class SQLiteMemoryStore:
             if not rows:
                 return done
             try:
-                vectors = await embed_batched(embedder, [text for _, _, text in rows])
+                vectors = await embed_batched(embedder, [text for _, _, text, _ in rows])
             except Exception:
                 self.embed_failures += 1
                 log.warning("embedding stored memories failed; they stay full-text only",
@@ -403,23 +404,35 @@ def _vector_table(conn: sqlite3.Connection, model: str, dimensions: int) -> None
         conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS mainspring_memory_vec USING vec0("
             f" scope text partition key, embedding float[{int(dimensions)}]"
-            " distance_metric=cosine)"
+            " distance_metric=cosine, +item_id text)"
+        )
+        # Vectors of items forgotten by a store that could not reach this table.
+        conn.execute(
+            "DELETE FROM mainspring_memory_vec"
+            " WHERE rowid NOT IN (SELECT seq FROM mainspring_memory)"
         )
 
 
-def _without_vector(conn: sqlite3.Connection, after: int, limit: int) -> list[tuple[int, str, str]]:
+Pending = tuple[int, str, str, str]
+"""seq, scope, text, id of an item that needs a vector."""
+
+
+def _without_vector(conn: sqlite3.Connection, after: int, limit: int) -> list[Pending]:
+    # A vector counts only beside the item it was made for: a seq reused after a
+    # forget that could not reach the vector table has a stale one.
     rows = conn.execute(
-        "SELECT seq, scope, text FROM mainspring_memory WHERE seq > ?"
-        " AND seq NOT IN (SELECT rowid FROM mainspring_memory_vec) ORDER BY seq LIMIT ?",
+        "SELECT seq, scope, text, id FROM mainspring_memory WHERE seq > ?"
+        " AND (seq, id) NOT IN (SELECT rowid, item_id FROM mainspring_memory_vec)"
+        " ORDER BY seq LIMIT ?",
         (after, limit),
     ).fetchall()
-    return [(int(seq), str(scope), str(text)) for seq, scope, text in rows]
+    return [(int(seq), str(scope), str(text), str(i)) for seq, scope, text, i in rows]
 
 
 def _put_vectors(
     conn: sqlite3.Connection,
     model: str,
-    rows: list[tuple[int, str, str]],
+    rows: list[Pending],
     vectors: list[Vector],
 ) -> None:
     from sqlite_vec import serialize_float32
@@ -427,15 +440,16 @@ def _put_vectors(
     with transaction(conn, write=True):
         if _meta_value(conn, _MODEL_KEY) != model:
             return  # another store switched the model meanwhile: never mix vectors
-        for (seq, scope, _), vector in zip(rows, vectors, strict=True):
+        for (seq, scope, _, item_id), vector in zip(rows, vectors, strict=True):
             exists = conn.execute(
-                "SELECT 1 FROM mainspring_memory WHERE seq = ?", (seq,)
+                "SELECT 1 FROM mainspring_memory WHERE seq = ? AND id = ?", (seq, item_id)
             ).fetchone()
-            if exists is not None:
+            if exists is not None:  # still there (not forgotten while it was embedded)
+                conn.execute("DELETE FROM mainspring_memory_vec WHERE rowid = ?", (seq,))
                 conn.execute(
-                    "INSERT OR REPLACE INTO mainspring_memory_vec (rowid, scope, embedding)"
-                    " VALUES (?, ?, ?)",
-                    (seq, scope, serialize_float32(vector)),
+                    "INSERT INTO mainspring_memory_vec (rowid, scope, embedding, item_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (seq, scope, serialize_float32(vector), item_id),
                 )
 
 
@@ -461,8 +475,9 @@ def _remember(
             from sqlite_vec import serialize_float32
 
             conn.execute(
-                "INSERT INTO mainspring_memory_vec (rowid, scope, embedding) VALUES (?, ?, ?)",
-                (cursor.lastrowid, scope, serialize_float32(vector)),
+                "INSERT INTO mainspring_memory_vec (rowid, scope, embedding, item_id)"
+                " VALUES (?, ?, ?, ?)",
+                (cursor.lastrowid, scope, serialize_float32(vector), item.id),
             )
 
 
@@ -528,13 +543,9 @@ def _forget(conn: sqlite3.Connection, item_id: str, scope: str, vectors: bool) -
             row,
         )
         conn.execute("DELETE FROM mainspring_memory WHERE seq = ?", (row[0],))
-        if vectors or _has_vector_table(conn):
+        if vectors:
             conn.execute("DELETE FROM mainspring_memory_vec WHERE rowid = ?", (row[0],))
+        # Without sqlite-vec loaded the vector table cannot be touched; its stale row is
+        # ignored (vectors match their item's id) and purged when a store with an
+        # embedder opens the file.
     return True
-
-
-def _has_vector_table(conn: sqlite3.Connection) -> bool:
-    return (
-        conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mainspring_memory_vec'").fetchone()
-        is not None
-    )
