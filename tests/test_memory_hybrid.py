@@ -321,3 +321,37 @@ async def test_sqlite_forget_without_an_embedder_never_leaves_a_wrong_vector(
         found = await hybrid.recall("planning", k=1)
         assert ids(found) == [reused.id]
         assert await hybrid.reindex() == 0
+
+
+async def test_postgres_has_an_hnsw_index_per_model_and_the_vector_query_uses_it(
+    postgres_schemas: Schemas,
+) -> None:
+    import psycopg
+
+    from mainspring.stores.postgres_memory import PostgresMemoryStore
+
+    url = postgres_schemas.url()
+    store = await PostgresMemoryStore.open(url, embedder=HashingEmbedder(16))
+    try:
+        for i in range(50):
+            await store.remember(f"memory number {i}")
+        assert len(await store.recall("memory", k=3)) == 3
+    finally:
+        await store.aclose()
+    model = HashingEmbedder(16).model_id
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cur = await conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'mainspring_memory'"
+            " AND indexdef LIKE '%hnsw%'"
+        )
+        (definition,) = [str(row[0]) for row in await cur.fetchall()]
+        assert "vector_cosine_ops" in definition and model in definition
+        await conn.execute("SET enable_seqscan = off")  # 50 rows: make the planner show its choice
+        vector = "[" + ",".join(["0.25"] * 16) + "]"
+        cur = await conn.execute(
+            "EXPLAIN SELECT seq FROM mainspring_memory WHERE model = %s"
+            f" ORDER BY (embedding::vector(16)) <=> ('{vector}'::vector(16)) LIMIT 5",
+            (model,),
+        )
+        plan = "\n".join(str(row[0]) for row in await cur.fetchall())
+    assert "mainspring_memory_hnsw_" in plan, plan
