@@ -5,7 +5,7 @@ bench-only dependency)::
 
     python bench/memory_recall.py            # 10k and 100k memories (several minutes)
     python bench/memory_recall.py --quick    # 10k only, fewer queries
-    python bench/memory_recall.py --sizes 100000 --no-postgres
+    python bench/memory_recall.py --sizes 100000 --no-postgres --queries 100
 
 For each size N, N synthetic memories (8-14 words drawn from a Zipf
 distribution over a 5,000-word vocabulary, so some words are common and most
@@ -221,8 +221,8 @@ async def run_size(
     return results
 
 
-async def main(quick: bool, sizes: list[int], postgres: bool) -> None:
-    n_queries = 100 if quick else 300
+async def main(quick: bool, sizes: list[int], postgres: bool, n_queries: int | None) -> None:
+    n_queries = n_queries or (100 if quick else 300)
     workdir = Path(tempfile.mkdtemp(prefix="mainspring-bench-memory-"))
     server: Any = None
     try:
@@ -247,6 +247,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="10k memories only, fewer queries")
     parser.add_argument("--sizes", type=int, nargs="+", help="numbers of memories (10000 100000)")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite and the floor only")
+    parser.add_argument("--queries", type=int, help="timed queries per backend (300)")
     args = parser.parse_args()
     chosen = args.sizes or ([10_000] if args.quick else [10_000, 100_000])
-    anyio.run(main, args.quick, chosen, not args.no_postgres)
+    anyio.run(main, args.quick, chosen, not args.no_postgres, args.queries)
