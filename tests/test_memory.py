@@ -37,7 +37,7 @@ def ticking(start: float = 1000.0) -> Clock:
     return lambda: start + next(now)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
     backend: str = request.param
     if backend == "postgres":

@@ -64,7 +64,7 @@ class Flaky:
         return await self.inner.embed(texts)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Opener]:
     """Makes openers; each opener names one fresh location."""
     backend: str = request.param
@@ -254,6 +254,7 @@ async def test_bad_filters_are_config_errors(
         await store.aclose()
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(query=st.text(), k=st.integers(1, 6), scope=st.sampled_from(["a", "b"]))
 async def test_any_query_recalls_at_most_k_best_first(
@@ -323,6 +324,7 @@ async def test_sqlite_forget_without_an_embedder_never_leaves_a_wrong_vector(
         assert await hybrid.reindex() == 0
 
 
+@pytest.mark.slow
 async def test_postgres_has_an_hnsw_index_per_model_and_the_vector_query_uses_it(
     postgres_schemas: Schemas,
 ) -> None:

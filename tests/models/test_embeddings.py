@@ -99,6 +99,8 @@ def server() -> Iterator[Server]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True  # a client's idle keep-alive connection must not hold teardown
+    httpd.block_on_close = False
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
