@@ -25,6 +25,7 @@ RANKS: dict[str, int] = {
     "codec": 2,
     "tokens": 2,
     "sse": 3,
+    "embeddings": 2,
     "memory": 3,
     "models": 4,
     "tools": 5,

@@ -1,9 +1,11 @@
-"""The MemoryStore contract, run against the in-memory and the SQLite FTS5 store."""
+"""The MemoryStore contract (full text), run against the in-memory, SQLite FTS5 and
+PostgreSQL stores (a real server; see ``tests/stores/servers.py``)."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from mainspring.errors import ConfigError, StoreError
 from mainspring.memory import InMemoryMemoryStore, MemoryItem, MemoryStore, words
 from mainspring.stores import SQLiteMemoryStore, SQLiteSessionStore
 from mainspring.stores.sqlite_memory import MAX_QUERY_WORDS, fts_query
+from tests.stores.servers import Schemas
 
 pytestmark = pytest.mark.anyio
 
@@ -34,14 +37,21 @@ def ticking(start: float = 1000.0) -> Clock:
     return lambda: start + next(now)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
     backend: str = request.param
+    if backend == "postgres":
+        if request.getfixturevalue("anyio_backend") != "asyncio":
+            pytest.skip("postgres client is asyncio-only")
+        schemas: Schemas = request.getfixturevalue("postgres_schemas")
+        from mainspring.stores.postgres_memory import PostgresMemoryStore
 
-    def make(**kwargs: Clock) -> MemoryStore:
+    def make(*, clock: Clock = time.time) -> MemoryStore:
         if backend == "memory":
-            return InMemoryMemoryStore(**kwargs)
-        return SQLiteMemoryStore(tmp_path / f"{uuid.uuid4().hex}.db", **kwargs)
+            return InMemoryMemoryStore(clock=clock)
+        if backend == "postgres":
+            return PostgresMemoryStore(schemas.url(), clock=clock)
+        return SQLiteMemoryStore(tmp_path / f"{uuid.uuid4().hex}.db", clock=clock)
 
     return make
 

@@ -29,6 +29,15 @@ PUBLIC_MODULES = (
     "mainspring.engine",
     "mainspring.server",
     "mainspring.finance",
+    "mainspring.embeddings",
+    "mainspring.memory",
+    # Modules behind extras, named in the README where it mentions their names.
+    "mainspring.models.openai.embeddings",
+    "mainspring.models.gemini_embeddings",
+    "mainspring.stores.postgres_memory",
+    "mainspring.stores.artifacts",
+    "mainspring.toolkits.artifacts",
+    "mainspring.toolkits.conversations",
 )
 
 

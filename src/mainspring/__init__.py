@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mainspring.context.options import ContextOptions
     from mainspring.cost import CostTracker, ModelPrice
     from mainspring.decisions import Approve, ClientResult, Decision, Reject
+    from mainspring.embeddings import Embedder, HashingEmbedder
     from mainspring.errors import (
         ApprovalError,
         BudgetExceeded,
@@ -96,6 +97,8 @@ _LAZY: dict[str, str] = {
     "MainspringError": "mainspring.errors",
     "Limits": "mainspring.agent",
     "ContextOptions": "mainspring.context.options",
+    "Embedder": "mainspring.embeddings",
+    "HashingEmbedder": "mainspring.embeddings",
     "Message": "mainspring.messages",
     "ModelError": "mainspring.errors",
     "ModelPrice": "mainspring.cost",
@@ -159,11 +162,13 @@ __all__ = [
     "Decision",
     "DecisionConflict",
     "Deny",
+    "Embedder",
     "ErrorEvent",
     "Event",
     "FieldNotModifiable",
     "Flag",
     "Guard",
+    "HashingEmbedder",
     "Hooks",
     "InputChanged",
     "Limits",

@@ -229,7 +229,12 @@ class Agent:
         options = self.context
         if self.memory is not None:
             processors.append(
-                MemoryRecall(self.memory, k=options.memory_k, scope=options.memory_scope)
+                MemoryRecall(
+                    self.memory,
+                    k=options.memory_k,
+                    scope=options.memory_scope,
+                    timeout=options.memory_timeout,
+                )
             )
         if options.microcompact and options.budget is not None:
             # Collapse repeats only where compaction would start to act anyway: below

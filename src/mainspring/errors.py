@@ -45,7 +45,8 @@ MainspringError
 ├── SkillPathError         .name .path (also a ValueError)
 └── StoreError            a store cannot be reached, read or written
     ├── CheckpointCorrupt  .stream_id .offset
-    └── SchemaTooNew       the store was written by a newer mainspring
+    ├── SchemaTooNew       the store was written by a newer mainspring
+    └── ArtifactNotFound   no artifact at that reference (also a KeyError)
 ```
 
 A failure the model should see (bad arguments, a tool that raised) is not an
@@ -59,6 +60,7 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "ApprovalError",
+    "ArtifactNotFound",
     "AuthenticationError",
     "BadRequest",
     "BudgetExceeded",
@@ -368,6 +370,13 @@ class CheckpointCorrupt(StoreError):
         super().__init__(message)
         self.stream_id = stream_id
         self.offset = offset
+
+
+class ArtifactNotFound(StoreError, KeyError):
+    """No artifact at the reference given."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class SchemaTooNew(StoreError):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from mainspring.context.accounting import Accounting, message_segments
 from mainspring.context.compaction import SUMMARY_HEADING, Compaction
@@ -220,15 +221,25 @@ class CountingStore(InMemoryMemoryStore):
         self.recalls: list[str] = []
 
     async def recall(
-        self, query: str, *, k: int = 5, scope: str = "default"
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        scope: str = "default",
+        where: Mapping[str, JsonValue] | None = None,
     ) -> Sequence[MemoryItem]:
         self.recalls.append(query)
-        return await super().recall(query, k=k, scope=scope)
+        return await super().recall(query, k=k, scope=scope, where=where)
 
 
 class BrokenStore(InMemoryMemoryStore):
     async def recall(
-        self, query: str, *, k: int = 5, scope: str = "default"
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        scope: str = "default",
+        where: Mapping[str, JsonValue] | None = None,
     ) -> Sequence[MemoryItem]:
         raise ConnectionError("store is down")
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import JsonValue
 
@@ -94,7 +95,14 @@ class BrokenMemory:
     ) -> MemoryItem:
         raise ConnectionError("memory backend down")
 
-    async def recall(self, query: str, *, k: int = 5, scope: str = "default") -> list[MemoryItem]:
+    async def recall(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        scope: str = "default",
+        where: Mapping[str, JsonValue] | None = None,
+    ) -> list[MemoryItem]:
         self.calls += 1
         raise ConnectionError("memory backend down")
 
@@ -118,6 +126,37 @@ async def test_a_failing_memory_store_degrades_honestly(caplog: pytest.LogCaptur
     assert broken.calls == 1  # once per turn, though the turn made two model calls
     for request in model.requests:
         assert all(len(_user_texts(m.parts)) <= 1 for m in request.messages if m.role == "user")
+
+
+class HangingMemory(BrokenMemory):
+    """A store whose recall never answers (a dead connection without a timeout)."""
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        scope: str = "default",
+        where: Mapping[str, JsonValue] | None = None,
+    ) -> list[MemoryItem]:
+        self.calls += 1
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_hanging_memory_store_is_timed_out_and_the_turn_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedModel(["done"])
+    hanging = HangingMemory()
+    agent = Agent(model=model, memory=hanging, context=ContextOptions(memory_timeout=0.05))
+    session = Session(agent)
+    with caplog.at_level(logging.WARNING, logger="mainspring.context"):
+        events = await send(session, "anything to recall?")
+    assert isinstance(events[-1], TurnComplete)
+    assert events[-1].stop_reason == "end_turn"
+    assert hanging.calls == 1
+    assert "memory recall failed" in caplog.text
 
 
 async def test_accounting_snapshots_each_turn_with_usage_and_cost(tmp_path: Path) -> None:

@@ -157,3 +157,50 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_server.url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+class Schemas:
+    """Fresh schemas on one server, each a connection string of its own; dropped at close."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        import psycopg
+
+        self.server = server
+        self.names: list[str] = []
+        # Once, where every schema's search_path sees it (a schema's own copy would go
+        # with the schema, and the extension is one per database).
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+
+    def url(self) -> str:
+        from urllib.parse import quote
+
+        import psycopg
+        from psycopg import sql
+
+        schema = f"test_{uuid.uuid4().hex}"
+        with psycopg.connect(self.server.url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        self.names.append(schema)
+        joiner = "&" if "?" in self.server.url else "?"
+        options = quote(f"-c search_path={schema},public", safe="")
+        return f"{self.server.url}{joiner}options={options}"
+
+    def close(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.server.url, autocommit=True) as conn:
+            for schema in self.names:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def postgres_schemas(postgres_server: PostgresServer) -> Iterator[Schemas]:
+    """Any number of fresh schemas (a new store per hypothesis example)."""
+    pytest.importorskip("psycopg", reason='needs psycopg (pip install -e ".[test]")')
+    schemas = Schemas(postgres_server)
+    try:
+        yield schemas
+    finally:
+        schemas.close()

@@ -8,7 +8,8 @@
    for the latest user message, recalled once per turn and reused by the
    turn's later model calls; attached to the latest user message (after the
    cache breakpoint). A failing store is logged and the turn goes on
-   without the layer.
+   without the layer; so does one that takes longer than the layer's
+   ``timeout``.
 4. :class:`SkillRecipe` — a skill block (system, session by default).
 5. The messages themselves.
 
@@ -24,6 +25,8 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from mainspring.context.pipeline import CacheScope, LastUserProcessor, Phase, SystemProcessor
 from mainspring.errors import ConfigError
@@ -124,11 +127,19 @@ class MemoryRecall(LastUserProcessor):
         scope: str = "default",
         id: str = "memory-recall",
         heading: str = "Relevant memories:",
+        timeout: float = 5.0,
     ) -> None:
-        """Recall from ``store`` (default: the engine's ``"memory"`` service)."""
+        """Recall from ``store`` (default: the engine's ``"memory"`` service).
+
+        A recall that takes more than ``timeout`` seconds is abandoned: the
+        turn goes on without memories (counted in :attr:`failures`).
+        """
         super().__init__(id)
         if k < 1:
             raise ConfigError(f"memory recall k must be at least 1, got {k}")
+        if not timeout > 0:
+            raise ConfigError(f"memory recall timeout must be positive, got {timeout}")
+        self.timeout = timeout
         self._store = store
         self.k = k
         self.memory_scope = scope
@@ -147,7 +158,8 @@ class MemoryRecall(LastUserProcessor):
         text = ""
         if store is not None and query.strip():
             try:
-                items = await store.recall(query, k=self.k, scope=self.memory_scope)
+                with anyio.fail_after(self.timeout):
+                    items = await store.recall(query, k=self.k, scope=self.memory_scope)
             except Exception:  # degrade honestly: log it and go on without the layer
                 self.failures += 1
                 log.warning("memory recall failed; the turn goes on without it", exc_info=True)

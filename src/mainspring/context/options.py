@@ -35,6 +35,8 @@ class ContextOptions:
     """Items the memory layer recalls for each turn's user message."""
     memory_scope: str = "default"
     """The memory store's scope the layer recalls from."""
+    memory_timeout: float = 5.0
+    """Seconds the memory layer waits for a recall before the turn goes on without it."""
     modules: Sequence[Module | Callable[[], Module]] = ()
     """More context modules; give factories for modules that keep per-session state."""
     accounting: Accounting | None = None
@@ -48,5 +50,7 @@ class ContextOptions:
             raise ConfigError("memory_k must be at least 1")
         if self.retain_turns is not None and self.retain_turns < 1:
             raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
+        if not self.memory_timeout > 0:
+            raise ConfigError("memory_timeout must be positive")
         if self.budget is not None and self.budget < 1:
             raise ConfigError("the context budget must be positive (or None for no compaction)")

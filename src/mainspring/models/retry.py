@@ -9,8 +9,9 @@ is honoured when it is longer than the backoff.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 from tenacity import (
@@ -27,7 +28,9 @@ from tenacity.stop import stop_base
 from mainspring.errors import ConfigError, ModelError, RateLimited
 from mainspring.models.base import ModelEvent
 
-__all__ = ["RetryPolicy", "retrying_stream"]
+__all__ = ["RetryPolicy", "retrying_call", "retrying_stream"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("mainspring.models.retry")
 
@@ -105,11 +108,8 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
-async def retrying_stream(
-    start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
-) -> AsyncIterator[ModelEvent]:
-    """Events of ``start()``, opened again on a retryable error before the first event."""
-    retrying = AsyncRetrying(
+def _retrying(policy: RetryPolicy) -> AsyncRetrying:
+    return AsyncRetrying(
         sleep=anyio.sleep,
         stop=stop_any(
             stop_after_attempt(policy.max_attempts),
@@ -121,6 +121,21 @@ async def retrying_stream(
         before_sleep=_log_retry,
         reraise=True,
     )
+
+
+async def retrying_call(call: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await call()``, called again after a retryable :class:`ModelError` (with backoff)."""
+    async for attempt in _retrying(policy):
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+
+async def retrying_stream(
+    start: Callable[[], AsyncIterator[ModelEvent]], policy: RetryPolicy
+) -> AsyncIterator[ModelEvent]:
+    """Events of ``start()``, opened again on a retryable error before the first event."""
+    retrying = _retrying(policy)
     async for attempt in retrying:
         first: ModelEvent | None = None
         with attempt:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mainspring.stores.urls import (
         Stores,
         open_checkpoint_store,
+        open_memory_store,
         open_run_lock,
         open_session_store,
         open_stores,
@@ -43,6 +44,7 @@ _LAZY: dict[str, str] = {
     "SQLiteSessionStore": "mainspring.stores.sqlite",
     "Stores": "mainspring.stores.urls",
     "open_checkpoint_store": "mainspring.stores.urls",
+    "open_memory_store": "mainspring.stores.urls",
     "open_run_lock": "mainspring.stores.urls",
     "open_session_store": "mainspring.stores.urls",
     "open_stores": "mainspring.stores.urls",
@@ -73,6 +75,7 @@ __all__ = [
     "SpendLedger",
     "Stores",
     "open_checkpoint_store",
+    "open_memory_store",
     "open_run_lock",
     "open_session_store",
     "open_stores",

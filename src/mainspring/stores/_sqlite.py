@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import UnionType
+from types import ModuleType, UnionType
 from typing import TypeVar, TypeVarTuple
 
 import anyio
@@ -29,6 +29,7 @@ __all__ = [
     "CODEC_ERRORS",
     "Clock",
     "Database",
+    "Prepare",
     "StrPath",
     "check_text",
     "check_ttl",
@@ -161,16 +162,22 @@ def synced(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("PRAGMA synchronous=NORMAL")
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+Prepare = Callable[[sqlite3.Connection], None]
+"""Run on a new connection before anything else (e.g. loading an extension)."""
+
+
+def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3.Connection:
     """Open ``path``, switch it to WAL and check or create the schema."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        conn: sqlite3.Connection = driver.connect(
+            str(path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, driver.Error) as exc:
         raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
     try:
+        if prepare is not None:
+            prepare(conn)
         (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
         if str(mode).lower() != "wal":
             raise StoreError(f"SQLite store {str(path)!r} cannot use WAL (journal mode {mode})")
@@ -179,9 +186,12 @@ def _connect(path: Path) -> sqlite3.Connection:
             _check_schema(conn, path)
             for ddl in _TABLES:
                 conn.execute(ddl)
-    except sqlite3.DatabaseError as exc:
+    except driver.DatabaseError as exc:
         conn.close()
-        if exc.sqlite_errorcode in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT) or (
+            code is None and "not a database" in str(exc)
+        ):
             raise StoreError(
                 f"{str(path)!r} is not a SQLite database (or is damaged): {exc}"
             ) from exc
@@ -223,7 +233,11 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def _run_guarded(
-    path: Path, fn: Callable[[sqlite3.Connection, *Ts], T], conn: sqlite3.Connection, *args: *Ts
+    path: Path,
+    error: type[Exception],
+    fn: Callable[[sqlite3.Connection, *Ts], T],
+    conn: sqlite3.Connection,
+    *args: *Ts,
 ) -> T:
     """``fn`` in a worker thread, waiting up to :data:`BUSY_TIMEOUT` for the write lock."""
     try:
@@ -232,7 +246,7 @@ def _run_guarded(
             return fn(conn, *args)
         finally:
             conn.execute("PRAGMA busy_timeout=0")  # at rest: never wait on the event loop
-    except sqlite3.Error as exc:
+    except error as exc:
         raise StoreError(f"SQLite store {str(path)!r}: {exc}") from exc
 
 
@@ -245,8 +259,11 @@ class Database:
     loser sleeps in SQLite's busy handler for a millisecond or more.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, driver: ModuleType = sqlite3) -> None:
         self.path = path
+        self.driver = driver
+        """The DB-API module of the connection (``sqlite3``, or a drop-in such as pysqlite3)."""
+        self._error: type[Exception] = driver.Error
         self._conn: sqlite3.Connection | None = conn
         self._lock = anyio.Lock()
         self._users = 1
@@ -257,12 +274,15 @@ class Database:
         return self
 
     @classmethod
-    async def open(cls, path: StrPath) -> Database:
+    async def open(
+        cls, path: StrPath, *, driver: ModuleType = sqlite3, prepare: Prepare | None = None
+    ) -> Database:
+        """Open ``path`` with ``driver`` (a DB-API module like ``sqlite3``), then ``prepare``."""
         location = Path(path)
         if str(path) in ("", ":memory:"):
             raise ConfigError("an SQLite store needs a file path; use the InMemory stores instead")
-        conn = await anyio.to_thread.run_sync(_connect, location)
-        return cls(location, conn)
+        conn = await anyio.to_thread.run_sync(_connect, location, driver, prepare)
+        return cls(location, conn, driver)
 
     async def run(self, fn: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts) -> T:
         """``fn(connection, *args)`` in a worker thread; sqlite errors become StoreError."""
@@ -271,7 +291,9 @@ class Database:
             if conn is None:
                 raise StoreError(f"SQLite store {str(self.path)!r} is closed")
             # Not abandoned on cancellation: the lock is held until the call is done.
-            return await anyio.to_thread.run_sync(_run_guarded, self.path, fn, conn, *args)
+            return await anyio.to_thread.run_sync(
+                _run_guarded, self.path, self._error, fn, conn, *args
+            )
 
     async def run_inline(self, fn: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts) -> T:
         """``fn(connection, *args)`` on the event loop when it need not wait, else in a thread.
@@ -290,12 +312,15 @@ class Database:
                 raise StoreError(f"SQLite store {str(self.path)!r} is closed")
             try:  # the connection rests with busy_timeout=0: busy raises at once
                 return fn(conn, *args)
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            except self.driver.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", None)
+                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                     raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
-            except sqlite3.Error as exc:
+            except self._error as exc:
                 raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
-            return await anyio.to_thread.run_sync(_run_guarded, self.path, fn, conn, *args)
+            return await anyio.to_thread.run_sync(
+                _run_guarded, self.path, self._error, fn, conn, *args
+            )
 
     async def aclose(self) -> None:
         """Close the connection once every store sharing it has closed."""

@@ -16,6 +16,23 @@ Tables, created when missing:
 - ``mainspring_memory_fts``: an FTS5 index over that text (external content,
   ``unicode61`` tokenizer without diacritics), kept in step in each transaction.
 
+- with an embedder: ``mainspring_memory_vec``, a sqlite-vec ``vec0`` table
+  (cosine distance, the scope as partition key) holding each item's vector
+  under the item's ``seq``, and two rows of ``mainspring_meta``
+  (``memory_embedder``, ``memory_dimensions``) naming the model the vectors
+  came from. Opened with another model, the table is rebuilt and every text
+  embedded again before the store is used; items without a vector (remembered
+  while the embedder failed, or by a store without one) get theirs then too.
+
+sqlite-vec needs a ``sqlite3`` that can load extensions; where Python's cannot,
+``pysqlite3`` (``pip install "mainspring[vec]"``) is used, and without either
+an embedder is refused with that advice (:class:`~mainspring.errors.ConfigError`).
+
+Recall with an embedder fuses the FTS5 ranking and the nearest vectors by
+reciprocal rank (:func:`~mainspring.memory.fuse`); ``where`` filters apply to
+both (to the vector side after its nearest-neighbour search, which therefore
+looks further when there is a filter).
+
 A query is user text, never FTS5 syntax: it is cut into words at whitespace,
 ASCII punctuation and control characters (where the tokenizer cuts too), each
 word is quoted as a phrase and the phrases are joined with ``OR``. A phrase
@@ -27,13 +44,15 @@ as in the text. Every item sharing a word is a candidate, ranked by BM25.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Self
+from types import ModuleType
+from typing import TYPE_CHECKING, Self
 
 import anyio
 from pydantic import JsonValue
@@ -42,14 +61,23 @@ from mainspring.errors import ConfigError, StoreError
 from mainspring.memory import (
     DEFAULT_SCOPE,
     MemoryItem,
+    Where,
+    candidates,
     check_k,
     check_memory_text,
     check_meta,
     check_query,
     check_scope,
     check_str,
+    check_where,
+    fuse,
 )
 from mainspring.stores._sqlite import CODEC_ERRORS, Clock, Database, StrPath, transaction
+
+if TYPE_CHECKING:
+    from mainspring.embeddings import Embedder, Vector
+
+log = logging.getLogger("mainspring.memory")
 
 __all__ = ["SQLiteMemoryStore", "fts_query"]
 
@@ -77,12 +105,30 @@ _TABLES = (
 )
 
 _RECALL = """
-    SELECT m.id, m.text, m.meta, m.created_at, bm25(mainspring_memory_fts) AS rank
+    SELECT m.seq, m.id, m.text, m.meta, m.created_at, bm25(mainspring_memory_fts) AS rank
     FROM mainspring_memory_fts JOIN mainspring_memory AS m ON m.seq = mainspring_memory_fts.rowid
-    WHERE mainspring_memory_fts MATCH ? AND m.scope = ?
+    WHERE mainspring_memory_fts MATCH ? AND m.scope = ? {where}
     ORDER BY rank, m.created_at DESC, m.id
     LIMIT ?
 """
+_NEAREST = """
+    WITH v AS MATERIALIZED (
+        SELECT rowid, item_id, distance FROM mainspring_memory_vec
+        WHERE embedding MATCH ? AND k = ? AND scope = ?
+    )
+    SELECT m.seq, m.id, m.text, m.meta, m.created_at, v.distance
+    FROM v JOIN mainspring_memory AS m ON m.seq = v.rowid AND m.id = v.item_id
+    WHERE m.scope = ? {where}
+    ORDER BY v.distance, m.created_at DESC, m.id
+    LIMIT ?
+"""
+_MAX_KNN = 4096  # sqlite-vec's largest k
+_REINDEX_BATCH = 256
+_MODEL_KEY = "memory_embedder"
+_DIMS_KEY = "memory_dimensions"
+
+Row = tuple[int, str, str, str, float, float]
+"""seq, id, text, meta, created_at, rank or distance."""
 _MAX_LIMIT = 2**62  # SQLite integers are 64-bit
 
 
@@ -103,7 +149,7 @@ def fts_query(query: str) -> str:
 
 
 class SQLiteMemoryStore:
-    """Memories in a SQLite file, recalled by FTS5 full-text search with BM25 ranking.
+    """Memories in a SQLite file, recalled by FTS5 full-text search (BM25), and by vectors.
 
     ``SQLiteMemoryStore(path)`` does no I/O: the file is opened by :meth:`open`,
     ``async with``, or the first operation. :meth:`remember` and :meth:`forget`
@@ -111,32 +157,48 @@ class SQLiteMemoryStore:
     power loss may roll back the last ones.
     """
 
-    def __init__(self, path: StrPath, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self, path: StrPath, *, embedder: Embedder | None = None, clock: Clock = time.time
+    ) -> None:
         """A store on the SQLite file at ``path`` (created, with its directory, if missing).
 
         Args:
             path: The database file; may be shared with the other SQLite stores.
+            embedder: Recall by meaning too (hybrid), with vectors in sqlite-vec.
             clock: Wall-clock time, stamps :attr:`MemoryItem.created_at`.
 
         Raises:
-            ConfigError: ``path`` is not a file path.
+            ConfigError: ``path`` is not a file path, or an embedder is given and
+                sqlite-vec cannot be loaded here (the message says what to install).
         """
         self._path = _check_path(path)
         self._clock = clock
+        self._embedder = embedder
+        self._driver: ModuleType = sqlite3
+        if embedder is not None:
+            from mainspring.stores._vec import vec_driver
+
+            self._driver = vec_driver()
         self._db: Database | None = None
         self._opening = anyio.Lock()
         self._closed = False
+        self.embed_failures = 0
+        """Embedder calls that failed (items were kept, recall went on by full text)."""
 
     @classmethod
-    async def open(cls, path: StrPath, *, clock: Clock = time.time) -> Self:
+    async def open(
+        cls, path: StrPath, *, embedder: Embedder | None = None, clock: Clock = time.time
+    ) -> Self:
         """Open (or create) the store in the SQLite file at ``path`` now.
+
+        With an embedder, texts without a vector of its model are embedded first.
 
         Raises:
             StoreError: The file cannot be opened, is not a SQLite database, or
                 this SQLite has no FTS5.
             SchemaTooNew: The file was written by a newer mainspring.
         """
-        store = cls(path, clock=clock)
+        store = cls(path, embedder=embedder, clock=clock)
         await store._database()
         return store
 
@@ -155,14 +217,69 @@ class SQLiteMemoryStore:
             if self._closed:
                 raise StoreError(f"SQLite memory store {str(self._path)!r} is closed")
             if self._db is None:
-                database = await Database.open(self._path)
+                database = await self._open_database()
                 try:
                     await database.run(_create_tables)
+                    if self._embedder is not None:
+                        embedder = self._embedder
+                        await database.run(_vector_table, embedder.model_id, embedder.dimensions)
+                        await self._reindex(database)
                 except BaseException:
                     await database.aclose()
                     raise
                 self._db = database
             return self._db
+
+    async def _open_database(self) -> Database:
+        if self._embedder is None:
+            return await Database.open(self._path)
+        from mainspring.stores._vec import load_vec
+
+        return await Database.open(self._path, driver=self._driver, prepare=load_vec)
+
+    async def reindex(self) -> int:
+        """Embed the texts that have no vector of this store's model yet; how many were.
+
+        Raises:
+            StoreError: The file cannot be written.
+        """
+        return await self._reindex(await self._database())
+
+    async def _reindex(self, database: Database) -> int:
+        embedder = self._embedder
+        if embedder is None:
+            return 0
+        from mainspring.embeddings import embed_batched
+
+        done = 0
+        after = 0
+        while True:
+            rows = await database.run(_without_vector, after, _REINDEX_BATCH)
+            if not rows:
+                return done
+            try:
+                vectors = await embed_batched(embedder, [text for _, _, text, _ in rows])
+            except Exception:
+                self.embed_failures += 1
+                log.warning("embedding stored memories failed; they stay full-text only",
+                            exc_info=True)  # fmt: skip
+                return done
+            await database.run(_put_vectors, embedder.model_id, rows, vectors)
+            done += len(rows)
+            after = rows[-1][0]
+
+    async def _vector(self, text: str) -> Vector | None:
+        if self._embedder is None:
+            return None
+        from mainspring.embeddings import embed_batched
+
+        try:
+            (vector,) = await embed_batched(self._embedder, [text])
+        except Exception:
+            self.embed_failures += 1
+            log.warning("embedding failed; going on by full text only", exc_info=True)
+            return None
+        return vector
 
     async def remember(
         self,
@@ -173,6 +290,9 @@ class SQLiteMemoryStore:
     ) -> MemoryItem:
         """Store ``text`` in ``scope``; committed when this returns.
 
+        With an embedder the text is embedded first; if that fails the text is
+        stored without a vector (counted in :attr:`embed_failures`).
+
         Raises:
             ConfigError: See :meth:`MemoryStore.remember`.
             StoreError: The file cannot be written.
@@ -180,17 +300,27 @@ class SQLiteMemoryStore:
         text = check_memory_text(text)
         scope = check_scope(scope)
         stored_meta, meta_json = check_meta(meta)
+        database = await self._database()
+        vector = await self._vector(text)
         item = MemoryItem(
             id=uuid.uuid4().hex, text=text, meta=stored_meta, created_at=self._clock()
         )
-        database = await self._database()
-        await database.run(_remember, item, scope, meta_json)
+        model = self._embedder.model_id if self._embedder is not None else None
+        await database.run(_remember, item, scope, meta_json, model, vector)
         return item
 
     async def recall(
-        self, query: str, *, k: int = 5, scope: str = DEFAULT_SCOPE
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        scope: str = DEFAULT_SCOPE,
+        where: Mapping[str, JsonValue] | None = None,
     ) -> Sequence[MemoryItem]:
-        """The best ``k`` matches in ``scope``; :attr:`MemoryItem.score` is ``-bm25``.
+        """The best ``k`` matches in ``scope``.
+
+        :attr:`MemoryItem.score` is ``-bm25`` without an embedder, the fused
+        reciprocal-rank score with one.
 
         Raises:
             ConfigError: See :meth:`MemoryStore.recall`.
@@ -199,17 +329,27 @@ class SQLiteMemoryStore:
         match = fts_query(check_query(query))
         k = check_k(k)
         scope = check_scope(scope)
+        filters = check_where(where)
         if not match:
             return []
         database = await self._database()
-        return await database.run(_recall, match, scope, min(k, _MAX_LIMIT))
+        if self._embedder is None:
+            rows = await database.run(_lexical, match, scope, filters, min(k, _MAX_LIMIT))
+            return [_item(row, -float(row[5])) for row in rows]
+        vector = await self._vector(query)
+        n = candidates(k)
+        lexical = await database.run(_lexical, match, scope, filters, n)
+        nearest: list[Row] = []
+        if vector is not None:
+            nearest = await database.run(_nearest, vector, scope, filters, n)
+        return _fused(lexical, nearest, k)
 
     async def forget(self, item_id: str, *, scope: str = DEFAULT_SCOPE) -> bool:
         """Delete the item from ``scope``; ``False`` if it is not there."""
         item_id = check_str("item_id", item_id)
         scope = check_scope(scope)
         database = await self._database()
-        return await database.run(_forget, item_id, scope)
+        return await database.run(_forget, item_id, scope, self._embedder is not None)
 
     async def aclose(self) -> None:
         """Close the connection (idempotent); the store cannot be used after."""
@@ -234,7 +374,7 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         with transaction(conn, write=True):
             for ddl in _TABLES:
                 conn.execute(ddl)
-    except sqlite3.OperationalError as exc:
+    except Exception as exc:
         if "fts5" in str(exc):
             raise StoreError(
                 f"this SQLite ({sqlite3.sqlite_version}) has no FTS5, which memory needs: {exc}"
@@ -242,7 +382,85 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _remember(conn: sqlite3.Connection, item: MemoryItem, scope: str, meta: str) -> None:
+def _meta_value(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM mainspring_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _vector_table(conn: sqlite3.Connection, model: str, dimensions: int) -> None:
+    """The vec0 table for ``model``: rebuilt (emptied) when it held another model's vectors."""
+    with transaction(conn, write=True):
+        same = _meta_value(conn, _MODEL_KEY) == model and _meta_value(conn, _DIMS_KEY) == str(
+            dimensions
+        )
+        if not same:
+            conn.execute("DROP TABLE IF EXISTS mainspring_memory_vec")
+            for key, value in ((_MODEL_KEY, model), (_DIMS_KEY, str(dimensions))):
+                conn.execute(
+                    "INSERT INTO mainspring_meta (key, value) VALUES (?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS mainspring_memory_vec USING vec0("
+            f" scope text partition key, embedding float[{int(dimensions)}]"
+            " distance_metric=cosine, +item_id text)"
+        )
+        # Vectors of items forgotten by a store that could not reach this table.
+        conn.execute(
+            "DELETE FROM mainspring_memory_vec"
+            " WHERE rowid NOT IN (SELECT seq FROM mainspring_memory)"
+        )
+
+
+Pending = tuple[int, str, str, str]
+"""seq, scope, text, id of an item that needs a vector."""
+
+
+def _without_vector(conn: sqlite3.Connection, after: int, limit: int) -> list[Pending]:
+    # A vector counts only beside the item it was made for: a seq reused after a
+    # forget that could not reach the vector table has a stale one.
+    rows = conn.execute(
+        "SELECT seq, scope, text, id FROM mainspring_memory WHERE seq > ?"
+        " AND (seq, id) NOT IN (SELECT rowid, item_id FROM mainspring_memory_vec)"
+        " ORDER BY seq LIMIT ?",
+        (after, limit),
+    ).fetchall()
+    return [(int(seq), str(scope), str(text), str(i)) for seq, scope, text, i in rows]
+
+
+def _put_vectors(
+    conn: sqlite3.Connection,
+    model: str,
+    rows: list[Pending],
+    vectors: list[Vector],
+) -> None:
+    from sqlite_vec import serialize_float32
+
+    with transaction(conn, write=True):
+        if _meta_value(conn, _MODEL_KEY) != model:
+            return  # another store switched the model meanwhile: never mix vectors
+        for (seq, scope, _, item_id), vector in zip(rows, vectors, strict=True):
+            exists = conn.execute(
+                "SELECT 1 FROM mainspring_memory WHERE seq = ? AND id = ?", (seq, item_id)
+            ).fetchone()
+            if exists is not None:  # still there (not forgotten while it was embedded)
+                conn.execute("DELETE FROM mainspring_memory_vec WHERE rowid = ?", (seq,))
+                conn.execute(
+                    "INSERT INTO mainspring_memory_vec (rowid, scope, embedding, item_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (seq, scope, serialize_float32(vector), item_id),
+                )
+
+
+def _remember(
+    conn: sqlite3.Connection,
+    item: MemoryItem,
+    scope: str,
+    meta: str,
+    model: str | None,
+    vector: Vector | None,
+) -> None:
     with transaction(conn, write=True):
         cursor = conn.execute(
             "INSERT INTO mainspring_memory (id, scope, text, meta, created_at)"
@@ -253,31 +471,65 @@ def _remember(conn: sqlite3.Connection, item: MemoryItem, scope: str, meta: str)
             "INSERT INTO mainspring_memory_fts (rowid, text) VALUES (?, ?)",
             (cursor.lastrowid, item.text),
         )
+        if vector is not None and _meta_value(conn, _MODEL_KEY) == model:
+            from sqlite_vec import serialize_float32
 
-
-def _recall(conn: sqlite3.Connection, match: str, scope: str, limit: int) -> list[MemoryItem]:
-    rows = conn.execute(_RECALL, (match, scope, limit)).fetchall()
-    items: list[MemoryItem] = []
-    for item_id, text, meta, created_at, rank in rows:
-        try:
-            decoded: dict[str, JsonValue] = json.loads(meta)
-            if not isinstance(decoded, dict):
-                raise TypeError(f"meta is a {type(decoded).__name__}, not an object")
-        except CODEC_ERRORS as exc:
-            raise StoreError(f"stored memory {item_id!r} cannot be decoded: {exc}") from exc
-        items.append(
-            MemoryItem(
-                id=str(item_id),
-                text=str(text),
-                score=-float(rank),
-                meta=decoded,
-                created_at=float(created_at),
+            conn.execute(
+                "INSERT INTO mainspring_memory_vec (rowid, scope, embedding, item_id)"
+                " VALUES (?, ?, ?, ?)",
+                (cursor.lastrowid, scope, serialize_float32(vector), item.id),
             )
-        )
-    return items
 
 
-def _forget(conn: sqlite3.Connection, item_id: str, scope: str) -> bool:
+def _where_sql(where: Where) -> tuple[str, list[str]]:
+    """SQL for the filter (keys are checked to be plain identifiers) and its parameters."""
+    clauses = [f"AND COALESCE(m.meta -> '$.{key}', 'null') = ?" for key, _ in where]
+    return " ".join(clauses), [value for _, value in where]
+
+
+def _lexical(
+    conn: sqlite3.Connection, match: str, scope: str, where: Where, limit: int
+) -> list[Row]:
+    clause, params = _where_sql(where)
+    rows = conn.execute(_RECALL.format(where=clause), (match, scope, *params, limit)).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def _nearest(
+    conn: sqlite3.Connection, vector: Vector, scope: str, where: Where, limit: int
+) -> list[Row]:
+    from sqlite_vec import serialize_float32
+
+    clause, params = _where_sql(where)
+    knn = min(limit * 10 if where else limit, _MAX_KNN)
+    rows = conn.execute(
+        _NEAREST.format(where=clause),
+        (serialize_float32(vector), knn, scope, scope, *params, limit),
+    ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+def _item(row: Row, score: float) -> MemoryItem:
+    _, item_id, text, meta, created_at, _ = row
+    try:
+        decoded: dict[str, JsonValue] = json.loads(meta)
+        if not isinstance(decoded, dict):
+            raise TypeError(f"meta is a {type(decoded).__name__}, not an object")
+    except CODEC_ERRORS as exc:
+        raise StoreError(f"stored memory {item_id!r} cannot be decoded: {exc}") from exc
+    return MemoryItem(
+        id=str(item_id), text=str(text), score=score, meta=decoded, created_at=float(created_at)
+    )
+
+
+def _fused(lexical: list[Row], nearest: list[Row], k: int) -> list[MemoryItem]:
+    rows = {str(row[1]): row for row in (*lexical, *nearest)}
+    scores = fuse([[str(r[1]) for r in lexical], [str(r[1]) for r in nearest]])
+    ranked = sorted(scores, key=lambda i: (-scores[i], -float(rows[i][4]), i))
+    return [_item(rows[i], scores[i]) for i in ranked[:k]]
+
+
+def _forget(conn: sqlite3.Connection, item_id: str, scope: str, vectors: bool) -> bool:
     with transaction(conn, write=True):
         row = conn.execute(
             "SELECT seq, text FROM mainspring_memory WHERE id = ? AND scope = ?", (item_id, scope)
@@ -291,4 +543,9 @@ def _forget(conn: sqlite3.Connection, item_id: str, scope: str) -> bool:
             row,
         )
         conn.execute("DELETE FROM mainspring_memory WHERE seq = ?", (row[0],))
+        if vectors:
+            conn.execute("DELETE FROM mainspring_memory_vec WHERE rowid = ?", (row[0],))
+        # Without sqlite-vec loaded the vector table cannot be touched; its stale row is
+        # ignored (vectors match their item's id) and purged when a store with an
+        # embedder opens the file.
     return True

@@ -6,8 +6,11 @@ URL                    backend                                        holds
 ``memory://[name]``    in-process dicts (a name shares them)          sessions, checkpoints, locks
 ``sqlite:///rel.db``   one SQLite file (WAL); ``sqlite:////abs.db``   sessions, checkpoints, locks
 ``redis://host:port``  Redis (also ``rediss://``)                     checkpoints, locks
-``postgresql://…``     PostgreSQL (also ``postgres://``)              sessions
+``postgresql://…``     PostgreSQL (also ``postgres://``)              sessions, memory
 =====================  =============================================  ==================
+
+Memory (:func:`open_memory_store`) takes ``memory://``, ``sqlite:///…`` and
+``postgresql://…``; give it an embedder for hybrid recall.
 
 SQLite paths follow SQLAlchemy's convention: three slashes then a relative
 path, four for an absolute one.
@@ -24,13 +27,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mainspring.errors import ConfigError
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
-__all__ = ["Stores", "open_checkpoint_store", "open_run_lock", "open_session_store", "open_stores"]
+__all__ = [
+    "Stores",
+    "open_checkpoint_store",
+    "open_memory_store",
+    "open_run_lock",
+    "open_session_store",
+    "open_stores",
+]
+
+if TYPE_CHECKING:
+    from mainspring.embeddings import Embedder
+    from mainspring.memory import MemoryStore
 
 _SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
 _SHARED: dict[str, tuple[InMemorySessionStore, InMemoryCheckpointStore, InMemoryRunLock]] = {}
@@ -84,6 +98,35 @@ async def open_session_store(url: str) -> SessionStore:
     raise ConfigError(
         f"{scheme}:// holds checkpoints and locks, not sessions: "
         "use postgresql:// or sqlite:/// for sessions"
+    )
+
+
+async def open_memory_store(url: str, *, embedder: Embedder | None = None) -> MemoryStore:
+    """A MemoryStore for ``url``; with ``embedder``, recall is hybrid (full text and vectors).
+
+    ``memory://`` gives a fresh in-process store (a name does not share it).
+
+    Raises:
+        ConfigError: Unknown scheme, ``redis://`` (holds no memory), or an
+            embedder where sqlite-vec cannot be loaded (the message says what to install).
+        StoreError: The store cannot be reached or opened.
+    """
+    scheme = _scheme(url)
+    if scheme == "memory":
+        from mainspring.memory import InMemoryMemoryStore
+
+        return InMemoryMemoryStore(embedder=embedder)
+    if scheme == "sqlite":
+        from mainspring.stores.sqlite_memory import SQLiteMemoryStore
+
+        return await SQLiteMemoryStore.open(_sqlite_path(url), embedder=embedder)
+    if scheme in ("postgresql", "postgres"):
+        from mainspring.stores.postgres_memory import PostgresMemoryStore
+
+        return await PostgresMemoryStore.open(url, embedder=embedder)
+    raise ConfigError(
+        f"{scheme}:// holds checkpoints and locks, not memory: "
+        "use sqlite:/// or postgresql:// for memory"
     )
 
 

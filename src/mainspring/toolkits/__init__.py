@@ -11,6 +11,14 @@
 - :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
   :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
   :class:`SQLiteToolDataStore`).
+- :func:`memory_tools`: ``remember`` (in the background), ``recall`` and
+  ``forget`` (confirm-tier) over a :class:`~mainspring.memory.MemoryStore`.
+- ``mainspring.toolkits.conversations``: ``ConversationMemory``, opt-in search
+  of a principal's earlier sessions by the model.
+- ``mainspring.toolkits.artifacts`` (extra ``artifacts``): ``artifact_result``
+  stores a large result in an :class:`~mainspring.stores.artifacts.ArtifactStore`
+  and gives the model a summary and a reference; ``artifact_tools`` lets it
+  read its artifacts in pages.
 - :func:`fetch_tools`: ``fetch`` (GET) and ``http_post`` through httpx, to an
   allowlist of hosts only (none by default), redirects re-checked, bounded,
   HTML turned into text.
@@ -26,6 +34,7 @@ from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceErro
 from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
 from mainspring.toolkits.fetch import FetchLimits, fetch_tools, html_text
 from mainspring.toolkits.files import file_tools, readonly_file_tools
+from mainspring.toolkits.memory import memory_tools
 from mainspring.toolkits.notes import notes_tools
 from mainspring.toolkits.patch import patch_tools
 from mainspring.toolkits.patch_format import PatchError, PatchLimits
@@ -57,6 +66,7 @@ __all__ = [
     "fetch_tools",
     "file_tools",
     "html_text",
+    "memory_tools",
     "notes_tools",
     "patch_tools",
     "preview_of",
