@@ -81,10 +81,16 @@ class SessionHost:
             owner=self.worker,
         )
 
-    async def create(self, principal: Principal) -> Session:
-        """A new session owned by ``principal``, saved before it is handed out."""
+    async def create(self, principal: Principal, *, session_id: str | None = None) -> Session:
+        """A new session owned by ``principal``, saved before it is handed out.
+
+        ``session_id`` names it (a protocol adapter deriving it from its own
+        ids); a fresh UUID by default.
+        """
         state = SessionState(
-            session_id=str(uuid.uuid4()), agent_name=self.agent.name, principal=principal.id
+            session_id=session_id or str(uuid.uuid4()),
+            agent_name=self.agent.name,
+            principal=principal.id,
         )
         session = self._session(state)
         await session.save()

@@ -36,6 +36,7 @@ from mainspring.errors import (
     ToolInputError,
     UnknownAttempt,
 )
+from mainspring.server._a2a import a2a_router
 from mainspring.server._api import router
 from mainspring.server._auth import ApiKeys, Authenticator
 from mainspring.server._config import ServerConfig
@@ -171,6 +172,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.state.agent = agent
     app.include_router(router)
     app.include_router(ops_router)
+    app.include_router(a2a_router(agent, config))
     app.add_exception_handler(RequestValidationError, _on_invalid)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_error)
