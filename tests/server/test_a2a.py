@@ -118,12 +118,11 @@ def texts(status: dict[str, Any]) -> str:
 
 
 def response_text(stream: list[dict[str, Any]]) -> str:
-    return "".join(
-        part.get("text", "")
-        for e in stream
-        if "artifactUpdate" in e
-        for part in e["artifactUpdate"]["artifact"]["parts"]
-    )
+    updates = [e["artifactUpdate"] for e in stream if "artifactUpdate" in e]
+    chunks = "".join(u["artifact"]["parts"][0]["text"] for u in updates if not u.get("lastChunk"))
+    (last,) = [u for u in updates if u.get("lastChunk")]
+    assert last["artifact"]["parts"] == [{"text": chunks}]  # the chunks, then the whole
+    return chunks
 
 
 def tool_events(stream: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -140,6 +139,7 @@ async def paused_payment(client: Client) -> tuple[str, str, dict[str, Any], str]
     task = stream[0]["task"]
     status = last_status(stream)
     assert status["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert response_text(stream).endswith("Sending $120.00.")  # whole before the pause
     (pending,) = data_parts(status)
     return task["id"], task["contextId"], pending, task["metadata"]["mainspring"]["session_id"]
 
@@ -207,6 +207,8 @@ async def test_a_payment_pauses_as_input_required_and_approval_completes_it_once
         done = await client.get_task(GetTaskRequest(id=task_id))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         assert [a.name for a in done.artifacts] == ["response", "response"]
+        assert [len(a.parts) for a in done.artifacts] == [1, 1]  # the whole text of each
+        assert done.artifacts[1].parts[0].text.startswith("Done: $120.00")
 
     state = (await session_state(base, ALICE, session_id)).json()
     assert [w["tool"] for w in state["writes"].values()] == ["send_payment"]  # ran once

@@ -3,7 +3,8 @@
 An A2A context is a mainspring session of the caller (its id derived from the
 principal, the agent and the context id, so no two principals ever share one);
 an A2A task is one turn of it. The turn's events become task events: text
-deltas append to the task's ``response`` artifact, tool events are ``working``
+deltas append to a ``response`` artifact (replaced by the whole text as one
+part, ``lastChunk``, when the turn ends or pauses), tool events are ``working``
 status updates whose data part is the event in mainspring's wire format, a
 pending action pauses the task in ``input-required`` (its data part the
 ``pending_action`` event with the signed approval id), and the terminal event
@@ -261,20 +262,34 @@ class MainspringExecutor(AgentExecutor):
 
     async def _relay(self, host: SessionHost, run: LiveRun, updater: TaskUpdater) -> None:
         artifact_id = f"response-{uuid.uuid4().hex[:12]}"
-        first = True
+        said: list[str] = []
+
+        async def flush() -> None:  # the whole text as one part, replacing the chunks
+            if said:
+                whole = "".join(said)
+                said.clear()
+                await updater.add_artifact(
+                    [new_text_part(whole)],
+                    artifact_id=artifact_id,
+                    name="response",
+                    append=False,
+                    last_chunk=True,
+                )
+
         async for _position, event in run.follow():
             if isinstance(event, TextDelta):
                 await updater.add_artifact(
                     [new_text_part(event.text)],
                     artifact_id=artifact_id,
                     name="response",
-                    append=not first,
+                    append=bool(said),
                 )
-                first = False
+                said.append(event.text)
             elif isinstance(event, _RELAYED):
                 message = updater.new_agent_message([_event_part(host, run.session_id, event)])
                 await updater.update_status(TaskState.TASK_STATE_WORKING, message)
             elif isinstance(event, PendingAction):
+                await flush()
                 await updater.requires_input(
                     updater.new_agent_message(
                         [
@@ -284,6 +299,7 @@ class MainspringExecutor(AgentExecutor):
                     )
                 )
             elif isinstance(event, TurnComplete | ErrorEvent):
+                await flush()
                 await _finish(host, run.session_id, event, updater)
                 return
         await updater.failed(_says(updater, "the run ended without a terminal event"))
