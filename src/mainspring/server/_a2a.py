@@ -8,7 +8,8 @@ credential); ``POST /a2a`` is the JSON-RPC endpoint (``SendMessage``,
 ``message/stream``, ``tasks/get``, ``tasks/cancel`` too), behind the same
 authentication as every other route. The SDK's own pieces do the protocol —
 its JSON-RPC dispatcher (parsing, JSON-RPC errors, SSE), its request handler
-and an owner-scoped task store — and :class:`MainspringExecutor` runs each
+and an owner-scoped task store (on Redis when the server's checkpoints are,
+see :mod:`._a2a_tasks`) — and :class:`MainspringExecutor` runs each
 task as a turn of the caller's session (see :mod:`._a2a_executor`).
 """
 
@@ -29,7 +30,6 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -47,6 +47,7 @@ from fastapi.responses import JSONResponse, Response
 from mainspring._version import __version__
 from mainspring.agent import Agent
 from mainspring.server._a2a_executor import HOST_KEY, PRINCIPAL_KEY, MainspringExecutor
+from mainspring.server._a2a_tasks import RedisTaskStore, TaskContextBuilder, task_store_for
 from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._deps import authenticated, host_of
@@ -61,6 +62,7 @@ CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 _SCHEME = "bearer"
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
 _MODES = ["text/plain", "application/json"]
+_PARKED = 300.0
 
 
 def agent_card(agent: Agent, *, url: str, public: bool = False) -> AgentCard:
@@ -148,10 +150,15 @@ Caller = Annotated[Principal, Depends(authenticated)]
 
 def a2a_router(agent: Agent, config: ServerConfig) -> APIRouter:
     """The A2A routes of a server of ``agent`` (included by ``create_app``)."""
+    task_store = task_store_for(config)
     handler = DefaultRequestHandler(
         agent_executor=MainspringExecutor(),
-        task_store=InMemoryTaskStore(),
+        task_store=task_store,
+        request_context_builder=TaskContextBuilder(task_store),
         agent_card=agent_card(agent, url=A2A_PATH, public=config.public),
+        # A task parked in input-required lets go of this worker's memory after a
+        # while; its next message (here or on another worker) picks it up from the store.
+        interrupted_task_timeout=_PARKED,
     )
     dispatcher = JsonRpcDispatcher(
         request_handler=handler,
@@ -166,6 +173,8 @@ def a2a_router(agent: Agent, config: ServerConfig) -> APIRouter:
             yield
         finally:
             await handler.aclose()
+            if isinstance(task_store, RedisTaskStore):
+                await task_store.aclose()
 
     router = APIRouter(lifespan=lifespan, tags=["a2a"])
 

@@ -27,6 +27,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
+from a2a.utils.errors import UnsupportedOperationError
 from pydantic import JsonValue
 
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
@@ -72,6 +73,14 @@ _DECISION_KEYS = {
 }
 _RELAYED = (ToolStart, ToolProgress, ToolResult, Canvas)
 _CANCEL_WAIT = 10.0
+_TERMINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 
 class BadReply(ValueError):
@@ -231,6 +240,10 @@ class MainspringExecutor(AgentExecutor):
         message: Message | None,
         updater: TaskUpdater,
     ) -> LiveRun | None:
+        if task.status.state in _TERMINAL:  # decided on another worker since: once only
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}"
+            )
         if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
             await updater.update_status(
                 task.status.state, _says(updater, "this task is not waiting for a decision")
