@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from a2a.client import (
@@ -28,6 +29,7 @@ from a2a.helpers.proto_helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -45,6 +47,7 @@ from google.protobuf.json_format import MessageToDict
 from mainspring.decisions import recorded_kind
 from mainspring.demo import demo_agent
 from mainspring.server import ServerConfig, create_app
+from tests.server.agents import Gate, gated_agent
 from tests.server.servers import serving
 
 ALICE = "alice-key-a2a-000000001"
@@ -313,6 +316,47 @@ async def test_send_message_returns_the_paused_task_and_cancel_rejects_the_actio
         )
         assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         assert reply["task"]["metadata"]["mainspring"]["session_id"] == session_id
+
+
+async def test_a_context_waiting_on_a_decision_refuses_a_new_task(base: str) -> None:
+    async with a2a(base, ALICE) as client:
+        task_id, context_id, _pending, _ = await paused_payment(client)
+        stream = await events(client, user(new_text_part("pay Bob $3"), context_id=context_id))
+        status = last_status(stream)
+        assert status["state"] == "TASK_STATE_REJECTED"
+        assert "waits for a decision on send_payment" in texts(status)
+        waiting = await client.get_task(GetTaskRequest(id=task_id))
+        assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+
+async def test_cancelling_a_running_task_stops_its_turn() -> None:
+    gate = Gate()
+    app = create_app(gated_agent(gate), ServerConfig(api_keys={ALICE: "alice"}))
+    with serving(app) as url:
+        async with a2a(url, ALICE) as client:
+            seen: list[dict[str, Any]] = []
+
+            async def stream() -> None:
+                seen.extend(await events(client, user(new_text_part("talk"))))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream)
+                while not gate.reached.is_set():  # noqa: ASYNC110 - a thread sets it
+                    await anyio.sleep(0.01)
+                async with a2a(url, ALICE) as other:
+                    listed = await other.list_tasks(ListTasksRequest())
+                    (task,) = listed.tasks
+                    cancelled = await other.cancel_task(CancelTaskRequest(id=task.id))
+            assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+            assert seen[0]["task"]["id"] == task.id  # the stream ended with the task
+            after = await client.get_task(GetTaskRequest(id=task.id))
+            assert after.status.state == TaskState.TASK_STATE_CANCELED
+
+            gate.opened.set()  # the context takes a new task
+            stream_two = await events(
+                client, user(new_text_part("again"), context_id=task.context_id)
+            )
+            assert last_status(stream_two)["state"] == "TASK_STATE_COMPLETED"
 
 
 async def test_a_task_must_start_with_text(base: str) -> None:

@@ -31,7 +31,7 @@ from a2a.utils.errors import UnsupportedOperationError
 from pydantic import JsonValue
 
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
-from mainspring.errors import MainspringError, StoreError
+from mainspring.errors import MainspringError, SessionBusy, StoreError
 from mainspring.events import (
     Canvas,
     ErrorEvent,
@@ -222,7 +222,7 @@ class MainspringExecutor(AgentExecutor):
             except (MainspringError, NotFound) as exc:
                 if isinstance(exc, StoreError):
                     raise
-                await updater.reject(_says(updater, str(exc)))
+                await updater.reject(_says(updater, _refusal(session, exc)))
                 return
         else:
             decided = await self._decide(host, session, task, message, updater)
@@ -380,6 +380,18 @@ def _question(pending: PendingAction) -> str:
         else ""
     )
     return f"Approve {pending.name}{why}? Reply yes or no{fields}."
+
+
+def _refusal(session: Session, exc: Exception) -> str:
+    pending = session.pending
+    if isinstance(exc, SessionBusy) and pending is not None:
+        return (
+            f"this context waits for a decision on {pending.name} (an earlier task is "
+            "input-required): decide or cancel that task first"
+        )
+    if isinstance(exc, SessionBusy):
+        return "this context is busy with another task; wait for it or cancel it"
+    return str(exc)
 
 
 def _says(updater: TaskUpdater, text: str) -> Message:
