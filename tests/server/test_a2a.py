@@ -43,15 +43,21 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from google.protobuf.json_format import MessageToDict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from mainspring.decisions import recorded_kind
 from mainspring.demo import demo_agent
 from mainspring.server import ServerConfig, create_app
 from tests.server.agents import Gate, gated_agent
 from tests.server.servers import serving
+from tests.strategies import json_values
+from tests.strategies import texts as any_text
 
 ALICE = "alice-key-a2a-000000001"
 BOB = "bob-key-a2a-00000000002"
+FUZZ = "fuzz-key-a2a-0000000003"  # a principal of its own, so its rate is its own
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +70,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
     app = create_app(
-        demo_agent(balance_usd=1_000_000), ServerConfig(api_keys={ALICE: "alice", BOB: "bob"})
+        demo_agent(balance_usd=1_000_000),
+        ServerConfig(api_keys={ALICE: "alice", BOB: "bob", FUZZ: "fuzz"}),
     )
     with serving(app) as url:
         yield url
@@ -385,6 +392,18 @@ async def test_no_credential_is_401(base: str) -> None:
             await events(client, user(new_text_part("pay Alice $120")))
 
 
+async def test_a_public_server_offers_the_scheme_without_requiring_it() -> None:
+    app = create_app(demo_agent(), ServerConfig(public=True))
+    with serving(app) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        assert list(card.security_schemes) == ["bearer"]
+        assert list(card.security_requirements) == []
+        async with a2a(url, None) as anonymous:
+            stream = await events(anonymous, user(new_text_part("pay Bob $2")))
+            assert last_status(stream)["state"] == "TASK_STATE_COMPLETED"
+
+
 async def test_another_principals_task_does_not_exist_for_them(base: str) -> None:
     async with a2a(base, ALICE) as alice:
         task_id, context_id, pending, session_id = await paused_payment(alice)
@@ -457,6 +476,41 @@ async def test_bad_jsonrpc_gets_a_jsonrpc_error_never_a_500(
     error = response.json()["error"]
     assert error["code"] == code, error
     assert error["message"]
+
+
+METHODS = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "message/send",
+    "tasks/get",
+    "tasks/cancel",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    method=st.one_of(st.sampled_from(METHODS), any_text),
+    params=json_values,
+    id=st.one_of(st.none(), st.integers(), any_text, st.booleans()),
+    version=st.sampled_from(["1.0", "0.3", "", "9"]),
+)
+def test_hostile_jsonrpc_is_never_a_500(
+    base: str, method: str, params: JsonValue, id: object, version: str
+) -> None:
+    headers = {"Authorization": f"Bearer {FUZZ}", "A2A-Version": version}
+    body = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+    with httpx.Client(timeout=30) as http:
+        response = http.post(f"{base}/a2a", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    if response.headers["content-type"].startswith("application/json"):
+        reply = response.json()
+        assert "error" in reply or "result" in reply
+        if "error" in reply:
+            assert reply["error"]["code"] != -32603 or "version" in reply["error"]["message"]
 
 
 async def test_an_oversized_body_is_413(base: str) -> None:
