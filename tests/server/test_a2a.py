@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import (
@@ -364,6 +365,42 @@ async def test_cancelling_a_running_task_stops_its_turn() -> None:
                 client, user(new_text_part("again"), context_id=task.context_id)
             )
             assert last_status(stream_two)["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_second_client_subscribes_to_a_running_task() -> None:
+    gate = Gate()
+    app = create_app(gated_agent(gate), ServerConfig(api_keys={ALICE: "alice", BOB: "bob"}))
+    with serving(app) as url:
+        async with a2a(url, ALICE) as first, a2a(url, ALICE) as second, a2a(url, BOB) as bob:
+            streamed: list[dict[str, Any]] = []
+            followed: list[dict[str, Any]] = []
+
+            async def stream() -> None:
+                streamed.extend(await events(first, user(new_text_part("talk"))))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stream)
+                while not gate.reached.is_set():  # noqa: ASYNC110 - a thread sets it
+                    await anyio.sleep(0.01)
+                (task,) = (await second.list_tasks(ListTasksRequest())).tasks
+                with pytest.raises(TaskNotFoundError):
+                    async for _ in bob.subscribe(SubscribeToTaskRequest(id=task.id)):
+                        pass
+
+                attached = anyio.Event()
+
+                async def follow() -> None:
+                    async for event in second.subscribe(SubscribeToTaskRequest(id=task.id)):
+                        followed.append(MessageToDict(event))
+                        attached.set()  # it starts with the task as it stands
+
+                tg.start_soon(follow)
+                await attached.wait()
+                assert followed[0]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+                gate.opened.set()
+        assert last_status(streamed)["state"] == "TASK_STATE_COMPLETED"
+        assert last_status(followed)["state"] == "TASK_STATE_COMPLETED"
+        assert response_text(followed).endswith("w39")
 
 
 async def test_a_task_must_start_with_text(base: str) -> None:
