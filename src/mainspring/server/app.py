@@ -38,6 +38,7 @@ from mainspring.errors import (
     ToolInputError,
     UnknownAttempt,
 )
+from mainspring.server._a2a import a2a_router
 from mainspring.server._agui import agui_router
 from mainspring.server._aisdk import aisdk_router
 from mainspring.server._api import router
@@ -184,6 +185,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.include_router(aisdk_router)
     app.include_router(agui_router)
     app.include_router(ops_router)
+    app.include_router(a2a_router(agent, config))
     if config.engine is not None:
         app.mount("/v1/engine", _engine_app(config))
     app.include_router(pages_router)

@@ -1,0 +1,155 @@
+"""Where A2A task records live: the worker's memory, or Redis shared by every worker.
+
+The sessions behind the tasks are durable already (the session store); the
+task records — state, history, artifacts — are the SDK's. A server whose
+checkpoints or locks are on Redis keeps them there too
+(:class:`RedisTaskStore`), so a task started on one worker is read, decided
+and cancelled on any other; otherwise they stay in this worker's memory (the
+SDK's ``InMemoryTaskStore``).
+
+Keys (under ``mainspring:a2a:``): ``task:<owner digest>:<task id>``, the task
+as protobuf bytes, and ``owner:<owner digest>``, a set of the owner's task
+ids; both expire ``ttl`` seconds (a week) after the task's last change. The
+owner is the principal: another principal's task is simply not there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
+from a2a.server.context import ServerCallContext
+from a2a.server.owner_resolver import resolve_user_scope
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, SendMessageRequest, Task
+
+from mainspring.errors import StoreError
+from mainspring.server._config import ServerConfig
+
+__all__ = ["TASK_TTL", "RedisTaskStore", "TaskContextBuilder", "task_store_for"]
+
+TASK_TTL = 7 * 24 * 3600.0
+"""Seconds a task record outlives its last change in Redis."""
+
+_PREFIX = "mainspring:a2a:"
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def task_store_for(config: ServerConfig) -> TaskStore:
+    """Redis when the server's checkpoints or locks are there, else this worker's memory."""
+    for url in (config.checkpoints, config.locks, config.store):
+        if url and url.startswith(_REDIS_SCHEMES):
+            return RedisTaskStore(url)
+    return InMemoryTaskStore()
+
+
+def _owner(context: ServerCallContext) -> str:
+    return hashlib.sha256(resolve_user_scope(context).encode("utf-8")).hexdigest()[:32]
+
+
+class RedisTaskStore(TaskStore):
+    """The SDK's task store on Redis, scoped by owner (the principal)."""
+
+    def __init__(self, url: str, *, ttl: float = TASK_TTL, prefix: str = _PREFIX) -> None:
+        """Connect to ``url`` on first use (on the server's event loop)."""
+        try:
+            import redis.asyncio as aioredis
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise ImportError('RedisTaskStore needs: pip install "mainspring[redis]"') from exc
+        self._client = aioredis.Redis.from_url(url)
+        self._ttl = max(1, int(ttl))
+        self._prefix = prefix
+
+    def _task_key(self, owner: str, task_id: str) -> str:
+        return f"{self._prefix}task:{owner}:{task_id}"
+
+    def _owner_key(self, owner: str) -> str:
+        return f"{self._prefix}owner:{owner}"
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save (or replace) ``task`` for the caller."""
+        owner = _owner(context)
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._task_key(owner, task.id), task.SerializeToString(), ex=self._ttl)
+                pipe.sadd(self._owner_key(owner), task.id)
+                pipe.expire(self._owner_key(owner), self._ttl)
+                await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"saving A2A task {task.id!r} failed: {exc}") from exc
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The caller's task ``task_id``, if there is one."""
+        try:
+            raw = await self._client.get(self._task_key(_owner(context), task_id))
+        except Exception as exc:
+            raise StoreError(f"reading A2A task {task_id!r} failed: {exc}") from exc
+        if raw is None:
+            return None
+        task = Task()
+        task.ParseFromString(raw)
+        return task
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The caller's tasks, filtered and paged as the SDK's in-memory store does."""
+        owner = _owner(context)
+        try:
+            members = await self._client.smembers(self._owner_key(owner))
+            ids = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+            raws = await self._client.mget([self._task_key(owner, i) for i in ids]) if ids else []
+        except Exception as exc:
+            raise StoreError(f"listing A2A tasks failed: {exc}") from exc
+        scratch = InMemoryTaskStore()
+        for raw in raws:
+            if raw is not None:  # expired since the set was read
+                task = Task()
+                task.ParseFromString(raw)
+                await scratch.save(task, context)
+        return await scratch.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Forget the caller's task ``task_id``."""
+        owner = _owner(context)
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._task_key(owner, task_id))
+                pipe.srem(self._owner_key(owner), task_id)
+                await pipe.execute()
+        except Exception as exc:
+            raise StoreError(f"deleting A2A task {task_id!r} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        await self._client.aclose()
+
+
+class TaskContextBuilder(SimpleRequestContextBuilder):
+    """The SDK's request context, a follow-up's context id taken from its task.
+
+    A message may name only its task. The SDK would then make up a context id,
+    which the task's events contradict once the task is picked up from the
+    store (on another worker, or after it was parked): the task's own context
+    id is the one.
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        """Read tasks from ``store``."""
+        super().__init__(should_populate_referred_tasks=False, task_store=None)
+        self._store = store
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        """The context of a request, as the SDK builds it, with the task's context id."""
+        if task_id and not context_id:
+            stored = task or await self._store.get(task_id, context)
+            if stored is not None:
+                context_id = stored.context_id
+        return await super().build(
+            context, params=params, task_id=task_id, context_id=context_id, task=task
+        )
