@@ -257,14 +257,14 @@ def test_pending_action_approval_id_defaults_to_attempt_id() -> None:
     assert same == pa
 
 
-def test_pending_action_rejects_a_different_approval_id() -> None:
-    with pytest.raises(ValueError, match="approval_id"):
-        PendingAction(
-            attempt_id="att-1",
-            tool_use_id="t",
-            turn_index=0,
-            name="n",
-            input={},
-            description="d",
-            approval_id="att-2",
-        )
+def test_pending_action_keeps_an_approval_id_other_than_its_attempt() -> None:
+    signed = PendingAction(
+        attempt_id="att-1",
+        tool_use_id="t",
+        turn_index=0,
+        name="n",
+        input={},
+        description="d",
+        approval_id="att-1.hash.signature",  # what mainspring.server hands a client
+    )
+    assert signed.approval_id == "att-1.hash.signature" and signed.attempt_id == "att-1"

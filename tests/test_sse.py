@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from contextlib import aclosing
+from dataclasses import replace
 from itertools import pairwise
 from typing import get_args
 
@@ -400,11 +401,13 @@ def test_unknown_or_invalid_event_raises(data: str) -> None:
         list(parse_sse(_frame(data)))
 
 
-def test_pending_action_with_mismatched_approval_id_raises_wire_format_error() -> None:
+def test_pending_action_with_a_signed_approval_id_round_trips() -> None:
     payload = event_to_dict(SAMPLE_EVENTS[2])
-    payload["approval_id"] = "someone-else"
-    with pytest.raises(WireFormatError):
-        list(parse_sse(_frame(json.dumps(payload))))
+    payload["approval_id"] = "signed-by-a-server"
+    (event,) = parse_sse(_frame(json.dumps(payload)))
+    sample = SAMPLE_EVENTS[2]
+    assert isinstance(sample, PendingAction)
+    assert event == replace(sample, approval_id="signed-by-a-server")
 
 
 def test_deeply_nested_json_raises_wire_format_error() -> None:

@@ -21,6 +21,8 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    SteeringQueued,
+    SteeringTaken,
     StreamStarted,
     TextDelta,
     ThinkingDelta,
@@ -197,6 +199,10 @@ class AguiRun:
             return [*self._close(), *self._tool(event)]
         if isinstance(event, ToolProgress | Canvas):
             return [self._custom(event)]
+        if isinstance(event, SteeringQueued | SteeringTaken):
+            taken = "queued" if isinstance(event, SteeringQueued) else "taken"
+            steering: dict[str, JsonValue] = {"steeringId": event.steering_id, "state": taken}
+            return [CustomEvent(name="mainspring.steering", value=steering)]
         if isinstance(event, UsageEvent):
             entry = _usage(event)
             previous = self._usage.get(event.model)

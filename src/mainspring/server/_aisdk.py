@@ -42,6 +42,8 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    SteeringQueued,
+    SteeringTaken,
     StreamStarted,
     TextDelta,
     ThinkingDelta,
@@ -86,6 +88,15 @@ def _output(content: str) -> JsonValue:
     except ValueError:
         return content
     return value
+
+
+def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
+    """A steering message queued for, or taken by, the running turn (a transient data part)."""
+    data: dict[str, JsonValue] = {
+        "steeringId": event.steering_id,
+        "state": "queued" if isinstance(event, SteeringQueued) else "taken",
+    }
+    return {"type": "data-steering", "id": event.steering_id, "data": data, "transient": True}
 
 
 class UIMessageStream:
@@ -183,6 +194,8 @@ class UIMessageStream:
             out += self._tool(event)
         elif isinstance(event, ToolProgress | Canvas):
             out.append(self._data(event))
+        elif isinstance(event, SteeringQueued | SteeringTaken):
+            out.append(_steering_chunk(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))
