@@ -8,13 +8,23 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from mainspring import Agent, Event, Session
 from mainspring.cost import ModelPrice
 from mainspring.decisions import Approve, ClientResult, Reject
 from mainspring.errors import ApprovalError, ConfigError, FieldNotModifiable
 from mainspring.events import PendingAction, TextDelta, ToolResult
-from mainspring.mcp import McpClientManager, McpSampling, McpServerConfig
+from mainspring.mcp import (
+    ElicitAnswer,
+    McpClientManager,
+    McpElicitation,
+    McpSampling,
+    McpServerConfig,
+)
+from mainspring.mcp._paused_calls import check_answer
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage
 from mainspring.testing import ScriptedCall, ScriptedModel, ScriptedResponse
 from mainspring.usage import Usage
@@ -166,3 +176,42 @@ async def test_sampling_declined_by_config() -> None:
     async with McpClientManager([rich()]) as manager:
         out = await manager.call_tool("rich", "summarize", {"text": "t"})
     assert out.content.startswith("sampling refused")
+
+
+def form(schema: dict[str, JsonValue]) -> McpElicitation:
+    return McpElicitation(server="s", message="m", requested_schema=schema)
+
+
+def test_a_hostile_pattern_in_the_form_is_not_run() -> None:
+    schema: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}},
+        "required": ["name"],
+    }
+    answer = check_answer(form(schema), Approve(edits={"name": "a" * 5000 + "!"}))
+    assert isinstance(answer, ElicitAnswer) and answer.action == "accept"
+    missing = check_answer(form(schema), Approve(edits={}))
+    assert isinstance(missing, str) and "'name' is a required property" in missing
+    nested = check_answer(form(schema), Approve(edits={"name": {"deep": "x"}}))
+    assert isinstance(nested, str) and "strings, numbers" in nested
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(
+    schema=st.dictionaries(st.text(max_size=12), json_values, max_size=4),
+    edits=st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+)
+def test_any_form_and_any_answer_give_an_answer_or_a_reason(
+    schema: dict[str, JsonValue], edits: dict[str, JsonValue]
+) -> None:
+    answer = check_answer(form(schema), Approve(edits=edits))
+    assert isinstance(answer, str) or (answer.action == "accept" and answer.content == edits)
+    assert check_answer(form(schema), Reject()) == ElicitAnswer(action="decline")

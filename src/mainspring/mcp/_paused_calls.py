@@ -159,7 +159,7 @@ def _invalid(schema: dict[str, JsonValue], content: dict[str, Any]) -> str:
         ):
             return "values must be strings, numbers, booleans or lists of strings"
     try:
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = jsonschema.Draft202012Validator(_flat_schema(schema))
         error = jsonschema.exceptions.best_match(validator.iter_errors(content))
     except (jsonschema.exceptions.SchemaError, TypeError, ValueError) as exc:
         return f"the server's schema is unusable ({type(exc).__name__})"
@@ -167,3 +167,43 @@ def _invalid(schema: dict[str, JsonValue], content: dict[str, Any]) -> str:
         return ""
     where = ".".join(str(p) for p in error.absolute_path)
     return f"{where}: {error.message}" if where else error.message
+
+
+_KEPT = (
+    "type",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+)
+_KEPT_ITEMS = ("type", "enum")
+
+
+def _flat_schema(schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """The parts of a server's (flat) form schema that are checked: no regexes, no refs.
+
+    A hostile server could send a ``pattern`` that backtracks for ever, or
+    a deep tree; elicitation forms are flat by the spec, so only these
+    keywords of each property (and of an array property's ``items``) are kept.
+    """
+    props = schema.get("properties")
+    kept: dict[str, JsonValue] = {}
+    if isinstance(props, dict):
+        for name, prop in props.items():
+            if not isinstance(prop, dict):
+                continue
+            one: dict[str, JsonValue] = {k: prop[k] for k in _KEPT if k in prop}
+            items = prop.get("items")
+            if isinstance(items, dict):
+                one["items"] = {k: items[k] for k in _KEPT_ITEMS if k in items}
+            kept[name] = one
+    required = schema.get("required")
+    out: dict[str, JsonValue] = {"type": "object", "properties": kept}
+    if isinstance(required, list):
+        out["required"] = [r for r in required if isinstance(r, str)]
+    return out
