@@ -130,6 +130,18 @@ async def test_closing_the_manager_ends_a_paused_call_and_deciding_then_is_an_er
     assert waiting(session) is None
 
 
+async def test_no_answer_in_time_cancels_the_elicitation_and_the_server_says_so() -> None:
+    async with McpClientManager([rich()], pause_on_elicit=True, elicit_timeout=0.05) as manager:
+        session = booking_session(manager, ["r1"])
+        asked = pending(await send(session, "book"))
+        [flight] = manager._paused.values()  # white box: wait for the bounded wait to end
+        with anyio.fail_after(30):  # a hang guard, not a timing assertion
+            await flight.done.wait()
+        events = await resume(session, asked.attempt_id, Approve(edits={"name": "late"}))
+        assert [r.content for r in results(events)] == ["not booked: cancel"]
+        assert waiting(session) is None
+
+
 async def test_a_direct_call_without_a_session_is_declined_not_paused() -> None:
     async with McpClientManager([rich()], pause_on_elicit=True) as manager:
         out = await manager.call_tool("rich", "book", {"room": "r1"})
