@@ -86,6 +86,19 @@ async def greet(ctx: Context) -> str:
     return answer.action
 
 
+BOOKED: list[str] = []
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+async def book(room: str, ctx: Context) -> str:
+    """Book a room for a guest the user names (a side effect: counted)."""
+    answer = await ctx.elicit(f"Who stays in {room}?", Who)
+    if answer.action != "accept":
+        return f"not booked: {answer.action}"
+    BOOKED.append(f"{room}:{answer.data.name}")
+    return f"booked {room} for {answer.data.name} ({answer.data.age}); bookings: {BOOKED}"
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def summarize(text: str, ctx: Context) -> str:
     """Ask the client's model to summarize."""

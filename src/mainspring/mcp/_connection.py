@@ -13,7 +13,10 @@ import anyio.abc
 
 from mainspring.mcp._cache import ResponseCache
 from mainspring.mcp._config import McpServerConfig
+from mainspring.mcp._paused_calls import Flight
 from mainspring.mcp._requests import (
+    ElicitAnswer,
+    McpElicitation,
     McpSampling,
     OnElicit,
     elicitation_callback,
@@ -55,13 +58,26 @@ class Connection:
         *,
         on_elicit: OnElicit | None = None,
         sampling: McpSampling | None = None,
+        pause_on_elicit: bool = False,
+        elicit_timeout: float = 600.0,
     ) -> None:
         self.config = config
+        self._on_elicit = on_elicit
+        self._pause = pause_on_elicit
+        self._elicit_timeout = elicit_timeout
+        self.flights: set[Flight] = set()
+        """Engine calls in flight (they may pause on an elicitation)."""
+        self.in_flight = 0
+        """Every call in flight, engine or direct."""
         self._callbacks: dict[str, Any] = {}
-        if on_elicit is not None:
-            self._callbacks["elicitation_callback"] = elicitation_callback(config.name, on_elicit)
+        if on_elicit is not None or pause_on_elicit:
+            self._callbacks["elicitation_callback"] = elicitation_callback(
+                config.name, self._elicit
+            )
         if sampling is not None:
-            self._callbacks["sampling_callback"] = sampling_callback(config.name, sampling)
+            self._callbacks["sampling_callback"] = sampling_callback(
+                config.name, sampling, charge=self._charge
+            )
         self.session: ClientSession | None = None
         self.tools: list[mcp_types.Tool] = []
         self.limiter = anyio.Semaphore(config.max_concurrent_calls)
@@ -141,6 +157,32 @@ class Connection:
         finally:
             self.session = None
             self.done.set()
+
+    def _sole_flight(self) -> Flight | None:
+        """The engine call a server's request belongs to, when only one call is in flight."""
+        if self.in_flight != 1 or len(self.flights) != 1:
+            return None
+        return next(iter(self.flights))
+
+    async def _elicit(self, asked: McpElicitation) -> ElicitAnswer:
+        flight = self._sole_flight() if self._pause else None
+        if flight is not None:
+            parked = flight.park(asked)
+            with anyio.move_on_after(self._elicit_timeout):
+                await parked.answered.wait()
+            parked.give(ElicitAnswer(action="cancel"))  # no answer in time
+            return parked.answer
+        if self._on_elicit is not None:
+            return await self._on_elicit(asked)
+        logger.warning(
+            "MCP server %r: an elicitation with no single call to pause declined", self.config.name
+        )
+        return ElicitAnswer(action="decline")
+
+    def _charge(self, usd: float, what: str) -> None:
+        flight = self._sole_flight()
+        if flight is not None:
+            flight.charge(usd, what)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         session = self.session

@@ -12,7 +12,10 @@ sampling is refused the same way. With them:
 - a sampling request goes to :attr:`McpSampling.model`, its ``max_tokens``
   capped by :attr:`McpSampling.max_tokens`, at most
   :attr:`McpSampling.max_requests` per manager; past that, it is refused.
-  Only text is sampled (tool use in sampling is not offered).
+  Only text is sampled (tool use in sampling is not offered). Its cost
+  counts toward the spend and budget of the session whose MCP call the
+  server sampled for (when that call is the only one in flight); with no
+  ``sampling`` given, servers' sampling requests are declined.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Literal, TypeAlias
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from mainspring.cost import CostTracker, ModelPrice
 from mainspring.events import TextDelta
 from mainspring.messages import Message
 from mainspring.models.base import (
@@ -97,6 +101,16 @@ class McpSampling:
     """Requests answered so far."""
     usage: Usage = field(default_factory=Usage)
     """Tokens the answered requests used."""
+    price: ModelPrice | None = None
+    """What :attr:`model` costs (else looked up by its name, as a session does)."""
+    cost_usd: float = 0.0
+    """USD the answered requests cost."""
+
+    def cost(self, usage: Usage) -> float:
+        """USD ``usage`` of :attr:`model` costs (0 when no price is known)."""
+        if self.price is not None:
+            return self.price.cost(usage)
+        return CostTracker().price_of(self.model.name, usage) or 0.0
 
 
 def _flat(content: object) -> bool:
@@ -154,8 +168,14 @@ def _messages(params: mcp_types.CreateMessageRequestParams) -> list[Message] | N
     return messages
 
 
-def sampling_callback(server: str, sampling: McpSampling) -> SamplingFnT:
-    """The SDK callback that samples ``sampling.model`` for ``server``, within bounds."""
+def sampling_callback(
+    server: str, sampling: McpSampling, *, charge: Callable[[float, str], None] | None = None
+) -> SamplingFnT:
+    """The SDK callback that samples ``sampling.model`` for ``server``, within bounds.
+
+    Each request's cost goes to ``charge`` (the session whose tool call the
+    server sampled for, counted toward its spend and budget).
+    """
 
     async def on_sample(
         context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
@@ -186,6 +206,10 @@ def sampling_callback(server: str, sampling: McpSampling) -> SamplingFnT:
                     text.append(event.text)
                 elif isinstance(event, ModelUsage):
                     sampling.usage = sampling.usage + event.usage
+                    usd = sampling.cost(event.usage)
+                    sampling.cost_usd += usd
+                    if charge is not None and usd > 0:
+                        charge(usd, f"sampling for MCP server {server}")
                 elif isinstance(event, ModelStop) and event.stop_reason == "max_tokens":
                     stop = "maxTokens"
         except Exception as exc:

@@ -36,11 +36,12 @@ from mainspring.mcp._connection import (
     describe,
     list_all_tools,
 )
+from mainspring.mcp._paused_calls import Flight, await_flight, check_answer, pending_for
 from mainspring.mcp._requests import ElicitAnswer, McpElicitation, McpSampling, OnElicit
 from mainspring.mcp._resources import list_page_text, read_output, resource_tools
 from mainspring.mcp._trust import trust
 from mainspring.messages import ImagePart
-from mainspring.tools.context import ToolContext
+from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
 
@@ -112,19 +113,37 @@ class McpClientManager:
         audit_limit: int = 32,
         on_elicit: OnElicit | None = None,
         sampling: McpSampling | None = None,
+        pause_on_elicit: bool = False,
+        elicit_timeout: float = 600.0,
     ) -> None:
         """Create a manager for ``configs`` (names must be unique); nothing starts yet.
 
         ``on_elicit`` answers a server's elicitation (the host's UI or policy);
-        ``sampling`` lets servers sample a model, bounded. Without them the
-        client does not offer either, and servers cannot ask.
+        ``pause_on_elicit`` makes an elicitation during a session's tool call
+        a ``pending_action`` of that session instead, answered through
+        ``Session.resume`` within ``elicit_timeout`` seconds (see
+        :mod:`mainspring.mcp._paused_calls`); ``sampling`` lets servers sample
+        a model, bounded. Without them the client does not offer either, and
+        servers cannot ask.
         """
+        if not math.isfinite(elicit_timeout) or elicit_timeout <= 0:
+            raise ConfigError(f"elicit_timeout must be a positive number, got {elicit_timeout}")
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise ConfigError(f"MCP server names must be unique, got {names}")
         self._connections = {
-            c.name: Connection(c, on_elicit=on_elicit, sampling=sampling) for c in configs
+            c.name: Connection(
+                c,
+                on_elicit=on_elicit,
+                sampling=sampling,
+                pause_on_elicit=pause_on_elicit,
+                elicit_timeout=elicit_timeout,
+            )
+            for c in configs
         }
+        self._elicit_timeout = elicit_timeout
+        self._paused: dict[tuple[str, str], Flight] = {}
+        """Calls waiting on the user's answer to an elicitation, by (session, tool use)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self.failures: dict[str, str] = {}
         """Servers that could not start (optional ones) or whose tools were skipped."""
@@ -201,6 +220,10 @@ class McpClientManager:
         tg, self._tg = self._tg, None
         if tg is None:
             return
+        for flight in self._paused.values():  # no answer will come: stop waiting for one
+            flight.abandoned = True
+            flight.scope.cancel()
+        self._paused.clear()
         for conn in self._connections.values():
             conn.closing.set()
         # Each session task closes its own transport (the stdio shutdown is shielded).
@@ -341,6 +364,8 @@ class McpClientManager:
 
         async def call_server(**arguments: Any) -> ToolOutput:
             ctx = arguments.pop(_CTX, None)
+            if isinstance(ctx, ToolContext) and (self._tg is not None or ctx.decision):
+                return await self._engine_call(conn, tool_name, arguments, ctx)
             report = ctx.progress if isinstance(ctx, ToolContext) else None
             return await self.call_tool(cfg.name, tool_name, arguments, progress=report)
 
@@ -352,6 +377,48 @@ class McpClientManager:
             meta=meta,
             policy=decided.policy(max_result_chars=cfg.output_budget + 200),
         )
+
+    async def _engine_call(
+        self, conn: Connection, tool: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
+        """A session's call: run by a task of the manager, so it may pause on an elicitation."""
+        key = (ctx.session_id, ctx.tool_use_id)
+        decision = ctx.decision
+        if decision is None:
+            flight = Flight(ctx, extend=self._elicit_timeout + conn.config.call_timeout)
+            assert self._tg is not None
+            self._tg.start_soon(self._fly, conn.config.name, tool, arguments, flight)
+        else:
+            paused = self._paused.pop(key, None)
+            if paused is None:
+                return ToolOutput(
+                    content=f"MCP tool {tool!r}: the request that asked for input is gone "
+                    "(the process restarted or the connection ended); it was not sent again",
+                    is_error=True,
+                )
+            flight = paused
+            parked = flight.parked
+            if parked is not None and not parked.answered.is_set():
+                answer = check_answer(parked.asked, decision)
+                if isinstance(answer, str):
+                    self._paused[key] = flight  # still waiting: decide again
+                    ctx.suspend(pending_for(parked.asked, ctx.tool_name, ctx, why=answer))
+                parked.give(answer)
+        try:
+            return await await_flight(flight, ctx, ctx.tool_name)
+        except ToolSuspended:
+            self._paused[key] = flight
+            raise
+
+    async def _fly(self, server: str, tool: str, arguments: dict[str, Any], flight: Flight) -> None:
+        try:
+            output = await self.call_tool(
+                server, tool, arguments, progress=flight.progress, _flight=flight
+            )
+        except BaseException:
+            flight.finish(ToolOutput(content=f"MCP tool {tool!r} was abandoned", is_error=True))
+            raise
+        flight.finish(output)
 
     async def refresh_tools(self, server: str) -> None:
         """Fetch a server's tool list again (also done on its list-changed notification)."""
@@ -377,6 +444,7 @@ class McpClientManager:
         arguments: dict[str, Any],
         *,
         progress: Progress | None = None,
+        _flight: Flight | None = None,
     ) -> ToolOutput:
         """Call a tool; failures, timeouts and a dead server become error results.
 
@@ -399,23 +467,36 @@ class McpClientManager:
         cacheable = conn.cache.enabled and conn.read_only(tool)
         if cacheable and (cached := conn.cache.get(tool, arguments)) is not None:
             return cached
+        scope = _flight.scope if _flight is not None else anyio.CancelScope()
+        scope.deadline = anyio.current_time() + cfg.call_timeout
+        result: mcp_types.CallToolResult | None = None
         try:
-            with anyio.fail_after(cfg.call_timeout):
+            with scope:
                 async with conn.limiter:
-                    result = await session.call_tool(
-                        tool, arguments, progress_callback=_progress_callback(progress)
-                    )
-        except TimeoutError:
-            return ToolOutput(
-                content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
-                is_error=True,
-            )
+                    conn.in_flight += 1
+                    if _flight is not None:
+                        conn.flights.add(_flight)
+                    try:
+                        result = await session.call_tool(
+                            tool, arguments, progress_callback=_progress_callback(progress)
+                        )
+                    finally:
+                        conn.in_flight -= 1
+                        if _flight is not None:
+                            conn.flights.discard(_flight)
         except Exception as exc:
             if connection_lost(exc) and conn.session is session:
                 conn.session = None  # the next call reconnects
                 conn.closing.set()
             return ToolOutput(
                 content=f"MCP tool {tool!r} on {server!r} failed: {describe(exc)}",
+                is_error=True,
+            )
+        if result is None:
+            if _flight is not None and _flight.abandoned:
+                return ToolOutput(content=f"MCP tool {tool!r} was abandoned", is_error=True)
+            return ToolOutput(
+                content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
                 is_error=True,
             )
         output = self._to_output(server, tool, arguments, result)
