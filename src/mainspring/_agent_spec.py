@@ -9,13 +9,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TypeVar
 
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError
 from mainspring.models.base import Model
 from mainspring.models.registry import missing_credentials, model_from_string
 
-__all__ = ["load_agent", "load_model"]
+__all__ = ["load_agent", "load_model", "load_named"]
+
+T = TypeVar("T")
 
 
 def load_agent(spec: str) -> Agent:
@@ -29,9 +32,19 @@ def load_agent(spec: str) -> Agent:
         ConfigError: The string is malformed, the module or attribute is missing,
             or it does not give an Agent.
     """
+    return load_named(spec, Agent, "an Agent")
+
+
+def load_named(spec: str, kind: type[T], what: str) -> T:
+    """The ``kind`` named by ``"package.module:attribute"`` (or made by calling it).
+
+    Raises:
+        ConfigError: The string is malformed, the module or attribute is missing,
+            or it does not give a ``kind``.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise ConfigError(f"an agent is named 'package.module:attribute', not {spec!r}")
+        raise ConfigError(f"{what} is named 'package.module:attribute', not {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -44,10 +57,10 @@ def load_agent(spec: str) -> Agent:
             value = getattr(value, part)
         except AttributeError:
             raise ConfigError(f"{module_name!r} has no attribute {attribute!r}") from None
-    if not isinstance(value, Agent) and callable(value):
+    if not isinstance(value, kind) and callable(value):
         value = value()
-    if not isinstance(value, Agent):
-        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not an Agent")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not {what}")
     return value
 
 

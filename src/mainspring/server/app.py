@@ -250,23 +250,7 @@ def load_engine(spec: str) -> object:
         ConfigError: The string is malformed, the module or attribute is missing,
             or it does not give an Engine.
     """
-    import importlib
-
+    from mainspring._agent_spec import load_named
     from mainspring.engine import Engine
 
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigError(f"an engine is named 'package.module:attribute', not {spec!r}")
-    try:
-        value: object = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
-    for part in attribute.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}")
-    if not isinstance(value, Engine) and callable(value):
-        value = value()
-    if not isinstance(value, Engine):
-        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not an Engine")
-    return value
+    return load_named(spec, Engine, "an Engine")
