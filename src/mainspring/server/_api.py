@@ -106,6 +106,12 @@ def sse_of(
     )
 
 
+def _check_idle(host: SessionHost, session_id: str) -> None:
+    """Refuse (409) a new run of a session already running on this worker."""
+    if host.runs.active(session_id) is not None:
+        raise SessionBusy(f"session {session_id!r} already has an active run")
+
+
 def _live(host: SessionHost, run: LiveRun) -> EventSourceResponse:
     assert run.stream_id is not None
     return sse_of(host, run.session_id, run.stream_id, run.follow())
@@ -198,8 +204,7 @@ async def post_message(
     if body.message is None:
         raise ConfigError("the body needs a message (or resume_stream_id)")
     session = await host.open(caller, session_id)
-    if host.runs.active(session_id) is not None:
-        raise SessionBusy(f"session {session_id!r} already has an active run")
+    _check_idle(host, session_id)
     return _live(host, await host.send(session, body.message))
 
 
@@ -256,8 +261,7 @@ async def post_decision(
 ) -> EventSourceResponse:
     """Decide the pending action (by its signed approval id) and stream the rest of the turn."""
     session = await host.open(caller, session_id)
-    if host.runs.active(session_id) is not None:
-        raise SessionBusy(f"session {session_id!r} already has an active run")
+    _check_idle(host, session_id)
     return _live(host, await host.decide(session, approval_id, _decision(body)))
 
 
@@ -276,8 +280,7 @@ async def post_regenerate(
     one is refused from then on. 422 when the tool cannot regenerate.
     """
     session = await host.open(caller, session_id)
-    if host.runs.active(session_id) is not None:
-        raise SessionBusy(f"session {session_id!r} already has an active run")
+    _check_idle(host, session_id)
     return _live(host, await host.regenerate(session, approval_id))
 
 
