@@ -48,7 +48,7 @@ from mainspring import (
     Usage,
     tool,
 )
-from mainspring._dispatch import truncate_result
+from mainspring._results import truncate_result
 from mainspring.messages import Part, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, SystemBlock, ToolCallEnd
 

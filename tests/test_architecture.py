@@ -13,10 +13,11 @@ SRC = Path(mainspring.__file__).parent
 
 # Lower numbers know nothing of higher ones.
 RANKS: dict[str, int] = {
+    "_frozen": -1,
     "errors": 0,
     "usage": 0,
     "_background": 0,
-    "_relay": 0,
+    "_relay": 1,
     "_lazy": 0,
     "_version": 0,
     "thinking": 0,
@@ -45,6 +46,7 @@ RANKS: dict[str, int] = {
     "_tasks": 0,
     "_journal": 9,
     "_decide": 9,
+    "_results": 7,
     "_dispatch": 8,
     "_steering": 8,
     "_agent_spec": 8,

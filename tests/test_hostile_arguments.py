@@ -22,7 +22,7 @@ from mainspring import (
     tool,
 )
 from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH
-from mainspring._dispatch import ERROR_LIMIT
+from mainspring._results import ERROR_LIMIT
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio

@@ -137,3 +137,21 @@ async def test_the_persisted_transcript_is_the_compilers_one_list() -> None:
         assert s._state.messages is s._context.transcript.backing
         assert list(s.messages) == list(compiled)
     assert [m.text for m in loaded.messages][-2:] == ["again", "second answer"]
+
+
+def test_default_ids_are_uuid4_text() -> None:
+    import uuid
+
+    from mainspring import Agent, ScriptedModel, Session
+
+    agent = Agent(model=ScriptedModel(lambda request: "ok"), name="ids")
+    seen = set()
+    for _ in range(200):
+        session = Session(agent)
+        for text in (session.session_id, session.owner):
+            parsed = uuid.UUID(text)
+            assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+            assert str(parsed) == text
+            seen.add(text)
+    assert len(seen) == 400
+    assert Session(agent, owner="worker-1").owner == "worker-1"

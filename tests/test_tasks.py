@@ -111,3 +111,57 @@ async def test_the_blocks_own_exception_cancels_the_tasks_and_propagates() -> No
     if isinstance(caught.value, BaseExceptionGroup):  # trio's nursery wraps it
         assert caught.group_contains(KeyError)
     assert cleaned == ["read"]
+
+
+@pytest.mark.parametrize("shielded", [True, False])
+async def test_both_kinds_wait_for_a_failing_tasks_siblings_and_raise(shielded: bool) -> None:
+    cleaned: list[str] = []
+
+    async def slow() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.01)  # a clean-up a second cancel would cut
+            cleaned.append("slow")
+
+    async def fails() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise ValueError("boom")
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with TaskGroup(shielded=shielded) as reads:
+            reads.start_soon(slow)
+            reads.start_soon(fails)
+            await anyio.sleep(10)
+    assert caught.group_contains(ValueError, match="boom")
+    assert cleaned == ["slow"]
+
+
+async def test_a_failing_task_does_not_cut_a_shielded_section_of_the_block() -> None:
+    finished: list[str] = []
+
+    async def fails() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise ValueError("boom")
+
+    with pytest.raises(BaseExceptionGroup):
+        async with TaskGroup() as group:
+            group.start_soon(fails)
+            with anyio.CancelScope(shield=True):  # a write that must finish
+                await anyio.sleep(0.02)
+                finished.append("write")
+            await anyio.sleep(10)
+    assert finished == ["write"]
+
+
+async def test_an_outer_cancel_reaches_a_native_block_and_is_not_swallowed() -> None:
+    async def read() -> None:
+        await anyio.sleep(10)
+
+    with anyio.move_on_after(0.02) as scope:
+        async with TaskGroup(shielded=False) as reads:
+            reads.start_soon(read)
+            await anyio.sleep(10)
+        raise AssertionError("the block must not swallow an outer cancel")
+    assert scope.cancelled_caught

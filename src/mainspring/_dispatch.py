@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
@@ -24,7 +24,14 @@ import anyio.lowlevel
 import anyio.to_thread
 from pydantic import JsonValue
 
-from mainspring._arguments import clip
+from mainspring._results import (
+    ERROR_LIMIT,
+    details_of,
+    failed,
+    preview_of,
+    summarized,
+    truncate_result,
+)
 from mainspring.agent import Agent
 from mainspring.decisions import Decision, canonical_input_hash
 from mainspring.errors import ToolInputError
@@ -36,64 +43,13 @@ from mainspring.permissions import Verdict, evaluate, evaluate_static
 from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, new_call_id
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import PREVIEW_SOURCE, Details, Preview, Summarize, run_preflight
+from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
-__all__ = ["ERROR_LIMIT", "Dispatcher", "Durability", "Judged", "truncate_result"]
+__all__ = ["Dispatcher", "Durability", "Judged"]
 
 Judged = tuple[Verdict, GuardReport]
-ERROR_LIMIT = 4_000
-"""Characters of an error result the engine writes (a bad call's input is not echoed)."""
-PREVIEW_LIMIT = 20_000
-"""Characters of a preview a pending action carries."""
 _NO_REPORT = GuardReport()
 _AUTO: Judged = (Verdict(outcome="run", input={}), _NO_REPORT)
-
-
-async def _preview(preview: Preview, args: dict[str, JsonValue]) -> str:
-    """A tool's preview of a paused call, in a worker thread (it may read files)."""
-    try:
-        text = await anyio.to_thread.run_sync(preview, args)
-    except Exception as exc:  # the approver learns why, the call is still judged as is
-        return f"preview unavailable: {clip(str(exc), 500)}"
-    return truncate_result(str(text), PREVIEW_LIMIT)
-
-
-async def _details(details: Details, args: dict[str, JsonValue]) -> dict[str, JsonValue]:
-    """A tool's extension fields for a paused call (sync ones in a worker thread)."""
-    try:
-        if inspect.iscoroutinefunction(details):
-            found = await details(args)
-        else:
-            found = await anyio.to_thread.run_sync(details, args)
-            if inspect.isawaitable(found):
-                found = await found
-        if not isinstance(found, Mapping):
-            raise TypeError(f"details must return a mapping, not {type(found).__name__}")
-        return {str(k): v for k, v in found.items()}
-    except Exception as exc:  # the approver learns why; the call is still judged as is
-        return {"details_error": clip(f"{type(exc).__name__}: {exc}", 500)}
-
-
-async def _summarized(summarize: Summarize, content: str, limit: int) -> str:
-    """A result over its budget, shortened by the tool's summarizer (else cut)."""
-    try:
-        text = summarize(content, limit)
-        if inspect.isawaitable(text):
-            text = await text
-    except Exception:  # a summarizer's failure costs the summary, not the result
-        return truncate_result(content, limit)
-    return truncate_result(str(text), limit)
-
-
-def truncate_result(content: str, limit: int) -> str:
-    """Cut ``content`` to ``limit`` characters with a hint to narrow the call."""
-    if len(content) <= limit:
-        return content
-    return (
-        content[:limit]
-        + f"\n\n[truncated: the result has {len(content):,} characters; only the first "
-        f"{limit:,} are shown. Narrow the call (filter, paginate or ask for less) to see the rest.]"
-    )
 
 
 class Durability(Protocol):
@@ -348,9 +304,9 @@ class Dispatcher:
         policy = tool.policy
         findings = (verdict.finding, *report.findings)
         if policy.preview is not None:
-            text = await _preview(policy.preview, call.input)
+            text = await preview_of(policy.preview, call.input)
             findings += (Finding(source=PREVIEW_SOURCE, message=text),)
-        details = await _details(policy.details, call.input) if policy.details else {}
+        details = await details_of(policy.details, call.input) if policy.details else {}
         can_regenerate = policy.regenerate is not None and not tool.client_executed
         turn.pending = PendingAction(
             attempt_id=attempt_id or str(uuid.uuid4()),
@@ -528,7 +484,7 @@ class Dispatcher:
             return output
         if summarize is None:
             return replace(output, content=truncate_result(output.content, limit))
-        return replace(output, content=await _summarized(summarize, output.content, limit))
+        return replace(output, content=await summarized(summarize, output.content, limit))
 
     async def refresh(self, tool: Tool, turn: Turn, output: ToolOutput) -> ToolOutput:
         """After a successful write, its ``post_write_refresh`` reads run again.
@@ -575,7 +531,7 @@ class Dispatcher:
             except ToolSuspended:
                 raise
             except Exception as exc:
-                return _failed(tool, exc), "done"
+                return failed(tool, exc), "done"
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         scope = anyio.CancelScope(shield=write, deadline=deadline)
         output: ToolOutput | None = None
@@ -591,7 +547,7 @@ class Dispatcher:
         except ToolSuspended:
             raise
         except Exception as exc:
-            return _failed(tool, exc), "done"
+            return failed(tool, exc), "done"
         finally:
             if write:
                 self._write_scope = None
@@ -629,9 +585,3 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
-
-
-def _failed(tool: Tool, exc: Exception) -> ToolOutput:
-    return ToolOutput(
-        content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
-    )

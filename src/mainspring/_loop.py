@@ -385,7 +385,7 @@ class Loop:
         turn.position = 0
         usage, stop = Usage(), None
         failure: Exception | None = None
-        async with TaskGroup() as reads:
+        async with TaskGroup(shielded=False) as reads:  # reads never raise (see execute)
             try:
                 usage, stop = await self._consume(request, turn, reads)
             except Exception as exc:  # re-raised below, outside the task group

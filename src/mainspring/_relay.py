@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Generic, TypeVar
 
-import anyio
+from mainspring._tasks import Flag, flag
 
 __all__ = ["Relay"]
 
@@ -27,8 +27,8 @@ class Relay(Generic[T]):
 
     def __init__(self, limit: int | None = None) -> None:
         self._items: deque[T] = deque()
-        self._waiter: anyio.Event | None = None
-        self._room: anyio.Event | None = None
+        self._waiter: Flag | None = None
+        self._room: Flag | None = None
         self._closed = False
         self.limit = limit
 
@@ -43,7 +43,7 @@ class Relay(Generic[T]):
     async def room(self) -> None:
         """Wait until the consumer has taken the queue below its limit (or closed it)."""
         while self.full and not self._closed:
-            room = self._room = anyio.Event()
+            room = self._room = flag()
             await room.wait()
 
     def put(self, item: T) -> None:
@@ -83,6 +83,6 @@ class Relay(Generic[T]):
         while not self._items:
             if self._closed:
                 return False
-            waiter = self._waiter = anyio.Event()
+            waiter = self._waiter = flag()
             await waiter.wait()
         return True

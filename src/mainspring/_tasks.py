@@ -6,6 +6,13 @@ group), a cancelled block cancels the tasks and waits for them — at a sixth of
 its cost on asyncio, where each task is one native task (anyio's task group
 spends ~40 µs a task on bookkeeping these tasks do not need). On trio the block
 is an anyio task group: trio's nursery is cheap already.
+
+On asyncio a failing task stops the block through a cancel scope, which
+respects the shields inside the body (a write that must finish, a commit).
+A group whose tasks never raise (a step's reads: the dispatcher turns every
+failure into a result) can do without that scope: ``TaskGroup(shielded=False)``
+then cancels the block's task natively, as ``asyncio.TaskGroup`` does, and
+takes back exactly that one cancellation.
 """
 
 from __future__ import annotations
@@ -14,23 +21,57 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import sniffio
 
-__all__ = ["TaskGroup"]
+__all__ = ["Flag", "TaskGroup", "flag"]
+
+
+class Flag(Protocol):
+    """What the engine needs of an event: set once, waited for."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> Any: ...
+
+
+def flag() -> Flag:
+    """A new event: a native one on asyncio (anyio's looks its backend up each time)."""
+    if sniffio.current_async_library() == "asyncio":
+        return asyncio.Event()
+    return anyio.Event()
 
 
 class TaskGroup:
     """``async with TaskGroup() as reads: reads.start_soon(fn)``."""
 
-    __slots__ = ("_failures", "_group", "_scope", "_scopes", "_tasks")
+    __slots__ = (
+        "_exiting",
+        "_failures",
+        "_group",
+        "_host",
+        "_host_cancelled",
+        "_scope",
+        "_scopes",
+        "_shielded",
+        "_tasks",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, *, shielded: bool = True) -> None:
+        self._shielded = shielded
         self._group: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
+        """On asyncio with ``shielded``: the scope a failing task cancels."""
+        self._host: asyncio.Task[Any] | None = None
+        """On asyncio: the task running the block."""
+        self._host_cancelled = False
+        """Whether a failing task cancelled the block (a cancellation to take back)."""
+        self._exiting = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failures: list[BaseException] = []
         self._scopes: set[anyio.CancelScope] = set()
@@ -38,8 +79,10 @@ class TaskGroup:
 
     async def __aenter__(self) -> TaskGroup:
         if sniffio.current_async_library() == "asyncio":
-            self._scope = anyio.CancelScope()
-            self._scope.__enter__()
+            self._host = asyncio.current_task()
+            if self._shielded:
+                self._scope = anyio.CancelScope()
+                self._scope.__enter__()
         else:
             self._group = anyio.create_task_group()
             await self._group.__aenter__()
@@ -63,7 +106,8 @@ class TaskGroup:
                 each.cancel()
             return
         for task in self._tasks:
-            task.cancel()
+            if not task.cancelling():  # once: a second cancel would cut its clean-up
+                task.cancel()
 
     async def _scoped(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         with anyio.CancelScope() as scope:
@@ -81,8 +125,13 @@ class TaskGroup:
         if error is not None:
             self._failures.append(error)
             self.cancel()
-            assert self._scope is not None
-            self._scope.cancel()  # as a task group would: the block stops too
+            if self._scope is not None:
+                self._scope.cancel()  # as a task group would: the block stops too
+                return
+            host = self._host
+            if not self._exiting and not self._host_cancelled and host is not None:
+                self._host_cancelled = True
+                host.cancel()  # as a task group would: the block stops too
 
     async def __aexit__(
         self,
@@ -92,29 +141,37 @@ class TaskGroup:
     ) -> bool | None:
         if self._group is not None:
             return await self._group.__aexit__(kind, error, traceback)
-        scope = self._scope
-        assert scope is not None
+        host = self._host
+        assert host is not None
+        self._exiting = True
         failed = error  # the body's exception, or one raised while waiting below
-        try:
-            if error is not None:
-                self.cancel()
-            while self._tasks:
-                # Shielded once cancelled: the block still waits for its tasks to finish.
-                with anyio.CancelScope(shield=error is not None or scope.cancel_called):
-                    await asyncio.wait(list(self._tasks))
-        except BaseException as exc:  # cancelled while it waited for the tasks
-            failed = exc
+        if error is not None:
             self.cancel()
+        if self._tasks and not self._failures and error is None:
+            try:
+                await asyncio.wait(list(self._tasks))
+            except BaseException as exc:  # cancelled while it waited for the tasks
+                failed = exc
+                self.cancel()
+        while self._tasks:
+            # Shielded once cancelled: the block still waits for its tasks to finish.
             with anyio.CancelScope(shield=True):
-                while self._tasks:
+                try:
                     await asyncio.wait(list(self._tasks))
-        swallowed = scope.__exit__(type(failed) if failed else None, failed, None)
+                except asyncio.CancelledError as exc:  # sent before the shield held
+                    failed = failed or exc
+        swallowed = False
+        if self._scope is not None:
+            swallowed = bool(self._scope.__exit__(type(failed) if failed else None, failed, None))
+        elif self._host_cancelled and host.uncancel() == 0:
+            # The cancellation a failing task sent is taken back; one from outside stays.
+            swallowed = isinstance(failed, asyncio.CancelledError)
         if self._failures:
             others = [] if failed is None or swallowed else [failed]
             raise BaseExceptionGroup("a read failed", [*self._failures, *others])
         if failed is not None and failed is not error and not swallowed:
             raise failed
-        return bool(swallowed) or None
+        return swallowed or None
 
 
 async def _call(fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:

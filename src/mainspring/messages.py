@@ -15,6 +15,8 @@ from typing import Literal, TypeAlias
 
 from pydantic import JsonValue
 
+from mainspring._frozen import fast_init
+
 __all__ = [
     "ImagePart",
     "Message",
@@ -129,3 +131,10 @@ class Message:
     def tool_results_parts(self) -> tuple[ToolResultPart, ...]:
         """The tool results in this message, in order."""
         return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+
+
+# Built on every step: a faster constructor (the same instances).
+fast_init(TextPart)
+fast_init(ToolCallPart)
+fast_init(ToolResultPart)
+fast_init(Message)

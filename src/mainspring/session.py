@@ -18,7 +18,6 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import logging
-import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
@@ -34,7 +33,7 @@ from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring._steering import SteeringQueue, SteerMode
-from mainspring._tasks import TaskGroup
+from mainspring._tasks import Flag, TaskGroup, flag
 from mainspring.agent import Agent
 from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
@@ -60,7 +59,7 @@ from mainspring.events import (
 from mainspring.messages import Message
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.result import RunResult, result_of
-from mainspring.state import SessionState, StateView, WriteRecord
+from mainspring.state import SessionState, StateView, WriteRecord, new_uuid4
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
 
@@ -126,7 +125,7 @@ class Session:
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
         self._state = state or SessionState(
-            session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
+            session_id=session_id or new_uuid4(), agent_name=agent.name
         )
         self._state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
@@ -134,7 +133,7 @@ class Session:
         self.run_lock = run_lock
         self.when_busy = when_busy
         self.lock_ttl = lock_ttl
-        self.owner = owner or str(uuid.uuid4())
+        self._owner = owner
         self.buffer_events = buffer_events
         self._registry: CompilerRegistry[Message] = (
             context_registry if context_registry is not None else CompilerRegistry()
@@ -177,6 +176,13 @@ class Session:
         return cls(agent, state=state, session_store=store, **kwargs)
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def owner(self) -> str:
+        """This worker's name in the run lock (a UUID4 unless given; drawn on first use)."""
+        if self._owner is None:
+            self._owner = new_uuid4()
+        return self._owner
 
     @property
     def session_id(self) -> str:
@@ -605,7 +611,7 @@ class Session:
         # With a checkpoint store, the journal puts each batch on record while the
         # run goes on producing the next; the consumer gets only what is on record.
         outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
-        stream_id = str(uuid.uuid4())
+        stream_id = new_uuid4()
         journal = None
         if self.session_store is not None or store is not None:
             journal = Journal(
@@ -635,7 +641,7 @@ class Session:
             self._cancel_early = False
             runner.cancel()
         abort = anyio.CancelScope()
-        done = anyio.Event()
+        done = flag()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         try:
@@ -665,12 +671,17 @@ class Session:
             # still finishes, within the agent's grace) and wait for its clean-up.
             relay.close()
             outbox.close()
-            if not done.is_set():  # (a cancel costs: anyio describes the task it cancels)
-                abort.cancel()
-            with anyio.CancelScope(shield=True) as wait:
-                wait.deadline = anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
-                await done.wait()
-                await self._end_run(journal)
+            if done.is_set() and journal is None and self.run_lock is None:
+                self._end_run_now()  # nothing left to wait for (no store, no lock)
+            else:
+                if not done.is_set():  # (a cancel costs: anyio describes the task it cancels)
+                    abort.cancel()
+                with anyio.CancelScope(shield=True) as wait:
+                    wait.deadline = (
+                        anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
+                    )
+                    await done.wait()
+                    await self._end_run(journal)
 
     async def _produce(
         self,
@@ -680,21 +691,21 @@ class Session:
         relay: Relay[Event],
         outbox: Relay[Event],
         abort: anyio.CancelScope,
-        done: anyio.Event,
+        done: Flag,
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
-        lease = anyio.CancelScope()
+        lease = anyio.CancelScope() if self.run_lock is not None else None
         try:
             with abort:
                 async with TaskGroup() as tg:
                     if journal is not None and self.checkpoint_store is not None:
                         tg.start_soon(journal.write_through)
-                    if self.run_lock is not None:
+                    if lease is not None:
                         tg.start_soon(self._keep_lease, lease)
                     await runner.run(lambda: start(runner))
                     relay.close()  # the writer drains what is left, then stops
-                    if self.run_lock is not None:
+                    if lease is not None:
                         lease.cancel()
         except Exception as exc:  # a store failed under the run (the journal's writer)
             failure.append(exc)
@@ -706,6 +717,13 @@ class Session:
     def _prepare_save(self) -> None:
         self._state.usage = self._cost.usage
         self._state.cost_usd = self._cost.total_usd
+
+    def _end_run_now(self) -> None:
+        """After a run with no store and no lock: mark idle."""
+        self._state.active_stream = None
+        self._live_stream = None
+        self._runner = None
+        self._running = False
 
     async def _end_run(self, journal: Journal | None) -> None:
         """After a run: save, release the lock, mark idle — whatever fails on the way."""

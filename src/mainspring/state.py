@@ -74,6 +74,15 @@ class _CallIds:
         return f"{self.prefix}{next(self.counter):012x}"
 
 
+def new_uuid4() -> str:
+    """A random UUID4 in its text form, as ``str(uuid.uuid4())`` is, at a third of the cost."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+
+
 new_call_id = _CallIds()
 """A fresh engine call id: unique across steps, turns, sessions and processes."""
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mainspring._frozen import fast_init
+
 __all__ = ["Usage"]
 
 
@@ -45,3 +47,7 @@ class Usage:
     def total_tokens(self) -> int:
         """Input (all kinds) plus output."""
         return self.total_input_tokens + self.output_tokens
+
+
+# Built on every step: a faster constructor (the same instances).
+fast_init(Usage)

@@ -1,0 +1,88 @@
+"""What a tool call's result becomes: bounded, previewed, summarized, or an error.
+
+The dispatcher's text-shaping helpers: every result and error the model sees
+is cut to its budget here (``truncate_result``), a paused call's preview and
+details are gathered here (in a worker thread for synchronous ones), and a
+tool's failure becomes the error result the model reads.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+import anyio.to_thread
+from pydantic import JsonValue
+
+from mainspring._arguments import clip
+from mainspring.tools.define import Tool, ToolOutput
+from mainspring.tools.policy import Details, Preview, Summarize
+
+__all__ = [
+    "ERROR_LIMIT",
+    "PREVIEW_LIMIT",
+    "details_of",
+    "failed",
+    "preview_of",
+    "summarized",
+    "truncate_result",
+]
+
+ERROR_LIMIT = 4_000
+"""Characters of an error result the engine writes (a bad call's input is not echoed)."""
+PREVIEW_LIMIT = 20_000
+"""Characters of a preview a pending action carries."""
+
+
+async def preview_of(preview: Preview, args: dict[str, JsonValue]) -> str:
+    """A tool's preview of a paused call, in a worker thread (it may read files)."""
+    try:
+        text = await anyio.to_thread.run_sync(preview, args)
+    except Exception as exc:  # the approver learns why, the call is still judged as is
+        return f"preview unavailable: {clip(str(exc), 500)}"
+    return truncate_result(str(text), PREVIEW_LIMIT)
+
+
+async def details_of(details: Details, args: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A tool's extension fields for a paused call (sync ones in a worker thread)."""
+    try:
+        if inspect.iscoroutinefunction(details):
+            found = await details(args)
+        else:
+            found = await anyio.to_thread.run_sync(details, args)
+            if inspect.isawaitable(found):
+                found = await found
+        if not isinstance(found, Mapping):
+            raise TypeError(f"details must return a mapping, not {type(found).__name__}")
+        return {str(k): v for k, v in found.items()}
+    except Exception as exc:  # the approver learns why; the call is still judged as is
+        return {"details_error": clip(f"{type(exc).__name__}: {exc}", 500)}
+
+
+async def summarized(summarize: Summarize, content: str, limit: int) -> str:
+    """A result over its budget, shortened by the tool's summarizer (else cut)."""
+    try:
+        text = summarize(content, limit)
+        if inspect.isawaitable(text):
+            text = await text
+    except Exception:  # a summarizer's failure costs the summary, not the result
+        return truncate_result(content, limit)
+    return truncate_result(str(text), limit)
+
+
+def truncate_result(content: str, limit: int) -> str:
+    """Cut ``content`` to ``limit`` characters with a hint to narrow the call."""
+    if len(content) <= limit:
+        return content
+    return (
+        content[:limit]
+        + f"\n\n[truncated: the result has {len(content):,} characters; only the first "
+        f"{limit:,} are shown. Narrow the call (filter, paginate or ask for less) to see the rest.]"
+    )
+
+
+def failed(tool: Tool, exc: Exception) -> ToolOutput:
+    """The error result of a tool that raised ``exc``."""
+    return ToolOutput(
+        content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
+    )
