@@ -144,7 +144,7 @@ def test_default_ids_are_uuid4_text() -> None:
 
     from mainspring import Agent, ScriptedModel, Session
 
-    agent = Agent(model=ScriptedModel(lambda request: "ok"), name="ids")
+    agent = Agent(model=ScriptedModel(["ok"]), name="ids")
     seen = set()
     for _ in range(200):
         session = Session(agent)
