@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
@@ -94,11 +94,14 @@ class Dispatcher:
         emit: Callable[[Event], None],
         durable: Durability | None,
         charge: Callable[[float, str], None] | None = None,
+        fence: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Bind to a session's state.
 
         ``emit`` receives every event; ``charge`` every cost a tool reports
-        (``ToolContext.charge``).
+        (``ToolContext.charge``); ``fence`` runs before each write starts and
+        raises :class:`~mainspring.errors.LeaseLost` when the run no longer
+        holds the session's lock.
         """
         self.agent = agent
         self.state = state
@@ -106,6 +109,7 @@ class Dispatcher:
         self.emit = emit
         self.durable = durable
         self.charge = charge
+        self.fence = fence
         self.cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: set[ToolContext] = set()
@@ -433,6 +437,8 @@ class Dispatcher:
             )
             self._contexts.add(ctx)
         auto = judged is not None and judged[0].outcome == "run"
+        if write and self.fence is not None:
+            await self.fence()  # raises LeaseLost: another worker may own the session now
         if write:
             await self._ledger(
                 WriteRecord(

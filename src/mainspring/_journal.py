@@ -26,6 +26,7 @@ import anyio
 import anyio.lowlevel
 
 from mainspring._relay import Relay
+from mainspring.errors import LeaseLost
 from mainspring.events import ErrorEvent, Event, TurnComplete
 from mainspring.state import SessionState, SpendKind, WriteRecord
 from mainspring.stores.base import (
@@ -78,6 +79,12 @@ class Journal:
         self._state_due = sessions is not None  # the first commit puts the run on record
         self.ended = False
         """Whether a commit recorded the run's terminal event and its end."""
+        self.fenced: str | None = None
+        """Why nothing more may go on record (the run lost its lease), once it did."""
+
+    def fence(self, reason: str) -> None:
+        """Refuse every later commit: the run no longer owns the session."""
+        self.fenced = reason
 
     async def save(self, *, defer: bool = False) -> None:
         """The state as it is now (and every event emitted before it), on record.
@@ -147,6 +154,8 @@ class Journal:
                 await self._commit_pending(sync=sync)
 
     async def _commit_pending(self, *, sync: bool) -> None:
+        if self.fenced is not None:
+            raise LeaseLost(self.fenced)
         events = tuple(self._relay.drain()) if self._checkpoints is not None else ()
         writes, self._writes = tuple(self._writes), []
         sync = sync or bool(writes)  # a ledger entry is fsynced, whoever commits it

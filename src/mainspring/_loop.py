@@ -44,6 +44,7 @@ from mainspring.cost import CostTracker
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
     CheckpointCorrupt,
+    LeaseLost,
     ModelError,
     ModelOutputError,
     SchemaTooNew,
@@ -129,6 +130,7 @@ class Loop:
         durable: Durability | None = None,
         pace: Paced | None = None,
         steering: SteeringQueue | None = None,
+        fence: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """Bind a loop to a session's state; ``emit`` receives every event.
 
@@ -136,7 +138,8 @@ class Loop:
         lose: the user message, each assistant message, each write before and
         after it runs, each step's results. With ``pace``, the model stream
         waits while the consumer's buffer is full (back-pressure). With
-        ``steering``, queued messages are taken at step boundaries.
+        ``steering``, queued messages are taken at step boundaries. ``fence``
+        runs before each write (see :class:`~mainspring._dispatch.Dispatcher`).
         """
         self.agent = agent
         self.state = state
@@ -151,11 +154,14 @@ class Loop:
             emit=emit,
             durable=durable,
             charge=self._charge,
+            fence=fence,
         )
         self._durable = durable
         self._pace = pace
         self._steering = steering
         self._scope: anyio.CancelScope | None = None
+        self._stopped_by: Exception | None = None
+        """The error a cancel carried (see :meth:`cancel`)."""
         self._answer: _Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
         self._unshared = 0.0
@@ -180,6 +186,8 @@ class Loop:
                 if self.dispatch.cancel_requested:
                     scope.cancel()
                 await start()
+            if scope.cancelled_caught and self._stopped_by is not None:
+                raise self._stopped_by  # (the run cannot go on: an error, not a cancel)
             if scope.cancelled_caught:
                 self._repair("the run was cancelled", keep_partial=True)
                 await self._complete("cancelled")
@@ -193,8 +201,14 @@ class Loop:
             self._end_turn_record()
             self.emit(error_event(exc))
 
-    def cancel(self) -> None:
-        """Stop the model stream and running reads now; let a running write finish."""
+    def cancel(self, error: Exception | None = None) -> None:
+        """Stop the model stream and running reads now; let a running write finish.
+
+        With ``error``, the run ends with that error (an ``error`` event) instead
+        of ``turn_complete(stop_reason="cancelled")``.
+        """
+        if error is not None and self._stopped_by is None:
+            self._stopped_by = error
         self.dispatch.cancel()
         if self._scope is not None:
             self._scope.cancel()
@@ -740,6 +754,9 @@ def error_event(exc: BaseException) -> ErrorEvent:
     if isinstance(exc, ModelError):
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
+    if isinstance(exc, LeaseLost):
+        log.error("run stopped: %s", exc)
+        return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)
     if isinstance(exc, StoreError):
         # A store outage is worth retrying; corrupt or too-new data is not.
         retryable = not isinstance(exc, CheckpointCorrupt | SchemaTooNew)

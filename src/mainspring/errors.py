@@ -45,6 +45,7 @@ MainspringError
 ├── SkillPathError         .name .path (also a ValueError)
 └── StoreError            a store cannot be reached, read or written
     ├── CheckpointCorrupt  .stream_id .offset
+    ├── LeaseLost          a run lost its session's lock: it stopped, recording nothing more
     ├── SchemaTooNew       the store was written by a newer mainspring
     └── ArtifactNotFound   no artifact at that reference (also a KeyError)
 ```
@@ -74,6 +75,7 @@ __all__ = [
     "DecisionConflict",
     "FieldNotModifiable",
     "InputChanged",
+    "LeaseLost",
     "MainspringError",
     "McpStartupError",
     "ModelError",
@@ -357,6 +359,15 @@ class RunFailed(MainspringError):
 
 class StoreError(MainspringError):
     """A store could not be read or written."""
+
+
+class LeaseLost(StoreError):
+    """A run lost its session's lock (the lease expired and another worker may own it).
+
+    The run stops: its writes do not start and nothing more of it goes on
+    record, so it cannot overwrite what the session's new owner records. A
+    stream ends with ``error(code="lease_lost", retryable=True)``.
+    """
 
 
 class WireFormatError(MainspringError, ValueError):

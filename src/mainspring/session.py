@@ -44,6 +44,7 @@ from mainspring.decisions import (
 from mainspring.errors import (
     ConfigError,
     DecisionConflict,
+    LeaseLost,
     SessionBusy,
     SessionClosed,
     StoreError,
@@ -160,6 +161,9 @@ class Session:
         self._cancel_early = False
         self._running = False
         self._live_stream: str | None = None
+        self._journal: Journal | None = None
+        self._lease_lost = False
+        """Whether the current run lost its lock (it then records nothing more)."""
 
     @classmethod
     async def load(
@@ -569,11 +573,38 @@ class Session:
                 log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
                 continue
             if not kept:
-                log.error("session %s: lost the run lock", self.session_id)
+                self._lose_lease("the lease ran out and could not be renewed")
                 return
 
+    async def _fence(self) -> None:
+        """Before a write starts: renew the lease, or stop the run if it is lost.
+
+        Renewed, the lease is this worker's for another ``lock_ttl`` seconds,
+        so no other worker can take the session while the write starts.
+        """
+        lock = self.run_lock
+        if lock is None or self._lease_lost:
+            if self._lease_lost:
+                raise LeaseLost(f"session {self.session_id!r}: this run lost its lock")
+            return
+        if not await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl):
+            self._lose_lease("another worker took the session's lock before a write")
+            raise LeaseLost(
+                f"session {self.session_id!r}: this run lost its lock; the write did not run"
+            )
+
+    def _lose_lease(self, why: str) -> None:
+        """The run no longer owns the session: it stops and records nothing more."""
+        log.error("session %s: lost the run lock: %s", self.session_id, why)
+        self._lease_lost = True
+        reason = f"session {self.session_id!r}: this run lost its lock ({why})"
+        if self._journal is not None:
+            self._journal.fence(reason)
+        if self._runner is not None:
+            self._runner.cancel(LeaseLost(reason))  # a running write still finishes
+
     async def _release(self) -> None:
-        if self.run_lock is not None:
+        if self.run_lock is not None and not self._lease_lost:
             await self.run_lock.release(self.session_id, self.owner)
 
     # ------------------------------------------------------------ streams
@@ -585,6 +616,7 @@ class Session:
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._running = True
+        self._lease_lost = False
         locked = False
         try:
             await self._acquire()
@@ -634,8 +666,10 @@ class Session:
             pace=relay,
             durable=journal if self.session_store is not None else None,
             steering=self._steering,
+            fence=self._fence if self.run_lock is not None else None,
         )
         self._runner = runner
+        self._journal = journal
         self._handed = None
         if self._cancel_early:  # cancel() came between send() and the first iteration
             self._cancel_early = False
@@ -723,6 +757,7 @@ class Session:
         self._state.active_stream = None
         self._live_stream = None
         self._runner = None
+        self._journal = None
         self._running = False
 
     async def _end_run(self, journal: Journal | None) -> None:
@@ -730,8 +765,11 @@ class Session:
         self._state.active_stream = None
         self._live_stream = None
         self._runner = None
+        self._journal = None
         try:
-            if journal is None or not journal.ended:
+            if self._lease_lost:
+                pass  # another worker may own the session: nothing more goes on record
+            elif journal is None or not journal.ended:
                 await self.save()  # unless the terminal's commit recorded the end already
         except StoreError as exc:  # the terminal event is out; a new load recovers
             log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
