@@ -10,12 +10,14 @@ more, so it cannot overwrite what the new owner records.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import pytest
 
 from mainspring import Agent, ErrorEvent, Message, Session, tool
+from mainspring.models import ToolSpec
 from mainspring.stores import open_stores
 from mainspring.testing import ScriptedCall, ScriptedModel, ScriptedResponse, check_events
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.anyio
 PAID: list[str] = []
 
 
-def _script(messages: list[Message], tools: object) -> ScriptedResponse | str:
+def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
     results = sum(1 for m in messages if m.role == "tool")
     if results == 0:
         return ScriptedResponse(tool_calls=[ScriptedCall("steal_lock", {})])
