@@ -100,7 +100,10 @@ class TaskGroup:
                 self.cancel()
             while self._tasks:
                 # Shielded once cancelled: the block still waits for its tasks to finish.
-                with anyio.CancelScope(shield=error is not None or scope.cancel_called):
+                if error is not None or scope.cancel_called:
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.wait(list(self._tasks))
+                else:  # (an unshielded scope would change nothing, and costs one)
                     await asyncio.wait(list(self._tasks))
         except BaseException as exc:  # cancelled while it waited for the tasks
             failed = exc

@@ -35,6 +35,7 @@ from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
+from mainspring._wakeup import Wakeup
 from mainspring.agent import Agent
 from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
@@ -635,7 +636,7 @@ class Session:
             self._cancel_early = False
             runner.cancel()
         abort = anyio.CancelScope()
-        done = anyio.Event()
+        done = Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         try:
@@ -680,15 +681,20 @@ class Session:
         relay: Relay[Event],
         outbox: Relay[Event],
         abort: anyio.CancelScope,
-        done: anyio.Event,
+        done: Wakeup,
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
-        lease = anyio.CancelScope()
+        writer = journal is not None and self.checkpoint_store is not None
         try:
             with abort:
+                if not writer and self.run_lock is None:  # nothing runs beside the loop
+                    await runner.run(lambda: start(runner))
+                    return
+                lease = anyio.CancelScope()
                 async with TaskGroup() as tg:
-                    if journal is not None and self.checkpoint_store is not None:
+                    if writer:
+                        assert journal is not None
                         tg.start_soon(journal.write_through)
                     if self.run_lock is not None:
                         tg.start_soon(self._keep_lease, lease)
