@@ -59,7 +59,7 @@ class TaskGroup:
         if self._group is not None:
             self._group.start_soon(self._scoped, fn)
             return
-        task = asyncio.get_running_loop().create_task(_call(fn))
+        task = asyncio.get_running_loop().create_task(fn())  # (no wrapper: one frame less)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -136,7 +136,3 @@ class TaskGroup:
             await idle
         finally:
             self._idle = None
-
-
-async def _call(fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    return await fn()

@@ -707,6 +707,9 @@ class Session:
         finally:
             relay.close()
             outbox.close()
+            # The run is over and its tasks are done: nothing charges any more. Breaking
+            # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
+            runner.dispatch.charge = None
             done.set()
 
     def _prepare_save(self) -> None:
