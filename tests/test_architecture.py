@@ -17,7 +17,8 @@ RANKS: dict[str, int] = {
     "errors": 0,
     "usage": 0,
     "_background": 0,
-    "_relay": 1,
+    "_relay": 1,  # above _wakeup
+    "_wakeup": 0,
     "_lazy": 0,
     "_version": 0,
     "thinking": 0,

@@ -32,7 +32,9 @@ def spawn(fn: Callable[[], Awaitable[None]]) -> None:
     if library == "asyncio":
         import asyncio
 
-        task = asyncio.get_running_loop().create_task(_run(fn))
+        awaitable = fn()  # (a coroutine is the task itself: no wrapper frame per stream)
+        coro = awaitable if asyncio.iscoroutine(awaitable) else _run(lambda: awaitable)
+        task = asyncio.get_running_loop().create_task(coro)
         _RUNNING.add(task)  # keep a strong reference until it finishes
         task.add_done_callback(_RUNNING.discard)
     elif library == "trio":

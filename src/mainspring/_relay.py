@@ -1,7 +1,7 @@
 """A single-producer, single-consumer event queue between two tasks.
 
 Lighter than a memory object stream for the engine's one hot path: putting an
-event is a deque append (and a wake-up only when the consumer is waiting);
+event is a list append (and a wake-up only when the consumer is waiting);
 the consumer awaits only when the queue is empty. With a ``limit``, the
 producer applies back-pressure itself: ``put`` never blocks (the engine emits
 from plain callbacks), and the producer awaits :meth:`Relay.room` at its
@@ -10,10 +10,9 @@ checkpoints (after each model event) while the queue holds ``limit`` items.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Generic, TypeVar
 
-from mainspring._tasks import Flag, flag
+from mainspring._wakeup import Wakeup
 
 __all__ = ["Relay"]
 
@@ -26,9 +25,11 @@ class Relay(Generic[T]):
     __slots__ = ("_closed", "_items", "_room", "_waiter", "limit")
 
     def __init__(self, limit: int | None = None) -> None:
-        self._items: deque[T] = deque()
-        self._waiter: Flag | None = None
-        self._room: Flag | None = None
+        self._items: list[T] = []
+        """A list, not a deque: an empty deque holds a 64-slot block, and every
+        running stream has one or two relays."""
+        self._waiter: Wakeup | None = None
+        self._room: Wakeup | None = None
         self._closed = False
         self.limit = limit
 
@@ -43,7 +44,7 @@ class Relay(Generic[T]):
     async def room(self) -> None:
         """Wait until the consumer has taken the queue below its limit (or closed it)."""
         while self.full and not self._closed:
-            room = self._room = flag()
+            room = self._room = Wakeup()
             await room.wait()
 
     def put(self, item: T) -> None:
@@ -67,8 +68,7 @@ class Relay(Generic[T]):
 
     def drain(self) -> list[T]:
         """Take every queued item (possibly none) without waiting."""
-        items = list(self._items)
-        self._items.clear()
+        items, self._items = self._items, []
         self._make_room()
         return items
 
@@ -83,6 +83,6 @@ class Relay(Generic[T]):
         while not self._items:
             if self._closed:
                 return False
-            waiter = self._waiter = flag()
+            waiter = self._waiter = Wakeup()
             await waiter.wait()
         return True

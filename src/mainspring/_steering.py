@@ -10,7 +10,6 @@ a run stops (paused, cancelled, failed) is taken by the session's next run.
 from __future__ import annotations
 
 import uuid
-from collections import deque
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -33,9 +32,13 @@ class Steering:
 class SteeringQueue:
     """The messages waiting for a run to take them, in the order they came."""
 
+    __slots__ = ("_items",)
+
     def __init__(self) -> None:
         """An empty queue."""
-        self._items: deque[Steering] = deque()
+        self._items: list[Steering] = []
+        """A list, not a deque: it is nearly always empty, and an empty deque
+        holds a 64-slot block (every live session keeps one queue)."""
 
     def put(self, message: Message, mode: SteerMode) -> Steering:
         """Queue ``message``; returns its entry (its id names it in events)."""
@@ -51,7 +54,7 @@ class SteeringQueue:
         """Remove and return the queued messages of ``mode``, oldest first."""
         taken = [item for item in self._items if item.mode == mode]
         if taken:
-            self._items = deque(item for item in self._items if item.mode != mode)
+            self._items = [item for item in self._items if item.mode != mode]
         return taken
 
     def take_first(self, mode: SteerMode) -> Steering | None:

@@ -48,8 +48,9 @@ class CostTracker:
     budget_usd: float | None = None
     total_usd: float = 0.0
     usage: Usage = Usage()
-    unpriced: set[str] = field(default_factory=set[str])
-    """Models seen without a configured price."""
+    unpriced: frozenset[str] = frozenset()
+    """Models seen without a configured price (replaced, not mutated: most trackers
+    never see one, and an empty set would cost every live session 216 bytes)."""
 
     def __post_init__(self) -> None:
         if self.budget_usd is not None and self.budget_usd < 0:
@@ -81,7 +82,7 @@ class CostTracker:
         """Add one call's usage; return its cost."""
         priced = self.price_of(model, usage)
         if priced is None:
-            self.unpriced.add(model)
+            self.unpriced = self.unpriced | {model}
         cost = priced or 0.0
         self.total_usd += cost
         self.usage = self.usage + usage

@@ -33,7 +33,8 @@ from mainspring._loop import Loop, error_event
 from mainspring._recovery import recover_interrupted
 from mainspring._relay import Relay
 from mainspring._steering import SteeringQueue, SteerMode
-from mainspring._tasks import Flag, TaskGroup, flag
+from mainspring._tasks import TaskGroup
+from mainspring._wakeup import Wakeup
 from mainspring.agent import Agent
 from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
@@ -675,7 +676,7 @@ class Session:
             self._cancel_early = False
             runner.cancel()
         abort = anyio.CancelScope()
-        done = flag()
+        done = Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         try:
@@ -725,15 +726,20 @@ class Session:
         relay: Relay[Event],
         outbox: Relay[Event],
         abort: anyio.CancelScope,
-        done: Flag,
+        done: Wakeup,
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
-        lease = anyio.CancelScope() if self.run_lock is not None else None
+        writer = journal is not None and self.checkpoint_store is not None
         try:
             with abort:
+                if not writer and self.run_lock is None:  # nothing runs beside the loop
+                    await runner.run(lambda: start(runner))
+                    return
+                lease = anyio.CancelScope() if self.run_lock is not None else None
                 async with TaskGroup() as tg:
-                    if journal is not None and self.checkpoint_store is not None:
+                    if writer:
+                        assert journal is not None
                         tg.start_soon(journal.write_through)
                     if lease is not None:
                         tg.start_soon(self._keep_lease, lease)
@@ -746,6 +752,9 @@ class Session:
         finally:
             relay.close()
             outbox.close()
+            # The run is over and its tasks are done: nothing charges any more. Breaking
+            # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
+            runner.dispatch.charge = None
             done.set()
 
     def _prepare_save(self) -> None:

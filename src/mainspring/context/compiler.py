@@ -67,6 +67,20 @@ __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompile
 log = logging.getLogger("mainspring.context")
 
 _ESTIMATE = EstimateTokenizer("chars", chars_per_token=4.0)
+_SIZERS: dict[str, Meter] = {}
+"""The estimate meter of each model, shared by the compilers that run without
+accounting: it holds no session's state (its pieces are immutable and keyed
+by their content), and one per session costs every live session its cache."""
+
+
+def _estimate_sizer(model: str) -> Meter:
+    sizer = _SIZERS.get(model)
+    if sizer is None:
+        if len(_SIZERS) >= 64:  # model names come from configuration: a few, but bound them
+            _SIZERS.clear()
+        sizer = _SIZERS[model] = Meter(Accounting(tokenizer=_ESTIMATE), model)
+    return sizer
+
 
 T = TypeVar("T")
 
@@ -353,7 +367,7 @@ class ContextCompiler(Generic[T]):
         self.session_id = session_id
         self.accounting = accounting
         self.meter: Meter | None = Meter(accounting, model) if accounting else None
-        self._sizer = self.meter or Meter(Accounting(tokenizer=_ESTIMATE), model)
+        self._sizer = self.meter or _estimate_sizer(model)
         """Counts the view even without accounting (compaction needs sizes)."""
         self._sinks = SinkSet(accounting.sinks, strict=accounting.strict) if accounting else None
         everything: list[Processor] = []

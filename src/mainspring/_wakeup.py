@@ -1,0 +1,72 @@
+"""Wakeup: a one-shot event with one waiter at a time, for the stream machinery.
+
+``anyio.Event`` on asyncio wraps an ``asyncio.Event``, whose waiter deque
+alone holds a 64-slot block (over 600 bytes) from the moment it is made. A
+running stream keeps a few of them (the relay's waiter, the producer's done
+signal), so a process running 10,000 streams paid for tens of thousands. A
+Wakeup is two slots; while someone waits it holds one future (asyncio) or one
+``anyio.Event`` (trio, where events are light already).
+
+Unlike ``anyio.Event.wait``, waiting on a Wakeup that is set returns at once,
+without a checkpoint: its callers wait only at points that yield anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import sniffio
+
+__all__ = ["Wakeup"]
+
+
+class Wakeup:
+    """``set()`` once; ``await wait()`` from one task at a time."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        """Whether :meth:`set` was called."""
+        return self._set
+
+    def set(self) -> None:
+        """Wake the waiter (if any); later waits return at once."""
+        if self._set:
+            return
+        self._set = True
+        waiter, self._waiter = self._waiter, None
+        if isinstance(waiter, anyio.Event):
+            waiter.set()
+        elif waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Return once set. Safe to cancel: nothing is left behind, and it can be awaited again.
+
+        Raises:
+            RuntimeError: Another task is waiting already.
+        """
+        if self._set:
+            return
+        if self._waiter is not None:
+            raise RuntimeError("a Wakeup has one waiter at a time")
+        if sniffio.current_async_library() == "asyncio":
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiter = future
+            try:
+                await future
+            finally:
+                if self._waiter is future:
+                    self._waiter = None
+            return
+        event = self._waiter = anyio.Event()
+        try:
+            await event.wait()
+        finally:
+            if self._waiter is event:
+                self._waiter = None
