@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
 from mcp_types import (
     CreateMessageResult,
@@ -92,6 +92,14 @@ def roots(found: Annotated[ListRootsResult, Resolve(the_roots)]) -> str:
 def sent() -> str:
     """What the asking tools saw, and the bookings."""
     return f"sent={SENT} booked={BOOKED}"
+
+
+@server.tool(annotations=WRITE)
+async def grow(ctx: Context) -> str:
+    """Add a tool, and tell the listeners."""
+    server.add_tool(sent, name="grown", description="Added later.")
+    await ctx.notify_tools_changed()
+    return "grown"
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from mainspring import Agent, Event, Session
 from mainspring.cost import ModelPrice
@@ -30,9 +33,11 @@ from mainspring.mcp import (
     McpSampling,
     McpServerConfig,
 )
+from mainspring.mcp._input_rounds import DETAILS_KEY, InputRoundsError, persisted_round
 from mainspring.mcp.server import build_mcp_server, serve_http
 from mainspring.stores.urls import open_stores
 from mainspring.testing import ScriptedCall, ScriptedModel, ScriptedResponse
+from mainspring.tools.context import ToolContext
 from tests.helpers import resume, send
 from tests.mcp import _asking_server
 from tests.mcp.test_client import fake
@@ -205,6 +210,20 @@ async def test_sampling_in_a_round_goes_to_the_hosts_model_and_is_charged() -> N
     assert roots.is_error and "roots" in roots.content
 
 
+@TRANSPORTS
+async def test_list_changes_arrive_through_a_listen_stream(transport: str) -> None:
+    with anyio.fail_after(60):  # a hang guard, not a timing assertion
+        async with asking(transport) as manager:
+            assert "mcp__asking__grown" not in {t.name for t in manager.tools()}
+            assert (await manager.call_tool("asking", "grow", {})).content == "grown"
+            for _ in range(500):  # the refresh runs when the event arrives
+                if "mcp__asking__grown" in {t.name for t in manager.tools()}:
+                    break
+                await anyio.sleep(0.02)
+            else:
+                pytest.fail("tool list not refreshed after the listen event")
+
+
 async def test_the_protocol_is_negotiated_or_pinned(tmp_path: Path) -> None:
     with anyio.fail_after(60):  # a hang guard, not a timing assertion
         async with asking("stdio", protocol="2025") as manager:
@@ -336,3 +355,65 @@ async def test_a_crash_between_the_decision_and_the_retry_never_sends_it_twice(
     assert state is not None and state.pending is None
     said = [p.content for m in state.messages for p in m.tool_results_parts]
     assert any("interrupted" in s or "did not run" in s for s in said), said
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+FORM = {
+    "method": "elicitation/create",
+    "params": {"message": "m", "requestedSchema": {"type": "object", "properties": {}}},
+}
+
+
+def kept(raw: JsonValue) -> ToolContext:
+    nested = PendingAction(
+        attempt_id="a",
+        tool_use_id="t",
+        turn_index=0,
+        name="n",
+        input={},
+        description="",
+        details={DETAILS_KEY: raw},
+    )
+    return ToolContext(
+        session_id="s",
+        agent_name="a",
+        tool_use_id="t",
+        tool_name="n",
+        turn_index=0,
+        cache={},
+        emit=lambda event: None,
+        suspended_on=nested,
+    )
+
+
+@given(
+    raw=json_values
+    | st.fixed_dictionaries(
+        {
+            "round": st.integers() | json_values,
+            "asking": st.sampled_from(["q", "x"]) | json_values,
+            "request_state": st.text(max_size=10) | json_values,
+            "requests": st.dictionaries(st.sampled_from(["q", "x"]), st.just(FORM) | json_values),
+            "answers": st.dictionaries(
+                st.sampled_from(["q", "x"]),
+                st.just({"action": "accept", "content": {}}) | json_values,
+            ),
+        }
+    )
+)
+def test_a_kept_round_reads_back_or_is_a_clear_error(raw: JsonValue) -> None:
+    try:
+        found = persisted_round(kept(raw))
+    except InputRoundsError as exc:
+        assert "unreadable" in str(exc) or "server" in str(exc)
+        return
+    assert found is not None
+    round_, asking = found
+    assert asking in round_.requests
+    assert persisted_round(kept(round_.to_json("s", "t", asking))) is not None, "round-trips"

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 import anyio
-from pydantic import JsonValue, TypeAdapter, ValidationError
+from pydantic import JsonValue, TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from mainspring.events import PendingAction
@@ -173,31 +173,41 @@ async def call_in_rounds(
 
 
 def persisted_round(ctx: ToolContext | None) -> tuple[Round, str] | None:
-    """The round a session's call paused on (and the request asked), as the session kept it."""
+    """The round a session's call paused on (and the request asked), as the session kept it.
+
+    Raises:
+        InputRoundsError: The kept round is not one this module wrote (or breaks a bound).
+    """
     nested = ctx.suspended_on if ctx is not None else None
-    raw = nested.details.get(DETAILS_KEY) if nested is not None else None
-    if not isinstance(raw, dict):
+    if nested is None or DETAILS_KEY not in nested.details:
         return None
     try:
-        requests = raw["requests"]
-        answers = raw["answers"]
-        number, asking, state = raw["round"], raw["asking"], raw["request_state"]
-        assert isinstance(requests, dict) and isinstance(answers, dict)
-        assert isinstance(number, int) and isinstance(asking, str)
-        assert state is None or isinstance(state, str)
-        parsed = {k: _REQUEST.validate_python(v) for k, v in requests.items()}
-        given: dict[str, mcp_types.InputResponse] = {}
-        for key, value in answers.items():
-            asked = parsed[key]
-            if isinstance(asked, mcp_types.ElicitRequest):
-                given[key] = _ELICIT_RESULT.validate_python(value)
-            else:
-                given[key] = _SAMPLE_RESULT.validate_python(value)
-    except (AssertionError, KeyError, ValidationError) as exc:
-        raise InputRoundsError(f"the paused MCP request is unreadable ({exc})") from exc
-    found = Round(number=number, request_state=state, requests=parsed, answers=given)
+        found, asking = _parsed(nested.details[DETAILS_KEY])
+    except (KeyError, TypeError, ValueError) as exc:  # ValidationError is a ValueError
+        raise InputRoundsError(f"the paused MCP request is unreadable ({exc})"[:500]) from exc
     _check(found)
     return found, asking
+
+
+def _parsed(raw: JsonValue) -> tuple[Round, str]:
+    if not isinstance(raw, dict):
+        raise TypeError("not an object")
+    requests, answers = raw["requests"], raw["answers"]
+    number, asking, state = raw["round"], raw["asking"], raw["request_state"]
+    if not (isinstance(requests, dict) and isinstance(answers, dict)):
+        raise TypeError("requests and answers must be objects")
+    if not (isinstance(number, int) and isinstance(asking, str) and asking in requests):
+        raise TypeError("round must be a number and asking a key of requests")
+    if state is not None and not isinstance(state, str):
+        raise TypeError("request_state must be a string")
+    parsed = {k: _REQUEST.validate_python(v) for k, v in requests.items()}
+    given: dict[str, mcp_types.InputResponse] = {}
+    for key, value in answers.items():
+        if isinstance(parsed[key], mcp_types.ElicitRequest):
+            given[key] = _ELICIT_RESULT.validate_python(value)
+        else:
+            given[key] = _SAMPLE_RESULT.validate_python(value)
+    return Round(number=number, request_state=state, requests=parsed, answers=given), asking
 
 
 async def drive(session: ClientSession, send: Send, asker: Asker) -> mcp_types.CallToolResult:
@@ -314,7 +324,8 @@ def _pending(
 async def _answer_paused(round_: Round, asking: str, asker: Asker) -> None:
     """The decision answers the elicitation paused on; pause on the next one, if any."""
     ctx = asker.ctx
-    assert ctx is not None and ctx.decision is not None
+    if ctx is None or ctx.decision is None:
+        raise InputRoundsError("the paused MCP request was resumed without a decision")
     request = round_.requests.get(asking)
     if not isinstance(request, mcp_types.ElicitRequest):
         raise InputRoundsError("the paused MCP request does not ask for the user's input")

@@ -6,7 +6,9 @@ async with McpClientManager([config]) as manager:
     agent = Agent(model=model, tools=manager.tools())  # mcp__time__get_current_time, ...
 ```
 
-Every server's session lives in its own task, owned by the manager's task
+Both protocol eras: the newest a server offers (``McpServerConfig.protocol``),
+the stateless 2026-07-28 revision or the 2025 handshake. Every server's
+session lives in its own task, owned by the manager's task
 group, so the SDK's cancel scopes are entered and exited in one task. A call
 that finds its server dead returns an error result and marks the server for
 reconnection; the next call starts it again.
