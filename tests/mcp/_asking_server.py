@@ -50,6 +50,16 @@ def book(room: str, who: Annotated[ElicitationResult[Who], Resolve(who_stays)]) 
     return f"booked {room} for {who.data.name} ({who.data.age}); bookings: {BOOKED}"
 
 
+def ask_who() -> Elicit[Who]:
+    return Elicit("Who are you?", Who)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def whoami(who: Annotated[ElicitationResult[Who], Resolve(ask_who)]) -> str:
+    """A read that asks (reads run in parallel, so the session cannot pause on it)."""
+    return f"you are {who.data.name}" if isinstance(who, AcceptedElicitation) else who.action
+
+
 def first_guest() -> Elicit[Who]:
     return Elicit("Who is the first guest?", Who)
 

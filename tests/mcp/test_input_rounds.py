@@ -41,7 +41,7 @@ from mainspring.tools.context import ToolContext
 from tests.helpers import resume, send
 from tests.mcp import _asking_server
 from tests.mcp.test_client import fake
-from tests.mcp.test_elicit_pause import PricedModel
+from tests.mcp.test_elicit_pause import PricedModel, json_values
 from tests.mcp.test_server import agent, deleted
 from tests.server.servers import serving
 
@@ -149,6 +149,21 @@ async def test_reject_declines_and_a_bad_answer_asks_again(transport: str) -> No
             assert "Who stays in r2?" in second.reason
             events = await resume(session, second.attempt_id, Approve(edits={"name": "Bo"}))
             assert results(events) == ["booked r2 for Bo (0); bookings: ['r2:Bo']"]
+
+
+async def test_a_read_that_asks_is_answered_by_the_handler_not_paused() -> None:
+    async def on_elicit(request: McpElicitation) -> ElicitAnswer:
+        return ElicitAnswer(action="accept", content={"name": "Di"})
+
+    with anyio.fail_after(60):  # a hang guard, not a timing assertion
+        async with asking("http", pause_on_elicit=True, on_elicit=on_elicit) as manager:
+            session = session_calling(manager, ("mcp__asking__whoami", {}))
+            answered = await send(session, "who")
+        async with asking("http", pause_on_elicit=True) as manager:
+            session = session_calling(manager, ("mcp__asking__whoami", {}))
+            declined = await send(session, "who")
+    assert results(answered) == ["you are Di"]
+    assert results(declined) == ["decline"] and session.pending is None
 
 
 async def test_two_questions_in_one_round_pause_one_after_the_other() -> None:
@@ -306,7 +321,10 @@ ROOT = Path(__file__).parents[2]
 
 async def child(*args: str) -> tuple[list[dict[str, Any]], str]:
     """Run one phase of ``_resume_child`` in a new process: its events (as JSON), its stderr."""
-    done = await anyio.run_process([*CHILD, *args], cwd=ROOT, check=False, stderr=subprocess.PIPE)
+    with anyio.fail_after(60):  # the wait on the child is bounded (it kills itself or exits)
+        done = await anyio.run_process(
+            [*CHILD, *args], cwd=ROOT, check=False, stderr=subprocess.PIPE
+        )
     lines = done.stdout.decode().splitlines()
     return [json.loads(line) for line in lines if line.startswith("{")], done.stderr.decode()
 
@@ -357,13 +375,6 @@ async def test_a_crash_between_the_decision_and_the_retry_never_sends_it_twice(
     assert any("interrupted" in s or "did not run" in s for s in said), said
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=16,
-)
 FORM = {
     "method": "elicitation/create",
     "params": {"message": "m", "requestedSchema": {"type": "object", "properties": {}}},

@@ -11,8 +11,9 @@ state echoed, until the server gives the call's result. Here:
   (bounded, its cost charged to the calling session); with no sampling
   configured the call ends with an error result (the client never offered it).
   A roots request (never offered either) ends it too.
-- an elicitation, with ``pause_on_elicit`` and a session's call, pauses the
-  session's turn: a ``pending_action`` per elicitation, the same shape the
+- an elicitation, with ``pause_on_elicit`` and a session's call of a tool
+  that is not a read (reads run in parallel, and a parallel call cannot
+  pause), pauses the session's turn: a ``pending_action`` per elicitation, the same shape the
   2025-era pause uses (the server's message as reason, the form's fields
   modifiable, the schema in ``details["mcp_elicitation"]``), and the server's
   whole round in ``details["mcp_input_required"]`` (its input requests, the

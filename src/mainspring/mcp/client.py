@@ -556,7 +556,7 @@ class McpClientManager:
             server=cfg.name,
             tool=tool,
             ctx=ctx,
-            pause=conn.pause,
+            pause=conn.pause and not conn.read_only(tool),  # reads run in parallel: no pause
             on_elicit=conn.on_elicit,
             sampling=conn.sampling,
             max_rounds=cfg.input_rounds,
