@@ -38,6 +38,7 @@ from mainspring import (
 )
 from mainspring.stores import InMemoryCheckpointStore, InMemorySessionStore
 from mainspring.tools import Tool, ToolOutput
+from mainspring.tools.context import ToolContext
 from tests.helpers import pending_of, resume, send, types
 
 pytestmark = pytest.mark.anyio
@@ -430,3 +431,47 @@ async def test_a_paused_call_shows_its_tools_preview_and_a_running_one_computes_
     previews.clear()
     events = await send(Session(run("ada", PermissionRules(allow=("transfer",)))), "pay")
     assert "pending_action" not in types(events) and previews == []  # ran: no preview
+
+
+async def test_an_approved_write_that_suspends_on_a_nested_decision_pauses_again() -> None:
+    """Approval first, then the tool waits on a nested run; a new store-backed session resumes."""
+    ran: list[str] = []
+
+    @tool(permission="confirm")
+    async def transfer(amount: int, ctx: ToolContext) -> str:
+        """Move money; the bank asks the user for a code first."""
+        if ctx.decision is None:
+            ctx.suspend(
+                PendingAction(
+                    attempt_id="bank",
+                    tool_use_id=ctx.tool_use_id,
+                    turn_index=ctx.turn_index,
+                    name="bank_code",
+                    input={},
+                    description="the bank's code",
+                    modifiable_fields=("code",),
+                    details={"asked": "code"},
+                )
+            )
+        assert ctx.suspended_on is not None and ctx.suspended_on.details == {"asked": "code"}
+        assert isinstance(ctx.decision, Approve)
+        ran.append(f"{amount} with {ctx.decision.edits['code']}")
+        return "moved"
+
+    def agent() -> Agent:
+        model = ScriptedModel(
+            [ScriptedResponse(tool_calls=[ScriptedCall("transfer", {"amount": 5})]), "ok"]
+        )
+        return Agent(model=model, tools=[transfer])
+
+    store = InMemorySessionStore()
+    session = Session(agent(), session_store=store)
+    first = pending_of(await send(session, "pay"))
+    assert first.nested is None
+    nested = pending_of(await resume(session, first.attempt_id, Approve()))
+    assert nested.nested is not None and nested.modifiable_fields == ("code",)
+    assert ran == [], "it waits on the nested decision"
+    again = await Session.load(agent(), store, session.session_id)
+    events = await resume(again, nested.attempt_id, Approve(edits={"code": "1234"}))
+    assert [e.content for e in events if isinstance(e, ToolResult)] == ["moved"]
+    assert ran == ["5 with 1234"]

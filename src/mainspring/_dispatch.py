@@ -402,12 +402,14 @@ class Dispatcher:
         attempt: str | None = None,
         hints: tuple[str, ...] = (),
         decision: Decision | None = None,
+        suspended_on: PendingAction | None = None,
     ) -> None:
         """Run one call and record its result; never raises except cancellation.
 
         A serial call may suspend on a nested run's decision
         (``ToolContext.suspend``): the turn then pauses on it instead, and
-        ``decision`` is that decision when the call runs again.
+        ``decision`` is that decision when the call runs again (``suspended_on``
+        the nested action it answers).
 
         ``hints`` (and the hints of ``judged``'s guard report) are added to the
         result the model sees, as an ``after`` guard's are.
@@ -434,6 +436,7 @@ class Dispatcher:
                 emit=self.emit,
                 charge=self.charge,
                 decision=decision,
+                suspended_on=suspended_on,
             )
             self._contexts.add(ctx)
         auto = judged is not None and judged[0].outcome == "run"

@@ -626,12 +626,14 @@ class Loop:
         if pending.nested is not None and tool is not None:
             # The call suspended on a nested run: it runs again and hands it the decision.
             await dispatch.execute(
-                tool, call, turn, None, write=tool.policy.is_write, decision=decision
+                tool,
+                call,
+                turn,
+                None,
+                write=tool.policy.is_write,
+                decision=decision,
+                suspended_on=pending.nested,
             )
-            if self.turn.status == "paused":  # the nested run waits again
-                await dispatch.save(defer=True)
-                await self._complete("pending_action")
-                return
         elif isinstance(decision, Reject):
             dispatch.fail(call, f"the user rejected this action: {decision.reason}")
         elif isinstance(decision, ClientResult):
@@ -656,6 +658,10 @@ class Loop:
                 await dispatch.execute(
                     tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
                 )
+        if self.turn.status == "paused":  # the call (approved, or nested) waits on a nested run
+            await dispatch.save(defer=True)
+            await self._complete("pending_action")
+            return
         turn.position += 1
         await self._rest_of_step(turn)
 

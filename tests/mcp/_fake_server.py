@@ -3,7 +3,9 @@
 Usage: ``python _fake_server.py MODE PIDFILE`` where MODE is one of
 ``ok``, ``silent`` (never answers initialize), ``die`` (exits during the first
 ``crash`` call), ``bad_schema``, ``fail`` (writes 100 KB and then a last
-line to stderr, exits 3 before reading anything). Tools: ``echo``, ``big`` (5 MB), ``hang``,
+line to stderr, exits 3 before reading anything), ``modern`` (answers
+``server/discover`` for 2026-07-28, and its ``hostile_*`` tools answer with
+``input_required`` results no client should follow). Tools: ``echo``, ``big`` (5 MB), ``hang``,
 ``crash``, ``env``, ``picture``, ``add_tool`` (then announces list_changed).
 """
 
@@ -65,6 +67,12 @@ if MODE == "bad_schema":
             "inputSchema": {"type": "object", "properties": {"x": {"type": 12}}},
         }
     )
+if MODE == "modern":
+    TOOLS.extend(
+        {"name": f"hostile_{kind}", "description": "Asks badly.", "inputSchema": {"type": "object"}}
+        for kind in ("int_state", "big_state", "endless", "many", "roots", "deep_schema", "sample")
+    )
+    TOOLS.append({"name": "calls", "description": "Hostile calls so far.", "inputSchema": OBJ})
 LOCK = threading.Lock()
 COUNTS: list[int] = []
 died = Path(sys.argv[2] + ".died")
@@ -77,11 +85,51 @@ def send(obj: dict[str, object]) -> None:
 
 
 def text(rid: object, value: str) -> None:
-    send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": value}]}})
+    result: dict[str, object] = {"content": [{"type": "text", "text": value}]}
+    if MODE == "modern":
+        result["resultType"] = "complete"
+    send({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
-def call(rid: object, name: str, args: dict[str, object]) -> None:
-    if name == "echo":
+def form(message: str, schema: object) -> dict[str, object]:
+    return {
+        "method": "elicitation/create",
+        "params": {"message": message, "requestedSchema": schema},
+    }
+
+
+def hostile(rid: object, kind: str, params: dict[str, object]) -> None:
+    if kind == "calls":
+        text(rid, str(len(COUNTS)))
+        return
+    flat = {"type": "object", "properties": {"name": {"type": "string"}}}
+    result: dict[str, object] = {"resultType": "input_required"}
+    if kind == "int_state":
+        result["requestState"] = 123
+    elif kind == "big_state":
+        result["requestState"] = "s" * 100_000
+    elif kind == "endless":
+        result["requestState"] = f"round {len(str(params.get('requestState')))}"
+    elif kind == "many":
+        result["inputRequests"] = {f"q{i}": form(f"q{i}?", flat) for i in range(9)}
+    elif kind == "roots":
+        result["inputRequests"] = {"r": {"method": "roots/list"}}
+    elif kind == "sample":
+        ask = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]}
+        result["inputRequests"] = {
+            "s": {"method": "sampling/createMessage", "params": ask | {"maxTokens": 9}}
+        }
+    elif kind == "deep_schema":
+        props = {f"f{i}": {"type": "string", "description": "d" * 100} for i in range(400)}
+        result["inputRequests"] = {"x": form("big form", {"type": "object", "properties": props})}
+    COUNTS.append(1)
+    send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+
+def call(rid: object, name: str, args: dict[str, object], params: dict[str, object]) -> None:
+    if name.startswith("hostile_") or name == "calls":
+        hostile(rid, name.removeprefix("hostile_"), params)
+    elif name == "echo":
         text(rid, str(args.get("text", "")))
     elif name == "big":
         text(rid, "x" * 5_000_000)
@@ -120,7 +168,10 @@ def main() -> None:
         rid, method = msg.get("id"), msg.get("method")
         if rid is None:
             continue
-        if method == "initialize":
+        if method == "server/discover" and MODE == "modern":
+            result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+            send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "initialize":
             if MODE == "silent":
                 continue
             send(
@@ -135,7 +186,10 @@ def main() -> None:
                 }
             )
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+            listed: dict[str, object] = {"tools": TOOLS}
+            if MODE == "modern":
+                listed |= {"resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
+            send({"jsonrpc": "2.0", "id": rid, "result": listed})
         elif method == "prompts/list":
             prompt = {
                 "name": "greet",
@@ -150,7 +204,9 @@ def main() -> None:
         elif method == "tools/call":
             params = msg["params"]
             threading.Thread(
-                target=call, args=(rid, params["name"], params.get("arguments") or {}), daemon=True
+                target=call,
+                args=(rid, params["name"], params.get("arguments") or {}, params),
+                daemon=True,
             ).start()
         else:
             send({"jsonrpc": "2.0", "id": rid, "result": {}})

@@ -497,7 +497,7 @@ async def test_elicitation_goes_to_the_hosts_handler() -> None:
         asked.append(request)
         return next(answers)
 
-    async with McpClientManager([rich()], on_elicit=on_elicit) as manager:
+    async with McpClientManager([rich(protocol="2025")], on_elicit=on_elicit) as manager:
         assert (await manager.call_tool("rich", "greet", {})).content == "hello Ada (36)"
         assert (await manager.call_tool("rich", "greet", {})).content == "decline"
         assert (await manager.call_tool("rich", "greet", {})).content == "decline"
@@ -507,7 +507,7 @@ async def test_elicitation_goes_to_the_hosts_handler() -> None:
 
 
 async def test_without_a_handler_servers_cannot_elicit_or_sample() -> None:
-    async with McpClientManager([rich()]) as manager:
+    async with McpClientManager([rich(protocol="2025")]) as manager:
         greet = await manager.call_tool("rich", "greet", {})
         summary = await manager.call_tool("rich", "summarize", {"text": "long"})
     assert greet.content == "could not ask: Elicitation not supported"
@@ -517,7 +517,7 @@ async def test_without_a_handler_servers_cannot_elicit_or_sample() -> None:
 async def test_sampling_goes_to_the_hosts_model_within_bounds() -> None:
     model = ScriptedModel(["short.", "again."], name="scripted-sampler")
     sampling = McpSampling(model=model, max_tokens=100, max_requests=2)
-    async with McpClientManager([rich()], sampling=sampling) as manager:
+    async with McpClientManager([rich(protocol="2025")], sampling=sampling) as manager:
         first = await manager.call_tool("rich", "summarize", {"text": "a long text"})
         await manager.call_tool("rich", "summarize", {"text": "more"})
         third = await manager.call_tool("rich", "summarize", {"text": "too many"})

@@ -42,8 +42,12 @@ RICH = str(Path(__file__).with_name("_rich_server.py"))
 
 
 def rich() -> McpServerConfig:
-    return McpServerConfig(
-        name="rich", command=sys.executable, args=(RICH,), tool_permissions={"book": "auto"}
+    return McpServerConfig(  # ctx.elicit mid-request: a 2025-era server
+        name="rich",
+        command=sys.executable,
+        args=(RICH,),
+        tool_permissions={"book": "auto"},
+        protocol="2025",
     )
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from mainspring.mcp.client import (
     MCP_PERMISSIONS,
+    MCP_PROTOCOLS,
     ElicitAnswer,
     McpClientManager,
     McpElicitation,
     McpPermission,
     McpPrompt,
+    McpProtocol,
     McpSampling,
     McpServerConfig,
     McpStartupError,
@@ -21,11 +23,13 @@ from mainspring.mcp.client import (
 
 __all__ = [
     "MCP_PERMISSIONS",
+    "MCP_PROTOCOLS",
     "ElicitAnswer",
     "McpClientManager",
     "McpElicitation",
     "McpPermission",
     "McpPrompt",
+    "McpProtocol",
     "McpSampling",
     "McpServerConfig",
     "McpStartupError",

@@ -10,7 +10,14 @@ from typing import Literal, TypeAlias
 from mainspring.errors import ConfigError
 from mainspring.tools.registry import matches, matches_any
 
-__all__ = ["ESSENTIAL_ENV", "MCP_PERMISSIONS", "McpPermission", "McpServerConfig"]
+__all__ = [
+    "ESSENTIAL_ENV",
+    "MCP_PERMISSIONS",
+    "MCP_PROTOCOLS",
+    "McpPermission",
+    "McpProtocol",
+    "McpServerConfig",
+]
 
 ESSENTIAL_ENV = (
     "PATH",
@@ -34,6 +41,13 @@ McpPermission: TypeAlias = Literal["auto", "confirm", "deny"]
 """An override of a server tool's tier: run at once, ask first, or never offer it."""
 
 MCP_PERMISSIONS: tuple[McpPermission, ...] = ("auto", "confirm", "deny")
+
+McpProtocol: TypeAlias = Literal["auto", "2025", "2026-07-28"]
+"""Which MCP protocol era to speak: the newest the server offers (``server/discover``,
+falling back to the 2025-era ``initialize`` handshake), only the handshake, or only
+the stateless 2026-07-28 revision (a server without it fails to start)."""
+
+MCP_PROTOCOLS: tuple[McpProtocol, ...] = ("auto", "2025", "2026-07-28")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +96,11 @@ class McpServerConfig:
     resources: bool = True
     """Offer the server's resources (if it has any) as ``mcpr__<server>__list`` and
     ``mcpr__<server>__read`` tools."""
+    protocol: McpProtocol = "auto"
+    """The protocol era (see :data:`McpProtocol`)."""
+    input_rounds: int = 10
+    """``input_required`` rounds one 2026-07-28 call may take (a server asking
+    for ever is cut off with an error result)."""
 
     def __post_init__(self) -> None:
         name = self.name
@@ -105,11 +124,17 @@ class McpServerConfig:
             ("call_timeout", self.call_timeout),
             ("max_concurrent_calls", self.max_concurrent_calls),
             ("output_budget", self.output_budget),
+            ("input_rounds", self.input_rounds),
         ):
             if value <= 0:
                 raise ConfigError(f"MCP server {name!r}: {label} must be positive")
         if not (self.cache_ttl >= 0 and self.cache_entries >= 0):  # NaN fails too
             raise ConfigError(f"MCP server {name!r}: cache_ttl and cache_entries must be >= 0")
+        if self.protocol not in MCP_PROTOCOLS:
+            raise ConfigError(
+                f"MCP server {name!r}: protocol is {self.protocol!r}; "
+                f"use one of {', '.join(map(repr, MCP_PROTOCOLS))}"
+            )
         tiers = {"permission": self.permission} if self.permission is not None else {}
         tiers |= {f"tool_permissions[{k!r}]": v for k, v in self.tool_permissions.items()}
         for label, tier in tiers.items():

@@ -28,14 +28,24 @@ from mainspring.mcp._trust import trust
 try:
     import httpx2
     import mcp.types as mcp_types
+    from mcp.client.client import Client
     from mcp.client.session import ClientSession, IncomingMessage
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
+    from mcp.shared.subscriptions import ToolsListChanged
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
 
-__all__ = ["Connection", "StartFailed", "connection_lost", "describe", "list_all_tools"]
+__all__ = [
+    "Connection",
+    "StartFailed",
+    "connection_lost",
+    "describe",
+    "list_all_tools",
+    "modern",
+]
 
 logger = logging.getLogger("mainspring.mcp.client")
 
@@ -47,6 +57,10 @@ _INVALIDATING = (
 """Notifications after which cached results may be stale."""
 
 _TRANSPORT_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+_MODES = {"auto": "auto", "2025": "legacy", "2026-07-28": "auto"}
+"""The SDK's connect mode for each ``McpServerConfig.protocol``: a pinned 2026-07-28
+still probes (``server/discover`` gives the server's capabilities) and then insists."""
 
 
 class Connection:
@@ -62,13 +76,14 @@ class Connection:
         elicit_timeout: float = 600.0,
     ) -> None:
         self.config = config
-        self._on_elicit = on_elicit
-        self._pause = pause_on_elicit
+        self.on_elicit = on_elicit
+        self.pause = pause_on_elicit
         self._elicit_timeout = elicit_timeout
         self.flights: set[Flight] = set()
         """Engine calls in flight (they may pause on an elicitation)."""
         self.in_flight = 0
         """Every call in flight, engine or direct."""
+        self.sampling = sampling
         self._callbacks: dict[str, Any] = {}
         if on_elicit is not None or pause_on_elicit:
             self._callbacks["elicitation_callback"] = elicitation_callback(
@@ -125,13 +140,21 @@ class Connection:
         try:
             with deadline:
                 async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(self._transport())
-                    session = await stack.enter_async_context(
-                        ClientSession(
-                            read, write, message_handler=self._on_message, **self._callbacks
+                    client = await stack.enter_async_context(
+                        Client(
+                            self._transport(),
+                            mode=_MODES[cfg.protocol],
+                            cache=None,  # ours is ResponseCache, for read-only tools only
+                            message_handler=self._on_message,
+                            **self._callbacks,
                         )
                     )
-                    await session.initialize()
+                    session = client.session
+                    if cfg.protocol == "2026-07-28" and not modern(session):
+                        raise StartFailed(
+                            "the server does not offer the 2026-07-28 protocol "
+                            f"(it answered {session.protocol_version})"
+                        )
                     self.tools = await list_all_tools(session)
                     self.cache.clear()
                     deadline.deadline = math.inf
@@ -139,7 +162,11 @@ class Connection:
                     self.generation += 1
                     started = True
                     task_status.started()
-                    await self.closing.wait()
+                    async with anyio.create_task_group() as followers:
+                        if modern(session):
+                            followers.start_soon(self._follow_changes, client, session)
+                        await self.closing.wait()
+                        followers.cancel_scope.cancel()
             if not started:
                 raise TimeoutError(f"no answer within {cfg.startup_timeout:g} s")
         except Exception as exc:
@@ -158,6 +185,24 @@ class Connection:
             self.session = None
             self.done.set()
 
+    async def _follow_changes(self, client: Client, session: ClientSession) -> None:
+        """2026-07-28: list changes come on a ``subscriptions/listen`` stream, not the session."""
+        caps = session.server_capabilities
+        tools_change = bool(caps and caps.tools and caps.tools.list_changed)
+        resources_change = bool(caps and caps.resources and caps.resources.list_changed)
+        if not (tools_change or resources_change):
+            return
+        try:
+            async with client.listen(
+                tools_list_changed=tools_change, resources_list_changed=resources_change
+            ) as changes:
+                async for event in changes:
+                    self.cache.clear()
+                    if isinstance(event, ToolsListChanged):
+                        self.tools = await list_all_tools(session)
+        except Exception as exc:  # a server that cannot listen: the lists stay as listed
+            logger.info("MCP server %r: no list-change stream: %s", self.config.name, describe(exc))
+
     def _sole_flight(self) -> Flight | None:
         """The engine call a server's request belongs to, when only one call is in flight."""
         if self.in_flight != 1 or len(self.flights) != 1:
@@ -165,15 +210,15 @@ class Connection:
         return next(iter(self.flights))
 
     async def _elicit(self, asked: McpElicitation) -> ElicitAnswer:
-        flight = self._sole_flight() if self._pause else None
+        flight = self._sole_flight() if self.pause else None
         if flight is not None:
             parked = flight.park(asked)
             with anyio.move_on_after(self._elicit_timeout):
                 await parked.answered.wait()
             parked.give(ElicitAnswer(action="cancel"))  # no answer in time
             return parked.answer
-        if self._on_elicit is not None:
-            return await self._on_elicit(asked)
+        if self.on_elicit is not None:
+            return await self.on_elicit(asked)
         logger.warning(
             "MCP server %r: an elicitation with no single call to pause declined", self.config.name
         )
@@ -214,6 +259,11 @@ class StartFailed(Exception):
     """A server did not start; the message has what it said and how it exited."""
 
 
+def modern(session: ClientSession) -> bool:
+    """Whether the session speaks the stateless 2026-07-28 revision (not the handshake)."""
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
 async def list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
@@ -239,4 +289,4 @@ def connection_lost(exc: BaseException) -> bool:
         return any(connection_lost(e) for e in exc.exceptions)
     if isinstance(exc, MCPError):
         return exc.code == mcp_types.CONNECTION_CLOSED
-    return isinstance(exc, _TRANSPORT_GONE | OSError)
+    return isinstance(exc, (*_TRANSPORT_GONE, OSError))

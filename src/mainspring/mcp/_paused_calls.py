@@ -12,12 +12,17 @@ runs once: ``Approve(edits=…)`` accepts with the edits as content (checked
 against the server's schema first; a bad answer pauses again with the error
 as the reason), ``Reject`` declines.
 
-Limits, by design: the wait lives in this process. It is bounded
-(``elicit_timeout``: past it the server gets ``cancel``); a process restart
-or a lost connection ends it (deciding then is an error result the model
-sees, and the call is not re-sent). An elicitation while several engine
-calls are in flight on one server cannot be attributed to one of them: it
-goes to ``on_elicit`` if given, else is declined.
+This is the 2025 era (the ``initialize`` handshake). Limits, by design: the
+wait lives in this process, because the server's request is a live JSON-RPC
+request on this connection. It is bounded (``elicit_timeout``: past it the
+server gets ``cancel``); a process restart or a lost connection ends it
+(deciding then is an error result the model sees, and the call is not
+re-sent). An elicitation while several engine calls are in flight on one
+server cannot be attributed to one of them (the request names no call): it
+goes to ``on_elicit`` if given, else is declined. The 2026-07-28 revision
+has neither limit: its questions come back as the call's own
+``input_required`` result, which the session keeps
+(:mod:`mainspring.mcp._input_rounds`).
 """
 
 from __future__ import annotations

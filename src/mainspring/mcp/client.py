@@ -6,7 +6,9 @@ async with McpClientManager([config]) as manager:
     agent = Agent(model=model, tools=manager.tools())  # mcp__time__get_current_time, ...
 ```
 
-Every server's session lives in its own task, owned by the manager's task
+Both protocol eras: the newest a server offers (``McpServerConfig.protocol``),
+the stateless 2026-07-28 revision or the 2025 handshake. Every server's
+session lives in its own task, owned by the manager's task
 group, so the SDK's cancel scopes are entered and exited in one task. A call
 that finds its server dead returns an error result and marks the server for
 reconnection; the next call starts it again.
@@ -18,10 +20,10 @@ import json
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, Self
 
 import anyio
 import anyio.abc
@@ -29,18 +31,33 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from mainspring.errors import ConfigError, McpStartupError
-from mainspring.mcp._config import ESSENTIAL_ENV, MCP_PERMISSIONS, McpPermission, McpServerConfig
+from mainspring.mcp._config import (
+    ESSENTIAL_ENV,
+    MCP_PERMISSIONS,
+    MCP_PROTOCOLS,
+    McpPermission,
+    McpProtocol,
+    McpServerConfig,
+)
 from mainspring.mcp._connection import (
     Connection,
     connection_lost,
     describe,
     list_all_tools,
+    modern,
 )
+from mainspring.mcp._input_rounds import DETAILS_KEY, Asker, InputRoundsError, call_in_rounds
 from mainspring.mcp._paused_calls import Flight, await_flight, check_answer, pending_for
+from mainspring.mcp._prompts import McpPrompt, prompt_text, prompts_of
 from mainspring.mcp._requests import ElicitAnswer, McpElicitation, McpSampling, OnElicit
 from mainspring.mcp._resources import list_page_text, read_output, resource_tools
+from mainspring.mcp._results import (
+    Progress,
+    RawResult,
+    output_of,
+    progress_callback,
+)
 from mainspring.mcp._trust import trust
-from mainspring.messages import ImagePart
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
@@ -48,7 +65,6 @@ from mainspring.tools.registry import namespaced
 try:
     import mcp.types as mcp_types
     from mcp.client.session import ClientSession
-    from mcp.shared.dispatcher import ProgressFnT
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
@@ -56,11 +72,13 @@ except ImportError as exc:
 __all__ = [
     "ESSENTIAL_ENV",
     "MCP_PERMISSIONS",
+    "MCP_PROTOCOLS",
     "ElicitAnswer",
     "McpClientManager",
     "McpElicitation",
     "McpPermission",
     "McpPrompt",
+    "McpProtocol",
     "McpSampling",
     "McpServerConfig",
     "McpStartupError",
@@ -70,34 +88,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Progress: TypeAlias = Callable[[str, "float | None"], None]
-"""Receives a call's progress: a message and a percentage when known."""
-
 _CTX = "__mainspring_tool_context__"
 """The keyword the engine passes a server tool's ToolContext under (not an MCP argument)."""
-_PROGRESS_MESSAGE_CHARS = 500
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class McpPrompt:
-    """A prompt a server offers."""
-
-    server: str
-    name: str
-    description: str = ""
-    arguments: tuple[tuple[str, bool], ...] = ()
-    """``(name, required)`` of each argument."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RawResult:
-    """A call's untruncated result, kept for audit."""
-
-    server: str
-    tool: str
-    arguments: dict[str, JsonValue]
-    result: mcp_types.CallToolResult
-    truncated: bool
 
 
 class McpClientManager:
@@ -168,6 +160,11 @@ class McpClientManager:
     def servers(self) -> list[str]:
         """Names of the servers that are connected now."""
         return [n for n, c in self._connections.items() if c.session is not None]
+
+    def protocol_version(self, server: str) -> str | None:
+        """The protocol version a connected server speaks (``"2026-07-28"``, or a 2025-era one)."""
+        session = self._connections[server].session if server in self._connections else None
+        return session.protocol_version if session is not None else None
 
     async def start(self) -> None:
         """Connect to every server at once.
@@ -364,10 +361,13 @@ class McpClientManager:
 
         async def call_server(**arguments: Any) -> ToolOutput:
             ctx = arguments.pop(_CTX, None)
-            if isinstance(ctx, ToolContext) and (self._tg is not None or ctx.decision):
+            if not isinstance(ctx, ToolContext):
+                return await self.call_tool(cfg.name, tool_name, arguments)
+            if not await self._stateless(conn, ctx) and (self._tg is not None or ctx.decision):
                 return await self._engine_call(conn, tool_name, arguments, ctx)
-            report = ctx.progress if isinstance(ctx, ToolContext) else None
-            return await self.call_tool(cfg.name, tool_name, arguments, progress=report)
+            return await self.call_tool(
+                cfg.name, tool_name, arguments, progress=ctx.progress, _ctx=ctx
+            )
 
         return replace(
             base,
@@ -377,6 +377,25 @@ class McpClientManager:
             meta=meta,
             policy=decided.policy(max_result_chars=cfg.output_budget + 200),
         )
+
+    async def _stateless(self, conn: Connection, ctx: ToolContext) -> bool:
+        """Whether a session's call goes the 2026-07-28 way: no live request to keep.
+
+        So it is when the call resumes a round the session kept
+        (:mod:`mainspring.mcp._input_rounds`), or when the server speaks that
+        revision (connecting first, if need be).
+        """
+        if ctx.suspended_on is not None and DETAILS_KEY in ctx.suspended_on.details:
+            return True
+        if ctx.decision is not None:
+            return False  # a 2025-era pause: its request is live (or gone)
+        if conn.session is None:
+            try:
+                await self._session_of(conn.config.name)
+            except Exception:  # call_tool reports it
+                return False
+        session = conn.session
+        return session is not None and modern(session)
 
     async def _engine_call(
         self, conn: Connection, tool: str, arguments: dict[str, Any], ctx: ToolContext
@@ -445,6 +464,7 @@ class McpClientManager:
         *,
         progress: Progress | None = None,
         _flight: Flight | None = None,
+        _ctx: ToolContext | None = None,
     ) -> ToolOutput:
         """Call a tool; failures, timeouts and a dead server become error results.
 
@@ -453,6 +473,11 @@ class McpClientManager:
         engine runs the tool, so they become ``tool_progress`` events) with a
         percentage when the server gave a total. Cancelling the call abandons
         it (the SDK tells the server); the session stays up.
+
+        On a 2026-07-28 connection an ``input_required`` answer is answered
+        (sampling, ``on_elicit``) and the call sent again, within bounds
+        (:mod:`mainspring.mcp._input_rounds`); a session's call may pause its
+        turn on an elicitation instead.
         """
         cfg = self._config(server)
         try:
@@ -464,7 +489,8 @@ class McpClientManager:
         session = conn.session
         if session is None:
             return ToolOutput(content=f"MCP server {server!r} is not connected", is_error=True)
-        cacheable = conn.cache.enabled and conn.read_only(tool)
+        resuming = _ctx is not None and _ctx.suspended_on is not None
+        cacheable = conn.cache.enabled and conn.read_only(tool) and not resuming
         if cacheable and (cached := conn.cache.get(tool, arguments)) is not None:
             return cached
         scope = _flight.scope if _flight is not None else anyio.CancelScope()
@@ -477,21 +503,18 @@ class McpClientManager:
                     if _flight is not None:
                         conn.flights.add(_flight)
                     try:
-                        result = await session.call_tool(
-                            tool, arguments, progress_callback=_progress_callback(progress)
+                        result, sent = await self._send(
+                            conn, session, tool, arguments, progress, _ctx
                         )
+                        cacheable = cacheable and sent == 1  # never a result reached by rounds
                     finally:
                         conn.in_flight -= 1
                         if _flight is not None:
                             conn.flights.discard(_flight)
+        except ToolSuspended:
+            raise
         except Exception as exc:
-            if connection_lost(exc) and conn.session is session:
-                conn.session = None  # the next call reconnects
-                conn.closing.set()
-            return ToolOutput(
-                content=f"MCP tool {tool!r} on {server!r} failed: {describe(exc)}",
-                is_error=True,
-            )
+            return _failure(conn, session, tool, exc)
         if result is None:
             if _flight is not None and _flight.abandoned:
                 return ToolOutput(content=f"MCP tool {tool!r} was abandoned", is_error=True)
@@ -499,46 +522,9 @@ class McpClientManager:
                 content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
                 is_error=True,
             )
-        output = self._to_output(server, tool, arguments, result)
-        if cacheable and conn.session is session:
-            conn.cache.put(tool, arguments, output)
-        return output
-
-    def _config(self, server: str) -> McpServerConfig:
-        conn = self._connections.get(server)
-        if conn is None:
-            raise ConfigError(f"no MCP server named {server!r}")
-        return conn.config
-
-    def _to_output(
-        self,
-        server: str,
-        tool: str,
-        arguments: dict[str, Any],
-        result: mcp_types.CallToolResult,
-    ) -> ToolOutput:
-        texts: list[str] = []
-        images: list[ImagePart] = []
-        for block in result.content:
-            if isinstance(block, mcp_types.ImageContent):
-                images.append(ImagePart(media_type=block.mime_type, data=block.data))
-            elif isinstance(block, mcp_types.ResourceLink) and self._config(server).resources:
-                texts.append(
-                    f"[resource link: {block.uri} ({block.name[:100]}); "
-                    f"read it with mcpr__{server}__read]"
-                )
-            else:
-                texts.append(_block_text(block))
-        if not texts and result.structured_content is not None:
-            texts.append(json.dumps(to_jsonable_python(result.structured_content)))
-        text = "\n".join(texts)
-        budget = self._config(server).output_budget
-        truncated = len(text) > budget
-        if truncated:
-            text = (
-                text[:budget] + f"\n[truncated: showing {budget} of {len(text)} characters; "
-                "the full result is kept for audit]"
-            )
+        output, truncated = output_of(
+            result, server=server, resources=cfg.resources, budget=cfg.output_budget
+        )
         self.raw_results.append(
             RawResult(
                 server=server,
@@ -548,28 +534,44 @@ class McpClientManager:
                 truncated=truncated,
             )
         )
-        return ToolOutput(content=text, is_error=bool(result.is_error), images=tuple(images))
+        if cacheable and conn.session is session:
+            conn.cache.put(tool, arguments, output)
+        return output
+
+    async def _send(
+        self,
+        conn: Connection,
+        session: ClientSession,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        ctx: ToolContext | None,
+    ) -> tuple[mcp_types.CallToolResult, int]:
+        """The call's result, and how many times it was sent (rounds of 2026-07-28 input)."""
+        on_progress = progress_callback(progress)
+        if not modern(session):
+            return await session.call_tool(tool, arguments, progress_callback=on_progress), 1
+        cfg = conn.config
+        asker = Asker(
+            server=cfg.name,
+            tool=tool,
+            ctx=ctx,
+            pause=conn.pause and not conn.read_only(tool),  # reads run in parallel: no pause
+            on_elicit=conn.on_elicit,
+            sampling=conn.sampling,
+            max_rounds=cfg.input_rounds,
+        )
+        return await call_in_rounds(session, tool, arguments, on_progress, asker)
+
+    def _config(self, server: str) -> McpServerConfig:
+        conn = self._connections.get(server)
+        if conn is None:
+            raise ConfigError(f"no MCP server named {server!r}")
+        return conn.config
 
     async def list_prompts(self, server: str) -> list[McpPrompt]:
         """The prompts a server offers."""
-        session = await self._live_session(server)
-        prompts: list[McpPrompt] = []
-        cursor: str | None = None
-        while True:
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_prompts(params=params)
-            prompts.extend(
-                McpPrompt(
-                    server=server,
-                    name=p.name,
-                    description=p.description or "",
-                    arguments=tuple((a.name, bool(a.required)) for a in p.arguments or ()),
-                )
-                for p in page.prompts
-            )
-            cursor = page.next_cursor
-            if not cursor:
-                return prompts
+        return await prompts_of(await self._live_session(server), server)
 
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
@@ -578,7 +580,7 @@ class McpClientManager:
         session = await self._live_session(server)
         with anyio.fail_after(self._config(server).call_timeout):
             result = await session.get_prompt(name, dict(arguments or {}))
-        return "\n\n".join(_block_text(m.content) for m in result.messages)
+        return prompt_text(result)
 
     async def _live_session(self, server: str) -> ClientSession:
         conn = await self._session_of(server)
@@ -587,33 +589,14 @@ class McpClientManager:
         return conn.session
 
 
-def _progress_callback(report: Progress | None) -> ProgressFnT:
-    """An SDK progress callback feeding ``report`` (a server's numbers are not trusted)."""
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        if report is None:
-            return
-        pct: float | None = None
-        if total is not None and math.isfinite(total) and total > 0 and math.isfinite(progress):
-            pct = min(100.0, max(0.0, progress / total * 100))
-        text = (message or "")[:_PROGRESS_MESSAGE_CHARS]
-        if not text:
-            text = f"{progress:g}" if total is None else f"{progress:g} of {total:g}"
-        report(text, pct)
-
-    return on_progress
-
-
-def _block_text(block: mcp_types.ContentBlock) -> str:
-    if isinstance(block, mcp_types.TextContent):
-        return block.text
-    if isinstance(block, mcp_types.ImageContent):
-        return f"[image: {block.mime_type}]"
-    if isinstance(block, mcp_types.AudioContent):
-        return f"[audio: {block.mime_type}]"
-    if isinstance(block, mcp_types.ResourceLink):
-        return f"[resource: {block.uri}]"
-    resource = block.resource
-    if isinstance(resource, mcp_types.TextResourceContents):
-        return resource.text
-    return f"[binary resource: {resource.uri}]"
+def _failure(conn: Connection, session: ClientSession, tool: str, exc: Exception) -> ToolOutput:
+    """A failed call as the error result the model sees; a lost server reconnects next time."""
+    server = conn.config.name
+    if isinstance(exc, InputRoundsError):
+        return ToolOutput(content=f"MCP tool {tool!r} on {server!r}: {exc}", is_error=True)
+    if connection_lost(exc) and conn.session is session:
+        conn.session = None  # the next call reconnects
+        conn.closing.set()
+    return ToolOutput(
+        content=f"MCP tool {tool!r} on {server!r} failed: {describe(exc)}", is_error=True
+    )

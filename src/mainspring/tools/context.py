@@ -103,6 +103,7 @@ class ToolContext:
         "metadata",
         "session_id",
         "storage",
+        "suspended_on",
         "tool_name",
         "tool_use_id",
         "turn_index",
@@ -120,6 +121,7 @@ class ToolContext:
         emit: Callable[[Event], None],
         charge: Callable[[float, str], None] | None = None,
         decision: Decision | None = None,
+        suspended_on: PendingAction | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -140,6 +142,9 @@ class ToolContext:
         """This tool's own in-memory cache, kept across calls and turns."""
         self.decision: Decision | None = decision
         """The decision on the nested action this call suspended on (see :meth:`suspend`)."""
+        self.suspended_on: PendingAction | None = suspended_on
+        """That nested action, as the session kept it (with :attr:`decision`): what a
+        stateless nested run needs to go on, also in a process that did not suspend it."""
         self._emit = emit
         self._charge = charge
         self._loop_thread = threading.get_ident()
@@ -185,9 +190,10 @@ class ToolContext:
 
         The host's turn pauses with a ``pending_action`` whose ``nested`` is
         ``pending``; when the host decides it, this tool is called again with
-        the same input and :attr:`decision` set, and carries the decision to
-        the nested run. Only serial calls may suspend (a parallel read that
-        tries gets an error result).
+        the same input, :attr:`decision` set and :attr:`suspended_on` the
+        ``pending`` given here (persisted with the session, so also in a new
+        process), and carries the decision to the nested run. Only serial
+        calls may suspend (a parallel read that tries gets an error result).
         """
         raise ToolSuspended(pending)
 
