@@ -3,7 +3,8 @@
 A :class:`Database` opens the file (WAL journal, ``synchronous=NORMAL``, a busy
 timeout; :func:`synced` for the commits that must survive a power loss), checks or
 records the schema version, and runs one operation at a time on its
-connection in a worker thread, so the event loop never blocks.
+connection in a worker thread, so the event loop never blocks; the WAL is
+checkpointed in a thread of its own (:mod:`mainspring.stores._wal`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import anyio.to_thread
 from pydantic import JsonValue
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.stores._wal import WalCheckpointer
 from mainspring.stores.base import SCHEMA_VERSION
 
 __all__ = [
@@ -182,6 +184,7 @@ def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3
         if str(mode).lower() != "wal":
             raise StoreError(f"SQLite store {str(path)!r} cannot use WAL (journal mode {mode})")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # off the event loop: WalCheckpointer
         with transaction(conn, write=True):
             _check_schema(conn, path)
             for ddl in _TABLES:
@@ -267,6 +270,7 @@ class Database:
         self._conn: sqlite3.Connection | None = conn
         self._lock = anyio.Lock()
         self._users = 1
+        self._wal = WalCheckpointer(path, driver)
 
     def share(self) -> Database:
         """This database for one more store; it closes when the last one does."""
@@ -291,9 +295,12 @@ class Database:
             if conn is None:
                 raise StoreError(f"SQLite store {str(self.path)!r} is closed")
             # Not abandoned on cancellation: the lock is held until the call is done.
-            return await anyio.to_thread.run_sync(
-                _run_guarded, self.path, self._error, fn, conn, *args
-            )
+            try:
+                return await anyio.to_thread.run_sync(
+                    _run_guarded, self.path, self._error, fn, conn, *args
+                )
+            finally:
+                self._wal.changed(conn.total_changes)
 
     async def run_inline(self, fn: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts) -> T:
         """``fn(connection, *args)`` on the event loop when it need not wait, else in a thread.
@@ -318,6 +325,8 @@ class Database:
                     raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
             except self._error as exc:
                 raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
+            finally:
+                self._wal.changed(conn.total_changes)
             return await anyio.to_thread.run_sync(
                 _run_guarded, self.path, self._error, fn, conn, *args
             )
@@ -331,5 +340,6 @@ class Database:
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 conn, self._conn = self._conn, None
+                await self._wal.join()
                 if conn is not None:
                     await anyio.to_thread.run_sync(conn.close)
