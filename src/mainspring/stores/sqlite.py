@@ -482,7 +482,8 @@ def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
     with transaction(conn, write=True):
         if step.clear is not None:
             conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
-        conn.executemany(_UPSERT_WRITE, step.writes)
+        if step.writes:
+            conn.executemany(_UPSERT_WRITE, step.writes)
         if step.save is not None:
             revision = _save_rows(conn, step.save)
         if step.events is not None:
@@ -505,15 +506,19 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
     sid = job.session_id
     revision = uuid.uuid4().hex
     with encoding(f"a message of session {sid!r}"):
-        keep = _stored_prefix(conn, job)
+        keep, stored = _stored_prefix(conn, job)
         rows = [
             (sid, seq, dumps(message_to_dict(job.messages[seq])))
             for seq in range(keep, len(job.messages))
         ]
-    conn.execute("DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep))
-    conn.executemany(
-        "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
-    )
+    if keep < stored:
+        conn.execute(
+            "DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep)
+        )
+    if rows:
+        conn.executemany(
+            "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
+        )
     conn.execute(
         "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
         " ON CONFLICT (session_id) DO UPDATE"
@@ -521,29 +526,38 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
         (sid, job.header, revision),
     )
     # Only what the store lacks: a stale state never moves an entry back.
-    conn.executemany(_INSERT_DECISION, job.decided)
-    conn.executemany(_ADD_WRITE, job.writes)
+    if job.decided:
+        conn.executemany(_INSERT_DECISION, job.decided)
+    if job.writes:
+        conn.executemany(_ADD_WRITE, job.writes)
     return revision
 
 
-def _stored_prefix(conn: sqlite3.Connection, job: _Save) -> int:
-    """How many leading messages of the state are stored already, unchanged."""
+def _stored_prefix(conn: sqlite3.Connection, job: _Save) -> tuple[int, int]:
+    """How many leading messages of the state are stored already, unchanged; how many are."""
     sid = job.session_id
+    row = conn.execute(
+        "SELECT revision FROM mainspring_sessions WHERE session_id = ?", (sid,)
+    ).fetchone()
+    known = job.known
+    if row is not None and known is not None and known.revision == row[0]:
+        # Nobody saved since this object did: its messages are the stored ones,
+        # so compare references, not JSON.
+        return _common_prefix(job.messages, known.messages), len(known.messages)
     stored = int(
         conn.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_messages WHERE session_id = ?",
             (sid,),
         ).fetchone()[0]
     )
+    return _compared_prefix(conn, job, stored), stored
+
+
+def _compared_prefix(conn: sqlite3.Connection, job: _Save, stored: int) -> int:
+    """The stored prefix found by comparing the ``stored`` rows with the state's JSON."""
     if not stored:
         return 0
-    row = conn.execute(
-        "SELECT revision FROM mainspring_sessions WHERE session_id = ?", (sid,)
-    ).fetchone()
-    known = job.known
-    if row is not None and known is not None and known.revision == row[0]:
-        # Nobody saved since this object did: compare references, not JSON.
-        return _common_prefix(job.messages, known.messages)
+    sid = job.session_id
     limit = min(stored, len(job.messages))
     rows = conn.execute(
         "SELECT data FROM mainspring_messages WHERE session_id = ? AND seq < ? ORDER BY seq",
