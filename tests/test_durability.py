@@ -117,6 +117,60 @@ async def test_a_second_run_on_another_worker_is_refused_or_waits() -> None:
     assert texts[:2] == ["first", "slow answer " * 4] and texts[2] == "second"
 
 
+class RenewalCountingLock(InMemoryRunLock):
+    """A lease table on a clock that jumps most of a lease's lifetime at every renewal."""
+
+    def __init__(self, ttl: float) -> None:
+        self.now = 0.0
+        super().__init__(clock=lambda: self.now)
+        self.ttl = ttl
+        self.renewals = 0
+        self.renewed = anyio.Event()
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        self.now += 0.9 * self.ttl  # two of these without a renewal would expire the lease
+        kept = await super().refresh(key, owner, ttl=ttl)
+        self.renewals += 1
+        if self.renewals == 3:
+            self.renewed.set()
+        return kept
+
+
+async def test_a_run_longer_than_its_lease_keeps_it_and_lets_go_at_the_end() -> None:
+    lock = RenewalCountingLock(ttl=0.03)
+    finish = anyio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Take a while."""
+        await finish.wait()
+        return "slow"
+
+    model = ScriptedModel(
+        lambda messages, tools: (
+            "done"
+            if messages[-1].role == "tool"
+            else ScriptedResponse(tool_calls=[ScriptedCall("slow", {})])
+        )
+    )
+    agent = Agent(model=model, tools=[slow])
+    session = Session(agent, run_lock=lock, lock_ttl=lock.ttl, owner="w1")
+    events: list[Event] = []
+
+    async def run() -> None:
+        events.extend(await collect(session.send("go")))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):  # (a guard against a hang, not a timing)
+            await lock.renewed.wait()  # 2.7 lease lifetimes later, renewed each time
+        assert await lock.holder(session.session_id) == "w1"
+        assert not await lock.acquire(session.session_id, "w2", ttl=1)
+        finish.set()
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+    assert await lock.holder(session.session_id) is None  # released with the run
+
+
 async def test_resume_without_a_checkpoint_store_raises() -> None:
     session = Session(Agent(model=ScriptedModel(["x"])))
     with pytest.raises(ConfigError, match="checkpoint_store"):

@@ -548,15 +548,15 @@ class Session:
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
-    async def _keep_lease(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            await self._renew_lease()
-
-    async def _renew_lease(self) -> None:
+    async def _keep_lease(self, stop: anyio.Event) -> None:
+        """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
         while True:
-            await anyio.sleep(self.lock_ttl / 3)
+            with anyio.move_on_after(self.lock_ttl / 3):
+                await stop.wait()
+            if stop.is_set():
+                return
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out
@@ -684,7 +684,7 @@ class Session:
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
-        lease = anyio.CancelScope()
+        lease = anyio.Event()
         try:
             with abort:
                 async with TaskGroup() as tg:
@@ -694,8 +694,7 @@ class Session:
                         tg.start_soon(self._keep_lease, lease)
                     await runner.run(lambda: start(runner))
                     relay.close()  # the writer drains what is left, then stops
-                    if self.run_lock is not None:
-                        lease.cancel()
+                    lease.set()
         except Exception as exc:  # a store failed under the run (the journal's writer)
             failure.append(exc)
         finally:
