@@ -41,6 +41,9 @@ __all__ = ["Journal"]
 
 _GATHER_TURNS = 8
 """Event-loop turns the writer waits at most for a busy run's next events."""
+_QUIET_TURNS = 2
+"""Turns without a new event after which the run is taken to wait (a read that
+answers at once, in a task of its own, takes two)."""
 
 
 class Journal:
@@ -74,7 +77,7 @@ class Journal:
         self._outbox = outbox
         self._prepare = prepare
         self._clear = clear
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # no loop trip when uncontended
         self._writes: list[WriteRecord] = []
         self._state_due = sessions is not None  # the first commit puts the run on record
         self.ended = False
@@ -128,15 +131,19 @@ class Journal:
         relay = self._relay
         try:
             while await relay.wait():
-                # Group commit: let the run go on while it is busy (a burst of events
-                # from one step) and commit when it waits (on the model, on a tool);
-                # a few loop turns at most, so the client never waits on a busy run.
-                for _ in range(_GATHER_TURNS):
-                    queued = len(relay)
-                    await anyio.lowlevel.cancel_shielded_checkpoint()
-                    if len(relay) == queued or relay.full:
-                        break
-                await self._commit(sync=False)
+                with anyio.CancelScope(shield=True):  # one scope: each costs microseconds
+                    # Group commit: let the run go on while it is busy (a burst of events
+                    # from one step) and commit when it waits (on the model, on a tool);
+                    # a few loop turns at most, so the client never waits on a busy run.
+                    quiet = 0
+                    for _ in range(_GATHER_TURNS):
+                        queued = len(relay)
+                        await anyio.lowlevel.checkpoint()
+                        quiet = quiet + 1 if len(relay) == queued else 0
+                        if quiet == _QUIET_TURNS or relay.full:
+                            break
+                    async with self._lock:
+                        await self._commit_pending(sync=False)
                 await self._outbox.room()  # the consumer's pace, passed on to the run
         finally:
             self._outbox.close()

@@ -665,7 +665,9 @@ class Session:
             # still finishes, within the agent's grace) and wait for its clean-up.
             relay.close()
             outbox.close()
-            if not done.is_set():  # (a cancel costs: anyio describes the task it cancels)
+            # (A cancel costs: anyio describes the task it cancels. After the terminal
+            # event the producer is only finishing its commit and its tasks.)
+            if terminal is None and not done.is_set():
                 abort.cancel()
             with anyio.CancelScope(shield=True) as wait:
                 wait.deadline = anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0

@@ -21,6 +21,7 @@ from typing import TypeVar, TypeVarTuple
 import anyio
 import anyio.to_thread
 from pydantic import JsonValue
+from pydantic_core import PydanticSerializationError, to_json
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.stores._wal import WalCheckpointer
@@ -101,7 +102,12 @@ _TABLES = (
 
 def dumps(data: JsonValue) -> str:
     """Compact JSON text, ASCII-escaped: any Python string (even a lone surrogate) round-trips."""
-    return json.dumps(data, separators=(",", ":"))
+    try:  # pydantic-core's encoder: about three times the standard library's speed
+        return to_json(data, ensure_ascii=True).decode()
+    except (PydanticSerializationError, TypeError):  # a lone surrogate, a cycle, too deep
+        # (TypeError: a pydantic-core before ensure_ascii.) The standard library's
+        # encoder escapes surrogates, and raises what CODEC_ERRORS names for the rest.
+        return json.dumps(data, separators=(",", ":"))
 
 
 @contextmanager
@@ -268,7 +274,9 @@ class Database:
         """The DB-API module of the connection (``sqlite3``, or a drop-in such as pysqlite3)."""
         self._error: type[Exception] = driver.Error
         self._conn: sqlite3.Connection | None = conn
-        self._lock = anyio.Lock()
+        # Uncontended, taking the lock does not yield: an inline operation then
+        # runs without a trip through the event loop.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._users = 1
         self._wal = WalCheckpointer(path, driver)
 
