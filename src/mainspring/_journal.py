@@ -33,6 +33,8 @@ from mainspring.stores.base import (
     CheckpointStore,
     Commit,
     JointCommit,
+    JointLease,
+    RunLock,
     SessionStore,
     SpendLedger,
 )
@@ -60,18 +62,24 @@ class Journal:
         outbox: Relay[Event],
         prepare: Callable[[], None],
         clear: str | None = None,
+        lease: tuple[RunLock, str] | None = None,
     ) -> None:
         """Bind to a run.
 
         ``relay`` receives the run's events and ``outbox`` the ones on record (the
         same relay without a checkpoint store); ``prepare`` brings the state up to
         date before it is saved; ``clear`` is the previous stream, whose log the
-        first commit drops.
+        first commit drops; ``lease`` is the run lock and owner the run holds the
+        session's lease as, which the commit of its end drops where it can (the
+        lock lives in the session store's database: :attr:`released`).
         """
         self._state = state
         self._sessions = sessions
         self._checkpoints = checkpoints
         self._joint = _joint(sessions, checkpoints)
+        self._release: tuple[str, str] | None = None
+        if lease is not None and _holds(self._joint, lease[0]):
+            self._release = (state.session_id, lease[1])
         self.stream_id = stream_id
         self._relay = relay
         self._outbox = outbox
@@ -82,6 +90,8 @@ class Journal:
         self._state_due = sessions is not None  # the first commit puts the run on record
         self.ended = False
         """Whether a commit recorded the run's terminal event and its end."""
+        self.released = False
+        """Whether that commit dropped the run's lease too."""
 
     async def save(self, *, defer: bool = False) -> None:
         """The state as it is now (and every event emitted before it), on record.
@@ -175,6 +185,7 @@ class Journal:
             events=events,
             clear=self._clear,
             sync=sync,
+            release=self._release if terminal is not None else None,
         )
         # Taken now: a save asked for while this commit is on its way is the next one's.
         self._state_due, self._clear = False, None
@@ -185,6 +196,7 @@ class Journal:
             self._clear = commit.clear if commit.clear is not None else self._clear
             raise
         self.ended = self.ended or terminal is not None
+        self.released = self.released or commit.release is not None
         for event in events:
             self._outbox.put(event)
 
@@ -224,17 +236,26 @@ def _snapshot(state: SessionState) -> SessionState:
     )
 
 
-_JOINT_TYPES: dict[type, bool] = {}
-"""Session store classes by whether they are JointCommits (a protocol check costs ~15 us)."""
+def _holds(joint: JointCommit | None, lock: RunLock) -> bool:
+    """Whether ``joint`` can drop ``lock``'s leases in its commits."""
+    return _is(joint, JointLease) and cast(JointLease, joint).holds(lock)
 
 
 def _joint(sessions: object, checkpoints: CheckpointStore | None) -> JointCommit | None:
     """``sessions`` if it commits a step with ``checkpoints`` in one transaction."""
-    kind = type(sessions)
-    joint = _JOINT_TYPES.get(kind)
-    if joint is None:
-        joint = _JOINT_TYPES[kind] = isinstance(sessions, JointCommit)
-    if not joint:
+    if not _is(sessions, JointCommit):
         return None
     store = cast(JointCommit, sessions)
     return store if store.joins(checkpoints) else None
+
+
+_CONFORMS: dict[tuple[type, type], bool] = {}
+"""Whether a class is an optional store protocol (a runtime protocol check costs ~15 us)."""
+
+
+def _is(store: object, protocol: type) -> bool:
+    key = (type(store), protocol)
+    conforms = _CONFORMS.get(key)
+    if conforms is None:
+        conforms = _CONFORMS[key] = isinstance(store, protocol)
+    return conforms

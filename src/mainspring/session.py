@@ -563,7 +563,8 @@ class Session:
                 log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
                 continue
             if not kept:
-                log.error("session %s: lost the run lock", self.session_id)
+                if not stop.is_set():  # (else the run's last commit dropped it meanwhile)
+                    log.error("session %s: lost the run lock", self.session_id)
                 return
 
     async def _release(self) -> None:
@@ -617,6 +618,7 @@ class Session:
                 outbox=outbox,
                 prepare=self._prepare_save,
                 clear=self._state.last_stream if store is not None else None,
+                lease=None if self.run_lock is None else (self.run_lock, self.owner),
             )
         runner = Loop(
             agent=self.agent,
@@ -720,7 +722,8 @@ class Session:
             log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
         finally:
             try:
-                await self._release()
+                if journal is None or not journal.released:  # (its end's commit dropped it)
+                    await self._release()
             except StoreError as exc:  # the lease expires by itself
                 log.error("session %s: could not release the run lock: %s", self.session_id, exc)
             finally:

@@ -65,7 +65,7 @@ from mainspring.stores._sqlite import (
     synced,
     transaction,
 )
-from mainspring.stores.base import CheckpointStore, Commit, SpendKind
+from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 
@@ -260,7 +260,9 @@ class SQLiteSessionStore:
 
     :meth:`commit` (``JointCommit``) writes a run's step boundary — ledger
     entries, the state and the events of a checkpoint store on the same
-    connection — in one transaction, fsynced when it carries a ledger entry.
+    connection — in one transaction, fsynced when it carries a ledger entry;
+    the one that ends a run drops its lease too, when the run lock shares the
+    connection (``JointLease``).
 
     ``save`` inserts only the messages not stored yet. It remembers what it
     stored or loaded for the last :attr:`CACHE_SIZE` sessions, with a revision
@@ -338,6 +340,10 @@ class SQLiteSessionStore:
             isinstance(checkpoints, SQLiteCheckpointStore) and checkpoints._db is self._db
         )
 
+    def holds(self, lock: RunLock | None) -> bool:
+        """Whether ``lock`` keeps its leases on this store's connection (``JointLease``)."""
+        return isinstance(lock, SQLiteRunLock) and lock._db is self._db
+
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Put a step boundary on record in one transaction (fsynced with ``sync``)."""
         sid = check_text("session_id", commit.session_id)
@@ -352,7 +358,10 @@ class SQLiteSessionStore:
             assert isinstance(checkpoints, SQLiteCheckpointStore) and commit.stream_id is not None
             batch = checkpoints._batch(check_text("stream_id", commit.stream_id), commit.events)
         clear = None if commit.clear is None else check_text("stream_id", commit.clear)
-        step = _Step(rows, job, batch, clear)
+        release = commit.release
+        if release is not None:
+            release = (check_text("key", release[0]), check_text("owner", release[1]))
+        step = _Step(rows, job, batch, clear, release)
         if commit.sync:
             revision = await self._db.run(_commit_synced, step)
         else:
@@ -474,6 +483,7 @@ class _Step:
     save: _Save | None
     events: _Batch | None
     clear: str | None
+    release: tuple[str, str] | None
 
 
 def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
@@ -488,6 +498,8 @@ def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
             revision = _save_rows(conn, step.save)
         if step.events is not None:
             _append_rows(conn, step.events)
+        if step.release is not None:
+            conn.execute(_RELEASE, step.release)
     return revision
 
 
@@ -652,9 +664,7 @@ class SQLiteRunLock:
     async def release(self, key: str, owner: str) -> None:
         """Drop this owner's lease."""
         args = (check_text("key", key), check_text("owner", owner))
-        await self._db.run_inline(
-            _changed, "DELETE FROM mainspring_locks WHERE key = ? AND owner = ?", args
-        )
+        await self._db.run_inline(_changed, _RELEASE, args)
 
     async def holder(self, key: str) -> str | None:
         """The owner of the live lease, if any."""
@@ -670,6 +680,7 @@ _ACQUIRE = (
     " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"
     " WHERE mainspring_locks.expires_at <= ?4 OR mainspring_locks.owner = excluded.owner"
 )
+_RELEASE = "DELETE FROM mainspring_locks WHERE key = ? AND owner = ?"
 _REFRESH = (
     "UPDATE mainspring_locks SET expires_at = ?1 WHERE key = ?2 AND owner = ?3 AND expires_at > ?4"
 )
