@@ -110,13 +110,26 @@ def dumps(data: JsonValue) -> str:
         return json.dumps(data, separators=(",", ":"))
 
 
-@contextmanager
-def encoding(what: str) -> Iterator[None]:
-    """Turn a value the codec cannot encode into :class:`StoreError` naming ``what``."""
-    try:
-        yield
-    except CODEC_ERRORS as exc:
-        raise StoreError(f"{what} cannot be stored: {exc}") from exc
+class encoding:  # (lower case: used like a function: ``with encoding(what):``)
+    """Turn a value the codec cannot encode into :class:`StoreError` naming ``what``.
+
+    A class, not a ``contextmanager`` generator: a commit enters several, and a
+    generator's set-up costs microseconds.
+    """
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, CODEC_ERRORS):
+            raise StoreError(f"{self.what} cannot be stored: {exc}") from exc
 
 
 def check_text(what: str, value: object) -> str:
@@ -144,17 +157,34 @@ def check_ttl(ttl: object) -> float:
     return float(ttl)
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection, *, write: bool) -> Iterator[None]:
-    """One transaction; ``write`` takes the write lock first (no upgrade deadlock)."""
-    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
+class transaction:  # (lower case: used like a function: ``with transaction(conn):``)
+    """One transaction; ``write`` takes the write lock first (no upgrade deadlock).
+
+    Rolled back when the block raises, or when its ``COMMIT`` does. (A class:
+    cheaper to enter than a ``contextmanager`` generator.)
+    """
+
+    __slots__ = ("conn", "write")
+
+    def __init__(self, conn: sqlite3.Connection, *, write: bool) -> None:
+        self.conn, self.write = conn, write
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        conn = self.conn
+        if exc is None:
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+        elif conn.in_transaction:
             conn.rollback()
-        raise
-    conn.execute("COMMIT")
 
 
 @contextmanager

@@ -518,7 +518,7 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
     sid = job.session_id
     revision = uuid.uuid4().hex
     with encoding(f"a message of session {sid!r}"):
-        keep, stored = _stored_prefix(conn, job)
+        keep, stored, saved = _stored_prefix(conn, job, revision)
         rows = [
             (sid, seq, dumps(message_to_dict(job.messages[seq])))
             for seq in range(keep, len(job.messages))
@@ -531,12 +531,13 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
         conn.executemany(
             "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
         )
-    conn.execute(
-        "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
-        " ON CONFLICT (session_id) DO UPDATE"
-        " SET header = excluded.header, revision = excluded.revision",
-        (sid, job.header, revision),
-    )
+    if not saved:
+        conn.execute(
+            "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE"
+            " SET header = excluded.header, revision = excluded.revision",
+            (sid, job.header, revision),
+        )
     # Only what the store lacks: a stale state never moves an entry back.
     if job.decided:
         conn.executemany(_INSERT_DECISION, job.decided)
@@ -545,24 +546,33 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
     return revision
 
 
-def _stored_prefix(conn: sqlite3.Connection, job: _Save) -> tuple[int, int]:
-    """How many leading messages of the state are stored already, unchanged; how many are."""
+def _stored_prefix(conn: sqlite3.Connection, job: _Save, revision: str) -> tuple[int, int, bool]:
+    """The stored prefix of the state's messages, the stored count, whether the header is saved.
+
+    The header goes on record on the way (as ``revision``) when this object made
+    the last save: then the stored messages are the ones it knows.
+    """
     sid = job.session_id
-    row = conn.execute(
-        "SELECT revision FROM mainspring_sessions WHERE session_id = ?", (sid,)
-    ).fetchone()
     known = job.known
-    if row is not None and known is not None and known.revision == row[0]:
+    if (
+        known is not None
+        and conn.execute(
+            "UPDATE mainspring_sessions SET header = ?, revision = ?"
+            " WHERE session_id = ? AND revision = ?",
+            (job.header, revision, sid, known.revision),
+        ).rowcount
+        == 1
+    ):
         # Nobody saved since this object did: its messages are the stored ones,
         # so compare references, not JSON.
-        return _common_prefix(job.messages, known.messages), len(known.messages)
+        return _common_prefix(job.messages, known.messages), len(known.messages), True
     stored = int(
         conn.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_messages WHERE session_id = ?",
             (sid,),
         ).fetchone()[0]
     )
-    return _compared_prefix(conn, job, stored), stored
+    return _compared_prefix(conn, job, stored), stored, False
 
 
 def _compared_prefix(conn: sqlite3.Connection, job: _Save, stored: int) -> int:
