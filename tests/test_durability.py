@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import aclosing
+import sqlite3
+from contextlib import aclosing, closing
+from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -25,6 +28,7 @@ from mainspring import (
 )
 from mainspring.errors import ConfigError, StoreError
 from mainspring.stores import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
+from mainspring.stores.urls import open_stores
 from mainspring.tools import Tool
 from tests.helpers import collect, pending_of
 
@@ -115,6 +119,60 @@ async def test_a_second_run_on_another_worker_is_refused_or_waits() -> None:
     # The waiter saw the first run's messages before adding its own.
     texts = [m.text for m in waiter.messages]
     assert texts[:2] == ["first", "slow answer " * 4] and texts[2] == "second"
+
+
+class RenewalCountingLock(InMemoryRunLock):
+    """A lease table on a clock that jumps most of a lease's lifetime at every renewal."""
+
+    def __init__(self, ttl: float) -> None:
+        self.now = 0.0
+        super().__init__(clock=lambda: self.now)
+        self.ttl = ttl
+        self.renewals = 0
+        self.renewed = anyio.Event()
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        self.now += 0.9 * self.ttl  # two of these without a renewal would expire the lease
+        kept = await super().refresh(key, owner, ttl=ttl)
+        self.renewals += 1
+        if self.renewals == 3:
+            self.renewed.set()
+        return kept
+
+
+async def test_a_run_longer_than_its_lease_keeps_it_and_lets_go_at_the_end() -> None:
+    lock = RenewalCountingLock(ttl=0.03)
+    finish = anyio.Event()
+
+    @tool(read_only=True)
+    async def slow() -> str:
+        """Take a while."""
+        await finish.wait()
+        return "slow"
+
+    model = ScriptedModel(
+        lambda messages, tools: (
+            "done"
+            if messages[-1].role == "tool"
+            else ScriptedResponse(tool_calls=[ScriptedCall("slow", {})])
+        )
+    )
+    agent = Agent(model=model, tools=[slow])
+    session = Session(agent, run_lock=lock, lock_ttl=lock.ttl, owner="w1")
+    events: list[Event] = []
+
+    async def run() -> None:
+        events.extend(await collect(session.send("go")))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):  # (a guard against a hang, not a timing)
+            await lock.renewed.wait()  # 2.7 lease lifetimes later, renewed each time
+        assert await lock.holder(session.session_id) == "w1"
+        assert not await lock.acquire(session.session_id, "w2", ttl=1)
+        finish.set()
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+    assert await lock.holder(session.session_id) is None  # released with the run
 
 
 async def test_resume_without_a_checkpoint_store_raises() -> None:
@@ -208,3 +266,49 @@ async def test_a_cut_stream_with_a_tool_in_flight_ends_with_an_explicit_error() 
     # The session goes on normally.
     events = await collect(session.send("again"))
     assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+
+
+# --- the README recipe (one SQLite file): the run's last commit drops its lease ------
+
+
+async def test_on_one_sqlite_file_the_last_commit_of_a_run_drops_its_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores = await open_stores(f"sqlite:///{tmp_path / 'ms.db'}")
+    assert stores.locks is not None and stores.sessions is not None
+    releases: list[str] = []
+    release = stores.locks.release
+
+    async def counted(key: str, owner: str) -> None:
+        releases.append(key)
+        await release(key, owner)
+
+    monkeypatch.setattr(stores.locks, "release", counted)
+    agent = Agent(model=ScriptedModel(["hello", "hello again"]))
+    session = Session(agent, **stores.session_kwargs(), owner="w1")
+    events = await collect(session.send("hi"))
+    assert isinstance(events[-1], TurnComplete) and not session.running
+    assert await stores.locks.holder(session.session_id) is None
+    assert releases == []  # no round trip of its own: it went with the terminal event
+    other = await Session.load(agent, stores.sessions, session.session_id, run_lock=stores.locks)
+    assert isinstance((await collect(other.send("again")))[-1], TurnComplete)
+    await stores.aclose()
+
+
+async def test_when_the_last_commit_fails_the_lease_is_still_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "ms.db"
+    stores = await open_stores(f"sqlite:///{path}")
+    assert stores.locks is not None and stores.sessions is not None
+    with closing(sqlite3.connect(path)) as conn:  # the disk refuses the terminal event
+        conn.execute(
+            "CREATE TRIGGER no_end BEFORE INSERT ON mainspring_checkpoints"
+            " WHEN NEW.data LIKE '%\"turn_complete\"%'"
+            " BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    session = Session(Agent(model=ScriptedModel(["hello"])), **stores.session_kwargs())
+    events = await collect(session.send("hi"))
+    assert [e.type for e in events if isinstance(e, TurnComplete | ErrorEvent)] == ["error"]
+    assert "disk says no" in cast(ErrorEvent, events[-1]).message
+    assert not session.running
+    assert await stores.locks.holder(session.session_id) is None
+    await stores.aclose()

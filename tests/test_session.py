@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mainspring import (
     Agent,
@@ -109,6 +112,32 @@ async def test_checkpoint_ttl_slides_and_expires() -> None:
     assert len(await store.load("s")) == 2
     now[0] = 30.0
     assert await store.load("s") == []
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.tuples(st.sampled_from("abcd"), st.floats(min_value=0, max_value=8)), max_size=30)
+)
+def test_many_streams_expire_each_on_its_own_last_append(
+    appends: list[tuple[str, float]],
+) -> None:
+    now = [0.0]
+    store = InMemoryCheckpointStore(ttl=10, clock=lambda: now[0])
+    last: dict[str, float] = {}
+    count: dict[str, int] = {}
+
+    async def check() -> None:
+        for stream, step in appends:
+            now[0] += step
+            if stream in last and now[0] - last[stream] > 10:
+                count[stream] = 0  # expired: the append starts a new log
+            await store.append(stream, TextDelta(text=stream))
+            last[stream], count[stream] = now[0], count.get(stream, 0) + 1
+            for other in "abcd":
+                live = other in last and now[0] - last[other] <= 10
+                assert len(await store.load(other)) == (count[other] if live else 0)
+
+    anyio.run(check)
 
 
 def test_session_state_is_a_read_only_view() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
+from typing import cast
 
 import anyio
 import anyio.lowlevel
@@ -33,6 +34,8 @@ from mainspring.stores.base import (
     CheckpointStore,
     Commit,
     JointCommit,
+    JointLease,
+    RunLock,
     SessionStore,
     SpendLedger,
 )
@@ -41,6 +44,9 @@ __all__ = ["Journal"]
 
 _GATHER_TURNS = 8
 """Event-loop turns the writer waits at most for a busy run's next events."""
+_QUIET_TURNS = 2
+"""Turns without a new event after which the run is taken to wait (a read that
+answers at once, in a task of its own, takes two)."""
 
 
 class Journal:
@@ -57,28 +63,36 @@ class Journal:
         outbox: Relay[Event],
         prepare: Callable[[], None],
         clear: str | None = None,
+        lease: tuple[RunLock, str] | None = None,
     ) -> None:
         """Bind to a run.
 
         ``relay`` receives the run's events and ``outbox`` the ones on record (the
         same relay without a checkpoint store); ``prepare`` brings the state up to
         date before it is saved; ``clear`` is the previous stream, whose log the
-        first commit drops.
+        first commit drops; ``lease`` is the run lock and owner the run holds the
+        session's lease as, which the commit of its end drops where it can (the
+        lock lives in the session store's database: :attr:`released`).
         """
         self._state = state
         self._sessions = sessions
         self._checkpoints = checkpoints
         self._joint = _joint(sessions, checkpoints)
+        self._release: tuple[str, str] | None = None
+        if lease is not None and _holds(self._joint, lease[0]):
+            self._release = (state.session_id, lease[1])
         self.stream_id = stream_id
         self._relay = relay
         self._outbox = outbox
         self._prepare = prepare
         self._clear = clear
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # no loop trip when uncontended
         self._writes: list[WriteRecord] = []
         self._state_due = sessions is not None  # the first commit puts the run on record
         self.ended = False
         """Whether a commit recorded the run's terminal event and its end."""
+        self.released = False
+        """Whether that commit dropped the run's lease too."""
         self.fenced: str | None = None
         """Why nothing more may go on record (the run lost its lease), once it did."""
 
@@ -134,15 +148,19 @@ class Journal:
         relay = self._relay
         try:
             while await relay.wait():
-                # Group commit: let the run go on while it is busy (a burst of events
-                # from one step) and commit when it waits (on the model, on a tool);
-                # a few loop turns at most, so the client never waits on a busy run.
-                for _ in range(_GATHER_TURNS):
-                    queued = len(relay)
-                    await anyio.lowlevel.cancel_shielded_checkpoint()
-                    if len(relay) == queued or relay.full:
-                        break
-                await self._commit(sync=False)
+                with anyio.CancelScope(shield=True):  # one scope: each costs microseconds
+                    # Group commit: let the run go on while it is busy (a burst of events
+                    # from one step) and commit when it waits (on the model, on a tool);
+                    # a few loop turns at most, so the client never waits on a busy run.
+                    quiet = 0
+                    for _ in range(_GATHER_TURNS):
+                        queued = len(relay)
+                        await anyio.lowlevel.checkpoint()
+                        quiet = quiet + 1 if len(relay) == queued else 0
+                        if quiet == _QUIET_TURNS or relay.full:
+                            break
+                    async with self._lock:
+                        await self._commit_pending(sync=False)
                 await self._outbox.room()  # the consumer's pace, passed on to the run
         finally:
             self._outbox.close()
@@ -176,6 +194,7 @@ class Journal:
             events=events,
             clear=self._clear,
             sync=sync,
+            release=self._release if terminal is not None else None,
         )
         # Taken now: a save asked for while this commit is on its way is the next one's.
         self._state_due, self._clear = False, None
@@ -186,6 +205,7 @@ class Journal:
             self._clear = commit.clear if commit.clear is not None else self._clear
             raise
         self.ended = self.ended or terminal is not None
+        self.released = self.released or commit.release is not None
         for event in events:
             self._outbox.put(event)
 
@@ -225,8 +245,26 @@ def _snapshot(state: SessionState) -> SessionState:
     )
 
 
+def _holds(joint: JointCommit | None, lock: RunLock) -> bool:
+    """Whether ``joint`` can drop ``lock``'s leases in its commits."""
+    return _is(joint, JointLease) and cast(JointLease, joint).holds(lock)
+
+
 def _joint(sessions: object, checkpoints: CheckpointStore | None) -> JointCommit | None:
     """``sessions`` if it commits a step with ``checkpoints`` in one transaction."""
-    if isinstance(sessions, JointCommit) and sessions.joins(checkpoints):
-        return sessions
-    return None
+    if not _is(sessions, JointCommit):
+        return None
+    store = cast(JointCommit, sessions)
+    return store if store.joins(checkpoints) else None
+
+
+_CONFORMS: dict[tuple[type, type], bool] = {}
+"""Whether a class is an optional store protocol (a runtime protocol check costs ~15 us)."""
+
+
+def _is(store: object, protocol: type) -> bool:
+    key = (type(store), protocol)
+    conforms = _CONFORMS.get(key)
+    if conforms is None:
+        conforms = _CONFORMS[key] = isinstance(store, protocol)
+    return conforms

@@ -559,22 +559,23 @@ class Session:
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
-    async def _keep_lease(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            await self._renew_lease()
-
-    async def _renew_lease(self) -> None:
+    async def _keep_lease(self, stop: anyio.Event) -> None:
+        """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
         while True:
-            await anyio.sleep(self.lock_ttl / 3)
+            with anyio.move_on_after(self.lock_ttl / 3):
+                await stop.wait()
+            if stop.is_set():
+                return
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out
                 log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
                 continue
             if not kept:
-                self._lose_lease("the lease ran out and could not be renewed")
+                if not stop.is_set():  # (else the run's last commit dropped it meanwhile)
+                    self._lose_lease("the lease ran out and could not be renewed")
                 return
 
     async def _fence(self) -> None:
@@ -656,6 +657,7 @@ class Session:
                 outbox=outbox,
                 prepare=self._prepare_save,
                 clear=self._state.last_stream if store is not None else None,
+                lease=None if self.run_lock is None else (self.run_lock, self.owner),
             )
         runner = Loop(
             agent=self.agent,
@@ -706,10 +708,12 @@ class Session:
             # still finishes, within the agent's grace) and wait for its clean-up.
             relay.close()
             outbox.close()
+            # (A cancel costs: anyio describes the task it cancels. After the terminal
+            # event the producer is only finishing its commit and its tasks.)
             if done.is_set() and journal is None and self.run_lock is None:
                 self._end_run_now()  # nothing left to wait for (no store, no lock)
             else:
-                if not done.is_set():  # (a cancel costs: anyio describes the task it cancels)
+                if terminal is None and not done.is_set():
                     abort.cancel()
                 with anyio.CancelScope(shield=True) as wait:
                     wait.deadline = (
@@ -736,7 +740,7 @@ class Session:
                 if not writer and self.run_lock is None:  # nothing runs beside the loop
                     await runner.run(lambda: start(runner))
                     return
-                lease = anyio.CancelScope() if self.run_lock is not None else None
+                lease = anyio.Event() if self.run_lock is not None else None
                 async with TaskGroup() as tg:
                     if writer:
                         assert journal is not None
@@ -746,7 +750,7 @@ class Session:
                     await runner.run(lambda: start(runner))
                     relay.close()  # the writer drains what is left, then stops
                     if lease is not None:
-                        lease.cancel()
+                        lease.set()
         except Exception as exc:  # a store failed under the run (the journal's writer)
             failure.append(exc)
         finally:
@@ -784,7 +788,8 @@ class Session:
             log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
         finally:
             try:
-                await self._release()
+                if journal is None or not journal.released:  # (its end's commit dropped it)
+                    await self._release()
             except StoreError as exc:  # the lease expires by itself
                 log.error("session %s: could not release the run lock: %s", self.session_id, exc)
             finally:

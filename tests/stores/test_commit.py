@@ -6,16 +6,18 @@ checkpoint store of the same file (``open_stores`` shares the connection).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from mainspring.errors import StoreError
+from mainspring.errors import ConfigError, StoreError
 from mainspring.events import StreamStarted, TextDelta, TurnComplete
 from mainspring.messages import Message
 from mainspring.state import SessionState, Turn, WriteRecord
-from mainspring.stores import Commit, JointCommit, SQLiteCheckpointStore
+from mainspring.stores import Commit, JointCommit, JointLease, SQLiteCheckpointStore
 from mainspring.stores.urls import Stores, open_stores
 
 pytestmark = pytest.mark.anyio
@@ -114,6 +116,75 @@ async def test_stores_of_different_files_do_not_join(tmp_path: Path) -> None:
         assert isinstance(sessions, JointCommit)
         assert sessions.joins(one.checkpoints)
         assert not sessions.joins(other)
+    finally:
+        await one.aclose()
+        await other.aclose()
+
+
+# --- the commit of a run's end drops its lease (JointLease: SQLite's one file) -------
+
+
+async def sqlite_stores(tmp_path: Path) -> tuple[Stores, JointLease]:
+    opened = await open_stores(f"sqlite:///{tmp_path / 'lease.db'}")
+    sessions: object = opened.sessions
+    assert isinstance(sessions, JointLease) and sessions.holds(opened.locks)
+    return opened, sessions
+
+
+async def test_a_commit_drops_the_owners_lease_with_the_rest(tmp_path: Path) -> None:
+    stores, store = await sqlite_stores(tmp_path)
+    assert stores.locks is not None and isinstance(store, JointCommit)
+    assert await stores.locks.acquire("s", "w1", ttl=60)
+    done = TurnComplete(stop_reason="end_turn", turn_index=1)
+    state = SessionState(session_id="s", agent_name="a", messages=[Message.user("hi")])
+    await store.commit(
+        Commit(session_id="s", state=state, stream_id="x", events=(done,), release=("s", "w2")),
+        stores.checkpoints,
+    )
+    assert await stores.locks.holder("s") == "w1"  # only its owner's release drops a lease
+    await store.commit(Commit(session_id="s", release=("s", "w1")), stores.checkpoints)
+    assert await stores.locks.holder("s") is None
+    assert await stores.locks.acquire("s", "w2", ttl=60)
+    await stores.aclose()
+
+
+async def test_a_commit_that_fails_keeps_the_lease_and_records_nothing(tmp_path: Path) -> None:
+    stores, store = await sqlite_stores(tmp_path)
+    assert stores.locks is not None and stores.sessions is not None
+    assert isinstance(store, JointCommit) and stores.checkpoints is not None
+    assert await stores.locks.acquire("s", "w1", ttl=60)
+    with closing(sqlite3.connect(tmp_path / "lease.db")) as conn:  # another program's rule
+        conn.execute(
+            "CREATE TRIGGER no_release BEFORE DELETE ON mainspring_locks"
+            " BEGIN SELECT RAISE(ABORT, 'leases stay'); END"
+        )
+    state = SessionState(session_id="s", agent_name="a", messages=[Message.user("hi")])
+    done = TurnComplete(stop_reason="end_turn", turn_index=1)
+    with pytest.raises(StoreError, match="leases stay"):
+        await store.commit(
+            Commit(session_id="s", state=state, stream_id="x", events=(done,), release=("s", "w1")),
+            stores.checkpoints,
+        )
+    assert await stores.locks.holder("s") == "w1"
+    assert await stores.sessions.load("s") is None  # none of it: one transaction
+    assert await stores.checkpoints.load("x") == []
+    with pytest.raises(ConfigError):
+        await store.commit(Commit(session_id="s", release=("s", 7)), stores.checkpoints)  # type: ignore[arg-type]
+    await stores.aclose()
+
+
+async def test_stores_of_different_files_hold_no_leases_of_each_other(tmp_path: Path) -> None:
+    from mainspring.stores import SQLiteRunLock
+
+    one = await open_stores(f"sqlite:///{tmp_path / 'one.db'}")
+    other = await SQLiteRunLock.open(tmp_path / "other.db")
+    memory = await open_stores("memory://")
+    try:
+        sessions: object = one.sessions
+        assert isinstance(sessions, JointLease)
+        assert sessions.holds(one.locks) and not sessions.holds(other)
+        assert not sessions.holds(memory.locks) and not sessions.holds(None)
+        assert not isinstance(memory.sessions, JointLease)  # an in-memory release costs nothing
     finally:
         await one.aclose()
         await other.aclose()

@@ -674,3 +674,59 @@ async def test_a_write_locked_by_another_connection_waits_off_the_event_loop(
     other.close()
     assert texts(await store.load("st")) == ["first", "second"]  # once, in order
     await store.aclose()
+
+
+# --- the WAL is checkpointed in a thread of its own, never in a commit on the loop ---
+
+
+def rows_in_the_main_file(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Read the database file alone, ignoring its WAL: only checkpointed rows are there."""
+    with closing(sqlite3.connect(f"file:{path}?immutable=1", uri=True)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.mark.anyio
+async def test_commits_never_checkpoint_and_a_thread_does_it_after_enough_changes(
+    tmp_path: Path,
+) -> None:
+    from mainspring.stores._wal import CHECKPOINT_CHANGES
+
+    path = tmp_path / "wal.db"
+    store = await SQLiteSessionStore.open(path)
+    checkpointer = store._db._wal  # the store's connection has SQLite's own one off
+    assert store._db._conn is not None
+    assert store._db._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    await store.save(state(transcript(3), "small"))
+    assert checkpointer.checkpoints == 0
+    tables = "SELECT name FROM sqlite_master WHERE name = 'mainspring_sessions'"
+    assert rows_in_the_main_file(path, tables) == []  # all still in the WAL
+    await store.save(state(transcript(CHECKPOINT_CHANGES), "big"))  # enough changes
+    await checkpointer.join()
+    assert checkpointer.checkpoints == 1
+    ids = rows_in_the_main_file(path, "SELECT session_id FROM mainspring_sessions ORDER BY 1")
+    assert ids == [("big",), ("small",)]
+    loaded = await store.load("big")
+    assert loaded is not None and len(loaded.messages) == CHECKPOINT_CHANGES
+    await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_failing_checkpoint_is_logged_and_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mainspring.stores._wal import WalCheckpointer
+
+    path = tmp_path / "wal.db"
+    store = await SQLiteSessionStore.open(path)
+    await store.save(state(transcript(4)))
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database" * 512)
+    checkpointer = WalCheckpointer(garbage, sqlite3, every=1)
+    checkpointer.changed(1)
+    await checkpointer.join()
+    assert checkpointer.checkpoints == 0
+    assert "WAL checkpoint failed" in caplog.text
+    assert garbage.read_bytes() == b"not a database" * 512
+    loaded = await store.load("s")
+    assert loaded is not None and len(loaded.messages) == 4
+    await store.aclose()

@@ -15,6 +15,9 @@
   boundary on record in one transaction — the state, ledger entries and the
   events of a checkpoint store it shares a database with (:class:`Commit`).
   Without it a session makes the same writes one store at a time.
+- **JointLease** (optional): a joint session store whose database also holds
+  a run lock's leases (SQLite files), so the commit that ends a run drops its
+  lease too.
 
 Every implementation must pass ``tests/stores/test_contract.py``.
 """
@@ -33,6 +36,7 @@ __all__ = [
     "CheckpointStore",
     "Commit",
     "JointCommit",
+    "JointLease",
     "RunLock",
     "SessionStore",
     "SpendKind",
@@ -168,6 +172,9 @@ class Commit:
     """A finished stream whose log is dropped."""
     sync: bool = False
     """On disk when the commit returns, even across a power loss (a ledger entry)."""
+    release: tuple[str, str] | None = None
+    """A run lock's lease, ``(key, owner)``, dropped with the commit (the run's end).
+    Set only for a store whose :meth:`JointLease.holds` said it holds the lock."""
 
 
 @runtime_checkable
@@ -186,6 +193,15 @@ class JointCommit(Protocol):
         :meth:`SessionStore.save`. The state is encoded before the first
         ``await``: the run goes on changing it while the commit is on its way.
         """
+        ...
+
+
+@runtime_checkable
+class JointLease(Protocol):
+    """A :class:`JointCommit` store that holds a run lock's leases in its database."""
+
+    def holds(self, lock: RunLock | None) -> bool:
+        """Whether a :class:`Commit` can drop ``lock``'s leases (its ``release``)."""
         ...
 
 

@@ -32,12 +32,14 @@ class InMemoryCheckpointStore:
         self._logs: dict[str, tuple[float, list[JsonValue]]] = {}
 
     def _expire(self) -> None:
-        # Logs are kept in order of their last append, so expiry looks at the front only.
-        now = self._clock()
-        for key, (seen, _) in list(self._logs.items()):
-            if now - seen <= self._ttl:
+        # Logs are kept in order of their last append, so expiry looks at the front
+        # only: O(expired logs), never a copy of the whole table.
+        now, logs = self._clock(), self._logs
+        while logs:
+            key = next(iter(logs))
+            if now - logs[key][0] <= self._ttl:
                 break
-            del self._logs[key]
+            del logs[key]
 
     async def append(self, stream_id: str, event: Event) -> None:
         """Append one event and refresh the stream's TTL."""

@@ -65,7 +65,7 @@ from mainspring.stores._sqlite import (
     synced,
     transaction,
 )
-from mainspring.stores.base import CheckpointStore, Commit, SpendKind
+from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 
@@ -260,7 +260,9 @@ class SQLiteSessionStore:
 
     :meth:`commit` (``JointCommit``) writes a run's step boundary — ledger
     entries, the state and the events of a checkpoint store on the same
-    connection — in one transaction, fsynced when it carries a ledger entry.
+    connection — in one transaction, fsynced when it carries a ledger entry;
+    the one that ends a run drops its lease too, when the run lock shares the
+    connection (``JointLease``).
 
     ``save`` inserts only the messages not stored yet. It remembers what it
     stored or loaded for the last :attr:`CACHE_SIZE` sessions, with a revision
@@ -338,6 +340,10 @@ class SQLiteSessionStore:
             isinstance(checkpoints, SQLiteCheckpointStore) and checkpoints._db is self._db
         )
 
+    def holds(self, lock: RunLock | None) -> bool:
+        """Whether ``lock`` keeps its leases on this store's connection (``JointLease``)."""
+        return isinstance(lock, SQLiteRunLock) and lock._db is self._db
+
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Put a step boundary on record in one transaction (fsynced with ``sync``)."""
         sid = check_text("session_id", commit.session_id)
@@ -352,7 +358,10 @@ class SQLiteSessionStore:
             assert isinstance(checkpoints, SQLiteCheckpointStore) and commit.stream_id is not None
             batch = checkpoints._batch(check_text("stream_id", commit.stream_id), commit.events)
         clear = None if commit.clear is None else check_text("stream_id", commit.clear)
-        step = _Step(rows, job, batch, clear)
+        release = commit.release
+        if release is not None:
+            release = (check_text("key", release[0]), check_text("owner", release[1]))
+        step = _Step(rows, job, batch, clear, release)
         if commit.sync:
             revision = await self._db.run(_commit_synced, step)
         else:
@@ -474,6 +483,7 @@ class _Step:
     save: _Save | None
     events: _Batch | None
     clear: str | None
+    release: tuple[str, str] | None
 
 
 def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
@@ -482,11 +492,14 @@ def _commit(conn: sqlite3.Connection, step: _Step) -> str | None:
     with transaction(conn, write=True):
         if step.clear is not None:
             conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
-        conn.executemany(_UPSERT_WRITE, step.writes)
+        if step.writes:
+            conn.executemany(_UPSERT_WRITE, step.writes)
         if step.save is not None:
             revision = _save_rows(conn, step.save)
         if step.events is not None:
             _append_rows(conn, step.events)
+        if step.release is not None:
+            conn.execute(_RELEASE, step.release)
     return revision
 
 
@@ -505,45 +518,68 @@ def _save_rows(conn: sqlite3.Connection, job: _Save) -> str:
     sid = job.session_id
     revision = uuid.uuid4().hex
     with encoding(f"a message of session {sid!r}"):
-        keep = _stored_prefix(conn, job)
+        keep, stored, saved = _stored_prefix(conn, job, revision)
         rows = [
             (sid, seq, dumps(message_to_dict(job.messages[seq])))
             for seq in range(keep, len(job.messages))
         ]
-    conn.execute("DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep))
-    conn.executemany(
-        "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
-    )
-    conn.execute(
-        "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
-        " ON CONFLICT (session_id) DO UPDATE"
-        " SET header = excluded.header, revision = excluded.revision",
-        (sid, job.header, revision),
-    )
+    if keep < stored:
+        conn.execute(
+            "DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep)
+        )
+    if rows:
+        conn.executemany(
+            "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
+        )
+    if not saved:
+        conn.execute(
+            "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE"
+            " SET header = excluded.header, revision = excluded.revision",
+            (sid, job.header, revision),
+        )
     # Only what the store lacks: a stale state never moves an entry back.
-    conn.executemany(_INSERT_DECISION, job.decided)
-    conn.executemany(_ADD_WRITE, job.writes)
+    if job.decided:
+        conn.executemany(_INSERT_DECISION, job.decided)
+    if job.writes:
+        conn.executemany(_ADD_WRITE, job.writes)
     return revision
 
 
-def _stored_prefix(conn: sqlite3.Connection, job: _Save) -> int:
-    """How many leading messages of the state are stored already, unchanged."""
+def _stored_prefix(conn: sqlite3.Connection, job: _Save, revision: str) -> tuple[int, int, bool]:
+    """The stored prefix of the state's messages, the stored count, whether the header is saved.
+
+    The header goes on record on the way (as ``revision``) when this object made
+    the last save: then the stored messages are the ones it knows.
+    """
     sid = job.session_id
+    known = job.known
+    if (
+        known is not None
+        and conn.execute(
+            "UPDATE mainspring_sessions SET header = ?, revision = ?"
+            " WHERE session_id = ? AND revision = ?",
+            (job.header, revision, sid, known.revision),
+        ).rowcount
+        == 1
+    ):
+        # Nobody saved since this object did: its messages are the stored ones,
+        # so compare references, not JSON.
+        return _common_prefix(job.messages, known.messages), len(known.messages), True
     stored = int(
         conn.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_messages WHERE session_id = ?",
             (sid,),
         ).fetchone()[0]
     )
+    return _compared_prefix(conn, job, stored), stored, False
+
+
+def _compared_prefix(conn: sqlite3.Connection, job: _Save, stored: int) -> int:
+    """The stored prefix found by comparing the ``stored`` rows with the state's JSON."""
     if not stored:
         return 0
-    row = conn.execute(
-        "SELECT revision FROM mainspring_sessions WHERE session_id = ?", (sid,)
-    ).fetchone()
-    known = job.known
-    if row is not None and known is not None and known.revision == row[0]:
-        # Nobody saved since this object did: compare references, not JSON.
-        return _common_prefix(job.messages, known.messages)
+    sid = job.session_id
     limit = min(stored, len(job.messages))
     rows = conn.execute(
         "SELECT data FROM mainspring_messages WHERE session_id = ? AND seq < ? ORDER BY seq",
@@ -638,9 +674,7 @@ class SQLiteRunLock:
     async def release(self, key: str, owner: str) -> None:
         """Drop this owner's lease."""
         args = (check_text("key", key), check_text("owner", owner))
-        await self._db.run_inline(
-            _changed, "DELETE FROM mainspring_locks WHERE key = ? AND owner = ?", args
-        )
+        await self._db.run_inline(_changed, _RELEASE, args)
 
     async def holder(self, key: str) -> str | None:
         """The owner of the live lease, if any."""
@@ -656,6 +690,7 @@ _ACQUIRE = (
     " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"
     " WHERE mainspring_locks.expires_at <= ?4 OR mainspring_locks.owner = excluded.owner"
 )
+_RELEASE = "DELETE FROM mainspring_locks WHERE key = ? AND owner = ?"
 _REFRESH = (
     "UPDATE mainspring_locks SET expires_at = ?1 WHERE key = ?2 AND owner = ?3 AND expires_at > ?4"
 )

@@ -1,0 +1,81 @@
+"""WAL checkpoints off the event loop, for the SQLite stores.
+
+SQLite copies its write-ahead log back into the database file (a checkpoint)
+in the commit that grows the log past 1,000 pages: megabytes copied and two
+fsyncs, on whichever thread committed. The stores commit on the event loop
+(see :meth:`~mainspring.stores._sqlite.Database.run_inline`), so that one
+commit would stall every task for milliseconds. Their connection turns the
+automatic checkpoint off (``PRAGMA wal_autocheckpoint=0``) and hands the work
+to a :class:`WalCheckpointer`: after every :data:`CHECKPOINT_CHANGES` row
+changes it runs one passive checkpoint (it never waits for readers or
+writers, nor holds them up) on a connection of its own, in a short-lived
+daemon thread nobody awaits. Durability is unchanged: a commit is in the log
+before it returns, checkpointed or not; a checkpoint cut short (a crash, the
+interpreter exiting) is finished by the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from types import ModuleType
+
+import anyio.to_thread
+
+__all__ = ["CHECKPOINT_CHANGES", "WalCheckpointer"]
+
+log = logging.getLogger("mainspring.stores.sqlite")
+
+CHECKPOINT_CHANGES = 1000
+"""Row changes on a connection between two checkpoints (SQLite's own default is
+1,000 pages; one change of a store writes about one page)."""
+
+
+class WalCheckpointer:
+    """Checkpoints one database file's WAL in a thread, one checkpoint at a time."""
+
+    def __init__(self, path: Path, driver: ModuleType, *, every: int = CHECKPOINT_CHANGES) -> None:
+        """Checkpoint ``path`` (opened with ``driver``) every ``every`` changes."""
+        self._path = path
+        self._driver = driver
+        self._every = every
+        self._mark = 0
+        self._thread: threading.Thread | None = None
+        self.checkpoints = 0
+        """Checkpoints run to the end (for tests and diagnostics)."""
+
+    def changed(self, total_changes: int) -> None:
+        """After an operation: ``total_changes`` of the connection it ran on.
+
+        Starts a checkpoint when enough changes piled up since the last one,
+        unless one is still running (the next call catches up). Never blocks.
+        """
+        if total_changes - self._mark < self._every:
+            return
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            return
+        self._mark = total_changes
+        self._thread = threading.Thread(
+            target=self._checkpoint, name="mainspring-wal-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _checkpoint(self) -> None:
+        try:
+            conn = self._driver.connect(str(self._path), isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            finally:
+                conn.close()
+        except Exception as exc:  # the log only grows until the next one succeeds
+            log.warning("SQLite store %r: WAL checkpoint failed: %s", str(self._path), exc)
+            return
+        self.checkpoints += 1
+
+    async def join(self) -> None:
+        """Wait for a running checkpoint to finish (not abandoned on cancellation)."""
+        thread = self._thread
+        if thread is not None:
+            await anyio.to_thread.run_sync(thread.join)
