@@ -427,3 +427,28 @@ def test_relaxed_indexes_always_equal_a_rebuild(ops: list[tuple[Any, ...]], iden
         assert t.generation in {generation, generation + 1}
         assert len(changes) == t.generation
         assert_indexes_fresh(t)
+
+
+class RoleCountingAdapter(MainspringAdapter):
+    def __init__(self) -> None:
+        self.looked_at = 0
+
+    def role(self, message: Message) -> str:
+        self.looked_at += 1
+        return message.role
+
+
+def test_appends_are_indexed_when_read_each_message_once() -> None:
+    adapter = RoleCountingAdapter()
+    t = Transcript(adapter, [Message.user(f"q{i}") for i in range(1_000)])
+    t.append([call("c1"), result("c1")])
+    assert adapter.looked_at == 0  # committing is a list extend
+    assert t.last_user_index == 999
+    assert adapter.looked_at == 1_002
+    assert t.tool_link("c1") == ToolLink(1_000, 1_001)
+    assert t.indices_by_role("tool") == (1_001,)
+    assert adapter.looked_at == 1_002  # read again: nothing is indexed twice
+    t.append([Message.assistant("done"), Message.user("more")])
+    assert t.last_user_index == 1_003
+    assert adapter.looked_at == 1_004  # only the delta
+    assert_indexes_fresh(t)

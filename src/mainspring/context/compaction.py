@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
@@ -94,17 +95,20 @@ class Compaction(Processor):
         goal = self.target * self.budget
         protected = _recent_start(view, self.keep_recent_turns)
         editor = ctx.edit_history()
-        for index in range(self._pruned_upto, protected):
-            if view.tokens <= goal:
-                return
-            self._pruned_upto = index + 1
-            message = view[index]
+        start = self._pruned_upto
+        # One pass over the entries not yet pruned; only tool results can shrink.
+        for index, message in enumerate(islice(view, start, protected), start):
             if not isinstance(message, Message) or message.role != "tool":
                 continue
+            if view.tokens <= goal:
+                self._pruned_upto = index
+                return
+            self._pruned_upto = index + 1
             pruned = _prune(message)
             if pruned is not message:
                 editor.replace(index, pruned)
                 self.pruned += 1
+        self._pruned_upto = max(start, protected)
         if view.tokens <= goal or self.summarizer is None:
             return
         cut = _summary_cut(view, protected, view.tokens - goal)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
-from mainspring.messages import Message, ToolCallPart, ToolResultPart
+from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -69,6 +69,16 @@ class Microcompact(Processor):
         self._superseded: list[tuple[int, str, int]] = []
         """(transcript index, call id, turn of the newer copy) of copies to collapse."""
         self._turn = 0
+
+    def map_messages(self, messages: Sequence[Message], start: int) -> Mapping[int, Message]:
+        """Note the repeats in a run of messages (none is changed here): one pass."""
+        note = self.map_message
+        for offset, message in enumerate(messages):
+            if message.role == "user":
+                self._turn += 1
+            elif len(message.parts) != 1 or type(message.parts[0]) is not TextPart:
+                note(message, start + offset)  # a text-only reply holds no call or result
+        return {}
 
     def map_message(self, message: Message, index: int) -> Message:
         """Note repeats as they are committed (the message itself is never changed here)."""
