@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -329,12 +330,14 @@ class OneByOneMicrocompact(Microcompact):
     map_messages = Processor.map_messages
 
 
-def pipeline(*, one_by_one: bool = False) -> list[Processor]:
+def pipeline(*, one_by_one: bool = False, over_tokens: int | None = None) -> list[Processor]:
     return [
         Shout("shout"),
         TagEveryOther(),
         ToolResultBudget(200),
-        (OneByOneMicrocompact if one_by_one else Microcompact)(min_chars=100),
+        (OneByOneMicrocompact if one_by_one else Microcompact)(
+            min_chars=100, over_tokens=over_tokens
+        ),
         Compaction(600, keep_recent_turns=1),
     ]
 
@@ -350,36 +353,47 @@ def compiled_now(engine: ContextCompiler[Message], turn: int) -> CompiledContext
 
 @pytest.mark.slow
 @SETTINGS
-@given(sessions(), st.booleans(), st.sampled_from(["bulk", "one by one", "sync"]))
-def test_bulk_appends_compile_like_one_by_one_appends(
-    messages: list[Message], accounting: bool, how: str
+@given(
+    sessions(),
+    st.lists(st.integers(1, 6), max_size=4),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, 0, 150, 400]),
+)
+def test_runs_appended_at_once_compile_like_messages_appended_one_by_one(
+    messages: list[Message],
+    chunks: list[int],
+    accounting: bool,
+    by_sync: bool,
+    over_tokens: int | None,
 ) -> None:
     def engine(one_by_one: bool = False) -> ContextCompiler[Message]:
         return ContextCompiler(
-            processors=pipeline(one_by_one=one_by_one),
+            processors=pipeline(one_by_one=one_by_one, over_tokens=over_tokens),
             accounting=Accounting(tokenizer=EstimateTokenizer("test")) if accounting else None,
         )
 
-    bulk = engine()
-    bulk.append(messages)
-    other = engine(one_by_one=True)
-    for i, message in enumerate(messages):
-        if how == "sync":
-            other.sync(messages[: i + 1])
-        else:
-            other.append([message])
-    got, want = compiled_now(bulk, 1), compiled_now(other, 1)
-    assert list(got.messages) == list(want.messages)
-    assert got.segments == want.segments
-    assert got.tokens == want.tokens
-    assert [bulk.view.owner(i) for i in range(len(bulk.view))] == [
-        other.view.owner(i) for i in range(len(other.view))
-    ]
-    assert bulk.view.tokens == other.view.tokens
+    bulk, other = engine(), engine(one_by_one=True)
+    bounds = [0]
+    for size in chunks:
+        bounds.append(min(bounds[-1] + size, len(messages)))
+    bounds.append(len(messages))
+    for turn, (a, b) in enumerate(pairwise(bounds)):
+        bulk.append(messages[a:b])  # a run at once: one pass of each mapper
+        for i in range(a, b):
+            if by_sync:
+                other.sync(messages[: i + 1])
+            else:
+                other.append([messages[i]])
+        got, want = compiled_now(bulk, turn), compiled_now(other, turn)
+        assert list(got.messages) == list(want.messages)
+        assert got.segments == want.segments
+        assert got.tokens == want.tokens
+        assert [bulk.view.owner(i) for i in range(len(bulk.view))] == [
+            other.view.owner(i) for i in range(len(other.view))
+        ]
+        assert bulk.view.tokens == other.view.tokens
     assert list(bulk.transcript.messages) == messages
-    owners = {bulk.view.owner(i) for i in range(len(bulk.view))}
-    if any(m.role == "user" for i, m in enumerate(messages) if i % 3 == 0):
-        assert ("engine", "shout") in owners or ("engine", "tag") in owners
 
 
 def test_a_processor_with_only_map_messages_maps() -> None:
