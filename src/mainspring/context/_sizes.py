@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from mainspring.context.accounting import Meter
-from mainspring.context.transcript import message_segments
-from mainspring.messages import Message, TextPart
+from mainspring.context.transcript import tool_call_text
+from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from mainspring.tokens import EstimateTokenizer
 
 __all__ = ["mainspring_scan"]
@@ -47,7 +47,17 @@ def mainspring_scan(
                 chars += n
                 tokens += ceil(n / per) if per else count(text)
                 continue
-            for _, text in message_segments(message):
+            for part in parts:  # as message_segments has them, without building the list
+                if isinstance(part, TextPart):
+                    text = part.text
+                elif isinstance(part, ToolResultPart):
+                    text = part.content
+                elif isinstance(part, ToolCallPart):
+                    text = tool_call_text(part)
+                elif isinstance(part, ThinkingPart) and not part.redacted:
+                    text = part.text
+                else:
+                    continue
                 n = len(text)
                 chars += n
                 tokens += ceil(n / per) if per else count(text)

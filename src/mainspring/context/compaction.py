@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
-from mainspring.messages import Message, ToolResultPart
+from mainspring.messages import Message, Part, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -125,16 +125,25 @@ class Compaction(Processor):
             self.summaries += 1
 
 
+_SHORTEST_NOTE = len(PRUNED.format(n=0))
+"""A result this short or shorter never shrinks by pruning (its note is as long)."""
+
+
 def _prune(message: Message) -> Message:
-    parts = list(message.parts)
-    changed = False
+    parts = message.parts
+    new: list[Part] | None = None
     for i, part in enumerate(parts):
-        if isinstance(part, ToolResultPart) and not part.content.startswith("[tool result pruned"):
+        if (
+            isinstance(part, ToolResultPart)
+            and len(part.content) > _SHORTEST_NOTE
+            and not part.content.startswith("[tool result pruned")
+        ):
             note = PRUNED.format(n=len(part.content))
             if len(note) < len(part.content):
-                parts[i] = replace(part, content=note)
-                changed = True
-    return replace(message, parts=tuple(parts)) if changed else message
+                if new is None:
+                    new = list(parts)
+                new[i] = replace(part, content=note)
+    return message if new is None else replace(message, parts=tuple(new))
 
 
 def _recent_start(view: ModelView[Any], keep: int) -> int:

@@ -107,11 +107,16 @@ class Microcompact(Processor):
 
     def _note(self, message: Message, index: int) -> None:
         if message.role == "assistant":
-            for call in message.tool_calls:
-                self._calls[call.id] = call  # its key is worked out only if a result needs it
+            for call in message.parts:
+                if isinstance(call, ToolCallPart):
+                    self._calls[call.id] = call  # its key is worked out if a result needs it
             return
-        for part in message.tool_results_parts:
-            if part.is_error or len(part.content) < self.min_chars:
+        for part in message.parts:
+            if (
+                not isinstance(part, ToolResultPart)
+                or part.is_error
+                or len(part.content) < self.min_chars
+            ):
                 continue
             key = self._key(part.tool_use_id)
             if key is None:

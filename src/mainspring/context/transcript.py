@@ -40,6 +40,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
@@ -62,6 +63,7 @@ __all__ = [
     "TranscriptView",
     "json_fingerprint",
     "message_segments",
+    "tool_call_text",
 ]
 
 logger = logging.getLogger("mainspring.context")
@@ -117,8 +119,20 @@ class ToolCallLookup(Protocol[T_contra]):
         ...
 
 
-_arguments_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-"""``json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))``, one encoder for all."""
+@cache
+def _compact_json() -> Callable[[object], bytes]:
+    from pydantic_core import to_json  # an order faster than json.dumps on small objects
+
+    return to_json
+
+
+def tool_call_text(part: ToolCallPart) -> str:
+    """What a tool call counts as: its name, then its arguments as compact JSON."""
+    try:
+        arguments = _compact_json()(part.arguments).decode()
+    except Exception:  # not JSON as pydantic sees it: as json sees it (or its error)
+        arguments = json.dumps(part.arguments, ensure_ascii=False, separators=(",", ":"))
+    return part.name + arguments
 
 
 def message_segments(message: Message) -> list[tuple[str, str]]:
@@ -131,7 +145,7 @@ def message_segments(message: Message) -> list[tuple[str, str]]:
         elif isinstance(part, ToolResultPart):
             out.append(("tool_result", part.content))
         elif isinstance(part, ToolCallPart):
-            out.append(("tool_call", part.name + _arguments_json(part.arguments)))
+            out.append(("tool_call", tool_call_text(part)))
         elif isinstance(part, ThinkingPart) and not part.redacted:
             out.append(("thinking", part.text))
     return out
