@@ -17,6 +17,7 @@ from mainspring.context import (
     ToolLink,
     Transcript,
 )
+from mainspring.context.transcript import message_segments, tool_call_text
 from mainspring.errors import PrefixMutationError
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
@@ -427,3 +428,55 @@ def test_relaxed_indexes_always_equal_a_rebuild(ops: list[tuple[Any, ...]], iden
         assert t.generation in {generation, generation + 1}
         assert len(changes) == t.generation
         assert_indexes_fresh(t)
+
+
+class RoleCountingAdapter(MainspringAdapter):
+    def __init__(self) -> None:
+        self.looked_at = 0
+
+    def role(self, message: Message) -> str:
+        self.looked_at += 1
+        return message.role
+
+
+def test_appends_are_indexed_when_read_each_message_once() -> None:
+    adapter = RoleCountingAdapter()
+    t = Transcript(adapter, [Message.user(f"q{i}") for i in range(1_000)])
+    t.append([call("c1"), result("c1")])
+    assert adapter.looked_at == 0  # committing is a list extend
+    assert t.last_user_index == 999
+    assert adapter.looked_at == 1_002
+    assert t.tool_link("c1") == ToolLink(1_000, 1_001)
+    assert t.indices_by_role("tool") == (1_001,)
+    assert adapter.looked_at == 1_002  # read again: nothing is indexed twice
+    t.append([Message.assistant("done"), Message.user("more")])
+    assert t.last_user_index == 1_003
+    assert adapter.looked_at == 1_004  # only the delta
+    assert_indexes_fresh(t)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
+def test_a_tool_call_counts_as_its_name_and_compact_json(arguments: dict[str, Any]) -> None:
+    import json
+
+    part = ToolCallPart(id="c", name="lookup", arguments=arguments)
+    compact = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    assert tool_call_text(part) == "lookup" + compact
+    message = Message(role="assistant", parts=(TextPart(text="hm"), part))
+    assert message_segments(message) == [("assistant", "hm"), ("tool_call", "lookup" + compact)]
+
+
+def test_tool_call_arguments_that_are_not_json_raise_a_type_error() -> None:
+    part = ToolCallPart(id="c", name="lookup", arguments={"x": object()})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        tool_call_text(part)

@@ -22,11 +22,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
-from mainspring.messages import Message, ToolResultPart
+from mainspring.messages import Message, Part, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -94,17 +95,20 @@ class Compaction(Processor):
         goal = self.target * self.budget
         protected = _recent_start(view, self.keep_recent_turns)
         editor = ctx.edit_history()
-        for index in range(self._pruned_upto, protected):
-            if view.tokens <= goal:
-                return
-            self._pruned_upto = index + 1
-            message = view[index]
+        start = self._pruned_upto
+        # One pass over the entries not yet pruned; only tool results can shrink.
+        for index, message in enumerate(islice(view, start, protected), start):
             if not isinstance(message, Message) or message.role != "tool":
                 continue
+            if view.tokens <= goal:
+                self._pruned_upto = index
+                return
+            self._pruned_upto = index + 1
             pruned = _prune(message)
             if pruned is not message:
                 editor.replace(index, pruned)
                 self.pruned += 1
+        self._pruned_upto = max(start, protected)
         if view.tokens <= goal or self.summarizer is None:
             return
         cut = _summary_cut(view, protected, view.tokens - goal)
@@ -121,16 +125,25 @@ class Compaction(Processor):
             self.summaries += 1
 
 
+_SHORTEST_NOTE = len(PRUNED.format(n=0))
+"""A result this short or shorter never shrinks by pruning (its note is as long)."""
+
+
 def _prune(message: Message) -> Message:
-    parts = list(message.parts)
-    changed = False
+    parts = message.parts
+    new: list[Part] | None = None
     for i, part in enumerate(parts):
-        if isinstance(part, ToolResultPart) and not part.content.startswith("[tool result pruned"):
+        if (
+            isinstance(part, ToolResultPart)
+            and len(part.content) > _SHORTEST_NOTE
+            and not part.content.startswith("[tool result pruned")
+        ):
             note = PRUNED.format(n=len(part.content))
             if len(note) < len(part.content):
-                parts[i] = replace(part, content=note)
-                changed = True
-    return replace(message, parts=tuple(parts)) if changed else message
+                if new is None:
+                    new = list(parts)
+                new[i] = replace(part, content=note)
+    return message if new is None else replace(message, parts=tuple(new))
 
 
 def _recent_start(view: ModelView[Any], keep: int) -> int:

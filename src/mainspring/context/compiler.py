@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 import anyio
 
+from mainspring.context._sizes import mainspring_scan
 from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
 from mainspring.context.pipeline import (
     Contribution,
@@ -380,7 +381,7 @@ class ContextCompiler(Generic[T]):
         self._segmenter = (
             cast(SegmentLookup, self.adapter) if _segments_itself(self.adapter) else None
         )
-        self.view: ModelView[T] = ModelView(self._measure, self.adapter.role)
+        self.view: ModelView[T] = ModelView(self._measure, self.adapter.role, self._view_scan())
         self._session_cache: dict[str, list[Contribution]] = {}
         self._user_on_prefix_change = on_prefix_change
         self.transcript: Transcript[T] = Transcript(
@@ -454,26 +455,49 @@ class ContextCompiler(Generic[T]):
         if self._stale_view:
             self._rebuild_view()
             return
-        messages = self.transcript.messages
-        for index in range(start, len(messages)):
-            self._add_to_view(messages[index], index)
+        self._add_to_view(start)
 
     def _rebuild_view(self) -> None:
         self._stale_view = False
         for proc in self.processors:
             proc.reset()
         self.view.clear()
-        for index, message in enumerate(self.transcript.messages):
-            self._add_to_view(message, index)
+        self._add_to_view(0)
 
-    def _add_to_view(self, message: T, index: int) -> None:
-        owner = ("transcript", "transcript")
-        for proc in self._mappers:
-            mapped = proc.map_message(message, index)
-            if mapped is not message:
-                owner = (proc.module, proc.id)
-                message = mapped
-        self.view.append(message, *owner)
+    def _add_to_view(self, start: int) -> None:
+        """Map the transcript's messages from ``start`` on and add them to the view."""
+        batch = self.transcript.backing[start:]
+        if not batch:
+            return
+        owners: dict[int, tuple[str, str]] = {}
+        try:
+            for proc in self._mappers:  # each mapper sees the run as the previous one left it
+                for offset, message in proc.map_messages(batch, start).items():
+                    if not 0 <= offset < len(batch):
+                        raise ContextError(
+                            f"processor {proc.id!r} mapped message {offset}, "
+                            f"outside the run of {len(batch)}"
+                        )
+                    batch[offset] = message
+                    owners[offset] = (proc.module, proc.id)
+        except BaseException:
+            self._stale_view = True  # mappers saw part of the run: rebuild at the next use
+            raise
+        self.view.extend(batch, owners)
+
+    def _view_scan(self) -> Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None:
+        """The view's scan of a run of entries: a direct one for mainspring messages."""
+        kind: type = type(self.adapter)
+        if (
+            issubclass(kind, MainspringAdapter)
+            and kind.segments is _MS_SEGMENTS
+            and kind.role is _MS_ROLE
+        ):
+            return cast(
+                Callable[[Sequence[T], int], tuple[int, int, list[int]]],
+                mainspring_scan(self._sizer),
+            )
+        return None
 
     def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:
         meter = self._sizer
@@ -495,6 +519,8 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         await self._setup()
+        if self._stale_view:
+            self._rebuild_view()
         if self._turn is None or self._turn.turn_index != turn_index:
             self._flush_turn()
             self._turn = _Turn(turn_index, time.time())
@@ -850,6 +876,8 @@ class ContextCompiler(Generic[T]):
 
 
 _SEGMENTERS: dict[type, bool] = {}
+_MS_SEGMENTS = MainspringAdapter.segments
+_MS_ROLE = MainspringAdapter.role
 
 
 def _segments_itself(adapter: object) -> bool:

@@ -1,9 +1,11 @@
 """History processors: how committed messages look to the model.
 
-Both see each message once, as it is committed (O(message)).
-:class:`ToolResultBudget` rewrites only the new message, so the cached prefix
-holds; :class:`Microcompact` rewrites an older copy when a newer identical one
-arrives (a prefix change, so only for large results).
+Both see each message once (O(message)). :class:`ToolResultBudget` rewrites
+only the new message, as it is committed, so the cached prefix holds;
+:class:`Microcompact` rewrites an older copy when a newer identical one
+arrives (a prefix change, so only for large results), and reads the history
+only once the view is past its ``over_tokens`` threshold, when a collapse can
+happen.
 
 * :class:`Microcompact` — a repeated identical tool call (same tool, same
   arguments, same result) is shown in full where it is newest; the older copy
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
 from mainspring.errors import ConfigError
-from mainspring.messages import Message, ToolCallPart, ToolResultPart
+from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
     from mainspring.context.compiler import Compilation
@@ -69,26 +71,60 @@ class Microcompact(Processor):
         self._superseded: list[tuple[int, str, int]] = []
         """(transcript index, call id, turn of the newer copy) of copies to collapse."""
         self._turn = 0
+        self._pending: list[Message] = []
+        """Messages handed over and not looked at yet, from transcript index
+        ``_pending_start`` on: below ``over_tokens`` nothing collapses, so a long
+        history is read only once a collapse can happen."""
+        self._pending_start = 0
+
+    def map_messages(self, messages: Sequence[Message], start: int) -> Mapping[int, Message]:
+        """Keep a run to look at when a collapse can happen (none is changed here)."""
+        if self._pending and start != self._pending_start + len(self._pending):
+            self._note_pending()  # not the next run: what was kept goes first
+        if not self._pending:
+            self._pending_start = start
+        self._pending.extend(messages)
+        return {}
 
     def map_message(self, message: Message, index: int) -> Message:
         """Note repeats as they are committed (the message itself is never changed here)."""
+        self._note_pending()
         if message.role == "user":
             self._turn += 1
-        elif message.role == "assistant":
-            for call in message.tool_calls:
-                self._calls[call.id] = call  # its key is worked out only if a result needs it
         else:
-            for part in message.tool_results_parts:
-                if part.is_error or len(part.content) < self.min_chars:
-                    continue
-                key = self._key(part.tool_use_id)
-                if key is None:
-                    continue
-                earlier = self._latest.get((key, part.content))
-                if earlier is not None:
-                    self._superseded.append((*earlier, self._turn))
-                self._latest[(key, part.content)] = (index, part.tool_use_id)
+            self._note(message, index)
         return message
+
+    def _note_pending(self) -> None:
+        """Look at the kept messages, in order, as :meth:`map_message` would have."""
+        pending, self._pending = self._pending, []
+        note = self._note
+        for index, message in enumerate(pending, self._pending_start):
+            if message.role == "user":
+                self._turn += 1
+            elif len(message.parts) != 1 or type(message.parts[0]) is not TextPart:
+                note(message, index)  # a text-only reply holds no call or result
+
+    def _note(self, message: Message, index: int) -> None:
+        if message.role == "assistant":
+            for call in message.parts:
+                if isinstance(call, ToolCallPart):
+                    self._calls[call.id] = call  # its key is worked out if a result needs it
+            return
+        for part in message.parts:
+            if (
+                not isinstance(part, ToolResultPart)
+                or part.is_error
+                or len(part.content) < self.min_chars
+            ):
+                continue
+            key = self._key(part.tool_use_id)
+            if key is None:
+                continue
+            earlier = self._latest.get((key, part.content))
+            if earlier is not None:
+                self._superseded.append((*earlier, self._turn))
+            self._latest[(key, part.content)] = (index, part.tool_use_id)
 
     def _key(self, call_id: str) -> str | None:
         """The call's name and canonical arguments (what makes two results repeats)."""
@@ -104,11 +140,12 @@ class Microcompact(Processor):
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Collapse the copies superseded so far (once the view is over ``over_tokens``)."""
-        if not self._superseded:
-            return
         view = ctx.messages
         if self.over_tokens is not None and view.tokens <= self.over_tokens:
             return  # kept for later: the view may still grow past the threshold
+        self._note_pending()
+        if not self._superseded:
+            return
         editor = ctx.edit_history()
         for index, call_id, turn in self._superseded:
             found = _find_result(view, index, call_id)

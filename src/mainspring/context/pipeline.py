@@ -136,7 +136,11 @@ class Processor:
     @property
     def maps_messages(self) -> bool:
         """Whether this processor rewrites committed messages one by one."""
-        return self.phase in _MESSAGE_PHASES and type(self).map_message is not Processor.map_message
+        kind = type(self)
+        return self.phase in _MESSAGE_PHASES and (
+            kind.map_message is not Processor.map_message
+            or kind.map_messages is not Processor.map_messages
+        )
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Contribute to slots or transform this compile; the default does nothing."""
@@ -144,6 +148,22 @@ class Processor:
     def map_message(self, message: Any, index: int) -> Any:
         """The message as the model should see it (sanitize / history phases)."""
         return message
+
+    def map_messages(self, messages: Sequence[Any], start: int) -> Mapping[int, Any]:
+        """Map a run of committed messages; ``messages[i]`` is transcript index ``start + i``.
+
+        Returns the messages it changed, by position in ``messages`` (the
+        others stay as they are). The default calls :meth:`map_message` on
+        each in order; override it to see a long history in one pass. The
+        view receives the run after every mapper has seen all of it.
+        """
+        changed: dict[int, Any] = {}
+        map_one = self.map_message
+        for offset, message in enumerate(messages):
+            mapped = map_one(message, start + offset)
+            if mapped is not message:
+                changed[offset] = mapped
+        return changed
 
     def reset(self) -> None:
         """Forget per-message state: the history view is being rebuilt."""

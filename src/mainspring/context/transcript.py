@@ -26,9 +26,10 @@ registered prefix-dependent cache, rebuilds its indexes and reports a
 :class:`PrefixChange` to ``on_prefix_change``. :meth:`Transcript.invalidate_prefix`
 does the same for changes outside the transcript (a new system prompt).
 
-Indexes (by role, tool call id to call and result, last user message) grow
-with each commit and never rescan the committed prefix; they are rebuilt
-only on a new generation.
+Indexes (by role, tool call id to call and result, last user message) are
+brought up to date when read: each committed message is indexed once, the
+committed prefix is never rescanned, and committing N messages costs a list
+extend. They are rebuilt only on a new generation.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
@@ -61,6 +63,7 @@ __all__ = [
     "TranscriptView",
     "json_fingerprint",
     "message_segments",
+    "tool_call_text",
 ]
 
 logger = logging.getLogger("mainspring.context")
@@ -116,6 +119,22 @@ class ToolCallLookup(Protocol[T_contra]):
         ...
 
 
+@cache
+def _compact_json() -> Callable[[object], bytes]:
+    from pydantic_core import to_json  # an order faster than json.dumps on small objects
+
+    return to_json
+
+
+def tool_call_text(part: ToolCallPart) -> str:
+    """What a tool call counts as: its name, then its arguments as compact JSON."""
+    try:
+        arguments = _compact_json()(part.arguments).decode()
+    except Exception:  # not JSON as pydantic sees it: as json sees it (or its error)
+        arguments = json.dumps(part.arguments, ensure_ascii=False, separators=(",", ":"))
+    return part.name + arguments
+
+
 def message_segments(message: Message) -> list[tuple[str, str]]:
     """A mainspring message's text by source type (images are not counted)."""
     out: list[tuple[str, str]] = []
@@ -126,8 +145,7 @@ def message_segments(message: Message) -> list[tuple[str, str]]:
         elif isinstance(part, ToolResultPart):
             out.append(("tool_result", part.content))
         elif isinstance(part, ToolCallPart):
-            args = json.dumps(part.arguments, ensure_ascii=False, separators=(",", ":"))
-            out.append(("tool_call", part.name + args))
+            out.append(("tool_call", tool_call_text(part)))
         elif isinstance(part, ThinkingPart) and not part.redacted:
             out.append(("thinking", part.text))
     return out
@@ -290,6 +308,8 @@ class Transcript(Generic[T]):
         self._fingerprints: list[bytes | None] = []
         """Digests, computed on first need (append does not pay for them)."""
         self._indexes = _Indexes()
+        self._indexed = 0
+        """Messages ``[0, _indexed)`` are in the indexes (see :meth:`_indexes_now`)."""
         self._generation = 0
         self._caches: list[Callable[[PrefixChange], None]] = []
         self.append(messages)
@@ -328,26 +348,26 @@ class Transcript(Generic[T]):
 
     def indices_by_role(self, role: str) -> Sequence[int]:
         """Indexes of the committed messages with ``role``, ascending."""
-        return tuple(self._indexes.by_role.get(role, ()))
+        return tuple(self._indexes_now().by_role.get(role, ()))
 
     @property
     def roles(self) -> dict[str, tuple[int, ...]]:
         """Every role's message indexes."""
-        return {role: tuple(ix) for role, ix in self._indexes.by_role.items()}
+        return {role: tuple(ix) for role, ix in self._indexes_now().by_role.items()}
 
     def tool_link(self, call_id: str) -> ToolLink | None:
         """Where the call ``call_id`` and its result sit, if either is committed."""
-        return self._indexes.tools.get(call_id)
+        return self._indexes_now().tools.get(call_id)
 
     @property
     def tool_links(self) -> dict[str, ToolLink]:
         """Every known tool call id and where its call and result sit."""
-        return dict(self._indexes.tools)
+        return dict(self._indexes_now().tools)
 
     @property
     def last_user_index(self) -> int | None:
         """The index of the last user message, if any."""
-        return self._indexes.last_user
+        return self._indexes_now().last_user
 
     # -- prefix-dependent caches -------------------------------------------
 
@@ -364,9 +384,10 @@ class Transcript(Generic[T]):
     # -- committing --------------------------------------------------------
 
     def append(self, delta: Iterable[T]) -> None:
-        """Commit ``delta`` after the committed messages: O(len(delta))."""
-        for message in list(delta):
-            self._commit(message, None)
+        """Commit ``delta`` after the committed messages: O(len(delta)), a list extend."""
+        batch = list(delta)
+        self._items.extend(batch)
+        self._fingerprints.extend([None] * len(batch))
 
     def sync(self, full: Sequence[T]) -> int:
         """Bring the transcript to ``full``; returns how many messages were committed.
@@ -431,8 +452,8 @@ class Transcript(Generic[T]):
         return None, fresh
 
     def _extend(self, full: Sequence[T], start: int, fresh: dict[int, bytes]) -> None:
-        for i in range(start, len(full)):
-            self._commit(full[i], fresh.get(i))
+        self._items.extend(full[start:])
+        self._fingerprints.extend([fresh.get(i) for i in range(start, len(full))])
 
     def _digest(self, index: int) -> bytes:
         digest = self._fingerprints[index]
@@ -440,25 +461,25 @@ class Transcript(Generic[T]):
             digest = self._fingerprints[index] = self._adapter.fingerprint(self._items[index])
         return digest
 
-    def _commit(self, message: T, digest: bytes | None) -> None:
-        index = len(self._items)
-        self._items.append(message)
-        self._fingerprints.append(digest)
-        self._index(index, message)
-
-    def _index(self, index: int, message: T) -> None:
-        lookup = self._lookup
-        calls: Sequence[str] = ()
-        results: Sequence[str] = ()
-        if lookup is not None:
-            calls = lookup.tool_call_ids(message)
-            results = lookup.tool_result_ids(message)
-        self._indexes.add(index, self._adapter.role(message), calls, results)
+    def _indexes_now(self) -> _Indexes:
+        """The indexes, after indexing the messages committed since the last read."""
+        items = self._items
+        if self._indexed < len(items):
+            indexes, lookup, role = self._indexes, self._lookup, self._adapter.role
+            for index in range(self._indexed, len(items)):
+                message = items[index]
+                calls: Sequence[str] = ()
+                results: Sequence[str] = ()
+                if lookup is not None:
+                    calls = lookup.tool_call_ids(message)
+                    results = lookup.tool_result_ids(message)
+                indexes.add(index, role(message), calls, results)
+            self._indexed = len(items)
+        return self._indexes
 
     def _rebuild_indexes(self) -> None:
         self._indexes = _Indexes()
-        for index, message in enumerate(self._items):
-            self._index(index, message)
+        self._indexed = 0
 
     def _start_generation(
         self, first_changed: int, reason: str, processor_id: str | None

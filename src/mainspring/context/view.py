@@ -4,15 +4,20 @@ Each committed message enters the view once, after the sanitize and history
 processors mapped it (:meth:`Processor.map_message`). Compaction edits the
 view in place (:meth:`ModelView.replace`, :meth:`ModelView.splice`); the
 transcript itself never changes. The view keeps, per entry, who last wrote
-it and — with accounting on — its counted pieces, a running prefix sum of
-tokens and running totals per source / module / processor, so a compile
+it, and over the whole view its token and character totals, so a compile
 reads them in O(1) whatever the history length.
+
+The finer facts — each entry's counted pieces, the running totals per
+source / module / processor and the prefix sums of tokens — are worked out
+when first read (accounting reads them; a compile without accounting never
+does), each entry once, in order: adding N messages costs their sizes and a
+list extend, not N attributed records.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar, overload
 
 from mainspring.context.accounting import Piece
@@ -23,6 +28,9 @@ T = TypeVar("T")
 
 AttributionKey = tuple[str, str, str]
 """(source, module, processor)."""
+
+_TRANSCRIPT = ("transcript", "transcript")
+_NO_OWNERS: Mapping[int, tuple[str, str]] = {}
 
 
 class _Reader(Protocol):
@@ -38,25 +46,36 @@ class ModelView(Sequence[T], Generic[T]):
         self,
         measure: Callable[[T, str, str], tuple[Piece, ...]] | None,
         role: Callable[[T], str],
+        scan: Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None = None,
     ) -> None:
-        """``measure(message, module, processor)`` counts an entry; ``role`` names its role."""
+        """Count entries with ``measure``; ``role`` names an entry's role.
+
+        ``measure(message, module, processor)`` counts an entry into pieces.
+        ``scan(messages, start)`` gives, for a run of entries that starts at
+        index ``start``, the (chars, tokens) its pieces add up to, without
+        building them, and the indexes of its user messages (default:
+        measuring the entries and asking ``role``).
+        """
         self._measure = measure
         self._role = role
+        self._scan = scan or self._measured_scan
         self._users: list[int] = []
         """Indexes of user messages, ascending."""
         self._items: list[T] = []
         self._owners: list[tuple[str, str]] = []
         """(module, processor) that last wrote each entry; ("transcript", "transcript")."""
         self._pieces: list[tuple[Piece, ...]] = []
+        """The counted pieces of the entries ``[0, len(_pieces))``; later ones are not
+        counted yet (see :meth:`_catch_up`)."""
         self._cum: list[int] = [0]
         """_cum[i] = tokens in entries [0, i), valid up to ``_valid``."""
-        self._cum_chars: list[int] = [0]
         self._valid = 0
         """Prefix sums are right for indexes ≤ this; edits lower it, reads rebuild lazily."""
         self._tokens = 0
         self._chars = 0
-        self.totals: dict[AttributionKey, list[int]] = {}
-        """(source, module, processor) → [chars, tokens], over the whole view."""
+        """Tokens and characters of every entry, counted or not yet."""
+        self._totals: dict[AttributionKey, list[int]] = {}
+        """(source, module, processor) → [chars, tokens] over the counted entries."""
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
         self._readers: list[weakref.ref[_Reader]] = []
@@ -83,7 +102,20 @@ class ModelView(Sequence[T], Generic[T]):
 
     def pieces(self, index: int) -> tuple[Piece, ...]:
         """The counted pieces of entry ``index`` (empty without accounting)."""
+        index = range(len(self._items))[index]  # IndexError / negative indexes as a list
+        if index >= len(self._pieces):
+            self._catch_up(index + 1)
         return self._pieces[index]
+
+    @property
+    def totals(self) -> dict[AttributionKey, list[int]]:
+        """(source, module, processor) → [chars, tokens], over the whole view.
+
+        Read it, never change it. The first read after N appends counts those
+        N entries; later reads are O(1) plus what was added since.
+        """
+        self._catch_up(len(self._items))
+        return self._totals
 
     @property
     def first_user(self) -> int | None:
@@ -101,9 +133,9 @@ class ModelView(Sequence[T], Generic[T]):
         return self._users[-1] if self._users else None
 
     def tokens_before(self, index: int) -> int:
-        """Tokens in entries ``[0, index)``: O(1) unless an edit left sums to rebuild."""
+        """Tokens in entries ``[0, index)``: O(1) unless entries are left to count."""
         if index > self._valid:
-            self._recount()
+            self._recount(index)
         return self._cum[index]
 
     @property
@@ -138,30 +170,53 @@ class ModelView(Sequence[T], Generic[T]):
 
     def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
         """Add an entry at the end: O(message)."""
-        pieces = self._measure(message, module, processor) if self._measure else ()
-        if self._role(message) == "user":
-            self._users.append(len(self._items))
-        self._items.append(message)
-        self._owners.append((module, processor))
-        self._pieces.append(pieces)
-        self._add(pieces, 1)
-        if self._valid == len(self._items) - 1:  # sums are current: extend them
-            self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
-            self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
-            self._valid += 1
+        self.extend((message,), {0: (module, processor)})
+
+    def extend(
+        self, messages: Sequence[T], owners: Mapping[int, tuple[str, str]] = _NO_OWNERS
+    ) -> None:
+        """Add entries at the end: O(len(messages)), one scan of their sizes and roles.
+
+        ``owners`` names the (module, processor) of the entries (by position
+        in ``messages``) that a processor wrote; the others belong to the
+        transcript.
+        """
+        start = len(self._items)
+        n = len(messages)
+        if not n:
+            return
+        self._items.extend(messages)
+        if owners:
+            self._owners.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
+        else:
+            self._owners.extend([_TRANSCRIPT] * n)
+        chars, tokens, users = self._scan(messages, start)
+        self._users.extend(users)
+        self._chars += chars
+        self._tokens += tokens
 
     def replace(self, index: int, message: T, module: str, processor: str) -> None:
         """Rewrite entry ``index`` (attributed to ``processor``): O(message)."""
         if not 0 <= index < len(self._items):
             raise IndexError(f"view index {index} out of range 0..{len(self._items)}")
         self._before_edit()
-        pieces = self._measure(message, module, processor) if self._measure else ()
-        was_user = self._role(self._items[index]) == "user"
-        self._add(self._pieces[index], -1)
-        self._add(pieces, 1)
+        old = self._items[index]
+        was_user = self._role(old) == "user"
         self._items[index] = message
         self._owners[index] = (module, processor)
-        self._pieces[index] = pieces
+        if index < len(self._pieces):
+            old_pieces = self._pieces[index]
+            self._add(old_pieces, -1)
+            pieces = self._measure(message, module, processor) if self._measure else ()
+            self._pieces[index] = pieces
+            self._add(pieces, 1)
+            self._chars += _chars(pieces) - _chars(old_pieces)
+            self._tokens += _tokens(pieces) - _tokens(old_pieces)
+        else:  # not counted yet: it will be, as it is now, when read
+            old_chars, old_tokens = self._sizes((old,))
+            new_chars, new_tokens = self._sizes((message,))
+            self._chars += new_chars - old_chars
+            self._tokens += new_tokens - old_tokens
         if was_user != (self._role(message) == "user"):
             self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
         self._invalidate(index)
@@ -174,14 +229,24 @@ class ModelView(Sequence[T], Generic[T]):
             raise IndexError(f"view slice [{start}, {stop}) out of range 0..{len(self._items)}")
         self._before_edit()
         new = list(messages)
-        new_pieces = [self._measure(m, module, processor) if self._measure else () for m in new]
-        for pieces in self._pieces[start:stop]:
-            self._add(pieces, -1)
-        for pieces in new_pieces:
-            self._add(pieces, 1)
+        counted = len(self._pieces)
+        old_chars = old_tokens = 0
+        for pieces in self._pieces[start : min(stop, counted)]:
+            old_chars += _chars(pieces)
+            old_tokens += _tokens(pieces)
+        if stop > counted:
+            chars, tokens = self._sizes(self._items[max(start, counted) : stop])
+            old_chars += chars
+            old_tokens += tokens
+        if start < counted:  # the entries from ``start`` on are counted again when read
+            for pieces in self._pieces[start:]:
+                self._add(pieces, -1)
+            del self._pieces[start:]
         self._items[start:stop] = new
         self._owners[start:stop] = [(module, processor)] * len(new)
-        self._pieces[start:stop] = new_pieces
+        new_chars, new_tokens = self._sizes(new)
+        self._chars += new_chars - old_chars
+        self._tokens += new_tokens - old_tokens
         self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
         self._invalidate(start)
 
@@ -193,10 +258,9 @@ class ModelView(Sequence[T], Generic[T]):
         self._owners.clear()
         self._pieces.clear()
         self._cum = [0]
-        self._cum_chars = [0]
         self._valid = 0
         self._tokens = self._chars = 0
-        self.totals.clear()
+        self._totals.clear()
         self.min_changed = 0
 
     def mark_compiled(self) -> None:
@@ -205,17 +269,37 @@ class ModelView(Sequence[T], Generic[T]):
 
     # -- internals ---------------------------------------------------------
 
+    def _sizes(self, messages: Sequence[T]) -> tuple[int, int]:
+        chars, tokens, _ = self._scan(messages, 0)
+        return chars, tokens
+
+    def _measured_scan(self, messages: Sequence[T], start: int) -> tuple[int, int, list[int]]:
+        chars = tokens = 0
+        if self._measure is not None:
+            for message in messages:
+                pieces = self._measure(message, *_TRANSCRIPT)
+                chars += _chars(pieces)
+                tokens += _tokens(pieces)
+        role = self._role
+        return chars, tokens, [start + i for i, m in enumerate(messages) if role(m) == "user"]
+
+    def _catch_up(self, upto: int) -> None:
+        """Count the entries ``[len(_pieces), upto)``: each entry is counted once."""
+        measure = self._measure
+        items, owners, counted = self._items, self._owners, self._pieces
+        for i in range(len(counted), upto):
+            pieces = measure(items[i], *owners[i]) if measure else ()
+            counted.append(pieces)
+            self._add(pieces, 1)
+
     def _invalidate(self, index: int) -> None:
         self._valid = min(self._valid, index)
         del self._cum[self._valid + 1 :]
-        del self._cum_chars[self._valid + 1 :]
         self.min_changed = index if self.min_changed is None else min(self.min_changed, index)
 
     def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
-        totals = self.totals
+        totals = self._totals
         for p in pieces:
-            self._tokens += sign * p.tokens
-            self._chars += sign * p.chars
             key = (p.source, p.module, p.processor)
             entry = totals.get(key)
             if entry is None:
@@ -225,13 +309,22 @@ class ModelView(Sequence[T], Generic[T]):
             if entry[0] == 0 and entry[1] == 0 and sign < 0:
                 del totals[key]
 
-    def _recount(self) -> None:
-        del self._cum[self._valid + 1 :]
-        del self._cum_chars[self._valid + 1 :]
-        for pieces in self._pieces[self._valid :]:
-            self._cum.append(self._cum[-1] + sum(p.tokens for p in pieces))
-            self._cum_chars.append(self._cum_chars[-1] + sum(p.chars for p in pieces))
-        self._valid = len(self._items)
+    def _recount(self, index: int) -> None:
+        if index > len(self._pieces):
+            self._catch_up(index)
+        cum = self._cum
+        del cum[self._valid + 1 :]
+        for pieces in self._pieces[self._valid : index]:
+            cum.append(cum[-1] + _tokens(pieces))
+        self._valid = index
+
+
+def _tokens(pieces: tuple[Piece, ...]) -> int:
+    return sum(p.tokens for p in pieces)
+
+
+def _chars(pieces: tuple[Piece, ...]) -> int:
+    return sum(p.chars for p in pieces)
 
 
 class _ReadOnly(Sequence[int]):
