@@ -393,7 +393,8 @@ async def run(plan: Plan) -> None:
     print(
         f"(count cache, per timed turn: {(cache.hits - hits) / turns:.1f} hits, "
         f"{(cache.misses - misses) / turns:.1f} misses, mostly the new user message; "
-        f"{cache.evictions} evictions; sink holds {len(sink.snapshots)} snapshots)"
+        f"{cache.evictions} evictions; a text the engine counted lately is answered "
+        f"before the cache; sink holds {len(sink.snapshots)} snapshots)"
     )
     print(f"\ntotal bench time {time.perf_counter() - started:.1f} s, load {_load()}")
 

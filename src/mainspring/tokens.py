@@ -284,6 +284,7 @@ def tokenizer_for(model: str) -> Tokenizer:
 
 
 _Key = tuple[str, str, str, bytes]
+_blake2b = hashlib.blake2b
 
 
 class CountCache:
@@ -307,7 +308,7 @@ class CountCache:
     @staticmethod
     def key(tokenizer: Tokenizer, text: str, *, model: str = "", framing: str = "") -> _Key:
         """Return the cache key for ``text``."""
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        digest = _blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         return (tokenizer.name, model, framing, digest)
 
     def count(
@@ -320,7 +321,8 @@ class CountCache:
         compute: Callable[[str], int] | None = None,
     ) -> int:
         """Return the cached count, computing and storing it on a miss."""
-        key = self.key(tokenizer, text, model=model, framing=framing)
+        digest = _blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = (tokenizer.name, model, framing, digest)  # as key() makes it, without the call
         data = self._data
         with self._lock:
             found = data.get(key)

@@ -563,10 +563,12 @@ class ContextCompiler(Generic[T]):
         tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))] if tail_c else []
         messages = CompiledMessages(view, n, overrides, tail)
         view.track(messages)
+        contributions = tuple(ctx.contributions)
         segments: Sequence[Segment] = ()
         prefix = stable_tokens = 0
         if self.meter is not None:
             segments, prefix, stable_tokens = self._account(
+                contributions,
                 system_c,
                 stable,
                 tools,
@@ -581,7 +583,7 @@ class ContextCompiler(Generic[T]):
         return CompiledContext(
             system=system,
             messages=messages,
-            contributions=tuple(ctx.contributions),
+            contributions=contributions,
             turn_index=ctx.turn_index,
             step=ctx.step,
             generation=self.transcript.generation,
@@ -595,6 +597,7 @@ class ContextCompiler(Generic[T]):
 
     def _account(
         self,
+        contributions: tuple[Contribution, ...],
         system_c: list[Contribution],
         stable: int,
         tools: tuple[ToolSpec, ...],
@@ -611,7 +614,34 @@ class ContextCompiler(Generic[T]):
         """
         meter = self.meter
         assert meter is not None
-        pieces: list[object] = [tools, stable]  # the tally's key: what its figures depend on
+        key = (tools, contributions)  # everything the contributions' figures depend on
+        tally = self._tally
+        if tally is None or tally.key != key:  # mostly the very objects of the last compile
+            tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
+        view = self.view
+        segments = tally.head.plus(
+            _history_rows(
+                self._replacement_pieces(replaced, owners),
+                view,
+                include_content=meter.include_content,
+            )
+        )
+        reused = self._reuse(tools, system_c, tally.head_tokens)
+        if reused is not None:
+            reused += view.tokens_before(self._message_bound(first, last, replaced))
+        return segments, reused or 0, tally.stable_tokens
+
+    def _count_contributions(
+        self,
+        key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
+        system_c: list[Contribution],
+        stable: int,
+        by_slot: dict[str, list[Contribution]],
+    ) -> _Tally:
+        meter = self.meter
+        assert meter is not None
+        tools = key[0]
+        pieces: list[Piece] = []
         tools_piece = None
         if tools:
             if self._tools_piece is None or self._tools_piece[0] != tools:
@@ -624,19 +654,7 @@ class ContextCompiler(Generic[T]):
         for slot in ("first-user", "last-user", "virtual-tail"):
             made = by_slot[slot]
             pieces.extend(piece(c.source, c.module, c.processor, slot, c.text) for c in made)
-        key = tuple(pieces)
-        tally = self._tally
-        if tally is None or tally.key != key:  # the same Piece objects: an identity check
-            tally = self._tally = _tally(key, tools_piece, stable, len(system_c))
-        view = self.view
-        history = _history_rows(
-            self._replacement_pieces(replaced, owners), view, include_content=meter.include_content
-        )
-        segments = Segments((*tally.rows, *history))
-        reused = self._reuse(tools, system_c, tally.head_tokens)
-        if reused is not None:
-            reused += view.tokens_before(self._message_bound(first, last, replaced))
-        return segments, reused or 0, tally.stable_tokens
+        return _tally(key, pieces, tools_piece, stable, len(system_c))
 
     def _replacement_pieces(
         self, replaced: Mapping[int, T], owners: Mapping[int, tuple[str, str]]
@@ -860,18 +878,24 @@ def _negated(p: Piece) -> Piece:
 class _Tally:
     """A compile's counted contributions, kept while the next compiles send the same."""
 
-    key: tuple[object, ...]
-    """(tools, stable blocks, *pieces): the pieces are the meter's remembered objects."""
-    rows: tuple[SegmentRow, ...]
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
+    """(tools, contributions): what the rows depend on."""
+    head: Segments
+    """The contributions' rows (tools, system, user slots, tail)."""
     stable_tokens: int
     """Tools and system blocks before the prompt-cache breakpoint."""
     head_tokens: int
     """Tools and every system block: what a call reuses when they did not change."""
 
 
-def _tally(key: tuple[object, ...], tools: Piece | None, stable: int, system: int) -> _Tally:
-    """Group the contribution pieces in ``key`` (after tools and stable) into rows."""
-    pieces = cast(tuple[Piece, ...], key[2:])
+def _tally(
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
+    pieces: list[Piece],
+    tools: Piece | None,
+    stable: int,
+    system: int,
+) -> _Tally:
+    """Group the pieces (tools, system blocks, then the other slots) into rows."""
     grouped: dict[tuple[str, str, str, str], list[int]] = {}
     contents: dict[tuple[str, str, str, str], list[str]] = {}
     for p in pieces:
@@ -881,7 +905,7 @@ def _tally(key: tuple[object, ...], tools: Piece | None, stable: int, system: in
     tools_tokens = tools.tokens if tools is not None else 0
     return _Tally(
         key,
-        _rows(grouped, contents),
+        Segments(_rows(grouped, contents)),
         tools_tokens + sum(system_tokens[:stable]),
         tools_tokens + sum(system_tokens),
     )
@@ -916,13 +940,13 @@ def _rows(
 
 def _history_rows(
     pieces: list[Piece], view: ModelView[Any], *, include_content: bool
-) -> tuple[SegmentRow, ...]:
+) -> Sequence[SegmentRow]:
     """Rows for the history: turn-only replacement pieces, then the view's running totals."""
     if not pieces and not include_content:  # the usual compile: the totals as they are
-        return tuple(
+        return [
             (source, module, processor, "history", chars, tokens, None)
             for (source, module, processor), (chars, tokens) in view.totals.items()
-        )
+        ]
     grouped: dict[tuple[str, str, str, str], list[int]] = {}
     contents: dict[tuple[str, str, str, str], list[str]] = {}
     for p in pieces:

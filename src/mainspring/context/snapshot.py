@@ -135,21 +135,34 @@ class Segments(Sequence[Segment]):
 
     __slots__ = ("_built", "_rows", "chars", "tokens")
 
-    def __init__(self, rows: Iterable[SegmentRow]) -> None:
+    tokens: int
+    """Sum of the segments' tokens."""
+    chars: int
+    """Sum of the segments' characters."""
+
+    def __init__(self, rows: Iterable[SegmentRow] = ()) -> None:
         """Keep ``rows`` (in order); rows with neither chars nor tokens are dropped."""
+        self._keep((), 0, 0, rows)
+
+    def plus(self, rows: Iterable[SegmentRow]) -> Segments:
+        """These segments followed by ``rows`` (empty rows dropped), without re-reading these."""
+        joined = object.__new__(Segments)
+        joined._keep(self._rows, self.chars, self.tokens, rows)
+        return joined
+
+    def _keep(
+        self, head: tuple[SegmentRow, ...], chars: int, tokens: int, rows: Iterable[SegmentRow]
+    ) -> None:
         kept: list[SegmentRow] = []
-        chars = tokens = 0
         for row in rows:
             if row[4] or row[5]:
                 kept.append(row)
                 chars += row[4]
                 tokens += row[5]
-        self._rows = tuple(kept)
+        self._rows = head + tuple(kept) if head else tuple(kept)
         self._built: tuple[Segment, ...] | None = None
-        self.tokens = tokens
-        """Sum of the segments' tokens."""
         self.chars = chars
-        """Sum of the segments' characters."""
+        self.tokens = tokens
 
     @property
     def rows(self) -> tuple[SegmentRow, ...]:
