@@ -155,6 +155,11 @@ class Segments(Sequence[Segment]):
     ) -> None:
         kept: list[SegmentRow] = []
         for row in rows:
+            if len(row) != 7:
+                raise ValueError(
+                    f"a segment row is (source, module, processor, slot, chars, tokens, "
+                    f"content), got {row!r}"
+                )
             if row[4] or row[5]:
                 kept.append(row)
                 chars += row[4]
