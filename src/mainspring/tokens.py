@@ -181,13 +181,14 @@ class TiktokenTokenizer:
                 f"no offline BPE file for {encoding!r}; choose one of {sorted(_BPE_FILES)}"
             )
         self.encoding: EncodingName = encoding
+        self._name = f"tiktoken:{encoding}"
         self._enc: tiktoken.Encoding | None = None
         self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
         """``tiktoken:<encoding>``."""
-        return f"tiktoken:{self.encoding}"
+        return self._name
 
     def load(self) -> tiktoken.Encoding:
         """Place the BPE file if needed and return the tiktoken encoding."""
@@ -283,6 +284,7 @@ def tokenizer_for(model: str) -> Tokenizer:
 
 
 _Key = tuple[str, str, str, bytes]
+_blake2b = hashlib.blake2b
 
 
 class CountCache:
@@ -306,7 +308,7 @@ class CountCache:
     @staticmethod
     def key(tokenizer: Tokenizer, text: str, *, model: str = "", framing: str = "") -> _Key:
         """Return the cache key for ``text``."""
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        digest = _blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         return (tokenizer.name, model, framing, digest)
 
     def count(
@@ -319,20 +321,23 @@ class CountCache:
         compute: Callable[[str], int] | None = None,
     ) -> int:
         """Return the cached count, computing and storing it on a miss."""
-        key = self.key(tokenizer, text, model=model, framing=framing)
+        digest = _blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = (tokenizer.name, model, framing, digest)  # as key() makes it, without the call
+        data = self._data
         with self._lock:
-            found = self._data.get(key)
+            found = data.get(key)
             if found is not None:
-                self._data.move_to_end(key)
+                data.move_to_end(key)
                 self.hits += 1
                 return found
             self.misses += 1
         value = (compute or tokenizer.count)(text)
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            if key in data:  # another thread counted it meanwhile
+                data.move_to_end(key)
+            data[key] = value  # a new key goes to the end
+            while len(data) > self.maxsize:
+                data.popitem(last=False)
                 self.evictions += 1
         return value
 

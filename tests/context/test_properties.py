@@ -1,15 +1,19 @@
-"""Property tests of the context compiler: prefix guard, relaxed sync, replay, token sums."""
+"""Property tests of the context compiler: prefix guard, relaxed sync, replay, token sums.
+
+And incremental accounting (remembered counts and contribution tallies, running
+totals) against a recount from scratch."""
 
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import anyio
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from mainspring.context.accounting import Accounting, message_segments
+from mainspring.context.accounting import Accounting, Meter, message_segments
 from mainspring.context.compiler import Compilation, CompiledContext, ContextCompiler
 from mainspring.context.history import Microcompact, ToolResultBudget
 from mainspring.context.layers import BaseSystemPrompt, ContextBlock, SkillRecipe
@@ -20,13 +24,16 @@ from mainspring.context.pipeline import (
     SystemProcessor,
     VirtualTailProcessor,
 )
+from mainspring.context.snapshot import CostEstimate, TurnSnapshot
 from mainspring.errors import PrefixMutationError
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
-from mainspring.tokens import EstimateTokenizer
+from mainspring.tokens import CountCache, EstimateTokenizer
+from mainspring.usage import Usage
 
 pytestmark = pytest.mark.slow
 
 SETTINGS = settings(max_examples=60, deadline=None)
+COST = CostEstimate(usd=0.001, priced=True, price_source="configured")
 
 words = st.text(alphabet="abcdefg xyz", min_size=1, max_size=40)
 
@@ -121,6 +128,15 @@ def accounting() -> Accounting:
 def compile_now(engine: ContextCompiler[Message], turn_index: int = 0) -> CompiledContext[Message]:
     async def go() -> CompiledContext[Message]:
         return await engine.compile(turn_index=turn_index)
+
+    return anyio.run(go)
+
+
+def compile_step(
+    engine: ContextCompiler[Message], turn_index: int, step: int
+) -> CompiledContext[Message]:
+    async def go() -> CompiledContext[Message]:
+        return await engine.compile(turn_index=turn_index, step=step)
 
     return anyio.run(go)
 
@@ -238,3 +254,118 @@ def test_token_totals_are_the_sum_of_segments(
         independent += sum(tok.count(text) for m in out.messages for _, text in message_segments(m))
         assert out.tokens == independent
         assert 0 <= out.prefix_tokens <= out.tokens
+
+
+class WordCount:
+    """An exact-claiming tokenizer, so counts go through the meter's memo and the cache."""
+
+    name = "words"
+    exact = True
+
+    def count(self, text: str) -> int:
+        return len(text.split()) + len(text) % 3
+
+
+class Varying(SystemProcessor):
+    """A turn-scoped system block whose text the test picks before each compile."""
+
+    scope = "turn"
+    next_text = ""
+
+    async def text(self, ctx: Compilation[Any]) -> str:
+        return self.next_text
+
+
+class Replacer(Processor):
+    """Shows another message instead of one view entry, in one request only."""
+
+    index: int | None = None
+    done: tuple[int, Message] | None = None
+
+    async def process(self, ctx: Compilation[Any]) -> None:
+        self.done = None
+        if self.index is not None and self.index < len(ctx.messages):
+            message = Message.assistant(f"instead of {self.index}")
+            ctx.replace_message(self.index, message)
+            self.done = (self.index, message)
+
+
+class Splicer(Processor):
+    """Compacts: the first ``cut`` view entries become one summary, for good."""
+
+    cut = 0
+
+    async def process(self, ctx: Compilation[Any]) -> None:
+        cut = min(self.cut, len(ctx.messages))
+        if cut:
+            ctx.edit_history().splice(0, cut, [Message.user(f"summary of {cut}")])
+        self.cut = 0
+
+
+def recount(
+    engine: ContextCompiler[Message], out: CompiledContext[Message], replacer: Replacer
+) -> list[tuple[tuple[str, str, str, str], int, int, float]]:
+    """The request's segments counted from scratch: contributions, then every view entry."""
+    tok = WordCount()
+    rows: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+
+    def add(key: tuple[str, str, str, str], text: str) -> None:
+        chars, tokens = rows.get(key, (0, 0))
+        rows[key] = (chars + len(text), tokens + (tok.count(text) if text else 0))
+
+    for c in out.contributions:
+        add((c.source, c.module, c.processor, c.slot), c.text)
+    for index, message in enumerate(engine.view):
+        module, processor = engine.view.owner(index)
+        if replacer.done is not None and replacer.done[0] == index:
+            message, module, processor = replacer.done[1], "engine", replacer.id
+        for source, text in message_segments(message):
+            add((source, module, processor, "history"), text)
+    total = sum(tokens for _, tokens in rows.values()) or 1
+    return sorted((k, c, t, t / total) for k, (c, t) in rows.items() if c or t)
+
+
+@SETTINGS
+@given(transcripts(), st.data())
+def test_incremental_accounting_equals_a_recount(
+    messages: list[Message], data: st.DataObject
+) -> None:
+    varying, replacer, splicer = Varying("varying"), Replacer("replacer"), Splicer("splicer")
+    engine = ContextCompiler(
+        messages=messages,
+        processors=[*processors(), varying, splicer, replacer],
+        accounting=Accounting(tokenizer=WordCount(), cache=CountCache(maxsize=4)),
+    )
+    snapshots: list[TurnSnapshot] = []
+    with patch.object(Meter, "COUNTS_SIZE", 3), patch.object(Meter, "MEMO_SIZE", 3):
+        for turn_index in range(data.draw(st.integers(1, 6))):
+            for step in range(1, data.draw(st.integers(1, 3)) + 1):
+                if data.draw(st.booleans()):
+                    engine.append(data.draw(turn(turn_index)))
+                varying.next_text = data.draw(st.sampled_from(["", "rules", "other rules"]))
+                replacer.index = data.draw(st.none() | st.integers(0, 12))
+                splicer.cut = data.draw(st.sampled_from([0, 0, 0, 2, 5]))
+                out = compile_step(engine, turn_index, step)
+                got = sorted(
+                    ((s.source, s.module, s.processor, s.slot), s.chars, s.tokens, s.share)
+                    for s in out.segments
+                )
+                assert got == recount(engine, out, replacer)
+                assert out.segments == tuple(out.segments)
+                assert hash(out.segments) == hash(tuple(out.segments))
+                assert out.tokens == sum(s.tokens for s in out.segments)
+                call = engine.record_call(out, model="m", usage=Usage(input_tokens=3), cost=COST)
+                assert call is not None
+                assert call.chars == sum(s.chars for s in out.segments)
+            snapshot = engine.end_turn()
+            assert snapshot is not None
+            snapshots.append(snapshot)
+    summary = engine.session_summary()
+    by_source: dict[str, int] = {}
+    for snap in snapshots:
+        for c in snap.calls:
+            for s in c.segments:
+                by_source[s.source] = by_source.get(s.source, 0) + s.tokens
+    assert summary.by_source == by_source
+    assert summary.tokens == sum(c.tokens for snap in snapshots for c in snap.calls)
+    assert summary.calls == sum(len(snap.calls) for snap in snapshots)

@@ -66,10 +66,12 @@ class Accounting:
 class Meter:
     """Counts text for one engine with one tokenizer and a shared cache."""
 
-    __slots__ = ("_memo", "cache", "include_content", "model", "tokenizer")
+    __slots__ = ("_counts", "_exact", "_memo", "cache", "include_content", "model", "tokenizer")
 
     MEMO_SIZE = 512
     """Recent contribution pieces kept whole (session-scoped text repeats every compile)."""
+    COUNTS_SIZE = 4096
+    """Recent texts' counts kept by the text itself, before the shared cache's digest."""
 
     def __init__(self, accounting: Accounting, model: str) -> None:
         """Fix the tokenizer (given, or chosen for ``model``)."""
@@ -77,15 +79,23 @@ class Meter:
         self.cache = accounting.cache
         self.include_content = accounting.include_content
         self.model = model
+        self._exact = self.tokenizer.exact
         self._memo: dict[tuple[str, str, str, str, str], Piece] = {}
+        self._counts: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        """Tokens in ``text`` (cached by digest)."""
+        """Tokens in ``text`` (cached by digest; recent texts by the text itself)."""
         if not text:
             return 0
-        if not self.tokenizer.exact:  # an estimate is cheaper than the cache's digest
+        if not self._exact:  # an estimate is cheaper than the cache's digest
             return self.tokenizer.count(text)
-        return self.cache.count(self.tokenizer, text, model=self.model)
+        counts = self._counts
+        found = counts.get(text)  # a str caches its hash: no digest for a text seen again
+        if found is None:
+            if len(counts) >= self.COUNTS_SIZE:
+                counts.clear()
+            found = counts[text] = self.cache.count(self.tokenizer, text, model=self.model)
+        return found
 
     def piece(self, source: str, module: str, processor: str, slot: str, text: str) -> Piece:
         """Measure one attributed text (recent ones are remembered whole)."""

@@ -42,6 +42,8 @@ from mainspring.context.snapshot import (
     CallSnapshot,
     CostEstimate,
     Segment,
+    SegmentRow,
+    Segments,
     SessionSummary,
     SessionTotals,
     TurnSnapshot,
@@ -82,6 +84,9 @@ def _estimate_sizer(model: str) -> Meter:
         sizer = _SIZERS[model] = Meter(Accounting(tokenizer=_ESTIMATE), model)
     return sizer
 
+
+_NO_USAGE = Usage()
+_NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
 T = TypeVar("T")
 
@@ -156,15 +161,18 @@ class CompiledContext(Generic[T]):
     generation: int
     stable_blocks: int
     """How many system blocks form the stable (cached) prefix."""
-    segments: tuple[Segment, ...] = ()
-    """Per source / module / processor, with accounting on."""
+    segments: Sequence[Segment] = ()
+    """Per source / module / processor, with accounting on (a :class:`Segments`)."""
     prefix_tokens: int = 0
     stable_tokens: int = 0
 
     @property
     def tokens(self) -> int:
         """Counted tokens of the request (0 without accounting)."""
-        return sum(s.tokens for s in self.segments)
+        segments = self.segments
+        if isinstance(segments, Segments):
+            return segments.tokens
+        return sum(s.tokens for s in segments)
 
 
 @dataclass(slots=True)
@@ -394,6 +402,7 @@ class ContextCompiler(Generic[T]):
         self.transcript.register_cache(self._clear_caches)
         self._prev = _Prev()
         self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
+        self._tally: _Tally | None = None
         self._turn: _Turn | None = None
         self._turn_cache: dict[str, Any] = {}
         self._set_up = False
@@ -595,16 +604,18 @@ class ContextCompiler(Generic[T]):
         tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))] if tail_c else []
         messages = CompiledMessages(view, n, overrides, tail)
         view.track(messages)
-        segments: tuple[Segment, ...] = ()
+        contributions = tuple(ctx.contributions)
+        segments: Sequence[Segment] = ()
         prefix = stable_tokens = 0
         if self.meter is not None:
             segments, prefix, stable_tokens = self._account(
+                contributions,
                 system_c,
                 stable,
                 tools,
                 by_slot,
-                first_index,
-                last_index,
+                (first_index, first_text),
+                (last_index, last_text),
                 ctx.overrides,
                 ctx.override_owners,
             )
@@ -613,7 +624,7 @@ class ContextCompiler(Generic[T]):
         return CompiledContext(
             system=system,
             messages=messages,
-            contributions=tuple(ctx.contributions),
+            contributions=contributions,
             turn_index=ctx.turn_index,
             step=ctx.step,
             generation=self.transcript.generation,
@@ -627,17 +638,50 @@ class ContextCompiler(Generic[T]):
 
     def _account(
         self,
+        contributions: tuple[Contribution, ...],
         system_c: list[Contribution],
         stable: int,
         tools: tuple[ToolSpec, ...],
         by_slot: dict[str, list[Contribution]],
-        first_index: int | None,
-        last_index: int | None,
+        first: tuple[int | None, str],
+        last: tuple[int | None, str],
         replaced: Mapping[int, T],
         owners: Mapping[int, tuple[str, str]],
-    ) -> tuple[tuple[Segment, ...], int, int]:
+    ) -> tuple[Segments, int, int]:
+        """Segments, reused prefix tokens and stable tokens: O(contributions + replacements).
+
+        ``first`` / ``last`` are the first and last user messages' indexes with
+        the text added to them.
+        """
         meter = self.meter
         assert meter is not None
+        key = (tools, contributions)  # everything the contributions' figures depend on
+        tally = self._tally
+        if tally is None or tally.key != key:  # mostly the very objects of the last compile
+            tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
+        view = self.view
+        segments = tally.head.plus(
+            _history_rows(
+                self._replacement_pieces(replaced, owners),
+                view,
+                include_content=meter.include_content,
+            )
+        )
+        reused = self._reuse(tools, system_c, tally.head_tokens)
+        if reused is not None:
+            reused += view.tokens_before(self._message_bound(first, last, replaced))
+        return segments, reused or 0, tally.stable_tokens
+
+    def _count_contributions(
+        self,
+        key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
+        system_c: list[Contribution],
+        stable: int,
+        by_slot: dict[str, list[Contribution]],
+    ) -> _Tally:
+        meter = self.meter
+        assert meter is not None
+        tools = key[0]
         pieces: list[Piece] = []
         tools_piece = None
         if tools:
@@ -646,58 +690,44 @@ class ContextCompiler(Generic[T]):
                 self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
             tools_piece = self._tools_piece[1]
             pieces.append(tools_piece)
-        system_pieces = [
-            meter.piece(c.source, c.module, c.processor, "system", c.text) for c in system_c
-        ]
-        pieces += system_pieces
+        piece = meter.piece
+        pieces.extend(piece(c.source, c.module, c.processor, "system", c.text) for c in system_c)
         for slot in ("first-user", "last-user", "virtual-tail"):
-            for c in by_slot[slot]:
-                pieces.append(meter.piece(c.source, c.module, c.processor, slot, c.text))
+            made = by_slot[slot]
+            pieces.extend(piece(c.source, c.module, c.processor, slot, c.text) for c in made)
+        return _tally(key, pieces, tools_piece, stable, len(system_c))
+
+    def _replacement_pieces(
+        self, replaced: Mapping[int, T], owners: Mapping[int, tuple[str, str]]
+    ) -> list[Piece]:
+        """A turn-only replacement is counted instead of the view entry."""
+        if not owners:
+            return []
         view = self.view
+        pieces: list[Piece] = []
         for index, (module, processor) in sorted(owners.items()):
-            # A turn-only replacement is counted instead of the view entry.
             pieces.extend(_negated(p) for p in view.pieces(index))
             pieces.extend(self._measure(replaced[index], module, processor))
-        segments = _segments(pieces, view.totals, meter.include_content, view)
-        stable_tokens = (tools_piece.tokens if tools_piece else 0) + sum(
-            p.tokens for p in system_pieces[:stable]
-        )
-        reused = self._reuse(tools, tools_piece, system_c, system_pieces)
-        if reused is not None:
-            reused += view.tokens_before(
-                self._message_bound(by_slot, first_index, last_index, replaced)
-            )
-        return segments, reused or 0, stable_tokens
+        return pieces
 
     def _reuse(
-        self,
-        tools: tuple[ToolSpec, ...],
-        tools_piece: Piece | None,
-        system_c: list[Contribution],
-        system_pieces: list[Piece],
+        self, tools: tuple[ToolSpec, ...], system_c: list[Contribution], head_tokens: int
     ) -> int | None:
         """Reused tokens of tools and system; None when something before the messages changed."""
         prev = self._prev
         if prev.generation != self.transcript.generation:
             return None
-        reused = 0
-        if tools or prev.tools:
-            if prev.tools != tools:
+        if (tools or prev.tools) and prev.tools != tools:
+            return None
+        if len(prev.system) != len(system_c):
+            return None
+        for text, c in zip(prev.system, system_c, strict=True):
+            if text != c.text:
                 return None
-            reused += tools_piece.tokens if tools_piece else 0
-        texts = tuple(c.text for c in system_c)
-        for i, text in enumerate(texts):
-            if i >= len(prev.system) or prev.system[i] != text:
-                return None
-            reused += system_pieces[i].tokens
-        return reused if len(prev.system) == len(texts) else None
+        return head_tokens
 
     def _message_bound(
-        self,
-        by_slot: dict[str, list[Contribution]],
-        first_index: int | None,
-        last_index: int | None,
-        replaced: Mapping[int, T],
+        self, first: tuple[int | None, str], last: tuple[int | None, str], replaced: Mapping[int, T]
     ) -> int:
         """How many leading view messages the previous call sent identically."""
         prev = self._prev
@@ -705,11 +735,7 @@ class ContextCompiler(Generic[T]):
         bound = min(prev.view_len, len(view))
         if view.min_changed is not None:
             bound = min(bound, view.min_changed)
-        for old, index, slot in (
-            (prev.last_user, last_index, "last-user"),
-            (prev.first_user, first_index, "first-user"),
-        ):
-            text = "\n\n".join(c.text for c in by_slot[slot])
+        for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
             now = (index, text) if text and index is not None else None
             if old is not None and now != old:
                 bound = min(bound, old[0])
@@ -750,13 +776,16 @@ class ContextCompiler(Generic[T]):
         """Attach the provider's usage and cost to a compiled request (accounting on)."""
         if self.meter is None or self._turn is None:
             return None
+        segments = compiled.segments
         call = CallSnapshot(
             step=compiled.step,
             model=model,
             tokenizer=self.meter.tokenizer.name,
             exact=self.meter.tokenizer.exact,
-            segments=compiled.segments,
-            chars=sum(s.chars for s in compiled.segments),
+            segments=segments,
+            chars=segments.chars
+            if isinstance(segments, Segments)
+            else sum(s.chars for s in segments),
             tokens=compiled.tokens,
             prefix_tokens=compiled.prefix_tokens,
             stable_tokens=compiled.stable_tokens,
@@ -780,12 +809,7 @@ class ContextCompiler(Generic[T]):
         if turn.pending is not None:  # compiled, but the call never reported usage
             pending = turn.pending
             self._turn = turn
-            self.record_call(
-                pending,
-                model=self.meter.model,
-                usage=Usage(),
-                cost=CostEstimate(usd=0.0, priced=False, price_source="none"),
-            )
+            self.record_call(pending, model=self.meter.model, usage=_NO_USAGE, cost=_NO_COST)
             self._turn = None
         if not turn.calls:
             return None
@@ -893,27 +917,83 @@ def _negated(p: Piece) -> Piece:
     return Piece(p.source, p.module, p.processor, p.slot, -p.chars, -p.tokens)
 
 
-def _segments(
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """A compile's counted contributions, kept while the next compiles send the same."""
+
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
+    """(tools, contributions): what the rows depend on."""
+    head: Segments
+    """The contributions' rows (tools, system, user slots, tail)."""
+    stable_tokens: int
+    """Tools and system blocks before the prompt-cache breakpoint."""
+    head_tokens: int
+    """Tools and every system block: what a call reuses when they did not change."""
+
+
+def _tally(
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
     pieces: list[Piece],
-    history: Mapping[tuple[str, str, str], list[int]],
-    include_content: bool,
-    view: ModelView[Any],
-) -> tuple[Segment, ...]:
-    """Group pieces and the view's running totals into segments with shares."""
+    tools: Piece | None,
+    stable: int,
+    system: int,
+) -> _Tally:
+    """Group the pieces (tools, system blocks, then the other slots) into rows."""
     grouped: dict[tuple[str, str, str, str], list[int]] = {}
     contents: dict[tuple[str, str, str, str], list[str]] = {}
     for p in pieces:
-        key = (p.source, p.module, p.processor, p.slot)
-        entry = grouped.setdefault(key, [0, 0])
+        _group(grouped, contents, p)
+    first = 1 if tools is not None else 0
+    system_tokens = [p.tokens for p in pieces[first : first + system]]
+    tools_tokens = tools.tokens if tools is not None else 0
+    return _Tally(
+        key,
+        Segments(_rows(grouped, contents)),
+        tools_tokens + sum(system_tokens[:stable]),
+        tools_tokens + sum(system_tokens),
+    )
+
+
+def _group(
+    grouped: dict[tuple[str, str, str, str], list[int]],
+    contents: dict[tuple[str, str, str, str], list[str]],
+    p: Piece,
+) -> None:
+    key = (p.source, p.module, p.processor, p.slot)
+    entry = grouped.get(key)
+    if entry is None:
+        grouped[key] = [p.chars, p.tokens]
+    else:
         entry[0] += p.chars
         entry[1] += p.tokens
-        if include_content and p.content is not None:
-            contents.setdefault(key, []).append(p.content)
-    for (source, module, processor), (chars, tokens) in history.items():
-        key = (source, module, processor, "history")
-        entry = grouped.setdefault(key, [0, 0])
-        entry[0] += chars
-        entry[1] += tokens
+    if p.content is not None:
+        contents.setdefault(key, []).append(p.content)
+
+
+def _rows(
+    grouped: dict[tuple[str, str, str, str], list[int]],
+    contents: dict[tuple[str, str, str, str], list[str]],
+) -> tuple[SegmentRow, ...]:
+    rows: list[SegmentRow] = []
+    for key, (chars, tokens) in grouped.items():
+        texts = contents.get(key)
+        rows.append((*key, chars, tokens, "\n".join(texts) if texts is not None else None))
+    return tuple(rows)
+
+
+def _history_rows(
+    pieces: list[Piece], view: ModelView[Any], *, include_content: bool
+) -> Sequence[SegmentRow]:
+    """Rows for the history: turn-only replacement pieces, then the view's running totals."""
+    if not pieces and not include_content:  # the usual compile: the totals as they are
+        return [
+            (source, module, processor, "history", chars, tokens, None)
+            for (source, module, processor), (chars, tokens) in view.totals.items()
+        ]
+    grouped: dict[tuple[str, str, str, str], list[int]] = {}
+    contents: dict[tuple[str, str, str, str], list[str]] = {}
+    for p in pieces:
+        _group(grouped, contents, p)
     if include_content:
         for index in range(len(view)):
             for p in view.pieces(index):
@@ -921,18 +1001,12 @@ def _segments(
                     contents.setdefault((p.source, p.module, p.processor, "history"), []).append(
                         p.content
                     )
-    total = sum(t for _, t in grouped.values()) or 1
-    return tuple(
-        Segment(
-            source=key[0],
-            module=key[1],
-            processor=key[2],
-            slot=key[3],
-            chars=chars,
-            tokens=tokens,
-            share=tokens / total,
-            content="\n".join(contents[key]) if key in contents else None,
-        )
-        for key, (chars, tokens) in grouped.items()
-        if chars or tokens
-    )
+    for (source, module, processor), (chars, tokens) in view.totals.items():
+        key = (source, module, processor, "history")
+        entry = grouped.get(key)
+        if entry is None:
+            grouped[key] = [chars, tokens]
+        else:
+            entry[0] += chars
+            entry[1] += tokens
+    return _rows(grouped, contents)

@@ -20,9 +20,9 @@ which ``mainspring report`` reads back.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from mainspring.errors import TelemetryError
 from mainspring.usage import Usage
@@ -32,9 +32,12 @@ __all__ = [
     "CallSnapshot",
     "CostEstimate",
     "Segment",
+    "SegmentRow",
+    "Segments",
     "SessionSummary",
     "SessionTotals",
     "TurnSnapshot",
+    "segment_tokens_by_source",
     "usage_from_dict",
     "usage_to_dict",
 ]
@@ -116,6 +119,123 @@ class Segment:
         )
 
 
+SegmentRow = tuple[str, str, str, str, int, int, str | None]
+"""A segment as plain data: (source, module, processor, slot, chars, tokens, content)."""
+
+
+class Segments(Sequence[Segment]):
+    """A request's segments, kept as rows; the :class:`Segment` objects are built on first read.
+
+    A compile yields one per request, and most are only summed (``tokens``,
+    ``chars``, tokens per source), so the figures stay plain numbers until
+    someone indexes or iterates. Immutable; compares equal to (and hashes
+    like) the tuple of its segments. ``share`` is each row's tokens over the
+    request's tokens.
+    """
+
+    __slots__ = ("_built", "_rows", "chars", "tokens")
+
+    tokens: int
+    """Sum of the segments' tokens."""
+    chars: int
+    """Sum of the segments' characters."""
+
+    def __init__(self, rows: Iterable[SegmentRow] = ()) -> None:
+        """Keep ``rows`` (in order); rows with neither chars nor tokens are dropped."""
+        self._keep((), 0, 0, rows)
+
+    def plus(self, rows: Iterable[SegmentRow]) -> Segments:
+        """These segments followed by ``rows`` (empty rows dropped), without re-reading these."""
+        joined = object.__new__(Segments)
+        joined._keep(self._rows, self.chars, self.tokens, rows)
+        return joined
+
+    def _keep(
+        self, head: tuple[SegmentRow, ...], chars: int, tokens: int, rows: Iterable[SegmentRow]
+    ) -> None:
+        kept: list[SegmentRow] = []
+        for row in rows:
+            if len(row) != 7:
+                raise ValueError(
+                    f"a segment row is (source, module, processor, slot, chars, tokens, "
+                    f"content), got {row!r}"
+                )
+            if row[4] or row[5]:
+                kept.append(row)
+                chars += row[4]
+                tokens += row[5]
+        self._rows = head + tuple(kept) if head else tuple(kept)
+        self._built: tuple[Segment, ...] | None = None
+        self.chars = chars
+        self.tokens = tokens
+
+    @property
+    def rows(self) -> tuple[SegmentRow, ...]:
+        """The segments as plain rows, in order."""
+        return self._rows
+
+    def by_source(self, into: dict[str, int] | None = None) -> dict[str, int]:
+        """Tokens per source, added to ``into`` (a new dict by default)."""
+        totals = {} if into is None else into
+        for row in self._rows:
+            totals[row[0]] = totals.get(row[0], 0) + row[5]
+        return totals
+
+    def _segments(self) -> tuple[Segment, ...]:
+        built = self._built
+        if built is None:
+            total = self.tokens or 1
+            built = self._built = tuple(
+                Segment(
+                    source=source,
+                    module=module,
+                    processor=processor,
+                    slot=slot,
+                    chars=chars,
+                    tokens=tokens,
+                    share=tokens / total,
+                    content=content,
+                )
+                for source, module, processor, slot, chars, tokens, content in self._rows
+            )
+        return built
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Segment: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Segment, ...]: ...
+    def __getitem__(self, index: int | slice) -> Segment | tuple[Segment, ...]:
+        return self._segments()[index]
+
+    def __iter__(self) -> Iterator[Segment]:
+        return iter(self._segments())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Segments):
+            return self._rows == other._rows
+        if isinstance(other, tuple):  # it stands in for a tuple of segments
+            return len(other) == len(self._rows) and self._segments() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._segments())
+
+    def __repr__(self) -> str:
+        return f"Segments({list(self._segments())!r})"
+
+
+def segment_tokens_by_source(segments: Sequence[Segment], into: dict[str, int]) -> None:
+    """Add each segment's tokens to ``into`` by source (rows only, for :class:`Segments`)."""
+    if isinstance(segments, Segments):
+        segments.by_source(into)
+        return
+    for seg in segments:
+        into[seg.source] = into.get(seg.source, 0) + seg.tokens
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CostEstimate:
     """What a call or turn cost, and by which price data."""
@@ -150,7 +270,8 @@ class CallSnapshot:
     tokenizer: str
     exact: bool
     """Whether the tokenizer is the model family's own (else an estimate)."""
-    segments: tuple[Segment, ...]
+    segments: Sequence[Segment]
+    """The request by source / module / processor (a :class:`Segments` when compiled)."""
     chars: int
     tokens: int
     """Sum of the segments' tokens."""
@@ -232,8 +353,11 @@ class TurnSnapshot:
     @property
     def usage(self) -> Usage:
         """The provider's usage over the turn's calls."""
+        calls = self.calls
+        if len(calls) == 1:
+            return calls[0].usage
         total = Usage()
-        for call in self.calls:
+        for call in calls:
             total = total + call.usage
         return total
 
@@ -257,8 +381,7 @@ class TurnSnapshot:
         """Tokens per source over the turn's calls."""
         totals: dict[str, int] = {}
         for call in self.calls:
-            for seg in call.segments:
-                totals[seg.source] = totals.get(seg.source, 0) + seg.tokens
+            segment_tokens_by_source(call.segments, totals)
         return totals
 
     def to_dict(self) -> dict[str, Any]:
@@ -381,13 +504,15 @@ class SessionTotals:
 
     def add(self, snapshot: TurnSnapshot) -> None:
         """Count one more turn."""
+        calls = snapshot.calls
         self.turns += 1
-        self.calls += len(snapshot.calls)
-        self.tokens += snapshot.tokens
+        self.calls += len(calls)
+        by_source = self.by_source
+        for call in calls:
+            self.tokens += call.tokens
+            segment_tokens_by_source(call.segments, by_source)
         self.usage = self.usage + snapshot.usage
         self.cost_usd += snapshot.cost_usd
-        for source, tokens in snapshot.by_source().items():
-            self.by_source[source] = self.by_source.get(source, 0) + tokens
         if self.started_at is None:
             self.started_at = snapshot.started_at
 
