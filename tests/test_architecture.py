@@ -18,6 +18,7 @@ RANKS: dict[str, int] = {
     "_background": 0,
     "_relay": 0,
     "_lazy": 0,
+    "_json": 0,
     "_version": 0,
     "thinking": 0,
     "messages": 1,

@@ -22,9 +22,9 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-from pydantic import JsonValue
 
 from mainspring._arguments import clip
+from mainspring._json import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import Decision, canonical_input_hash
 from mainspring.errors import ToolInputError

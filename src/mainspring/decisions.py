@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
 
-from pydantic import JsonValue
+from mainspring._json import JsonValue
 
 __all__ = [
     "Approve",

@@ -23,25 +23,13 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from mainspring._background import spawn
-from mainspring._decide import check_regenerable, validate_decision
-from mainspring._journal import Journal
-from mainspring._loop import Loop, error_event
-from mainspring._recovery import recover_interrupted
-from mainspring._relay import Relay
 from mainspring._steering import SteeringQueue, SteerMode
-from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
-from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.cost import CostTracker
-from mainspring.decisions import (
-    Decision,
-    decision_record,
-)
 from mainspring.errors import (
     ConfigError,
     DecisionConflict,
@@ -58,11 +46,17 @@ from mainspring.events import (
     TurnComplete,
 )
 from mainspring.messages import Message
-from mainspring.replay import has_terminal, synthesize_terminal
-from mainspring.result import RunResult, result_of
-from mainspring.state import SessionState, StateView, WriteRecord
-from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
+
+if TYPE_CHECKING:  # the run-time machinery loads when a session is built or first runs
+    from mainspring._journal import Journal
+    from mainspring._loop import Loop
+    from mainspring._relay import Relay
+    from mainspring.context.lifecycle import CompilerRegistry
+    from mainspring.decisions import Decision
+    from mainspring.result import RunResult
+    from mainspring.state import SessionState, StateView, WriteRecord
+    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 
 __all__ = ["Session"]
 
@@ -124,6 +118,9 @@ class Session:
             raise ConfigError("buffer_events must be at least 1")
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
+        from mainspring.context.lifecycle import CompilerRegistry
+        from mainspring.state import SessionState
+
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or str(uuid.uuid4()), agent_name=agent.name
@@ -211,6 +208,8 @@ class Session:
     @property
     def state(self) -> StateView:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
+        from mainspring.state import StateView
+
         return StateView(self._state)
 
     # ------------------------------------------------------------- the API
@@ -270,6 +269,9 @@ class Session:
             InputChanged: The decision names an ``input_hash`` that is not the
                 pending input's (the input changed after it was shown).
         """
+        from mainspring._decide import validate_decision
+        from mainspring.decisions import decision_record
+
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         final_input = validate_decision(self.agent, self._state, attempt_id, decision)
@@ -351,6 +353,8 @@ class Session:
             ApprovalError: Its tool has no ``regenerate`` hook.
             SessionBusy: A run is active.
         """
+        from mainspring._decide import check_regenerable
+
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         check_regenerable(self.agent, self._state, attempt_id)
@@ -415,6 +419,8 @@ class Session:
             RunFailed: The run ended with an ``error`` event.
             ConfigError: Both a message and a decision, or neither.
         """
+        from mainspring.result import result_of
+
         if (message is None) == (decision is None) or (decision is None) != (attempt_id is None):
             raise ConfigError("run() takes a message, or an attempt_id with its decision")
         if decision is not None:
@@ -512,6 +518,8 @@ class Session:
         await self.save()
 
     def _recover_state(self) -> list[WriteRecord]:
+        from mainspring._recovery import recover_interrupted
+
         unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
         if unknown:
             log.warning(
@@ -599,6 +607,11 @@ class Session:
         *,
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
+        from mainspring._background import spawn
+        from mainspring._journal import Journal
+        from mainspring._loop import Loop, error_event
+        from mainspring._relay import Relay
+
         await self._begin(check)
         store = self.checkpoint_store
         relay: Relay[Event] = Relay(self.buffer_events)
@@ -684,6 +697,8 @@ class Session:
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
+        from mainspring._tasks import TaskGroup
+
         lease = anyio.CancelScope()
         try:
             with abort:
@@ -726,6 +741,8 @@ class Session:
                 self._running = False
 
     async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
+        from mainspring.replay import has_terminal, synthesize_terminal
+
         events = await store.load(stream_id)
         if not events and self._state.active_stream != stream_id:
             ended = await self._ended_terminal(stream_id)

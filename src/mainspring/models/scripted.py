@@ -24,8 +24,8 @@ from typing import Literal, TypeAlias
 
 import anyio
 import anyio.lowlevel
-from pydantic import JsonValue
 
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError, ModelError, ModelOutputError
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (
