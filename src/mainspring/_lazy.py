@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
-__all__ = ["lazy_attributes"]
+__all__ = ["lazy_attributes", "lazy_module"]
 
 
 def lazy_attributes(
@@ -26,3 +29,23 @@ def lazy_attributes(
         return sorted(set(namespace) | set(names))
 
     return __getattr__, __dir__
+
+
+def lazy_module(name: str) -> ModuleType:
+    """Module ``name``, executed on its first attribute access (importlib's ``LazyLoader``).
+
+    For a module only running code needs, so that importing ours does not load
+    it; an already imported module is returned as it is.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no module named {name!r}", name=name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module

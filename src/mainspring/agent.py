@@ -14,7 +14,6 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from mainspring.context.options import ContextOptions
-from mainspring.cost import ModelPrice
 from mainspring.errors import ConfigError
 from mainspring.hooks import AutoExecuted, Hooks
 from mainspring.models.base import Model, ModelSettings, ToolSpec
@@ -28,6 +27,7 @@ if TYPE_CHECKING:  # the context pipeline loads when a session builds its compil
     from mainspring.context.compiler import ContextCompiler
     from mainspring.context.layers import TextSource
     from mainspring.context.pipeline import Module, Processor
+    from mainspring.cost import ModelPrice
     from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
@@ -94,7 +94,7 @@ class Agent:
     """Deprecated: ``limits=Limits(max_steps=…)`` (it counts model steps, not turns)."""
     budget_usd: float | None = None
     """Deprecated: ``limits=Limits(budget_usd=…)``."""
-    prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
     context_block: TextSource | None = None

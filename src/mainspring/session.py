@@ -17,19 +17,14 @@ If you may stop iterating early, close it deterministically
 
 from __future__ import annotations
 
-import logging
-import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
-from mainspring._steering import SteeringQueue, SteerMode
+from mainspring._lazy import lazy_module
 from mainspring.agent import Agent
-from mainspring.cost import CostTracker
 from mainspring.errors import (
     ConfigError,
     DecisionConflict,
@@ -49,18 +44,30 @@ from mainspring.messages import Message
 from mainspring.usage import Usage
 
 if TYPE_CHECKING:  # the run-time machinery loads when a session is built or first runs
+    import logging
+    import uuid
+
+    import anyio
+
     from mainspring._journal import Journal
     from mainspring._loop import Loop
     from mainspring._relay import Relay
+    from mainspring._steering import SteerMode
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.decisions import Decision
     from mainspring.result import RunResult
     from mainspring.state import SessionState, StateView, WriteRecord
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+else:  # loaded on first use
+    anyio = lazy_module("anyio")
+    logging = lazy_module("logging")
+    uuid = lazy_module("uuid")
 
 __all__ = ["Session"]
 
-log = logging.getLogger("mainspring.session")
+
+def _log() -> logging.Logger:
+    return logging.getLogger("mainspring.session")
 
 
 class Session:
@@ -118,7 +125,9 @@ class Session:
             raise ConfigError("buffer_events must be at least 1")
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
+        from mainspring._steering import SteeringQueue
         from mainspring.context.lifecycle import CompilerRegistry
+        from mainspring.cost import CostTracker
         from mainspring.state import SessionState
 
         self.agent = agent
@@ -522,7 +531,7 @@ class Session:
 
         unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
         if unknown:
-            log.warning(
+            _log().warning(
                 "session %s: writes of unknown outcome after a crash: %s",
                 self.session_id,
                 ", ".join(f"{r.tool} {r.key} attempt={r.attempt_id}" for r in unknown),
@@ -568,10 +577,10 @@ class Session:
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out
-                log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
+                _log().warning("session %s: could not renew the run lock: %s", self.session_id, exc)
                 continue
             if not kept:
-                log.error("session %s: lost the run lock", self.session_id)
+                _log().error("session %s: lost the run lock", self.session_id)
                 return
 
     async def _release(self) -> None:
@@ -731,12 +740,12 @@ class Session:
             if journal is None or not journal.ended:
                 await self.save()  # unless the terminal's commit recorded the end already
         except StoreError as exc:  # the terminal event is out; a new load recovers
-            log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
+            _log().error("session %s: could not save at the end of a run: %s", self.session_id, exc)
         finally:
             try:
                 await self._release()
             except StoreError as exc:  # the lease expires by itself
-                log.error("session %s: could not release the run lock: %s", self.session_id, exc)
+                _log().error("session %s: could not release the run lock: %s", self.session_id, exc)
             finally:
                 self._running = False
 

@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import anyio.to_thread
-
 from mainspring._json import JsonValue
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
-from mainspring.tools.context import ToolContext
 from mainspring.tools.policy import (
     DEFAULT_MAX_RESULT_CHARS,
     Details,
@@ -39,6 +35,8 @@ from mainspring.tools.policy import (
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
+
+    from mainspring.tools.context import ToolContext
 
 __all__ = ["Tool", "ToolOutput", "client_tool", "tool"]
 
@@ -142,6 +140,8 @@ class Tool:
         if self.is_async:
             result = await self.fn(**kwargs)
         else:
+            import anyio.to_thread  # lazy: `import mainspring` does not load anyio
+
             result = await anyio.to_thread.run_sync(
                 functools.partial(self.fn, **kwargs), abandon_on_cancel=self.policy.read_only
             )
@@ -162,6 +162,8 @@ def to_output(result: object) -> ToolOutput:
         return ToolOutput(content=result)
     if result is None:
         return ToolOutput(content="")
+    import json
+
     from pydantic import BaseModel  # lazy: `import mainspring` does not load pydantic
     from pydantic_core import to_jsonable_python
 
@@ -246,6 +248,8 @@ def _model_from_signature(
     fn: Callable[..., Any], tool_name: str, param_docs: dict[str, str]
 ) -> tuple[type[BaseModel], str | None]:
     from pydantic import ConfigDict, Field, create_model  # lazy: loads when a tool is defined
+
+    from mainspring.tools.context import ToolContext
 
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
