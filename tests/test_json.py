@@ -65,7 +65,7 @@ def test_a_value_that_is_not_json_is_refused(bad: object) -> None:
         decode(PendingAction, {**_pending(), "input": {"x": bad}})
 
 
-def _pending() -> dict[str, object]:
+def _pending() -> dict[str, JsonValue]:
     event = PendingAction(
         attempt_id="a",
         tool_use_id="t",

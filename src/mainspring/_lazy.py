@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -31,21 +30,21 @@ def lazy_attributes(
     return __getattr__, __dir__
 
 
+class _LazyModule(ModuleType):
+    """Stands for a module until an attribute is first read from it."""
+
+    def __getattr__(self, name: str) -> Any:  # only for names not fetched yet
+        value = getattr(importlib.import_module(self.__name__), name)
+        setattr(self, name, value)  # the next lookup is a plain attribute
+        return value
+
+
 def lazy_module(name: str) -> ModuleType:
-    """Module ``name``, executed on its first attribute access (importlib's ``LazyLoader``).
+    """Module ``name``, imported when an attribute is first read from what this returns.
 
     For a module only running code needs, so that importing ours does not load
-    it; an already imported module is returned as it is.
+    it. The import is an ordinary one (thread-safe, under the import lock), the
+    first time any thread needs it; ``sys.modules`` is not touched before.
     """
     module = sys.modules.get(name)
-    if module is not None:
-        return module
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"no module named {name!r}", name=name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    return module if module is not None else _LazyModule(name)
