@@ -20,6 +20,7 @@ RANKS: dict[str, int] = {
     "_relay": 1,  # above _wakeup
     "_wakeup": 0,
     "_lazy": 0,
+    "_json": 0,
     "_version": 0,
     "thinking": 0,
     "messages": 1,
@@ -157,3 +158,77 @@ def test_the_toolkits_export_what_they_list() -> None:
 
     for name in toolkits.__all__:
         assert hasattr(toolkits, name), name
+
+
+PROGRAM_NAMES = (
+    "Agent, Approve, Message, PendingAction, ScriptedModel, Session, TextDelta, ToolResult, "
+    "TurnComplete, tool"
+)
+"""What a program imports to define an agent and run a session."""
+
+DEFERRED = (
+    "pydantic",
+    "anyio",
+    "asyncio",
+    "logging",
+    "uuid",
+    "hashlib",
+    "mainspring._loop",
+    "mainspring._dispatch",
+    "mainspring._journal",
+    "mainspring.codec",
+    "mainspring.state",
+    "mainspring.stores",
+    "mainspring.context.compiler",
+    "mainspring.context.transcript",
+    "mainspring.tokens",
+    "mainspring.tools.context",
+    "mainspring.models.routing",
+)
+"""Loaded when something first needs them (a tool defined, a session built or run), not
+by importing the names: they are most of the import time (issue 12 targets <= 100 ms)."""
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"import sys; {code}; print(' '.join(m for m in {DEFERRED!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return out.stdout.split()
+
+
+def test_the_names_a_program_uses_load_no_run_time_machinery() -> None:
+    assert _loaded_after(f"from mainspring import {PROGRAM_NAMES}") == []
+
+
+def test_a_cold_process_loads_what_it_defers_when_a_session_runs() -> None:
+    code = f"""
+from mainspring import {PROGRAM_NAMES}
+from mainspring.models import ScriptedCall, ScriptedResponse
+
+@tool(read_only=True)
+def balance(account: str) -> dict[str, float]:
+    '''The balance of an account.'''
+    return {{"usd": 42.0}}
+
+@tool(permission="confirm")
+def pay(to: str, amount: float) -> str:
+    '''Pay someone.'''
+    return "paid " + to
+
+model = ScriptedModel([
+    ScriptedResponse(tool_calls=[ScriptedCall("balance", {{"account": "main"}})]),
+    ScriptedResponse(tool_calls=[ScriptedCall("pay", {{"to": "alice", "amount": 5}})]),
+    "Paid.",
+])
+session = Session(Agent(model=model, tools=[balance, pay]))
+first = session.run_sync("pay alice")
+assert first.pending is not None and isinstance(first.pending, PendingAction), first
+done = session.run_sync(attempt_id=first.pending.attempt_id, decision=Approve())
+assert done.text == "Paid.", done
+print("ran")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["ran"]

@@ -9,8 +9,7 @@ the action, and edits touch only modifiable fields and stay valid.
 
 from __future__ import annotations
 
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import (
     Approve,

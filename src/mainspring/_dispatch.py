@@ -22,8 +22,8 @@ from typing import Any, Literal, Protocol
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-from pydantic import JsonValue
 
+from mainspring._json import JsonValue
 from mainspring._results import (
     ERROR_LIMIT,
     details_of,

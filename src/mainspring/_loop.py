@@ -31,10 +31,10 @@ from typing import Any, Protocol, cast
 
 import anyio
 import anyio.lowlevel
-from pydantic import JsonValue
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
+from mainspring._json import JsonValue
 from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent

@@ -12,9 +12,9 @@ import inspect
 from collections.abc import Mapping
 
 import anyio.to_thread
-from pydantic import JsonValue
 
 from mainspring._arguments import clip
+from mainspring._json import JsonValue
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Details, Preview, Summarize
 

@@ -13,30 +13,22 @@ from dataclasses import dataclass, field, replace
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
-from mainspring.context.accounting import Accounting
-from mainspring.context.compaction import Compaction, Summarizer
-from mainspring.context.compiler import ContextCompiler
-from mainspring.context.history import Microcompact
-from mainspring.context.layers import (
-    BaseSystemPrompt,
-    ContextBlock,
-    MemoryRecall,
-    SkillRecipe,
-    TextSource,
-)
 from mainspring.context.options import ContextOptions
-from mainspring.context.pipeline import Module, Processor
-from mainspring.cost import ModelPrice
 from mainspring.errors import ConfigError
-from mainspring.guards import Guard
 from mainspring.hooks import AutoExecuted, Hooks
 from mainspring.models.base import Model, ModelSettings, ToolSpec
-from mainspring.models.registry import model_from_string
 from mainspring.permissions import PermissionRules
 from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the context pipeline loads when a session builds its compiler
+    from mainspring.context.accounting import Accounting
+    from mainspring.context.compaction import Summarizer
+    from mainspring.context.compiler import ContextCompiler
+    from mainspring.context.layers import TextSource
+    from mainspring.context.pipeline import Module, Processor
+    from mainspring.cost import ModelPrice
+    from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
 
@@ -102,7 +94,7 @@ class Agent:
     """Deprecated: ``limits=Limits(max_steps=…)`` (it counts model steps, not turns)."""
     budget_usd: float | None = None
     """Deprecated: ``limits=Limits(budget_usd=…)``."""
-    prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     """USD per million tokens by model name."""
     model_settings: ModelSettings = ModelSettings()
     context_block: TextSource | None = None
@@ -135,6 +127,8 @@ class Agent:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
+            from mainspring.models.registry import model_from_string
+
             object.__setattr__(self, "model", model_from_string(self.model))
         self._fold_deprecated_limits()
         self._fold_deprecated_context()
@@ -219,6 +213,17 @@ class Agent:
         It holds the five layers, microcompact, compaction and the agent's own
         modules.
         """
+        from mainspring.context.compaction import Compaction
+        from mainspring.context.compiler import ContextCompiler
+        from mainspring.context.history import Microcompact
+        from mainspring.context.layers import (
+            BaseSystemPrompt,
+            ContextBlock,
+            MemoryRecall,
+            SkillRecipe,
+        )
+        from mainspring.context.pipeline import Module
+
         processors: list[Processor] = []
         if self.instructions:
             processors.append(BaseSystemPrompt(self.instructions))

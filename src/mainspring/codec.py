@@ -1,18 +1,18 @@
 """The one JSON codec for messages and events.
 
-Built on pydantic ``TypeAdapter`` over the discriminated unions, created on
-first use so that ``import mainspring`` stays cheap. Every wire format
+Built on pydantic ``TypeAdapter`` over the discriminated unions, created (and
+pydantic imported) on first use so that ``import mainspring`` stays cheap. Every wire format
 (SSE, checkpoints, session stores) goes through these functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import Field, JsonValue, TypeAdapter, ValidationError
-
+from mainspring._json import JsonValue
 from mainspring.errors import StoreError
 from mainspring.events import (
     ErrorEvent,
@@ -26,6 +26,9 @@ from mainspring.events import (
     ToolStart,
 )
 from mainspring.messages import Message
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "decode",
@@ -47,11 +50,17 @@ _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 def _adapter(tp: Any) -> TypeAdapter[Any]:
     adapter = _ADAPTERS.get(tp)
     if adapter is None:
+        from pydantic import TypeAdapter  # lazy: pydantic loads with the first codec use
+
         adapter = _ADAPTERS[tp] = TypeAdapter(tp)
     return adapter
 
 
-_EVENT = Annotated[Event, Field(discriminator="type")]
+@functools.cache
+def _event_adapter() -> TypeAdapter[Any]:
+    from pydantic import Field
+
+    return _adapter(Annotated[Event, Field(discriminator="type")])
 
 
 def encode(value: object) -> JsonValue:
@@ -93,13 +102,13 @@ def event_to_dict(event: Event) -> dict[str, JsonValue]:
     fields = _FLAT.get(type(event))
     if fields is not None:
         return {name: getattr(event, name) for name in fields}
-    data: dict[str, JsonValue] = _adapter(_EVENT).dump_python(event, mode="json")
+    data: dict[str, JsonValue] = _event_adapter().dump_python(event, mode="json")
     return data
 
 
 def event_from_dict(data: object) -> Event:
     """Rebuild an event from :func:`event_to_dict` output."""
-    event: Event = _adapter(_EVENT).validate_python(data)
+    event: Event = _event_adapter().validate_python(data)
     return event
 
 
@@ -116,7 +125,7 @@ def event_from_json(text: str | bytes) -> Event:
     """
     try:
         return event_from_dict(json.loads(text))
-    except (ValueError, ValidationError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
         raise StoreError(f"not a valid event: {exc}") from exc
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
 
-from pydantic import JsonValue
+from mainspring._json import JsonValue
 
 __all__ = [
     "Approve",
@@ -97,5 +96,7 @@ def canonical_input_hash(input: dict[str, JsonValue]) -> str:
     for one hash must be refused for an input with another (the input changed
     after it was shown).
     """
+    import hashlib  # lazy: loads OpenSSL, and only a paused call needs it
+
     text = json.dumps(input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from pydantic import JsonValue
-
 from mainspring._frozen import fast_init
+from mainspring._json import JsonValue
 from mainspring.thinking import EvalItem
 from mainspring.usage import Usage
 

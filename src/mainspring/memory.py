@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import anyio
-from pydantic import JsonValue
 
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:

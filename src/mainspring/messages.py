@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from pydantic import JsonValue
-
 from mainspring._frozen import fast_init
+from mainspring._json import JsonValue
 
 __all__ = [
     "ImagePart",

@@ -20,8 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 from mainspring.events import Finding
 from mainspring.tools.define import Tool

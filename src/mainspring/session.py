@@ -17,31 +17,14 @@ If you may stop iterating early, close it deterministically
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
-from mainspring._background import spawn
-from mainspring._decide import check_regenerable, validate_decision
-from mainspring._journal import Journal
-from mainspring._loop import Loop, error_event
-from mainspring._recovery import recover_interrupted
-from mainspring._relay import Relay
-from mainspring._steering import SteeringQueue, SteerMode
-from mainspring._tasks import TaskGroup
-from mainspring._wakeup import Wakeup
+from mainspring._lazy import lazy_module
 from mainspring.agent import Agent
-from mainspring.context.lifecycle import CompilerRegistry
-from mainspring.cost import CostTracker
-from mainspring.decisions import (
-    Decision,
-    decision_record,
-)
 from mainspring.errors import (
     ConfigError,
     DecisionConflict,
@@ -59,15 +42,32 @@ from mainspring.events import (
     TurnComplete,
 )
 from mainspring.messages import Message
-from mainspring.replay import has_terminal, synthesize_terminal
-from mainspring.result import RunResult, result_of
-from mainspring.state import SessionState, StateView, WriteRecord, new_uuid4
-from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 from mainspring.usage import Usage
+
+if TYPE_CHECKING:  # the run-time machinery loads when a session is built or first runs
+    import logging
+
+    import anyio
+
+    from mainspring._journal import Journal
+    from mainspring._loop import Loop
+    from mainspring._relay import Relay
+    from mainspring._steering import SteerMode
+    from mainspring._wakeup import Wakeup
+    from mainspring.context.lifecycle import CompilerRegistry
+    from mainspring.decisions import Decision
+    from mainspring.result import RunResult
+    from mainspring.state import SessionState, StateView, WriteRecord
+    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+else:  # loaded on first use
+    anyio = lazy_module("anyio")
+    logging = lazy_module("logging")
 
 __all__ = ["Session"]
 
-log = logging.getLogger("mainspring.session")
+
+def _log() -> logging.Logger:
+    return logging.getLogger("mainspring.session")
 
 
 class Session:
@@ -125,6 +125,11 @@ class Session:
             raise ConfigError("buffer_events must be at least 1")
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
+        from mainspring._steering import SteeringQueue
+        from mainspring.context.lifecycle import CompilerRegistry
+        from mainspring.cost import CostTracker
+        from mainspring.state import SessionState, new_uuid4
+
         self.agent = agent
         self._state = state or SessionState(
             session_id=session_id or new_uuid4(), agent_name=agent.name
@@ -186,6 +191,8 @@ class Session:
     def owner(self) -> str:
         """This worker's name in the run lock (a UUID4 unless given; drawn on first use)."""
         if self._owner is None:
+            from mainspring.state import new_uuid4
+
             self._owner = new_uuid4()
         return self._owner
 
@@ -222,6 +229,8 @@ class Session:
     @property
     def state(self) -> StateView:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
+        from mainspring.state import StateView
+
         return StateView(self._state)
 
     # ------------------------------------------------------------- the API
@@ -281,6 +290,9 @@ class Session:
             InputChanged: The decision names an ``input_hash`` that is not the
                 pending input's (the input changed after it was shown).
         """
+        from mainspring._decide import validate_decision
+        from mainspring.decisions import decision_record
+
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         final_input = validate_decision(self.agent, self._state, attempt_id, decision)
@@ -362,6 +374,8 @@ class Session:
             ApprovalError: Its tool has no ``regenerate`` hook.
             SessionBusy: A run is active.
         """
+        from mainspring._decide import check_regenerable
+
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         check_regenerable(self.agent, self._state, attempt_id)
@@ -426,6 +440,8 @@ class Session:
             RunFailed: The run ended with an ``error`` event.
             ConfigError: Both a message and a decision, or neither.
         """
+        from mainspring.result import result_of
+
         if (message is None) == (decision is None) or (decision is None) != (attempt_id is None):
             raise ConfigError("run() takes a message, or an attempt_id with its decision")
         if decision is not None:
@@ -523,9 +539,11 @@ class Session:
         await self.save()
 
     def _recover_state(self) -> list[WriteRecord]:
+        from mainspring._recovery import recover_interrupted
+
         unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
         if unknown:
-            log.warning(
+            _log().warning(
                 "session %s: writes of unknown outcome after a crash: %s",
                 self.session_id,
                 ", ".join(f"{r.tool} {r.key} attempt={r.attempt_id}" for r in unknown),
@@ -571,7 +589,7 @@ class Session:
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out
-                log.warning("session %s: could not renew the run lock: %s", self.session_id, exc)
+                _log().warning("session %s: could not renew the run lock: %s", self.session_id, exc)
                 continue
             if not kept:
                 if not stop.is_set():  # (else the run's last commit dropped it meanwhile)
@@ -597,7 +615,7 @@ class Session:
 
     def _lose_lease(self, why: str) -> None:
         """The run no longer owns the session: it stops and records nothing more."""
-        log.error("session %s: lost the run lock: %s", self.session_id, why)
+        _log().error("session %s: lost the run lock: %s", self.session_id, why)
         self._lease_lost = True
         reason = f"session {self.session_id!r}: this run lost its lock ({why})"
         if self._journal is not None:
@@ -639,6 +657,13 @@ class Session:
         *,
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
+        from mainspring._background import spawn
+        from mainspring._journal import Journal
+        from mainspring._loop import Loop, error_event
+        from mainspring._relay import Relay
+        from mainspring._wakeup import Wakeup
+        from mainspring.state import new_uuid4
+
         await self._begin(check)
         store = self.checkpoint_store
         relay: Relay[Event] = Relay(self.buffer_events)
@@ -734,6 +759,8 @@ class Session:
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
+        from mainspring._tasks import TaskGroup
+
         writer = journal is not None and self.checkpoint_store is not None
         try:
             with abort:
@@ -785,17 +812,19 @@ class Session:
             elif journal is None or not journal.ended:
                 await self.save()  # unless the terminal's commit recorded the end already
         except StoreError as exc:  # the terminal event is out; a new load recovers
-            log.error("session %s: could not save at the end of a run: %s", self.session_id, exc)
+            _log().error("session %s: could not save at the end of a run: %s", self.session_id, exc)
         finally:
             try:
                 if journal is None or not journal.released:  # (its end's commit dropped it)
                     await self._release()
             except StoreError as exc:  # the lease expires by itself
-                log.error("session %s: could not release the run lock: %s", self.session_id, exc)
+                _log().error("session %s: could not release the run lock: %s", self.session_id, exc)
             finally:
                 self._running = False
 
     async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
+        from mainspring.replay import has_terminal, synthesize_terminal
+
         events = await store.load(stream_id)
         if not events and self._state.active_stream != stream_id:
             ended = await self._ended_terminal(stream_id)

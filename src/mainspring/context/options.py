@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from mainspring.context.accounting import Accounting
-from mainspring.context.compaction import Summarizer
-from mainspring.context.pipeline import Module
 from mainspring.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mainspring.context.accounting import Accounting
+    from mainspring.context.compaction import Summarizer
+    from mainspring.context.pipeline import Module
 
 __all__ = ["ContextOptions"]
 

@@ -13,9 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import JsonValue
-
 from mainspring._frozen import fast_init
+from mainspring._json import JsonValue
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import Message
 from mainspring.usage import Usage

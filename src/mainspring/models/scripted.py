@@ -17,15 +17,11 @@ model = ScriptedModel([
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-import anyio
-import anyio.lowlevel
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError, ModelError, ModelOutputError
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (
@@ -178,6 +174,8 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the next scripted response."""
+        import anyio.lowlevel  # lazy: importing the scripted model does not load anyio
+
         self.requests.append(request)
         response = await self._next(request)
         emitted = 0
@@ -209,6 +207,8 @@ class ScriptedModel:
         yield ModelStop(stop_reason=stop, model=self._name)
 
     def _events(self, response: ScriptedResponse) -> list[ModelEvent]:
+        import json
+
         events: list[ModelEvent] = []
         if response.thinking:
             events.extend(ThinkingDelta(text=p) for p in self._pieces(response.thinking))

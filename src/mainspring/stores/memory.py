@@ -9,8 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.codec import encode, event_to_dict
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord, state_from_stored

@@ -17,8 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
 from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespace
 from mainspring.principals import Caller

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, create_model
-from pydantic_core import to_jsonable_python
-
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
-from mainspring.tools.context import ToolContext
 from mainspring.tools.policy import (
     DEFAULT_MAX_RESULT_CHARS,
     Details,
@@ -37,6 +32,11 @@ from mainspring.tools.policy import (
     ToolPolicy,
     UsdAmount,
 )
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
+    from mainspring.tools.context import ToolContext
 
 __all__ = ["Tool", "ToolOutput", "client_tool", "tool"]
 
@@ -109,7 +109,7 @@ class Tool:
         if self.input_model is not None:
             try:
                 value = self.input_model.model_validate(args)
-            except ValidationError as exc:
+            except _validation_error() as exc:
                 raise _input_error(self.name, exc) from None
             dumped: dict[str, JsonValue] = value.model_dump(mode="json")
             return dumped, {name: getattr(value, name) for name in type(value).model_fields}
@@ -140,10 +140,18 @@ class Tool:
         if self.is_async:
             result = await self.fn(**kwargs)
         else:
+            import anyio.to_thread  # lazy: `import mainspring` does not load anyio
+
             result = await anyio.to_thread.run_sync(
                 functools.partial(self.fn, **kwargs), abandon_on_cancel=self.policy.read_only
             )
         return to_output(result)
+
+
+def _validation_error() -> type[ValidationError]:
+    from pydantic import ValidationError  # loaded already: an input model is pydantic's
+
+    return ValidationError
 
 
 def to_output(result: object) -> ToolOutput:
@@ -154,6 +162,11 @@ def to_output(result: object) -> ToolOutput:
         return ToolOutput(content=result)
     if result is None:
         return ToolOutput(content="")
+    import json
+
+    from pydantic import BaseModel  # lazy: `import mainspring` does not load pydantic
+    from pydantic_core import to_jsonable_python
+
     if isinstance(result, BaseModel):
         return ToolOutput(content=result.model_dump_json())
     return ToolOutput(content=json.dumps(to_jsonable_python(result), ensure_ascii=False))
@@ -234,6 +247,10 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, JsonValue]:
 def _model_from_signature(
     fn: Callable[..., Any], tool_name: str, param_docs: dict[str, str]
 ) -> tuple[type[BaseModel], str | None]:
+    from pydantic import ConfigDict, Field, create_model  # lazy: loads when a tool is defined
+
+    from mainspring.tools.context import ToolContext
+
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except NameError as exc:
@@ -256,7 +273,7 @@ def _model_from_signature(
         default = ... if param.default is param.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname)))
     model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
-    return typing.cast(type[BaseModel], model), ctx_param
+    return typing.cast("type[BaseModel]", model), ctx_param
 
 
 def _build(

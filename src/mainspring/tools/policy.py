@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
-from pydantic import JsonValue
-
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 
 __all__ = [
