@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from operator import attrgetter
 from typing import Any, Protocol, cast
@@ -35,24 +35,18 @@ import anyio.lowlevel
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
 from mainspring._json import JsonValue
+from mainspring._loop_resume import Answer, LoopResume, error_event, thinking_blocks
 from mainspring._steering import SteeringQueue, SteerMode
 from mainspring._tasks import TaskGroup
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
 from mainspring.cost import CostTracker
-from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
-    CheckpointCorrupt,
-    LeaseLost,
-    ModelError,
     ModelOutputError,
-    SchemaTooNew,
-    StoreError,
     ToolInputError,
 )
 from mainspring.events import (
-    ErrorEvent,
     Event,
     SteeringTaken,
     StopReason,
@@ -66,40 +60,17 @@ from mainspring.events import (
 from mainspring.hooks import call_hook
 from mainspring.messages import (
     Message,
-    Part,
-    TextPart,
     ThinkingPart,
     ToolCallPart,
 )
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
 from mainspring.thinking import parse_eval_summary
-from mainspring.tools.define import ToolOutput
-from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
 
 __all__ = ["Loop", "Paced", "error_event"]
 
 log = logging.getLogger("mainspring.loop")
-
-
-@dataclass(slots=True)
-class _Answer:
-    """The model's answer while it streams: what is not yet in the transcript."""
-
-    parts: list[Part] = field(default_factory=list[Part])
-    text: list[str] = field(default_factory=list[str])
-    stop: ModelStop | None = None
-    delta_ids: dict[int, str] = field(default_factory=dict[int, str])
-    """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
-    usage: Usage = Usage()
-    """What the provider reported so far (kept when the stream fails later)."""
-
-    def flush_text(self) -> None:
-        """Close the text being streamed into a text part."""
-        if self.text:
-            self.parts.append(TextPart(text="".join(self.text)))
-            self.text.clear()
 
 
 class Paced(Protocol):
@@ -115,7 +86,7 @@ class Paced(Protocol):
         ...
 
 
-class Loop:
+class Loop(LoopResume):
     """Runs one send or one resume of a session to its terminal event."""
 
     def __init__(
@@ -162,11 +133,11 @@ class Loop:
         self._scope: anyio.CancelScope | None = None
         self._stopped_by: Exception | None = None
         """The error a cancel carried (see :meth:`cancel`)."""
-        self._answer: _Answer | None = None
+        self._answer: Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
         self._unshared = 0.0
         """Spend of this run not yet added to the store's total (see _share_spend)."""
-        self._thinking = _thinking_blocks(state.messages) if state.turn is not None else 0
+        self._thinking = thinking_blocks(state.messages) if state.turn is not None else 0
         """The index of the turn's next thinking block (a resumed turn counts its own)."""
 
     @property
@@ -392,7 +363,7 @@ class Loop:
 
     async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
         """One model step: stream the answer; reads start as their calls close."""
-        self._answer = _Answer()
+        self._answer = Answer()
         turn.steps += 1
         turn.status = "streaming"
         turn.calls = []
@@ -444,7 +415,7 @@ class Loop:
         return usage, answer.stop
 
     async def _read(
-        self, request: ModelRequest, answer: _Answer, turn: Turn, reads: TaskGroup
+        self, request: ModelRequest, answer: Answer, turn: Turn, reads: TaskGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
         emit, pace = self.emit, self._pace
@@ -468,7 +439,7 @@ class Loop:
                     await pace.room()
         return answer.usage
 
-    def _on_model_event(self, event: ModelEvent, answer: _Answer) -> None:
+    def _on_model_event(self, event: ModelEvent, answer: Answer) -> None:
         kind = type(event)
         if kind is ToolCallDelta:
             assert isinstance(event, ToolCallDelta)
@@ -561,7 +532,7 @@ class Loop:
     # ---------------------------------------------------------------- dispatch
 
     async def _on_call(
-        self, end: ToolCallEnd, answer: _Answer, turn: Turn, reads: TaskGroup
+        self, end: ToolCallEnd, answer: Answer, turn: Turn, reads: TaskGroup
     ) -> None:
         """A call's arguments closed: give it an engine id, validate it, maybe start it."""
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
@@ -599,174 +570,3 @@ class Loop:
                 reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
             else:
                 dispatch.verdicts[call_id] = judged
-
-    # ------------------------------------------------------------------ resume
-
-    async def resume_turn(
-        self, attempt_id: str, decision: Decision, final_input: dict[str, JsonValue] | None
-    ) -> None:
-        """Apply a validated decision to the paused call, then go on with the turn."""
-        turn = self.turn
-        pending = turn.pending
-        assert turn.status == "paused" and pending is not None
-        assert pending.attempt_id == attempt_id
-        hints = tuple(f.message for f in pending.findings if f.action == "hint")
-        turn.pending = None
-        turn.status = "executing"
-        try:
-            await self.dispatch.save()  # the decision is consumed once this is on record
-        except BaseException:
-            # Not consumed: the turn stays paused on the claimed decision, which the
-            # host can post again (here or in a new process) to go on.
-            turn.pending, turn.status = pending, "paused"
-            raise
-        call = turn.calls[turn.position]
-        tool = self.agent.tool(call.name)
-        dispatch = self.dispatch
-        if pending.nested is not None and tool is not None:
-            # The call suspended on a nested run: it runs again and hands it the decision.
-            await dispatch.execute(
-                tool,
-                call,
-                turn,
-                None,
-                write=tool.policy.is_write,
-                decision=decision,
-                suspended_on=pending.nested,
-            )
-        elif isinstance(decision, Reject):
-            dispatch.fail(call, f"the user rejected this action: {decision.reason}")
-        elif isinstance(decision, ClientResult):
-            output = ToolOutput(content=decision.content, is_error=decision.is_error)
-            limit = 50_000
-            if tool is not None:
-                output = await dispatch.shorten(tool, output)
-                limit = max(tool.policy.max_result_chars, len(output.content))
-                if not output.is_error and tool.policy.post_write_refresh:
-                    output = await dispatch.refresh(tool, turn, output)
-                    limit = len(output.content)
-            dispatch.record(call, output, limit)
-        elif tool is None:
-            dispatch.fail(call, f"tool {call.name!r} is no longer available")
-        else:
-            assert final_input is not None
-            call.input = final_input
-            problem = await run_preflight(tool.policy, final_input)
-            if problem:
-                dispatch.fail(call, problem)
-            else:
-                await dispatch.execute(
-                    tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
-                )
-        if self.turn.status == "paused":  # the call (approved, or nested) waits on a nested run
-            await dispatch.save(defer=True)
-            await self._complete("pending_action")
-            return
-        turn.position += 1
-        await self._rest_of_step(turn)
-
-    async def _rest_of_step(self, turn: Turn) -> None:
-        """After the paused call: the step's other calls, then the next steps."""
-        dispatch = self.dispatch
-        if await dispatch.run_serial(turn):
-            await dispatch.save(defer=True)
-            await self._complete("pending_action")
-            return
-        self._commit_step(turn)
-        await dispatch.save(defer=True)
-        await self._steps()
-
-    async def regenerate_turn(self, attempt_id: str) -> None:
-        """A fresh input for the paused call; pause on it again, or go on if it was refused.
-
-        A hook that fails (or gives an invalid input) ends the stream with an
-        ``error`` event (``code="regenerate_failed"``) and leaves the pending
-        action as it was.
-        """
-        turn = self.turn
-        pending = turn.pending
-        assert turn.status == "paused" and pending is not None
-        assert pending.attempt_id == attempt_id
-        tool = self.agent.tool(pending.name)
-        assert tool is not None and tool.policy.regenerate is not None
-        call = turn.calls[turn.position]
-        before = call.input
-        try:
-            paused = await self.dispatch.regenerate(tool, turn)
-        except Exception as exc:
-            turn.pending, turn.status, call.input = pending, "paused", before
-            self.emit(
-                ErrorEvent(
-                    code="regenerate_failed",
-                    message=f"could not regenerate {pending.name!r}: {type(exc).__name__}: "
-                    f"{clip(str(exc), 500)}",
-                    attempt_id=attempt_id,
-                )
-            )
-            return
-        if paused:
-            await self.dispatch.save()
-            await self._complete("pending_action")
-            return
-        turn.position += 1
-        await self.dispatch.save()
-        await self._rest_of_step(turn)
-
-    # ------------------------------------------------------------------ repair
-
-    def _repair(self, reason: str, *, keep_partial: bool) -> None:
-        """Leave a valid transcript: every committed call gets a result."""
-        turn, answer = self.state.turn, self._answer
-        self._answer = None
-        if turn is None or turn.status == "paused":
-            return
-        fail = self.dispatch.fail
-        if turn.status == "streaming":
-            # The model's answer was cut: its calls never reach the transcript,
-            # but reads already started get a result event, as every start does.
-            for call in turn.calls:
-                if call.result is None and call.started:
-                    fail(call, f"tool {call.name!r} was interrupted: {reason}")
-            turn.calls = []
-            if answer is not None:
-                answer.flush_text()
-                text = [p for p in answer.parts if isinstance(p, TextPart)]
-                if keep_partial and text:
-                    self._append(
-                        Message(role="assistant", parts=tuple(text), meta={"partial": True})
-                    )
-            return
-        for call in turn.calls:
-            if call.result is None:
-                note = "was interrupted" if call.started else "did not run"
-                fail(call, f"tool {call.name!r} {note}: {reason}")
-        self._commit_step(turn)
-
-
-def _thinking_blocks(messages: list[Message]) -> int:
-    """Thinking blocks since the last user message: a resumed turn's next index."""
-    count = 0
-    for message in reversed(messages):
-        if message.role == "user":
-            break
-        count += sum(isinstance(p, ThinkingPart) for p in message.parts)
-    return count
-
-
-def error_event(exc: BaseException) -> ErrorEvent:
-    """The terminal ``error`` event for a run that failed with ``exc`` (typed by its class)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, ModelError):
-        code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
-        return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
-    if isinstance(exc, LeaseLost):
-        log.error("run stopped: %s", exc)
-        return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)
-    if isinstance(exc, StoreError):
-        # A store outage is worth retrying; corrupt or too-new data is not.
-        retryable = not isinstance(exc, CheckpointCorrupt | SchemaTooNew)
-        log.error("run stopped: a store failed: %s", exc)
-        return ErrorEvent(code="store_error", message=str(exc), retryable=retryable)
-    log.error("run failed", exc_info=exc)
-    return ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}")

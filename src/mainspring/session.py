@@ -18,27 +18,24 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from mainspring._lazy import lazy_module
+from mainspring._session_runs import SessionRuns
 from mainspring.agent import Agent
 from mainspring.errors import (
     ConfigError,
     DecisionConflict,
-    LeaseLost,
     SessionBusy,
-    SessionClosed,
     StoreError,
 )
 from mainspring.events import (
-    ErrorEvent,
     Event,
     PendingAction,
     SteeringQueued,
-    StreamStarted,
     TurnComplete,
 )
 from mainspring.messages import Message
@@ -51,13 +48,11 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     from mainspring._journal import Journal
     from mainspring._loop import Loop
-    from mainspring._relay import Relay
     from mainspring._steering import SteerMode
-    from mainspring._wakeup import Wakeup
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.decisions import Decision
     from mainspring.result import RunResult
-    from mainspring.state import SessionState, StateView, WriteRecord
+    from mainspring.state import SessionState, StateView
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 else:  # loaded on first use
     anyio = lazy_module("anyio")
@@ -70,7 +65,7 @@ def _log() -> logging.Logger:
     return logging.getLogger("mainspring.session")
 
 
-class Session:
+class Session(SessionRuns):
     """One conversation with one agent."""
 
     def __init__(
@@ -518,359 +513,3 @@ class Session:
                 f"session {self.session_id!r} is waiting for a decision on attempt "
                 f"{pending.attempt_id} ({pending.name}); call resume() first"
             )
-
-    # ------------------------------------------------------- durability
-
-    async def save(self) -> None:
-        """Persist the state now (a no-op without a session store)."""
-        if self.session_store is not None:
-            self._prepare_save()
-            await self.session_store.save(self._state)
-
-    async def record_write(self, record: WriteRecord) -> None:
-        """Persist one write-ledger entry."""
-        if self.session_store is not None:
-            await self.session_store.record_write(self.session_id, record)
-
-    async def _recover(self) -> None:
-        """Repair the state left by a run whose process died, on record."""
-        for record in self._recover_state():
-            await self.record_write(record)
-        await self.save()
-
-    def _recover_state(self) -> list[WriteRecord]:
-        from mainspring._recovery import recover_interrupted
-
-        unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
-        if unknown:
-            _log().warning(
-                "session %s: writes of unknown outcome after a crash: %s",
-                self.session_id,
-                ", ".join(f"{r.tool} {r.key} attempt={r.attempt_id}" for r in unknown),
-            )
-        return unknown
-
-    async def _acquire(self) -> None:
-        lock = self.run_lock
-        if lock is None:
-            return
-        while not await lock.acquire(self.session_id, self.owner, ttl=self.lock_ttl):
-            if self.when_busy == "error":
-                holder = await lock.holder(self.session_id)
-                raise SessionBusy(
-                    f"session {self.session_id!r} has an active run on worker {holder!r}"
-                )
-            await anyio.sleep(min(0.25, self.lock_ttl / 4))
-        if self.session_store is not None:
-            # Another worker may have moved the session on since we loaded it.
-            fresh = await self.session_store.load(self.session_id)
-            if fresh is not None and fresh != self._state:
-                await self._reset(fresh)
-
-    async def _reset(self, state: SessionState) -> None:
-        self._state = state
-        self._context = await self._registry.replace(
-            state.session_id,
-            partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
-        )
-        state.messages = self._context.transcript.backing
-        self._cost.usage = state.usage
-        self._cost.total_usd = state.cost_usd
-
-    async def _keep_lease(self, stop: anyio.Event) -> None:
-        """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
-        lock = self.run_lock
-        assert lock is not None
-        while True:
-            with anyio.move_on_after(self.lock_ttl / 3):
-                await stop.wait()
-            if stop.is_set():
-                return
-            try:
-                kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
-            except StoreError as exc:  # a blip: try again before the lease runs out
-                _log().warning("session %s: could not renew the run lock: %s", self.session_id, exc)
-                continue
-            if not kept:
-                if not stop.is_set():  # (else the run's last commit dropped it meanwhile)
-                    self._lose_lease("the lease ran out and could not be renewed")
-                return
-
-    async def _fence(self) -> None:
-        """Before a write starts: renew the lease, or stop the run if it is lost.
-
-        Renewed, the lease is this worker's for another ``lock_ttl`` seconds,
-        so no other worker can take the session while the write starts.
-        """
-        lock = self.run_lock
-        if lock is None or self._lease_lost:
-            if self._lease_lost:
-                raise LeaseLost(f"session {self.session_id!r}: this run lost its lock")
-            return
-        if not await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl):
-            self._lose_lease("another worker took the session's lock before a write")
-            raise LeaseLost(
-                f"session {self.session_id!r}: this run lost its lock; the write did not run"
-            )
-
-    def _lose_lease(self, why: str) -> None:
-        """The run no longer owns the session: it stops and records nothing more."""
-        _log().error("session %s: lost the run lock: %s", self.session_id, why)
-        self._lease_lost = True
-        reason = f"session {self.session_id!r}: this run lost its lock ({why})"
-        if self._journal is not None:
-            self._journal.fence(reason)
-        if self._runner is not None:
-            self._runner.cancel(LeaseLost(reason))  # a running write still finishes
-
-    async def _release(self) -> None:
-        if self.run_lock is not None and not self._lease_lost:
-            await self.run_lock.release(self.session_id, self.owner)
-
-    # ------------------------------------------------------------ streams
-
-    async def _begin(self, check: Callable[[], Awaitable[None]]) -> None:
-        """Take the session for a run: the flag, the lock, crash recovery, the check."""
-        if self._closed:
-            raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
-        if self._running:
-            raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        self._running = True
-        self._lease_lost = False
-        locked = False
-        try:
-            await self._acquire()
-            locked = True
-            if self._state.active_stream is not None:
-                await self._recover()  # we hold the lock: the run that set this died
-            await check()
-        except BaseException:
-            self._running = False
-            if locked:
-                with anyio.CancelScope(shield=True):
-                    await self._release()
-            raise
-
-    async def _stream(
-        self,
-        start: Callable[[Loop], Awaitable[None]],
-        *,
-        check: Callable[[], Awaitable[None]],
-    ) -> AsyncGenerator[Event, None]:
-        from mainspring._background import spawn
-        from mainspring._journal import Journal
-        from mainspring._loop import Loop, error_event
-        from mainspring._relay import Relay
-        from mainspring._wakeup import Wakeup
-        from mainspring.state import new_uuid4
-
-        await self._begin(check)
-        store = self.checkpoint_store
-        relay: Relay[Event] = Relay(self.buffer_events)
-        # With a checkpoint store, the journal puts each batch on record while the
-        # run goes on producing the next; the consumer gets only what is on record.
-        outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
-        stream_id = new_uuid4()
-        journal = None
-        if self.session_store is not None or store is not None:
-            journal = Journal(
-                state=self._state,
-                sessions=self.session_store,
-                checkpoints=store,
-                stream_id=stream_id,
-                relay=relay,
-                outbox=outbox,
-                prepare=self._prepare_save,
-                clear=self._state.last_stream if store is not None else None,
-                lease=None if self.run_lock is None else (self.run_lock, self.owner),
-            )
-        runner = Loop(
-            agent=self.agent,
-            state=self._state,
-            context=self._context,
-            cost=self._cost,
-            turn_cache=self._turn_cache,
-            emit=relay.put,
-            pace=relay,
-            durable=journal if self.session_store is not None else None,
-            steering=self._steering,
-            fence=self._fence if self.run_lock is not None else None,
-        )
-        self._runner = runner
-        self._journal = journal
-        self._handed = None
-        if self._cancel_early:  # cancel() came between send() and the first iteration
-            self._cancel_early = False
-            runner.cancel()
-        abort = anyio.CancelScope()
-        done = Wakeup()
-        terminal: TurnComplete | ErrorEvent | None = None
-        failure: list[BaseException] = []  # what stopped the producer, if not the run itself
-        try:
-            self._state.active_stream = stream_id
-            self._live_stream = stream_id
-            if store is not None:
-                # On record with the run's first commit, and yielded only once it is.
-                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
-            spawn(
-                partial(self._produce, runner, start, journal, relay, outbox, abort, done, failure)
-            )
-            while not failure and await outbox.wait():
-                for event in outbox.drain():
-                    if isinstance(event, TurnComplete | ErrorEvent):
-                        terminal = event
-                    yield event
-            if terminal is None:
-                await done.wait()  # the producer records why it stopped before it is done
-            if terminal is None and failure:
-                # The events after the failure never went on record: end with an
-                # explicit error, never silently.
-                terminal = error_event(failure[0])
-                yield terminal
-            self._state.last_stream, self._state.last_terminal = stream_id, terminal
-        finally:
-            # The consumer is done or gone: stop the producer (a running write
-            # still finishes, within the agent's grace) and wait for its clean-up.
-            relay.close()
-            outbox.close()
-            # (A cancel costs: anyio describes the task it cancels. After the terminal
-            # event the producer is only finishing its commit and its tasks.)
-            if done.is_set() and journal is None and self.run_lock is None:
-                self._end_run_now()  # nothing left to wait for (no store, no lock)
-            else:
-                if terminal is None and not done.is_set():
-                    abort.cancel()
-                with anyio.CancelScope(shield=True) as wait:
-                    wait.deadline = (
-                        anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
-                    )
-                    await done.wait()
-                    await self._end_run(journal)
-
-    async def _produce(
-        self,
-        runner: Loop,
-        start: Callable[[Loop], Awaitable[None]],
-        journal: Journal | None,
-        relay: Relay[Event],
-        outbox: Relay[Event],
-        abort: anyio.CancelScope,
-        done: Wakeup,
-        failure: list[BaseException],
-    ) -> None:
-        """The producer task: the run, its journal's writer and its lease renewal."""
-        from mainspring._tasks import TaskGroup
-
-        writer = journal is not None and self.checkpoint_store is not None
-        try:
-            with abort:
-                if not writer and self.run_lock is None:  # nothing runs beside the loop
-                    await runner.run(lambda: start(runner))
-                    return
-                lease = anyio.Event() if self.run_lock is not None else None
-                async with TaskGroup() as tg:
-                    if writer:
-                        assert journal is not None
-                        tg.start_soon(journal.write_through)
-                    if lease is not None:
-                        tg.start_soon(self._keep_lease, lease)
-                    await runner.run(lambda: start(runner))
-                    relay.close()  # the writer drains what is left, then stops
-                    if lease is not None:
-                        lease.set()
-        except Exception as exc:  # a store failed under the run (the journal's writer)
-            failure.append(exc)
-        finally:
-            relay.close()
-            outbox.close()
-            # The run is over and its tasks are done: nothing charges any more. Breaking
-            # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
-            runner.dispatch.charge = None
-            done.set()
-
-    def _prepare_save(self) -> None:
-        self._state.usage = self._cost.usage
-        self._state.cost_usd = self._cost.total_usd
-
-    def _end_run_now(self) -> None:
-        """After a run with no store and no lock: mark idle."""
-        self._state.active_stream = None
-        self._live_stream = None
-        self._runner = None
-        self._journal = None
-        self._running = False
-
-    async def _end_run(self, journal: Journal | None) -> None:
-        """After a run: save, release the lock, mark idle — whatever fails on the way."""
-        self._state.active_stream = None
-        self._live_stream = None
-        self._runner = None
-        self._journal = None
-        try:
-            if self._lease_lost:
-                pass  # another worker may own the session: nothing more goes on record
-            elif journal is None or not journal.ended:
-                await self.save()  # unless the terminal's commit recorded the end already
-        except StoreError as exc:  # the terminal event is out; a new load recovers
-            _log().error("session %s: could not save at the end of a run: %s", self.session_id, exc)
-        finally:
-            try:
-                if journal is None or not journal.released:  # (its end's commit dropped it)
-                    await self._release()
-            except StoreError as exc:  # the lease expires by itself
-                _log().error("session %s: could not release the run lock: %s", self.session_id, exc)
-            finally:
-                self._running = False
-
-    async def _replay(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
-        from mainspring.replay import has_terminal, synthesize_terminal
-
-        events = await store.load(stream_id)
-        if not events and self._state.active_stream != stream_id:
-            ended = await self._ended_terminal(stream_id)
-            if ended is None:
-                raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
-            yield ended  # it ended naturally and its log was cleared
-            return
-        # (An empty log of the session's active stream: it died before logging anything.)
-        for event in events:
-            yield event
-        seen = len(events)
-        while not has_terminal(events) and await self._still_running(stream_id):
-            await anyio.sleep(0.05)
-            events = await store.load(stream_id)
-            if len(events) < seen:  # cleared: it ended naturally meanwhile
-                ended = await self._ended_terminal(stream_id)
-                if ended is not None:
-                    yield ended
-                    return
-                break
-            for event in events[seen:]:
-                yield event
-            seen = len(events)
-        if has_terminal(events):
-            return
-        if self._state.active_stream == stream_id:
-            await self._recover()
-        terminal = synthesize_terminal(
-            events, writes=self._state.writes, turn_index=self._state.turn_index
-        )
-        await store.append(stream_id, terminal)
-        yield terminal
-
-    async def _ended_terminal(self, stream_id: str) -> TurnComplete | ErrorEvent | None:
-        state = self._state
-        if self.session_store is not None and self._live_stream is None:
-            state = await self.session_store.load(self.session_id) or state
-        return state.last_terminal if state.last_stream == stream_id else None
-
-    async def _still_running(self, stream_id: str) -> bool:
-        if self._live_stream == stream_id:
-            return True
-        lock = self.run_lock
-        if lock is None or self.session_store is None:
-            return False
-        if await lock.holder(self.session_id) is None:
-            return False
-        fresh = await self.session_store.load(self.session_id)
-        return fresh is not None and fresh.active_stream == stream_id
