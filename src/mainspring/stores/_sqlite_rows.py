@@ -1,0 +1,345 @@
+"""The statements of the SQLite stores: each runs on a store's connection.
+
+:mod:`mainspring.stores.sqlite` checks and encodes on the event loop, then runs
+one of these on its :class:`~mainspring.stores._sqlite.Database` (inline or in
+a worker thread): appending a checkpoint batch, saving, loading and deleting a
+session (only the new transcript messages), claims, ledger entries, spend, a
+step boundary in one transaction (:func:`commit_step`), and the lease table's
+statements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import uuid
+from collections.abc import Sequence
+
+from mainspring.codec import message_from_dict, message_to_dict
+from mainspring.errors import StoreError
+from mainspring.messages import Message
+from mainspring.state import SessionState, state_from_stored
+from mainspring.stores._sqlite import CODEC_ERRORS, dumps, encoding, synced, transaction
+
+__all__ = [
+    "ACQUIRE",
+    "REFRESH",
+    "RELEASE",
+    "Batch",
+    "Save",
+    "Step",
+    "Stored",
+    "add_spend",
+    "append_rows",
+    "changed",
+    "claim_decision",
+    "commit_step",
+    "commit_step_synced",
+    "delete_session",
+    "lease_holder",
+    "list_session_ids",
+    "load_state",
+    "record_write",
+    "save_state",
+]
+
+# ----------------------------------------------------------------- checkpoints
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Batch:
+    """Encoded events of one stream, ready to insert."""
+
+    stream_id: str
+    data: list[str]
+    now: float
+    sweep_ttl: float | None
+    """With a TTL, also delete the logs it expired."""
+
+
+def append_rows(conn: sqlite3.Connection, batch: Batch) -> None:
+    """Insert a batch inside the caller's transaction."""
+    stream_id, now = batch.stream_id, batch.now
+    (base,) = conn.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_checkpoints WHERE stream_id = ?",
+        (stream_id,),
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at) VALUES (?, ?, ?, ?)",
+        [(stream_id, base + i, item, now) for i, item in enumerate(batch.data)],
+    )
+    if batch.sweep_ttl is not None:
+        conn.execute(
+            "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("
+            " SELECT stream_id FROM mainspring_checkpoints GROUP BY stream_id"
+            " HAVING MAX(updated_at) < ?)",
+            (now - batch.sweep_ttl,),
+        )
+
+
+# -------------------------------------------------------------------- sessions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stored:
+    """What this store object knows is stored as a session's transcript."""
+
+    revision: str
+    messages: list[Message]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Save:
+    """A snapshot of a state taken on the event loop, for the worker thread.
+
+    Messages are immutable, so they are encoded in the thread, and only the new ones.
+    """
+
+    session_id: str
+    header: str
+    messages: list[Message]
+    decided: list[tuple[str, str, str]]
+    writes: list[tuple[str, str, str]]
+    known: Stored | None
+
+
+def list_session_ids(conn: sqlite3.Connection, limit: int, principal: str | None) -> list[str]:
+    if principal is None:
+        rows = conn.execute(
+            "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT ?", (limit,)
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT session_id FROM mainspring_sessions"
+            " WHERE json_extract(header, '$.principal') = ? ORDER BY session_id LIMIT ?",
+            (principal, limit),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+INSERT_DECISION = (
+    "INSERT INTO mainspring_decisions (session_id, attempt_id, decision) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, attempt_id) DO NOTHING"
+)
+
+
+def add_spend(
+    conn: sqlite3.Connection, args: tuple[str, str, float, float | None, float]
+) -> float | None:
+    sid, kind, amount, cap, floor = args
+    with transaction(conn, write=True):
+        row = conn.execute(
+            "SELECT amount FROM mainspring_spend WHERE session_id = ? AND kind = ?", (sid, kind)
+        ).fetchone()
+        total = max(float(row[0]) if row else 0.0, floor) + amount
+        if cap is not None and total > cap:
+            return None
+        conn.execute(
+            "INSERT INTO mainspring_spend (session_id, kind, amount) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id, kind) DO UPDATE SET amount = excluded.amount",
+            (sid, kind, total),
+        )
+    return total
+
+
+def claim_decision(conn: sqlite3.Connection, args: tuple[str, str, str]) -> bool:
+    with synced(conn):
+        return conn.execute(INSERT_DECISION, args).rowcount == 1
+
+
+UPSERT_WRITE = (
+    "INSERT INTO mainspring_writes (session_id, key, data) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, key) DO UPDATE SET data = excluded.data"
+)
+ADD_WRITE = (
+    "INSERT INTO mainspring_writes (session_id, key, data) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, key) DO NOTHING"
+)
+
+
+def record_write(conn: sqlite3.Connection, row: tuple[str, str, str]) -> None:
+    with synced(conn):
+        conn.execute(UPSERT_WRITE, row)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Step:
+    """One step boundary's rows, for :func:`commit_step`."""
+
+    writes: list[tuple[str, str, str]]
+    save: Save | None
+    events: Batch | None
+    clear: str | None
+    release: tuple[str, str] | None
+
+
+def commit_step(conn: sqlite3.Connection, step: Step) -> str | None:
+    """Apply a step in one transaction; the new revision if the state was saved."""
+    revision = None
+    with transaction(conn, write=True):
+        if step.clear is not None:
+            conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
+        if step.writes:
+            conn.executemany(UPSERT_WRITE, step.writes)
+        if step.save is not None:
+            revision = save_rows(conn, step.save)
+        if step.events is not None:
+            append_rows(conn, step.events)
+        if step.release is not None:
+            conn.execute(RELEASE, step.release)
+    return revision
+
+
+def commit_step_synced(conn: sqlite3.Connection, step: Step) -> str | None:
+    with synced(conn):
+        return commit_step(conn, step)
+
+
+def save_state(conn: sqlite3.Connection, job: Save) -> str:
+    with transaction(conn, write=True):
+        return save_rows(conn, job)
+
+
+def save_rows(conn: sqlite3.Connection, job: Save) -> str:
+    """Write a state inside the caller's transaction; its new revision."""
+    sid = job.session_id
+    revision = uuid.uuid4().hex
+    with encoding(f"a message of session {sid!r}"):
+        keep, stored, saved = stored_prefix(conn, job, revision)
+        rows = [
+            (sid, seq, dumps(message_to_dict(job.messages[seq])))
+            for seq in range(keep, len(job.messages))
+        ]
+    if keep < stored:
+        conn.execute(
+            "DELETE FROM mainspring_messages WHERE session_id = ? AND seq >= ?", (sid, keep)
+        )
+    if rows:
+        conn.executemany(
+            "INSERT INTO mainspring_messages (session_id, seq, data) VALUES (?, ?, ?)", rows
+        )
+    if not saved:
+        conn.execute(
+            "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE"
+            " SET header = excluded.header, revision = excluded.revision",
+            (sid, job.header, revision),
+        )
+    # Only what the store lacks: a stale state never moves an entry back.
+    if job.decided:
+        conn.executemany(INSERT_DECISION, job.decided)
+    if job.writes:
+        conn.executemany(ADD_WRITE, job.writes)
+    return revision
+
+
+def stored_prefix(conn: sqlite3.Connection, job: Save, revision: str) -> tuple[int, int, bool]:
+    """The stored prefix of the state's messages, the stored count, whether the header is saved.
+
+    The header goes on record on the way (as ``revision``) when this object made
+    the last save: then the stored messages are the ones it knows.
+    """
+    sid = job.session_id
+    known = job.known
+    if (
+        known is not None
+        and conn.execute(
+            "UPDATE mainspring_sessions SET header = ?, revision = ?"
+            " WHERE session_id = ? AND revision = ?",
+            (job.header, revision, sid, known.revision),
+        ).rowcount
+        == 1
+    ):
+        # Nobody saved since this object did: its messages are the stored ones,
+        # so compare references, not JSON.
+        return common_prefix(job.messages, known.messages), len(known.messages), True
+    stored = int(
+        conn.execute(
+            "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_messages WHERE session_id = ?",
+            (sid,),
+        ).fetchone()[0]
+    )
+    return compared_prefix(conn, job, stored), stored, False
+
+
+def compared_prefix(conn: sqlite3.Connection, job: Save, stored: int) -> int:
+    """The stored prefix found by comparing the ``stored`` rows with the state's JSON."""
+    if not stored:
+        return 0
+    sid = job.session_id
+    limit = min(stored, len(job.messages))
+    rows = conn.execute(
+        "SELECT data FROM mainspring_messages WHERE session_id = ? AND seq < ? ORDER BY seq",
+        (sid, limit),
+    )
+    for seq, (data,) in enumerate(rows):
+        if data != dumps(message_to_dict(job.messages[seq])):
+            return seq
+    return limit
+
+
+def common_prefix(ours: Sequence[Message], theirs: Sequence[Message]) -> int:
+    n = min(len(ours), len(theirs))
+    if ours[:n] == theirs[:n]:  # list equality checks identity first: fast when unchanged
+        return n
+    return next(i for i in range(n) if ours[i] != theirs[i])
+
+
+def load_state(conn: sqlite3.Connection, session_id: str) -> tuple[SessionState, str] | None:
+    with transaction(conn, write=False):  # one snapshot for the four reads
+        row = conn.execute(
+            "SELECT header, revision FROM mainspring_sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        messages = conn.execute(
+            "SELECT data FROM mainspring_messages WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+        decided = conn.execute(
+            "SELECT attempt_id, decision FROM mainspring_decisions WHERE session_id = ?",
+            (session_id,),
+        ).fetchall()
+        writes = conn.execute(
+            "SELECT key, data FROM mainspring_writes WHERE session_id = ? ORDER BY key",
+            (session_id,),
+        ).fetchall()
+    try:
+        state = state_from_stored(json.loads(row[0]), ((str(k), json.loads(w)) for k, w in writes))
+        state.messages = [message_from_dict(json.loads(m)) for (m,) in messages]
+        state.decided = {str(a): str(d) for a, d in decided}
+    except CODEC_ERRORS as exc:
+        raise StoreError(f"stored session {session_id!r} cannot be decoded: {exc}") from exc
+    return state, str(row[1])
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
+    with transaction(conn, write=True):
+        for table in ("sessions", "messages", "decisions", "writes", "spend"):
+            conn.execute(f"DELETE FROM mainspring_{table} WHERE session_id = ?", (session_id,))
+
+
+# ----------------------------------------------------------------------- locks
+
+
+ACQUIRE = (
+    "INSERT INTO mainspring_locks (key, owner, expires_at) VALUES (?1, ?2, ?3)"
+    " ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at"
+    " WHERE mainspring_locks.expires_at <= ?4 OR mainspring_locks.owner = excluded.owner"
+)
+RELEASE = "DELETE FROM mainspring_locks WHERE key = ? AND owner = ?"
+REFRESH = (
+    "UPDATE mainspring_locks SET expires_at = ?1 WHERE key = ?2 AND owner = ?3 AND expires_at > ?4"
+)
+
+
+def changed(conn: sqlite3.Connection, sql: str, args: tuple[str | float, ...]) -> bool:
+    return conn.execute(sql, args).rowcount == 1
+
+
+def lease_holder(conn: sqlite3.Connection, key: str, now: float) -> str | None:
+    row = conn.execute(
+        "SELECT owner FROM mainspring_locks WHERE key = ? AND expires_at > ?", (key, now)
+    ).fetchone()
+    return None if row is None else str(row[0])
