@@ -74,6 +74,9 @@ RANKS: dict[str, int] = {
     "_cli_chat": 12,
     "_cli_serve": 14,
     "_cli_finance": 12,
+    "_cli_report": 12,  # above devtools
+    "_cli_pipeline": 13,  # above pipelines
+    "_cli_mcp": 14,  # above mcp and demo
     "cli": 15,
     "__init__": 16,
     "__main__": 16,
