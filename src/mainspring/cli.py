@@ -7,23 +7,24 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
-import errno
 import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import typer
 from rich.console import Console
 from rich.prompt import Confirm
-from rich.text import Text
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._cli_chat import chat
+from mainspring._cli_mcp import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
+from mainspring._cli_mcp import mcp_app
+from mainspring._cli_mcp import mcp_serve as mcp_serve
+from mainspring._cli_pipeline import run_pipeline
 from mainspring._cli_render import (
     Debug,
     Renderer,
@@ -32,6 +33,7 @@ from mainspring._cli_render import (
     failing_cleanly,
     styled,
 )
+from mainspring._cli_report import report
 from mainspring._cli_serve import serve
 from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
@@ -47,14 +49,8 @@ from mainspring.events import (
 )
 from mainspring.models.base import Model
 from mainspring.pipelines import (
-    ContextLoaded,
-    PipelineEvent,
     PipelineRunner,
     Stage,
-    StageEvent,
-    StageFinished,
-    StageOutput,
-    StageStart,
     load_workspace,
     scripted_pipeline_model,
 )
@@ -62,6 +58,8 @@ from mainspring.session import Session
 from mainspring.stores.urls import Stores, open_stores
 
 __all__ = ["app", "main"]
+
+_run_pipeline = run_pipeline  # its name when it lived here
 
 app = typer.Typer(
     name="mainspring",
@@ -435,141 +433,7 @@ def run(
 app.add_typer(sessions_app)
 app.command()(chat)
 app.command()(serve)
-mcp_app = typer.Typer(name="mcp", help="Model Context Protocol.", no_args_is_help=True)
 app.add_typer(mcp_app)
-
-
-TOKEN_ENV = "MAINSPRING_MCP_TOKEN"
-"""The environment variable `mcp serve --http` reads its bearer token from."""
-
-
-def _mcp_token(token_file: Path | None) -> str | None:
-    import os
-
-    if token_file is not None:
-        try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read --token-file {token_file}: {exc.strerror}") from None
-        if not token:
-            raise ConfigError(f"--token-file {token_file} is empty")
-        return token
-    return os.environ.get(TOKEN_ENV, "").strip() or None
-
-
-async def _serve_mcp(
-    chosen: Agent,
-    *,
-    http: bool,
-    host: str,
-    port: int,
-    expose_confirm: bool,
-    skills: list[str],
-    token: str | None,
-) -> None:
-    from mainspring.mcp.server import build_mcp_server, serve_stdio  # needs the extra
-    from mainspring.skills import SkillCatalog
-
-    catalog = SkillCatalog(skills) if skills else None
-    server = build_mcp_server(chosen, skills=catalog, expose_confirm=expose_confirm)
-    if not http:
-        await serve_stdio(server)
-        return
-    try:
-        await _serve_mcp_http(server, host=host, port=port, token=token)
-    except BaseExceptionGroup as group:  # the task group's: show the one failure plainly
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-
-
-async def _serve_mcp_http(server: Any, *, host: str, port: int, token: str | None) -> None:
-    from mainspring.mcp.server import serve_http
-
-    async with anyio.create_task_group() as tg:
-        bound = await tg.start(
-            lambda task_status: serve_http(
-                server,
-                host=host,
-                port=port,
-                token=token,
-                allow_remote=token is not None,
-                task_status=task_status,
-            )
-        )
-        shown = f"[{host.strip('[]')}]" if ":" in host else host
-        auth = " (bearer token required)" if token is not None else ""
-        Console(stderr=True, highlight=False).print(
-            f"serving MCP at http://{shown}:{bound}/mcp{auth}"
-        )
-
-
-@mcp_app.command("serve")
-def mcp_serve(
-    agent: Annotated[
-        str | None,
-        typer.Argument(help="The agent, as package.module:attribute (default: the demo agent)."),
-    ] = None,
-    http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
-    host: Annotated[
-        str, typer.Option(help="HTTP host (loopback; another one needs a token).")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
-    token_file: Annotated[
-        Path | None,
-        typer.Option("--token-file", help=f"A file holding the bearer token (else ${TOKEN_ENV})."),
-    ] = None,
-    expose_confirm: Annotated[
-        bool,
-        typer.Option(
-            "--expose-confirm", help="Also expose tools that need approval, marked as such."
-        ),
-    ] = False,
-    skills: Annotated[
-        list[str] | None, typer.Option("--skills", help="A skills folder (repeatable).")
-    ] = None,
-    debug: Debug = False,
-) -> None:
-    """Serve an agent's tools (and skills, as prompts) to MCP clients.
-
-    Over HTTP it prints its URL at start; with a token (``--token-file`` or
-    ``$MAINSPRING_MCP_TOKEN``) every request needs ``Authorization: Bearer
-    <token>``, and a non-loopback ``--host`` is refused without one.
-    Ctrl-C stops it at once (exit 130). Exit codes: 1 the port is taken or a
-    failure; 2 a configuration error or the mcp extra is missing.
-    """
-    with failing_cleanly(debug=debug):
-        chosen = load_agent(agent) if agent is not None else demo_agent()
-        token = _mcp_token(token_file) if http else None
-        if http:
-            from mainspring.mcp._http_guard import is_loopback
-
-            if not is_loopback(host) and token is None:
-                raise ConfigError(
-                    f"refusing to serve MCP on {host!r} without a bearer token "
-                    f"(set ${TOKEN_ENV} or pass --token-file)"
-                )
-        try:
-            anyio.run(
-                lambda: _serve_mcp(
-                    chosen,
-                    http=http,
-                    host=host,
-                    port=port,
-                    expose_confirm=expose_confirm,
-                    skills=skills or [],
-                    token=token,
-                )
-            )
-        except OSError as exc:  # the address is taken or cannot be bound
-            if exc.errno == errno.EADDRINUSE:
-                problem = f"{host}:{port} is in use; pick another --port"
-            else:
-                problem = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-            error_line(Console(stderr=True), problem)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            raise typer.Exit(130) from None  # a server stopped: nothing to report
 
 
 pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is_help=True)
@@ -604,47 +468,6 @@ def _pipeline_approval(
             return None
 
     return decide
-
-
-def _show_pipeline_event(console: Console, render: Renderer, event: PipelineEvent) -> bool:
-    """Render one pipeline event; ``False`` once the pipeline halted."""
-    if isinstance(event, StageEvent):
-        render.show(event.event)
-    elif isinstance(event, StageStart):
-        console.print(styled((f"stage {event.stage}", "bold"), f" ({event.index}/{event.total})"))
-    elif isinstance(event, ContextLoaded):
-        files = ", ".join(event.files)
-        console.print(
-            styled(
-                (f"stage {event.stage}", "bold cyan"),
-                f" · context: {files} (~{event.token_estimate} tokens)",
-            )
-        )
-    elif isinstance(event, StageOutput):
-        console.print(styled(("wrote", "green"), f" {event.path} ({event.chars} chars)"))
-    elif isinstance(event, StageFinished):
-        console.print(styled((f"stage {event.stage} complete", "green"), ""))
-    else:
-        console.print(styled((f"halted at {event.stage}", "yellow"), f": {event.reason}"))
-        return False
-    return True
-
-
-async def _run_pipeline(
-    runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
-) -> int:
-    render = Renderer(console)
-    if stage is not None:
-        events = runner.run_stage(runner.workspace.stage(stage))
-    elif resume:
-        events = runner.resume()
-    else:
-        events = runner.run()
-    async with aclosing(events) as stream:
-        async for event in stream:
-            if not _show_pipeline_event(console, render, event):
-                return 1
-    return 0
 
 
 @pipeline_app.command("run")
@@ -688,47 +511,7 @@ def pipeline_run(
     raise typer.Exit(code)
 
 
-@app.command()
-def report(
-    session_file: Annotated[
-        Path, typer.Argument(help="A session file: JSONL, one turn snapshot per line.")
-    ],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the page.")] = Path(
-        "report.html"
-    ),
-    title: Annotated[str | None, typer.Option(help="The page's title.")] = None,
-    debug: Debug = False,
-) -> None:
-    """Write a standalone HTML report of a session file's token telemetry.
-
-    The page (report.html in the working directory unless -o says otherwise)
-    has inline CSS and SVG charts and loads nothing, so it opens offline.
-    Exits 2 when the session file is missing, 1 when it is malformed or cannot
-    be written.
-    """
-    from mainspring.devtools.report import read_snapshots, report_data, write_report
-
-    err = Console(stderr=True)
-    if not session_file.is_file():
-        error_line(err, f"no such file: {session_file}")
-        raise typer.Exit(2)
-    with failing_cleanly(debug=debug):
-        try:
-            snapshots = read_snapshots(session_file)
-            write_report(snapshots, output, title=title)
-        except OSError as exc:
-            error_line(err, exc)
-            raise typer.Exit(1) from None
-        except UnicodeDecodeError:
-            error_line(err, f"{session_file} is not UTF-8 text (a JSONL session file is)")
-            raise typer.Exit(1) from None
-    totals = report_data(snapshots)["totals"]
-    Console(highlight=False, soft_wrap=True).print(
-        Text(
-            f"wrote {output} ({totals['turns']} turns, {totals['tokens']:,} tokens, "
-            f"${totals['cost_usd']:.4f})"
-        )
-    )
+app.command()(report)
 
 
 def _resolve_model(model: str) -> Model | None:
