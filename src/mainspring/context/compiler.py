@@ -16,25 +16,31 @@ the compiled message list is an overlay on it, and token sums are running
 totals. Session-scoped contributions sit before the prompt-cache breakpoint
 and never move it; turn-scoped ones sit after it (the latest user message,
 the virtual tail, system blocks after the breakpoint).
+
+The compiled request's types are in ``_compiled``, what a processor sees in
+``_compilation`` (both re-exported here), and the request's counting in
+``_tally``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, cast
 
 import anyio
 
+from mainspring.context._compilation import Compilation
+from mainspring.context._compiled import CompiledContext, CompiledMessages
 from mainspring.context._sizes import mainspring_scan
+from mainspring.context._tally import Accountant
 from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
 from mainspring.context.pipeline import (
     Contribution,
     Module,
     Processor,
-    Slot,
     order_processors,
 )
 from mainspring.context.sinks import SinkSet
@@ -42,7 +48,6 @@ from mainspring.context.snapshot import (
     CallSnapshot,
     CostEstimate,
     Segment,
-    SegmentRow,
     Segments,
     SessionSummary,
     SessionTotals,
@@ -59,7 +64,6 @@ from mainspring.errors import (
     CompilerDestroyedError,
     ConfigError,
     ContextError,
-    ProcessorScopeError,
 )
 from mainspring.models.base import SystemBlock, ToolSpec
 from mainspring.tokens import EstimateTokenizer
@@ -91,252 +95,12 @@ _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 T = TypeVar("T")
 
 
-class CompiledMessages(Sequence[T]):
-    """The request's messages: the view, with a few entries overridden and a tail.
-
-    Built in O(overrides); reads are O(1) per index. It never changes: later
-    view appends do not show through (the length is fixed at compile time),
-    and before the view edits an entry (compaction, microcompact) it hands
-    every request still alive a copy of what it held (copy-on-write), so a
-    request handed to a model stays what was sent.
-    """
-
-    __slots__ = ("__weakref__", "_base", "_n", "_overrides", "_tail")
-
-    def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
-        self._base = base
-        self._n = n
-        self._overrides = dict(overrides)
-        self._tail = tuple(tail)
-
-    def __len__(self) -> int:
-        return self._n + len(self._tail)
-
-    def _detach(self) -> None:
-        """Copy the entries this request reads from the view (it is about to change)."""
-        if not isinstance(self._base, list):
-            self._base = list(self._base[: self._n])
-
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[T]: ...
-    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        size = len(self)
-        if index < 0:
-            index += size
-        if not 0 <= index < size:
-            raise IndexError("message index out of range")
-        if index >= self._n:
-            return self._tail[index - self._n]
-        found = self._overrides.get(index)
-        return self._base[index] if found is None else found
-
-    def __iter__(self) -> Iterator[T]:
-        for i in range(len(self)):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Sequence):
-            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # list-like, unhashable
-
-    def __repr__(self) -> str:
-        return f"CompiledMessages({list(self)!r})"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CompiledContext(Generic[T]):
-    """One compiled request: system blocks, messages and their attribution."""
-
-    system: tuple[SystemBlock, ...]
-    messages: Sequence[T]
-    contributions: tuple[Contribution, ...]
-    turn_index: int
-    step: int
-    generation: int
-    stable_blocks: int
-    """How many system blocks form the stable (cached) prefix."""
-    segments: Sequence[Segment] = ()
-    """Per source / module / processor, with accounting on (a :class:`Segments`)."""
-    prefix_tokens: int = 0
-    stable_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        """Counted tokens of the request (0 without accounting)."""
-        segments = self.segments
-        if isinstance(segments, Segments):
-            return segments.tokens
-        return sum(s.tokens for s in segments)
-
-
-@dataclass(slots=True)
-class _Prev:
-    """What the previous compile sent, for prefix reuse."""
-
-    system: tuple[str, ...] = ()
-    tools: tuple[ToolSpec, ...] | None = None
-    view_len: int = 0
-    last_user: tuple[int, str] | None = None
-    """(index, text) the previous call added to the latest user message."""
-    first_user: tuple[int, str] | None = None
-    generation: int = -1
-
-
 @dataclass(slots=True)
 class _Turn:
     turn_index: int
     started_at: float
     calls: list[CallSnapshot] = field(default_factory=list[CallSnapshot])
     pending: CompiledContext[Any] | None = None
-
-
-class Compilation(Generic[T]):
-    """What a processor sees and may do during one compile."""
-
-    def __init__(
-        self, engine: ContextCompiler[T], turn_index: int, step: int, turn_cache: dict[str, Any]
-    ) -> None:
-        self.engine = engine
-        self.turn_index = turn_index
-        self.step = step
-        self.turn_cache = turn_cache
-        """Shared by the compiles of one turn (e.g. memory recalled once per turn)."""
-        self.contributions: list[Contribution] = []
-        self.overrides: dict[int, T] = {}
-        self.override_owners: dict[int, tuple[str, str]] = {}
-        self.tail: list[T] = []
-        self._current: Processor | None = None
-
-    # -- reading -----------------------------------------------------------
-
-    @property
-    def transcript(self) -> Transcript[T]:
-        """The committed transcript (read it; never change it)."""
-        return self.engine.transcript
-
-    @property
-    def messages(self) -> ModelView[T]:
-        """The model's history view."""
-        return self.engine.view
-
-    @property
-    def services(self) -> Mapping[str, Any]:
-        """The engine's services (e.g. ``"memory"``)."""
-        return self.engine.services
-
-    def config(self, module: str | None = None) -> Mapping[str, Any]:
-        """A module's config (default: the running processor's module)."""
-        name = module if module is not None else (self._current.module if self._current else "")
-        return self.engine.config.get(name, {})
-
-    @property
-    def last_user_text(self) -> str:
-        """The text of the latest user message ("" when there is none)."""
-        index = self.engine.transcript.last_user_index
-        if index is None:
-            return ""
-        message = self.engine.transcript.messages[index]
-        return "\n".join(self.engine.adapter.text_segments(message))
-
-    def count_tokens(self, text: str) -> int:
-        """Tokens in ``text`` by the engine's tokenizer (an estimate without accounting)."""
-        return self.engine._sizer.count(text)
-
-    # -- contributing ------------------------------------------------------
-
-    def contribute(self, text: str, *, slot: Slot | None = None, source: str | None = None) -> None:
-        """Add ``text`` to ``slot`` (default: the processor's), attributed to it."""
-        proc = self._current
-        if proc is None:
-            raise ContextError("contribute() is only available while a processor runs")
-        chosen = slot or proc.slot
-        if chosen is None:
-            raise ContextError(f"processor {proc.id!r} contributed without naming a slot")
-        if chosen not in ("system", "first-user", "last-user", "virtual-tail"):
-            raise ContextError(f"processor {proc.id!r}: unknown slot {chosen!r}")
-        if not text:
-            return
-        self.contributions.append(
-            Contribution(
-                slot=chosen,
-                text=text,
-                source=source or proc.source,
-                module=proc.module,
-                processor=proc.id,
-                scope=proc.scope,
-            )
-        )
-
-    def rewrite(self, fn: Callable[[Contribution], str]) -> None:
-        """Content phase: replace each turn-scoped contribution's text by ``fn(c)``.
-
-        Session-scoped contributions form the cached prefix and are left as
-        they are.
-        """
-        self._structural("rewrite contributions")
-        self.contributions = [
-            c if c.scope == "session" else _with_text(c, fn(c)) for c in self.contributions
-        ]
-
-    # -- structural changes -------------------------------------------------
-
-    def replace_message(self, index: int, message: T) -> None:
-        """Show ``message`` instead of view entry ``index`` in this request only."""
-        proc = self._structural("replace a message")
-        if not 0 <= index < len(self.engine.view):
-            raise IndexError(f"message index {index} out of range")
-        self.overrides[index] = message
-        self.override_owners[index] = (proc.module, proc.id)
-
-    def edit_history(self) -> _HistoryEditor[T]:
-        """Persistent edits of the view (compaction), attributed to this processor."""
-        proc = self._structural("edit the history")
-        return _HistoryEditor(self.engine.view, proc.module, proc.id)
-
-    def _structural(self, what: str) -> Processor:
-        proc = self._current
-        if proc is None:
-            raise ContextError(f"cannot {what} outside a processor")
-        if proc.scope == "session":
-            raise ProcessorScopeError(
-                f"session-scoped processor {proc.id!r} tried to {what}; "
-                "session-scoped processors may only contribute"
-            )
-        return proc
-
-
-class _HistoryEditor(Generic[T]):
-    """Edits of the model view on behalf of one processor."""
-
-    def __init__(self, view: ModelView[T], module: str, processor: str) -> None:
-        self.view = view
-        self._module = module
-        self._processor = processor
-
-    def replace(self, index: int, message: T) -> None:
-        """Rewrite one entry."""
-        self.view.replace(index, message, self._module, self._processor)
-
-    def splice(self, start: int, stop: int, messages: Iterable[T]) -> None:
-        """Replace entries ``[start, stop)``."""
-        self.view.splice(start, stop, messages, self._module, self._processor)
-
-
-def _with_text(c: Contribution, text: str) -> Contribution:
-    return Contribution(
-        slot=c.slot,
-        text=text,
-        source=c.source,
-        module=c.module,
-        processor=c.processor,
-        scope=c.scope,
-    )
 
 
 class ContextCompiler(Generic[T]):
@@ -400,9 +164,9 @@ class ContextCompiler(Generic[T]):
         )
         self._stale_view = False
         self.transcript.register_cache(self._clear_caches)
-        self._prev = _Prev()
-        self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
-        self._tally: _Tally | None = None
+        self._accountant: Accountant[T] = Accountant(
+            self.meter, self.view, self.transcript, self._measure
+        )
         self._turn: _Turn | None = None
         self._turn_cache: dict[str, Any] = {}
         self._set_up = False
@@ -608,7 +372,7 @@ class ContextCompiler(Generic[T]):
         segments: Sequence[Segment] = ()
         prefix = stable_tokens = 0
         if self.meter is not None:
-            segments, prefix, stable_tokens = self._account(
+            segments, prefix, stable_tokens = self._accountant.account(
                 contributions,
                 system_c,
                 stable,
@@ -619,7 +383,7 @@ class ContextCompiler(Generic[T]):
                 ctx.overrides,
                 ctx.override_owners,
             )
-        self._remember(system_c, tools, first_index, first_text, last_index, last_text)
+        self._accountant.remember(system_c, tools, first_index, first_text, last_index, last_text)
         view.mark_compiled()
         return CompiledContext(
             system=system,
@@ -632,137 +396,6 @@ class ContextCompiler(Generic[T]):
             segments=segments,
             prefix_tokens=prefix,
             stable_tokens=stable_tokens,
-        )
-
-    # -- accounting ------------------------------------------------------------
-
-    def _account(
-        self,
-        contributions: tuple[Contribution, ...],
-        system_c: list[Contribution],
-        stable: int,
-        tools: tuple[ToolSpec, ...],
-        by_slot: dict[str, list[Contribution]],
-        first: tuple[int | None, str],
-        last: tuple[int | None, str],
-        replaced: Mapping[int, T],
-        owners: Mapping[int, tuple[str, str]],
-    ) -> tuple[Segments, int, int]:
-        """Segments, reused prefix tokens and stable tokens: O(contributions + replacements).
-
-        ``first`` / ``last`` are the first and last user messages' indexes with
-        the text added to them.
-        """
-        meter = self.meter
-        assert meter is not None
-        key = (tools, contributions)  # everything the contributions' figures depend on
-        tally = self._tally
-        if tally is None or tally.key != key:  # mostly the very objects of the last compile
-            tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
-        view = self.view
-        segments = tally.head.plus(
-            _history_rows(
-                self._replacement_pieces(replaced, owners),
-                view,
-                include_content=meter.include_content,
-            )
-        )
-        reused = self._reuse(tools, system_c, tally.head_tokens)
-        if reused is not None:
-            reused += view.tokens_before(self._message_bound(first, last, replaced))
-        return segments, reused or 0, tally.stable_tokens
-
-    def _count_contributions(
-        self,
-        key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
-        system_c: list[Contribution],
-        stable: int,
-        by_slot: dict[str, list[Contribution]],
-    ) -> _Tally:
-        meter = self.meter
-        assert meter is not None
-        tools = key[0]
-        pieces: list[Piece] = []
-        tools_piece = None
-        if tools:
-            if self._tools_piece is None or self._tools_piece[0] != tools:
-                text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
-                self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
-            tools_piece = self._tools_piece[1]
-            pieces.append(tools_piece)
-        piece = meter.piece
-        pieces.extend(piece(c.source, c.module, c.processor, "system", c.text) for c in system_c)
-        for slot in ("first-user", "last-user", "virtual-tail"):
-            made = by_slot[slot]
-            pieces.extend(piece(c.source, c.module, c.processor, slot, c.text) for c in made)
-        return _tally(key, pieces, tools_piece, stable, len(system_c))
-
-    def _replacement_pieces(
-        self, replaced: Mapping[int, T], owners: Mapping[int, tuple[str, str]]
-    ) -> list[Piece]:
-        """A turn-only replacement is counted instead of the view entry."""
-        if not owners:
-            return []
-        view = self.view
-        pieces: list[Piece] = []
-        for index, (module, processor) in sorted(owners.items()):
-            pieces.extend(_negated(p) for p in view.pieces(index))
-            pieces.extend(self._measure(replaced[index], module, processor))
-        return pieces
-
-    def _reuse(
-        self, tools: tuple[ToolSpec, ...], system_c: list[Contribution], head_tokens: int
-    ) -> int | None:
-        """Reused tokens of tools and system; None when something before the messages changed."""
-        prev = self._prev
-        if prev.generation != self.transcript.generation:
-            return None
-        if (tools or prev.tools) and prev.tools != tools:
-            return None
-        if len(prev.system) != len(system_c):
-            return None
-        for text, c in zip(prev.system, system_c, strict=True):
-            if text != c.text:
-                return None
-        return head_tokens
-
-    def _message_bound(
-        self, first: tuple[int | None, str], last: tuple[int | None, str], replaced: Mapping[int, T]
-    ) -> int:
-        """How many leading view messages the previous call sent identically."""
-        prev = self._prev
-        view = self.view
-        bound = min(prev.view_len, len(view))
-        if view.min_changed is not None:
-            bound = min(bound, view.min_changed)
-        for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
-            now = (index, text) if text and index is not None else None
-            if old is not None and now != old:
-                bound = min(bound, old[0])
-            if now is not None and now != old:
-                bound = min(bound, now[0])
-        for index in replaced:
-            bound = min(bound, index)
-        return bound
-
-    def _remember(
-        self,
-        system_c: list[Contribution],
-        tools: tuple[ToolSpec, ...],
-        first_index: int | None,
-        first_text: str,
-        last_index: int | None,
-        last_text: str,
-    ) -> None:
-        self._prev = _Prev(
-            system=tuple(c.text for c in system_c),
-            tools=tools,
-            view_len=len(self.view),
-            last_user=(last_index, last_text) if last_text and last_index is not None else None,
-            first_user=(first_index, first_text)
-            if first_text and first_index is not None
-            else None,
-            generation=self.transcript.generation,
         )
 
     def record_call(
@@ -911,102 +544,3 @@ def _segments_itself(adapter: object) -> bool:
     if found is None:
         found = _SEGMENTERS[kind] = isinstance(adapter, SegmentLookup)
     return found
-
-
-def _negated(p: Piece) -> Piece:
-    return Piece(p.source, p.module, p.processor, p.slot, -p.chars, -p.tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class _Tally:
-    """A compile's counted contributions, kept while the next compiles send the same."""
-
-    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
-    """(tools, contributions): what the rows depend on."""
-    head: Segments
-    """The contributions' rows (tools, system, user slots, tail)."""
-    stable_tokens: int
-    """Tools and system blocks before the prompt-cache breakpoint."""
-    head_tokens: int
-    """Tools and every system block: what a call reuses when they did not change."""
-
-
-def _tally(
-    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
-    pieces: list[Piece],
-    tools: Piece | None,
-    stable: int,
-    system: int,
-) -> _Tally:
-    """Group the pieces (tools, system blocks, then the other slots) into rows."""
-    grouped: dict[tuple[str, str, str, str], list[int]] = {}
-    contents: dict[tuple[str, str, str, str], list[str]] = {}
-    for p in pieces:
-        _group(grouped, contents, p)
-    first = 1 if tools is not None else 0
-    system_tokens = [p.tokens for p in pieces[first : first + system]]
-    tools_tokens = tools.tokens if tools is not None else 0
-    return _Tally(
-        key,
-        Segments(_rows(grouped, contents)),
-        tools_tokens + sum(system_tokens[:stable]),
-        tools_tokens + sum(system_tokens),
-    )
-
-
-def _group(
-    grouped: dict[tuple[str, str, str, str], list[int]],
-    contents: dict[tuple[str, str, str, str], list[str]],
-    p: Piece,
-) -> None:
-    key = (p.source, p.module, p.processor, p.slot)
-    entry = grouped.get(key)
-    if entry is None:
-        grouped[key] = [p.chars, p.tokens]
-    else:
-        entry[0] += p.chars
-        entry[1] += p.tokens
-    if p.content is not None:
-        contents.setdefault(key, []).append(p.content)
-
-
-def _rows(
-    grouped: dict[tuple[str, str, str, str], list[int]],
-    contents: dict[tuple[str, str, str, str], list[str]],
-) -> tuple[SegmentRow, ...]:
-    rows: list[SegmentRow] = []
-    for key, (chars, tokens) in grouped.items():
-        texts = contents.get(key)
-        rows.append((*key, chars, tokens, "\n".join(texts) if texts is not None else None))
-    return tuple(rows)
-
-
-def _history_rows(
-    pieces: list[Piece], view: ModelView[Any], *, include_content: bool
-) -> Sequence[SegmentRow]:
-    """Rows for the history: turn-only replacement pieces, then the view's running totals."""
-    if not pieces and not include_content:  # the usual compile: the totals as they are
-        return [
-            (source, module, processor, "history", chars, tokens, None)
-            for (source, module, processor), (chars, tokens) in view.totals.items()
-        ]
-    grouped: dict[tuple[str, str, str, str], list[int]] = {}
-    contents: dict[tuple[str, str, str, str], list[str]] = {}
-    for p in pieces:
-        _group(grouped, contents, p)
-    if include_content:
-        for index in range(len(view)):
-            for p in view.pieces(index):
-                if p.content is not None:
-                    contents.setdefault((p.source, p.module, p.processor, "history"), []).append(
-                        p.content
-                    )
-    for (source, module, processor), (chars, tokens) in view.totals.items():
-        key = (source, module, processor, "history")
-        entry = grouped.get(key)
-        if entry is None:
-            grouped[key] = [chars, tokens]
-        else:
-            entry[0] += chars
-            entry[1] += tokens
-    return _rows(grouped, contents)

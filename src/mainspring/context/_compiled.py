@@ -1,0 +1,105 @@
+"""The compiled request: what one compile hands to the model.
+
+:class:`CompiledMessages` is the request's message list, an overlay on the
+history view (a few entries overridden, a virtual tail, copy-on-write when
+the view changes); :class:`CompiledContext` bundles it with the system
+blocks, the contributions and their accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar, overload
+
+from mainspring.context.pipeline import Contribution
+from mainspring.context.snapshot import Segment, Segments
+from mainspring.models.base import SystemBlock
+
+__all__ = ["CompiledContext", "CompiledMessages"]
+
+T = TypeVar("T")
+
+
+class CompiledMessages(Sequence[T]):
+    """The request's messages: the view, with a few entries overridden and a tail.
+
+    Built in O(overrides); reads are O(1) per index. It never changes: later
+    view appends do not show through (the length is fixed at compile time),
+    and before the view edits an entry (compaction, microcompact) it hands
+    every request still alive a copy of what it held (copy-on-write), so a
+    request handed to a model stays what was sent.
+    """
+
+    __slots__ = ("__weakref__", "_base", "_n", "_overrides", "_tail")
+
+    def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
+        self._base = base
+        self._n = n
+        self._overrides = dict(overrides)
+        self._tail = tuple(tail)
+
+    def __len__(self) -> int:
+        return self._n + len(self._tail)
+
+    def _detach(self) -> None:
+        """Copy the entries this request reads from the view (it is about to change)."""
+        if not isinstance(self._base, list):
+            self._base = list(self._base[: self._n])
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("message index out of range")
+        if index >= self._n:
+            return self._tail[index - self._n]
+        found = self._overrides.get(index)
+        return self._base[index] if found is None else found
+
+    def __iter__(self) -> Iterator[T]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # list-like, unhashable
+
+    def __repr__(self) -> str:
+        return f"CompiledMessages({list(self)!r})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompiledContext(Generic[T]):
+    """One compiled request: system blocks, messages and their attribution."""
+
+    system: tuple[SystemBlock, ...]
+    messages: Sequence[T]
+    contributions: tuple[Contribution, ...]
+    turn_index: int
+    step: int
+    generation: int
+    stable_blocks: int
+    """How many system blocks form the stable (cached) prefix."""
+    segments: Sequence[Segment] = ()
+    """Per source / module / processor, with accounting on (a :class:`Segments`)."""
+    prefix_tokens: int = 0
+    stable_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Counted tokens of the request (0 without accounting)."""
+        segments = self.segments
+        if isinstance(segments, Segments):
+            return segments.tokens
+        return sum(s.tokens for s in segments)

@@ -1,0 +1,285 @@
+"""Counting a compiled request: its segment rows and the prefix it reuses.
+
+With accounting on, each compile's contributions become rows per source /
+module / processor / slot (kept while the next compiles send the same
+ones), the history adds the view's running totals, and the previous call's
+system text, tools and messages tell how many leading tokens were sent
+identically (the prefix a provider may serve from its cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from mainspring.context.accounting import Meter, Piece
+from mainspring.context.pipeline import Contribution
+from mainspring.context.snapshot import SegmentRow, Segments
+from mainspring.context.transcript import Transcript
+from mainspring.context.view import ModelView
+from mainspring.models.base import ToolSpec
+
+__all__ = ["Accountant"]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class _Prev:
+    """What the previous compile sent, for prefix reuse."""
+
+    system: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] | None = None
+    view_len: int = 0
+    last_user: tuple[int, str] | None = None
+    """(index, text) the previous call added to the latest user message."""
+    first_user: tuple[int, str] | None = None
+    generation: int = -1
+
+
+class Accountant(Generic[T]):
+    """One compiler's request accounting: O(contributions + replacements) a compile."""
+
+    def __init__(
+        self,
+        meter: Meter | None,
+        view: ModelView[T],
+        transcript: Transcript[T],
+        measure: Callable[[T, str, str], tuple[Piece, ...]],
+    ) -> None:
+        self.meter = meter
+        self.view = view
+        self.transcript = transcript
+        self._measure = measure
+        self._prev = _Prev()
+        self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
+        self._tally: _Tally | None = None
+
+    def account(
+        self,
+        contributions: tuple[Contribution, ...],
+        system_c: list[Contribution],
+        stable: int,
+        tools: tuple[ToolSpec, ...],
+        by_slot: dict[str, list[Contribution]],
+        first: tuple[int | None, str],
+        last: tuple[int | None, str],
+        replaced: Mapping[int, T],
+        owners: Mapping[int, tuple[str, str]],
+    ) -> tuple[Segments, int, int]:
+        """Segments, reused prefix tokens and stable tokens: O(contributions + replacements).
+
+        ``first`` / ``last`` are the first and last user messages' indexes with
+        the text added to them.
+        """
+        meter = self.meter
+        assert meter is not None
+        key = (tools, contributions)  # everything the contributions' figures depend on
+        tally = self._tally
+        if tally is None or tally.key != key:  # mostly the very objects of the last compile
+            tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
+        view = self.view
+        segments = tally.head.plus(
+            _history_rows(
+                self._replacement_pieces(replaced, owners),
+                view,
+                include_content=meter.include_content,
+            )
+        )
+        reused = self._reuse(tools, system_c, tally.head_tokens)
+        if reused is not None:
+            reused += view.tokens_before(self._message_bound(first, last, replaced))
+        return segments, reused or 0, tally.stable_tokens
+
+    def _count_contributions(
+        self,
+        key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
+        system_c: list[Contribution],
+        stable: int,
+        by_slot: dict[str, list[Contribution]],
+    ) -> _Tally:
+        meter = self.meter
+        assert meter is not None
+        tools = key[0]
+        pieces: list[Piece] = []
+        tools_piece = None
+        if tools:
+            if self._tools_piece is None or self._tools_piece[0] != tools:
+                text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
+                self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
+            tools_piece = self._tools_piece[1]
+            pieces.append(tools_piece)
+        piece = meter.piece
+        pieces.extend(piece(c.source, c.module, c.processor, "system", c.text) for c in system_c)
+        for slot in ("first-user", "last-user", "virtual-tail"):
+            made = by_slot[slot]
+            pieces.extend(piece(c.source, c.module, c.processor, slot, c.text) for c in made)
+        return _tally(key, pieces, tools_piece, stable, len(system_c))
+
+    def _replacement_pieces(
+        self, replaced: Mapping[int, T], owners: Mapping[int, tuple[str, str]]
+    ) -> list[Piece]:
+        """A turn-only replacement is counted instead of the view entry."""
+        if not owners:
+            return []
+        view = self.view
+        pieces: list[Piece] = []
+        for index, (module, processor) in sorted(owners.items()):
+            pieces.extend(_negated(p) for p in view.pieces(index))
+            pieces.extend(self._measure(replaced[index], module, processor))
+        return pieces
+
+    def _reuse(
+        self, tools: tuple[ToolSpec, ...], system_c: list[Contribution], head_tokens: int
+    ) -> int | None:
+        """Reused tokens of tools and system; None when something before the messages changed."""
+        prev = self._prev
+        if prev.generation != self.transcript.generation:
+            return None
+        if (tools or prev.tools) and prev.tools != tools:
+            return None
+        if len(prev.system) != len(system_c):
+            return None
+        for text, c in zip(prev.system, system_c, strict=True):
+            if text != c.text:
+                return None
+        return head_tokens
+
+    def _message_bound(
+        self, first: tuple[int | None, str], last: tuple[int | None, str], replaced: Mapping[int, T]
+    ) -> int:
+        """How many leading view messages the previous call sent identically."""
+        prev = self._prev
+        view = self.view
+        bound = min(prev.view_len, len(view))
+        if view.min_changed is not None:
+            bound = min(bound, view.min_changed)
+        for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
+            now = (index, text) if text and index is not None else None
+            if old is not None and now != old:
+                bound = min(bound, old[0])
+            if now is not None and now != old:
+                bound = min(bound, now[0])
+        for index in replaced:
+            bound = min(bound, index)
+        return bound
+
+    def remember(
+        self,
+        system_c: list[Contribution],
+        tools: tuple[ToolSpec, ...],
+        first_index: int | None,
+        first_text: str,
+        last_index: int | None,
+        last_text: str,
+    ) -> None:
+        self._prev = _Prev(
+            system=tuple(c.text for c in system_c),
+            tools=tools,
+            view_len=len(self.view),
+            last_user=(last_index, last_text) if last_text and last_index is not None else None,
+            first_user=(first_index, first_text)
+            if first_text and first_index is not None
+            else None,
+            generation=self.transcript.generation,
+        )
+
+
+def _negated(p: Piece) -> Piece:
+    return Piece(p.source, p.module, p.processor, p.slot, -p.chars, -p.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """A compile's counted contributions, kept while the next compiles send the same."""
+
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
+    """(tools, contributions): what the rows depend on."""
+    head: Segments
+    """The contributions' rows (tools, system, user slots, tail)."""
+    stable_tokens: int
+    """Tools and system blocks before the prompt-cache breakpoint."""
+    head_tokens: int
+    """Tools and every system block: what a call reuses when they did not change."""
+
+
+def _tally(
+    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
+    pieces: list[Piece],
+    tools: Piece | None,
+    stable: int,
+    system: int,
+) -> _Tally:
+    """Group the pieces (tools, system blocks, then the other slots) into rows."""
+    grouped: dict[tuple[str, str, str, str], list[int]] = {}
+    contents: dict[tuple[str, str, str, str], list[str]] = {}
+    for p in pieces:
+        _group(grouped, contents, p)
+    first = 1 if tools is not None else 0
+    system_tokens = [p.tokens for p in pieces[first : first + system]]
+    tools_tokens = tools.tokens if tools is not None else 0
+    return _Tally(
+        key,
+        Segments(_rows(grouped, contents)),
+        tools_tokens + sum(system_tokens[:stable]),
+        tools_tokens + sum(system_tokens),
+    )
+
+
+def _group(
+    grouped: dict[tuple[str, str, str, str], list[int]],
+    contents: dict[tuple[str, str, str, str], list[str]],
+    p: Piece,
+) -> None:
+    key = (p.source, p.module, p.processor, p.slot)
+    entry = grouped.get(key)
+    if entry is None:
+        grouped[key] = [p.chars, p.tokens]
+    else:
+        entry[0] += p.chars
+        entry[1] += p.tokens
+    if p.content is not None:
+        contents.setdefault(key, []).append(p.content)
+
+
+def _rows(
+    grouped: dict[tuple[str, str, str, str], list[int]],
+    contents: dict[tuple[str, str, str, str], list[str]],
+) -> tuple[SegmentRow, ...]:
+    rows: list[SegmentRow] = []
+    for key, (chars, tokens) in grouped.items():
+        texts = contents.get(key)
+        rows.append((*key, chars, tokens, "\n".join(texts) if texts is not None else None))
+    return tuple(rows)
+
+
+def _history_rows(
+    pieces: list[Piece], view: ModelView[Any], *, include_content: bool
+) -> Sequence[SegmentRow]:
+    """Rows for the history: turn-only replacement pieces, then the view's running totals."""
+    if not pieces and not include_content:  # the usual compile: the totals as they are
+        return [
+            (source, module, processor, "history", chars, tokens, None)
+            for (source, module, processor), (chars, tokens) in view.totals.items()
+        ]
+    grouped: dict[tuple[str, str, str, str], list[int]] = {}
+    contents: dict[tuple[str, str, str, str], list[str]] = {}
+    for p in pieces:
+        _group(grouped, contents, p)
+    if include_content:
+        for index in range(len(view)):
+            for p in view.pieces(index):
+                if p.content is not None:
+                    contents.setdefault((p.source, p.module, p.processor, "history"), []).append(
+                        p.content
+                    )
+    for (source, module, processor), (chars, tokens) in view.totals.items():
+        key = (source, module, processor, "history")
+        entry = grouped.get(key)
+        if entry is None:
+            grouped[key] = [chars, tokens]
+        else:
+            entry[0] += chars
+            entry[1] += tokens
+    return _rows(grouped, contents)
