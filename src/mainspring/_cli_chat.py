@@ -18,6 +18,7 @@ line, and the chat goes on.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import json
 import shlex
@@ -326,7 +327,15 @@ class _Chat:
         finished = self.portal.start_task_soon(self._stream, start)
         while True:
             try:
-                finished.result()
+                # Polled, not one blocking wait: the kernel may hand Ctrl-C's signal to
+                # the loop's thread, and Python runs the handler only once this thread
+                # runs again (a wait with no timeout would hold it off to the run's end).
+                while True:
+                    try:
+                        finished.result(timeout=0.1)
+                        break
+                    except concurrent.futures.TimeoutError:
+                        continue
                 break
             except KeyboardInterrupt:
                 if self._stopping:  # a write still finishing: it is never cut short
