@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,16 @@ WAIT = 60.0
 """Seconds any one wait on the child may take (a busy two-core machine)."""
 
 __all__ = ["WAIT", "Start", "Terminal", "terminal"]  # terminal: a fixture (conftest loads it)
+
+
+def _as_from_a_shell() -> None:
+    """The child's Ctrl-C as a shell's foreground job has it (the default disposition).
+
+    A test run started in the background (CI's, without job control) ignores
+    SIGINT, and an ignored signal stays ignored across exec: the child would
+    never see the Ctrl-C these tests press, which no user at a terminal has.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:
@@ -33,6 +44,7 @@ class Terminal:
             codec_errors="replace",
             dimensions=(40, 100),
             timeout=WAIT,
+            preexec_fn=_as_from_a_shell,
         )
         self.screen = ""
 
