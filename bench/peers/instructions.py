@@ -4,10 +4,11 @@
 
 Wall-clock and CPU time swing by 2x on a machine shared with other work; the
 number of machine instructions a run executes does not. Each framework's
-`bench_<name>.py` adapter runs under `valgrind --tool=callgrind` twice, in
-fresh processes, once with a few runs and once with many more (after the same
-warm-up), and the difference divided by the extra runs is the instructions one
-run costs: start-up, imports and warm-up cancel out. Ratios are to the floor
+`bench_<name>.py` adapter runs under `valgrind --tool=callgrind` in a fresh
+process: after a warm-up, a few runs, then many more, each part between
+markers at which callgrind writes its count; the difference divided by the
+extra runs is the instructions one run costs (start-up, imports, warm-up and
+the event loop's own set-up stay out). Ratios are to the floor
 (`bench_floor.py`), counted the same way in the same invocation.
 
 Instructions are not time: a cache miss costs more than an add. They track
@@ -29,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RUNNER = """
-import asyncio, sys
+import asyncio, os, sys
 sys.path.insert(0, {here!r})
 import harness as h
 import bench_{name} as mod
@@ -46,33 +47,45 @@ async def many(n):
     for _ in range(n):
         assert await fn() == h.FINAL_TEXT
 asyncio.run(many(20))   # warm-up: caches, first-call imports
+os.getppid()            # marker: callgrind dumps its counts at each call (see count)
+asyncio.run(many({few}))
+os.getppid()
 asyncio.run(many(runs))
+os.getppid()
 """
 FEW, MANY = 10, 110
 
 
-def count(name: str, scenario: str, runs: int) -> int:
-    """Instructions of one process running ``runs`` runs of ``scenario`` (after the warm-up)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(RUNNER.format(here=str(HERE), name=name))
-        script = f.name
-    try:
+def count(name: str, scenario: str) -> tuple[int, int]:
+    """Instructions of ``FEW`` and of ``MANY`` runs of ``scenario``, in one process.
+
+    The runner calls ``os.getppid()`` as a marker between its parts, and
+    callgrind (``--dump-before=os_getppid``) writes the counts so far at each
+    call: start-up, imports and warm-up stay outside both parts.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "runner.py"
+        script.write_text(RUNNER.format(here=str(HERE), name=name, few=FEW))
+        out = Path(tmp) / "cg.out"
         proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             sys.executable, script, scenario, str(runs)],
+            ["valgrind", "--tool=callgrind", "--dump-before=os_getppid",
+             f"--callgrind-out-file={out}", sys.executable, str(script), scenario, str(MANY)],
             capture_output=True, text=True, timeout=1800, check=False,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
-    finally:
-        os.unlink(script)
-    found = re.search(r"Collected : (\d+)", proc.stderr)
-    if proc.returncode != 0 or found is None:
+        parts = []
+        for dump in (f"{out}.2", f"{out}.3"):  # .1 is everything before the first marker
+            found = re.search(r"^summary: (\d+)", Path(dump).read_text() if Path(dump).exists()
+                              else "", re.M)
+            parts.append(int(found.group(1)) if found else -1)
+    if proc.returncode != 0 or min(parts) < 0:
         raise SystemExit(f"{name} {scenario} failed:\n{proc.stderr[-2000:]}")
-    return int(found.group(1))
+    return parts[0], parts[1]
 
 
 def per_run(name: str, scenario: str) -> float:
-    return (count(name, scenario, MANY) - count(name, scenario, FEW)) / (MANY - FEW)
+    few, many = count(name, scenario)
+    return (many - few) / (MANY - FEW)
 
 
 def main() -> None:

@@ -38,6 +38,13 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import anyio
 
+    import mainspring._background as _background
+    import mainspring._journal as _journal
+    import mainspring._loop as _loop
+    import mainspring._relay as _relay
+    import mainspring._tasks as _tasks
+    import mainspring._wakeup as _wakeup
+    import mainspring.state as _state
     from mainspring._journal import Journal
     from mainspring._loop import Loop
     from mainspring._relay import Relay
@@ -48,9 +55,16 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     from mainspring.cost import CostTracker
     from mainspring.state import SessionState, WriteRecord
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
-else:  # loaded on first use
+else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
+    _background = lazy_module("mainspring._background")
+    _journal = lazy_module("mainspring._journal")
+    _loop = lazy_module("mainspring._loop")
+    _relay = lazy_module("mainspring._relay")
+    _tasks = lazy_module("mainspring._tasks")
+    _wakeup = lazy_module("mainspring._wakeup")
+    _state = lazy_module("mainspring.state")
 
 __all__ = ["SessionRuns"]
 
@@ -231,23 +245,16 @@ class SessionRuns:
         *,
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
-        from mainspring._background import spawn
-        from mainspring._journal import Journal
-        from mainspring._loop import Loop, error_event
-        from mainspring._relay import Relay
-        from mainspring._wakeup import Wakeup
-        from mainspring.state import new_uuid4
-
         await self._begin(check)
         store = self.checkpoint_store
-        relay: Relay[Event] = Relay(self.buffer_events)
+        relay: Relay[Event] = _relay.Relay(self.buffer_events)
         # With a checkpoint store, the journal puts each batch on record while the
         # run goes on producing the next; the consumer gets only what is on record.
-        outbox: Relay[Event] = Relay(self.buffer_events) if store is not None else relay
-        stream_id = new_uuid4()
+        outbox: Relay[Event] = _relay.Relay(self.buffer_events) if store is not None else relay
+        stream_id = _state.new_uuid4()
         journal = None
         if self.session_store is not None or store is not None:
-            journal = Journal(
+            journal = _journal.Journal(
                 state=self._state,
                 sessions=self.session_store,
                 checkpoints=store,
@@ -258,7 +265,7 @@ class SessionRuns:
                 clear=self._state.last_stream if store is not None else None,
                 lease=None if self.run_lock is None else (self.run_lock, self.owner),
             )
-        runner = Loop(
+        runner = _loop.Loop(
             agent=self.agent,
             state=self._state,
             context=self._context,
@@ -277,7 +284,7 @@ class SessionRuns:
             self._cancel_early = False
             runner.cancel()
         abort = anyio.CancelScope()
-        done = Wakeup()
+        done = _wakeup.Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
         try:
@@ -286,7 +293,7 @@ class SessionRuns:
             if store is not None:
                 # On record with the run's first commit, and yielded only once it is.
                 relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
-            spawn(
+            _background.spawn(
                 partial(self._produce, runner, start, journal, relay, outbox, abort, done, failure)
             )
             while not failure and await outbox.wait():
@@ -299,7 +306,7 @@ class SessionRuns:
             if terminal is None and failure:
                 # The events after the failure never went on record: end with an
                 # explicit error, never silently.
-                terminal = error_event(failure[0])
+                terminal = _loop.error_event(failure[0])
                 yield terminal
             self._state.last_stream, self._state.last_terminal = stream_id, terminal
         finally:
@@ -333,8 +340,6 @@ class SessionRuns:
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
-        from mainspring._tasks import TaskGroup
-
         writer = journal is not None and self.checkpoint_store is not None
         try:
             with abort:
@@ -342,7 +347,7 @@ class SessionRuns:
                     await runner.run(lambda: start(runner))
                     return
                 lease = anyio.Event() if self.run_lock is not None else None
-                async with TaskGroup() as tg:
+                async with _tasks.TaskGroup() as tg:
                     if writer:
                         assert journal is not None
                         tg.start_soon(journal.write_through)

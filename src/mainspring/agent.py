@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
+from mainspring._lazy import lazy_module
 from mainspring.context.options import ContextOptions
 from mainspring.errors import ConfigError
 from mainspring.hooks import AutoExecuted, Hooks
@@ -22,6 +23,11 @@ from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # the context pipeline loads when a session builds its compiler
+    import mainspring.context.compaction as compaction
+    import mainspring.context.compiler as compiler
+    import mainspring.context.history as history
+    import mainspring.context.layers as layers
+    import mainspring.context.pipeline as pipeline
     from mainspring.context.accounting import Accounting
     from mainspring.context.compaction import Summarizer
     from mainspring.context.compiler import ContextCompiler
@@ -31,6 +37,13 @@ if TYPE_CHECKING:  # the context pipeline loads when a session builds its compil
     from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
+
+else:  # (an import statement in a function costs a microsecond a call)
+    compaction = lazy_module("mainspring.context.compaction")
+    compiler = lazy_module("mainspring.context.compiler")
+    history = lazy_module("mainspring.context.history")
+    layers = lazy_module("mainspring.context.layers")
+    pipeline = lazy_module("mainspring.context.pipeline")
 
 __all__ = ["Agent", "Limits"]
 
@@ -213,28 +226,17 @@ class Agent:
         It holds the five layers, microcompact, compaction and the agent's own
         modules.
         """
-        from mainspring.context.compaction import Compaction
-        from mainspring.context.compiler import ContextCompiler
-        from mainspring.context.history import Microcompact
-        from mainspring.context.layers import (
-            BaseSystemPrompt,
-            ContextBlock,
-            MemoryRecall,
-            SkillRecipe,
-        )
-        from mainspring.context.pipeline import Module
-
         processors: list[Processor] = []
         if self.instructions:
-            processors.append(BaseSystemPrompt(self.instructions))
+            processors.append(layers.BaseSystemPrompt(self.instructions))
         if self.context_block is not None:
-            processors.append(ContextBlock(self.context_block))
+            processors.append(layers.ContextBlock(self.context_block))
         if self.skill_recipe is not None:
-            processors.append(SkillRecipe(self.skill_recipe))
+            processors.append(layers.SkillRecipe(self.skill_recipe))
         options = self.context
         if self.memory is not None:
             processors.append(
-                MemoryRecall(
+                layers.MemoryRecall(
                     self.memory,
                     k=options.memory_k,
                     scope=options.memory_scope,
@@ -244,11 +246,11 @@ class Agent:
         if options.microcompact and options.budget is not None:
             # Collapse repeats only where compaction would start to act anyway: below
             # that, the cache hits they would cost are worth more than their tokens.
-            processors.append(Microcompact(over_tokens=int(0.85 * options.budget)))
+            processors.append(history.Microcompact(over_tokens=int(0.85 * options.budget)))
         if options.budget is not None:
-            processors.append(Compaction(options.budget, summarizer=options.summarizer))
-        modules = [m if isinstance(m, Module) else m() for m in options.modules]
-        return ContextCompiler(
+            processors.append(compaction.Compaction(options.budget, summarizer=options.summarizer))
+        modules = [m if isinstance(m, pipeline.Module) else m() for m in options.modules]
+        return compiler.ContextCompiler(
             messages=messages,
             processors=processors,
             modules=modules,

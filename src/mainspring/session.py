@@ -46,6 +46,10 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import anyio
 
+    import mainspring._steering as _steering
+    import mainspring.context.lifecycle as lifecycle
+    import mainspring.cost as cost
+    import mainspring.state as _state
     from mainspring._journal import Journal
     from mainspring._loop import Loop
     from mainspring._steering import SteerMode
@@ -54,9 +58,13 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     from mainspring.result import RunResult
     from mainspring.state import SessionState, StateView
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
-else:  # loaded on first use
+else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
+    _steering = lazy_module("mainspring._steering")
+    cost = lazy_module("mainspring.cost")
+    _state = lazy_module("mainspring.state")
+    lifecycle = lazy_module("mainspring.context.lifecycle")
 
 __all__ = ["Session"]
 
@@ -120,14 +128,9 @@ class Session(SessionRuns):
             raise ConfigError("buffer_events must be at least 1")
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
-        from mainspring._steering import SteeringQueue
-        from mainspring.context.lifecycle import CompilerRegistry
-        from mainspring.cost import CostTracker
-        from mainspring.state import SessionState, new_uuid4
-
         self.agent = agent
-        self._state = state or SessionState(
-            session_id=session_id or new_uuid4(), agent_name=agent.name
+        self._state = state or _state.SessionState(
+            session_id=session_id or _state.new_uuid4(), agent_name=agent.name
         )
         self._state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
@@ -138,7 +141,7 @@ class Session(SessionRuns):
         self._owner = owner
         self.buffer_events = buffer_events
         self._registry: CompilerRegistry[Message] = (
-            context_registry if context_registry is not None else CompilerRegistry()
+            context_registry if context_registry is not None else lifecycle.CompilerRegistry()
         )
         self._context = self._registry.create(
             self.session_id,
@@ -146,10 +149,10 @@ class Session(SessionRuns):
         )
         self._closed = False
         self.steering = steering
-        self._steering = SteeringQueue()
+        self._steering = _steering.SteeringQueue()
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
-        self._cost = CostTracker(
+        self._cost = cost.CostTracker(
             prices=agent.prices,
             budget_usd=agent.limits.budget_usd,
             total_usd=self._state.cost_usd,
@@ -186,9 +189,7 @@ class Session(SessionRuns):
     def owner(self) -> str:
         """This worker's name in the run lock (a UUID4 unless given; drawn on first use)."""
         if self._owner is None:
-            from mainspring.state import new_uuid4
-
-            self._owner = new_uuid4()
+            self._owner = _state.new_uuid4()
         return self._owner
 
     @property
@@ -224,9 +225,7 @@ class Session(SessionRuns):
     @property
     def state(self) -> StateView:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
-        from mainspring.state import StateView
-
-        return StateView(self._state)
+        return _state.StateView(self._state)
 
     # ------------------------------------------------------------- the API
 

@@ -81,6 +81,11 @@ class Compaction(Processor):
         self.summaries = 0
         self.reset()
 
+    @property
+    def waits(self) -> bool:  # type: ignore[override]  # (a plain attribute on Processor)
+        """Only a summarizer is waited for: pruning computes."""
+        return self.summarizer is not None
+
     def reset(self) -> None:
         """The view is rebuilt: nothing in it is pruned yet."""
         self._pruned_upto = 0

@@ -299,14 +299,20 @@ class ContextCompiler(Generic[T]):
             self._turn = _Turn(turn_index, time.time())
             self._turn_cache = {}
         ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
-        with anyio.CancelScope() as scope:
-            self._active = scope
-            try:
-                for proc in self.processors:
-                    await self._run(proc, ctx)
-            finally:
-                self._active = None
-        if scope.cancelled_caught or self._destroyed:
+        if any(proc.waits for proc in self.processors):
+            with anyio.CancelScope() as scope:  # what destroy() aborts
+                self._active = scope
+                try:
+                    for proc in self.processors:
+                        await self._run(proc, ctx)
+                finally:
+                    self._active = None
+            if scope.cancelled_caught:
+                raise CompilerDestroyedError("the context compiler was destroyed during a compile")
+        else:  # none of them suspends: nothing can abort the compile halfway
+            for proc in self.processors:
+                await self._run(proc, ctx)
+        if self._destroyed:
             raise CompilerDestroyedError("the context compiler was destroyed during a compile")
         compiled = self._assemble(ctx, tools)
         if self._turn is not None:

@@ -48,6 +48,7 @@ class Microcompact(Processor):
 
     phase: Phase = "history"
     source = "tool_result"
+    waits = False
 
     def __init__(
         self, *, min_chars: int = 1_000, over_tokens: int | None = None, id: str = "microcompact"
@@ -185,6 +186,7 @@ class ToolResultBudget(Processor):
 
     phase: Phase = "history"
     source = "tool_result"
+    waits = False
 
     def __init__(
         self,

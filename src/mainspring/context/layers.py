@@ -63,6 +63,7 @@ class BaseSystemPrompt(SystemProcessor):
         """``text``: the instructions (or a function returning them)."""
         super().__init__(id)
         self._text = text
+        self.waits = not isinstance(text, str)  # a function's text may be awaited
 
     async def text(self, ctx: Compilation[Any]) -> str:
         """The instructions."""
@@ -87,6 +88,7 @@ class ContextBlock(SystemProcessor):
         super().__init__(id, scope=scope)
         self._text = text
         self._title = title
+        self.waits = not isinstance(text, str)
 
     async def text(self, ctx: Compilation[Any]) -> str:
         """The block, or ``""`` when the host has nothing."""
@@ -108,6 +110,7 @@ class SkillRecipe(SystemProcessor):
         """``text`` (or a function returning it)."""
         super().__init__(id, scope=scope, after=("context-block",))
         self._text = text
+        self.waits = not isinstance(text, str)
 
     async def text(self, ctx: Compilation[Any]) -> str:
         """The skill text."""

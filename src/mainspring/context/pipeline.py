@@ -105,6 +105,12 @@ class Processor:
     """The source type its contributions carry unless it names another."""
     slot: Slot | None = None
     """The slot :meth:`Compilation.contribute` uses when none is named."""
+    waits: bool = True
+    """Whether :meth:`process` may wait (on a model, a store, the network).
+
+    A compile whose processors never wait needs no cancel scope for
+    :meth:`~mainspring.context.compiler.ContextCompiler.destroy` to abort it;
+    set it to ``False`` only on a processor that never suspends."""
 
     def __init__(
         self,

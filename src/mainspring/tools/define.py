@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from mainspring._json import JsonValue
+from mainspring._lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
@@ -34,9 +35,17 @@ from mainspring.tools.policy import (
 )
 
 if TYPE_CHECKING:
+    import json as _json
+
+    import pydantic as _pydantic
+    import pydantic_core as _pydantic_core
     from pydantic import BaseModel, ValidationError
 
     from mainspring.tools.context import ToolContext
+else:  # lazy: `import mainspring` does not load pydantic (nor an import statement per call)
+    _json = lazy_module("json")
+    _pydantic = lazy_module("pydantic")
+    _pydantic_core = lazy_module("pydantic_core")
 
 __all__ = ["Tool", "ToolOutput", "client_tool", "tool"]
 
@@ -162,14 +171,11 @@ def to_output(result: object) -> ToolOutput:
         return ToolOutput(content=result)
     if result is None:
         return ToolOutput(content="")
-    import json
-
-    from pydantic import BaseModel  # lazy: `import mainspring` does not load pydantic
-    from pydantic_core import to_jsonable_python
-
-    if isinstance(result, BaseModel):
+    if isinstance(result, _pydantic.BaseModel):
         return ToolOutput(content=result.model_dump_json())
-    return ToolOutput(content=json.dumps(to_jsonable_python(result), ensure_ascii=False))
+    return ToolOutput(
+        content=_json.dumps(_pydantic_core.to_jsonable_python(result), ensure_ascii=False)
+    )
 
 
 def _input_error(tool_name: str, exc: ValidationError) -> ToolInputError:
