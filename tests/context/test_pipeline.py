@@ -9,6 +9,14 @@ from typing import Any
 import anyio
 import pytest
 
+from mainspring.context import (
+    BaseSystemPrompt,
+    Compaction,
+    ContextBlock,
+    Microcompact,
+    SkillRecipe,
+    ToolResultBudget,
+)
 from mainspring.context.compiler import Compilation, CompiledContext, ContextCompiler
 from mainspring.context.lifecycle import CompilerRegistry
 from mainspring.context.pipeline import (
@@ -420,6 +428,64 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
     assert len(errors) == 1
     assert after == []
     assert engine.destroyed
+
+
+async def test_destroy_during_a_compile_aborts_it_after_processors_that_never_wait() -> None:
+    # The cancel scope is opened only when some processor may wait; a
+    # computing one before the waiting one does not change what destroy does.
+    started = anyio.Event()
+    never = anyio.Event()
+
+    class Waits(Processor):
+        async def process(self, ctx: Compilation[Any]) -> None:
+            started.set()
+            await never.wait()
+
+    history = Microcompact()
+    assert not history.waits and Waits("waits").waits
+    engine = ContextCompiler(messages=conversation(), processors=[history, Waits("waits")])
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+
+            async def run_compile() -> None:
+                with pytest.raises(CompilerDestroyedError):
+                    await engine.compile(turn_index=0)
+
+            tg.start_soon(run_compile)
+            await started.wait()
+            await engine.destroy()
+
+
+def test_which_built_in_processors_may_wait() -> None:
+    async def instructions() -> str:
+        return "from a store"
+
+    assert not BaseSystemPrompt("fixed").waits
+    assert BaseSystemPrompt(instructions).waits  # a function's text may be awaited
+    assert not ContextBlock("fixed").waits and ContextBlock(lambda: "x").waits
+    assert not SkillRecipe("fixed").waits
+    assert not ToolResultBudget().waits
+    compaction = Compaction(1_000)
+    assert not compaction.waits  # pruning only computes
+
+    async def summarize(messages: Any) -> str:
+        return "summary"
+
+    compaction.summarizer = summarize
+    assert compaction.waits  # a summarizer is a model call
+
+
+async def test_a_compile_of_processors_that_never_wait_gives_the_same_request() -> None:
+    plain = ContextCompiler(
+        messages=conversation(), processors=[BaseSystemPrompt("be brief"), Microcompact()]
+    )
+
+    slow = BaseSystemPrompt("be brief")
+    slow.waits = True  # compiled inside the cancel scope
+    scoped = ContextCompiler(messages=conversation(), processors=[slow, Microcompact()])
+    a = await plain.compile(turn_index=1)
+    b = await scoped.compile(turn_index=1)
+    assert a.system == b.system and list(a.messages) == list(b.messages)
 
 
 async def test_a_failing_teardown_still_tears_down_the_others(
