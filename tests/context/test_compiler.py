@@ -197,6 +197,7 @@ async def test_compiled_messages_behave_like_a_sequence() -> None:
     assert msgs[-4] == as_list[0]
     assert msgs[1:3] == as_list[1:3]
     assert msgs[::-1] == as_list[::-1]
+    assert list(reversed(msgs)) == as_list[::-1]  # the override and the tail included
     assert msgs[10:] == []
     assert msgs == as_list
     assert msgs == tuple(as_list)

@@ -65,8 +65,19 @@ class CompiledMessages(Sequence[T]):
         return self._base[index] if found is None else found
 
     def __iter__(self) -> Iterator[T]:
-        for i in range(len(self)):
-            yield self[i]
+        # (self._base is read at each step: a copy-on-write may replace it meanwhile)
+        overrides = self._overrides
+        for i in range(self._n):
+            found = overrides.get(i) if overrides else None
+            yield self._base[i] if found is None else found
+        yield from self._tail
+
+    def __reversed__(self) -> Iterator[T]:
+        yield from reversed(self._tail)
+        overrides = self._overrides
+        for i in range(self._n - 1, -1, -1):
+            found = overrides.get(i) if overrides else None
+            yield self._base[i] if found is None else found
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):

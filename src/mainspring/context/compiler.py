@@ -340,41 +340,49 @@ class ContextCompiler(Generic[T]):
             ctx._current = None
 
     def _assemble(self, ctx: Compilation[T], tools: tuple[ToolSpec, ...]) -> CompiledContext[T]:
-        adapter = self.adapter
         view = self.view
         n = len(view)
+        contributions = tuple(ctx.contributions)
         by_slot: dict[str, list[Contribution]] = {
             "system": [],
             "first-user": [],
             "last-user": [],
             "virtual-tail": [],
         }
-        for c in ctx.contributions:
-            by_slot[c.slot].append(c)
-        # Session-scoped system text first: the stable prefix ends after it.
-        system_c = [c for c in by_slot["system"] if c.scope == "session"]
-        stable = len(system_c)
-        system_c += [c for c in by_slot["system"] if c.scope == "turn"]
-        system = tuple(
-            SystemBlock(text=c.text, source=c.source, cache_breakpoint=(i == stable - 1))
-            for i, c in enumerate(system_c)
-        )
-        overrides = dict(ctx.overrides)
+        system_c: list[Contribution] = []
+        system: tuple[SystemBlock, ...] = ()
+        stable = 0
+        overrides = ctx.overrides
         first_index = view.first_user
         last_index = view.last_user
-        first_text = "\n\n".join(c.text for c in by_slot["first-user"])
-        last_text = "\n\n".join(c.text for c in by_slot["last-user"])
-        if first_text and first_index is not None:
-            base = overrides.get(first_index, view[first_index])
-            overrides[first_index] = adapter.append_user_content(base, first_text)
-        if last_text and last_index is not None:
-            base = overrides.get(last_index, view[last_index])
-            overrides[last_index] = adapter.append_user_content(base, last_text)
-        tail_c = by_slot["virtual-tail"]
-        tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))] if tail_c else []
+        first_text = last_text = ""
+        tail: list[T] = []
+        if contributions:  # (none: no instructions, no layers, no modules)
+            adapter = self.adapter
+            for c in contributions:
+                by_slot[c.slot].append(c)
+            # Session-scoped system text first: the stable prefix ends after it.
+            system_c = [c for c in by_slot["system"] if c.scope == "session"]
+            stable = len(system_c)
+            system_c += [c for c in by_slot["system"] if c.scope == "turn"]
+            system = tuple(
+                SystemBlock(text=c.text, source=c.source, cache_breakpoint=(i == stable - 1))
+                for i, c in enumerate(system_c)
+            )
+            overrides = dict(overrides)
+            first_text = "\n\n".join(c.text for c in by_slot["first-user"])
+            last_text = "\n\n".join(c.text for c in by_slot["last-user"])
+            if first_text and first_index is not None:
+                base = overrides.get(first_index, view[first_index])
+                overrides[first_index] = adapter.append_user_content(base, first_text)
+            if last_text and last_index is not None:
+                base = overrides.get(last_index, view[last_index])
+                overrides[last_index] = adapter.append_user_content(base, last_text)
+            tail_c = by_slot["virtual-tail"]
+            if tail_c:
+                tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))]
         messages = CompiledMessages(view, n, overrides, tail)
         view.track(messages)
-        contributions = tuple(ctx.contributions)
         segments: Sequence[Segment] = ()
         prefix = stable_tokens = 0
         if self.meter is not None:
@@ -389,7 +397,9 @@ class ContextCompiler(Generic[T]):
                 ctx.overrides,
                 ctx.override_owners,
             )
-        self._accountant.remember(system_c, tools, first_index, first_text, last_index, last_text)
+            self._accountant.remember(
+                system_c, tools, first_index, first_text, last_index, last_text
+            )
         view.mark_compiled()
         return CompiledContext(
             system=system,
