@@ -89,6 +89,9 @@ def _estimate_sizer(model: str) -> Meter:
     return sizer
 
 
+_SCANS: dict[Meter, Callable[[Sequence[Any], int], tuple[int, int, list[int]]]] = {}
+"""The view scan of each shared estimate meter (see _view_scan)."""
+
 _NO_USAGE = Usage()
 _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
@@ -133,7 +136,7 @@ class ContextCompiler(Generic[T]):
         """
         if retain_turns is not None and retain_turns < 1:
             raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
-        self.adapter: MessageAdapter[T] = adapter or cast(MessageAdapter[T], MainspringAdapter())
+        self.adapter: MessageAdapter[T] = adapter or cast("MessageAdapter[T]", MainspringAdapter())
         self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
         self.services: Mapping[str, Any] = dict(services or {})
         self.config: dict[str, Mapping[str, Any]] = {k: dict(v) for k, v in (config or {}).items()}
@@ -151,7 +154,7 @@ class ContextCompiler(Generic[T]):
         self.processors: tuple[Processor, ...] = tuple(order_processors(everything))
         self._mappers = tuple(p for p in self.processors if p.maps_messages)
         self._segmenter = (
-            cast(SegmentLookup, self.adapter) if _segments_itself(self.adapter) else None
+            cast("SegmentLookup", self.adapter) if _segments_itself(self.adapter) else None
         )
         self.view: ModelView[T] = ModelView(self._measure, self.adapter.role, self._view_scan())
         self._session_cache: dict[str, list[Contribution]] = {}
@@ -177,7 +180,8 @@ class ContextCompiler(Generic[T]):
         self.summary: list[TurnSnapshot] = []
         """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
         self._totals = SessionTotals()
-        self.append(messages)
+        if type(messages) not in (tuple, list) or messages:  # (a new session has none)
+            self.append(messages)
 
     # -- transcript ---------------------------------------------------------
 
@@ -266,10 +270,14 @@ class ContextCompiler(Generic[T]):
             and kind.segments is _MS_SEGMENTS
             and kind.role is _MS_ROLE
         ):
-            return cast(
-                Callable[[Sequence[T], int], tuple[int, int, list[int]]],
-                mainspring_scan(self._sizer),
-            )
+            scan = _SCANS.get(self._sizer) if self.meter is None else None
+            if scan is None:
+                scan = mainspring_scan(self._sizer)
+                if self.meter is None:  # a shared estimate meter: its scan is shared too
+                    if len(_SCANS) >= 64:
+                        _SCANS.clear()
+                    _SCANS[self._sizer] = scan
+            return cast("Callable[[Sequence[T], int], tuple[int, int, list[int]]]", scan)
         return None
 
     def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:

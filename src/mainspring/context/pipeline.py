@@ -272,7 +272,7 @@ def order_processors(processors: Sequence[Processor]) -> list[Processor]:
     remembered by what it depends on (ids, phases, constraints), so a new
     session pays a dictionary lookup.
     """
-    key = tuple((p.id, p.phase, frozenset(p.before), frozenset(p.after)) for p in processors)
+    key = tuple((p.id, p.phase, p.before, p.after) for p in processors)
     known = _ORDERS.get(key)
     if known is not None:
         return [processors[i] for i in known]

@@ -299,7 +299,7 @@ class Transcript(Generic[T]):
     ) -> None:
         self._adapter = adapter
         self._lookup: ToolCallLookup[T] | None = (
-            cast(ToolCallLookup[T], adapter) if _is_lookup(adapter) else None
+            cast("ToolCallLookup[T]", adapter) if _is_lookup(adapter) else None
         )
         self.strict = strict
         self.trust_message_identity = trust_message_identity
@@ -312,7 +312,8 @@ class Transcript(Generic[T]):
         """Messages ``[0, _indexed)`` are in the indexes (see :meth:`_indexes_now`)."""
         self._generation = 0
         self._caches: list[Callable[[PrefixChange], None]] = []
-        self.append(messages)
+        if type(messages) not in (tuple, list) or messages:  # (a new session has none)
+            self.append(messages)
 
     # -- reading -----------------------------------------------------------
 
