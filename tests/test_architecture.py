@@ -14,6 +14,7 @@ SRC = Path(mainspring.__file__).parent
 # Lower numbers know nothing of higher ones.
 RANKS: dict[str, int] = {
     "_frozen": -1,
+    "_library": -1,
     "errors": 0,
     "usage": 0,
     "_background": 0,

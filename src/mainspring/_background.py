@@ -15,11 +15,12 @@ both the task runs in a copy of the spawner's context, so context variables
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import sniffio
+from mainspring._library import on_asyncio
 
 __all__ = ["spawn"]
 
@@ -28,21 +29,16 @@ _RUNNING: set[Any] = set()
 
 def spawn(fn: Callable[[], Awaitable[None]]) -> None:
     """Start ``fn()`` as a background task; it must never raise (it reports through events)."""
-    library = sniffio.current_async_library()
-    if library == "asyncio":
-        import asyncio
-
+    if on_asyncio():
         awaitable = fn()  # (a coroutine is the task itself: no wrapper frame per stream)
         coro = awaitable if asyncio.iscoroutine(awaitable) else _run(lambda: awaitable)
         task = asyncio.get_running_loop().create_task(coro)
         _RUNNING.add(task)  # keep a strong reference until it finishes
         task.add_done_callback(_RUNNING.discard)
-    elif library == "trio":
+    else:  # trio (anyio supports only these two)
         import trio
 
         trio.lowlevel.spawn_system_task(_run, fn, context=contextvars.copy_context())
-    else:  # pragma: no cover - anyio supports only these two
-        raise RuntimeError(f"unsupported async library {library!r}")
 
 
 async def _run(fn: Callable[[], Awaitable[None]]) -> None:

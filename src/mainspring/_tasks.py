@@ -25,7 +25,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import sniffio
+
+from mainspring._library import on_asyncio
 
 __all__ = ["TaskGroup"]
 
@@ -69,7 +70,7 @@ class TaskGroup:
         future, set and callback per task (a step's reads of 10,000 live streams)."""
 
     async def __aenter__(self) -> TaskGroup:
-        if sniffio.current_async_library() == "asyncio":
+        if on_asyncio():
             self._host = asyncio.current_task()
             if self._shielded:
                 self._scope = anyio.CancelScope()

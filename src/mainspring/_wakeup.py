@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 
 import anyio
-import sniffio
+
+from mainspring._library import on_asyncio
 
 __all__ = ["Wakeup"]
 
@@ -55,7 +56,7 @@ class Wakeup:
             return
         if self._waiter is not None:
             raise RuntimeError("a Wakeup has one waiter at a time")
-        if sniffio.current_async_library() == "asyncio":
+        if on_asyncio():
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiter = future
             try:
