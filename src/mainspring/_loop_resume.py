@@ -56,10 +56,10 @@ log = logging.getLogger("mainspring.loop")
 class Answer:
     """The model's answer while it streams: what is not yet in the transcript."""
 
-    parts: list[Part] = field(default_factory=list[Part])
-    text: list[str] = field(default_factory=list[str])
+    parts: list[Part] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
     stop: ModelStop | None = None
-    delta_ids: dict[int, str] = field(default_factory=dict[int, str])
+    delta_ids: dict[int, str] = field(default_factory=dict)
     """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
     usage: Usage = Usage()
     """What the provider reported so far (kept when the stream fails later)."""

@@ -44,7 +44,7 @@ class ModelPrice:
 class CostTracker:
     """Accumulates usage and cost; knows when a budget is spent."""
 
-    prices: Mapping[str, ModelPrice] = field(default_factory=dict[str, ModelPrice])
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     budget_usd: float | None = None
     total_usd: float = 0.0
     usage: Usage = Usage()

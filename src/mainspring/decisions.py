@@ -29,7 +29,7 @@ class Approve:
     pending input is no longer that one (regenerated meanwhile, say).
     """
 
-    edits: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    edits: dict[str, JsonValue] = field(default_factory=dict)
     input_hash: str | None = None
 
 

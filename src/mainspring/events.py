@@ -180,7 +180,7 @@ class PendingAction:
     """SHA-256 of :attr:`input`'s canonical JSON
     (:func:`~mainspring.decisions.canonical_input_hash`): a decision that names
     the hash it approved (``Approve(input_hash=…)``) is refused for any other."""
-    details: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    details: dict[str, JsonValue] = field(default_factory=dict)
     """What the tool adds for the approver (``ToolPolicy.details``): by convention
     ``quote``, ``route``, ``projected`` (values after the action) and
     ``quote_age_s``; any other JSON key is kept as is."""

@@ -99,7 +99,7 @@ class MemoryItem:
     """The remembered text, exactly as given."""
     score: float = 0.0
     """Relevance to the recall query (higher is better); 0 when not recalled."""
-    meta: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    meta: dict[str, JsonValue] = field(default_factory=dict)
     """Caller data stored with the text, as it reads back from JSON."""
     created_at: float
     """Wall-clock seconds (``time.time``) when it was remembered."""
@@ -301,8 +301,8 @@ class _Entry:
 class _Scope:
     """One scope's items and its inverted index (word → ids of items holding it)."""
 
-    entries: dict[str, _Entry] = field(default_factory=dict[str, _Entry])
-    postings: dict[str, set[str]] = field(default_factory=dict[str, set[str]])
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    postings: dict[str, set[str]] = field(default_factory=dict)
     total_length: int = 0
 
     def add(self, item: MemoryItem, meta: str) -> _Entry:

@@ -98,7 +98,7 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...]
-    meta: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    meta: dict[str, JsonValue] = field(default_factory=dict)
     """Free-form annotations (turn index, source); never sent to a model."""
 
     @classmethod

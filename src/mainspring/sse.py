@@ -52,11 +52,11 @@ class SSEDecoder:
     remembered, not searched for again from every line).
     """
 
-    _open: list[str] = field(default_factory=list[str])
+    _open: list[str] = field(default_factory=list)
     """Pieces of the line not yet ended."""
     _pending_cr: bool = False
     _event: str = ""
-    _data: list[str] = field(default_factory=list[str])
+    _data: list[str] = field(default_factory=list)
     _id: str | None = None
     _retry: int | None = None
     _partial: bool = False

@@ -114,7 +114,7 @@ class Turn:
     status: TurnStatus = "streaming"
     steps: int = 0
     """Model calls made so far in this turn (for ``max_steps``)."""
-    calls: list[Call] = field(default_factory=list[Call])
+    calls: list[Call] = field(default_factory=list)
     """The current step's calls, in the model's order (empty while streaming text)."""
     position: int = 0
     """Index into ``calls`` of the next call to dispatch serially (the pending one
@@ -159,16 +159,16 @@ class SessionState:
 
     session_id: str
     agent_name: str
-    messages: list[Message] = field(default_factory=list[Message])
+    messages: list[Message] = field(default_factory=list)
     turn_index: int = 0
     usage: Usage = Usage()
     cost_usd: float = 0.0
     auto_spent_usd: float = 0.0
     turn: Turn | None = None
     """The turn in progress (streaming, executing or paused); ``None`` between turns."""
-    decided: dict[str, str] = field(default_factory=dict[str, str])
+    decided: dict[str, str] = field(default_factory=dict)
     """attempt id -> what was decided (``approved``, ``rejected``, ``client_result``)."""
-    writes: dict[str, WriteRecord] = field(default_factory=dict[str, WriteRecord])
+    writes: dict[str, WriteRecord] = field(default_factory=dict)
     """The write ledger by the engine's call id."""
     active_stream: str | None = None
     """The stream id of a run in progress; set when a run starts, cleared when it ends.

@@ -102,7 +102,7 @@ T = TypeVar("T")
 class _Turn:
     turn_index: int
     started_at: float
-    calls: list[CallSnapshot] = field(default_factory=list[CallSnapshot])
+    calls: list[CallSnapshot] = field(default_factory=list)
     pending: CompiledContext[Any] | None = None
 
 

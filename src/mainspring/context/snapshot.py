@@ -338,7 +338,7 @@ class TurnSnapshot:
     started_at: float
     """Unix time of the turn's first compile."""
     version: int = SNAPSHOT_VERSION
-    meta: dict[str, Any] = field(default_factory=dict[str, Any])
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
@@ -499,7 +499,7 @@ class SessionTotals:
     tokens: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
-    by_source: dict[str, int] = field(default_factory=dict[str, int])
+    by_source: dict[str, int] = field(default_factory=dict)
     started_at: float | None = None
 
     def add(self, snapshot: TurnSnapshot) -> None:

@@ -66,11 +66,11 @@ class McpServerConfig:
     transport: Literal["stdio", "http"] = "stdio"
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    env: Mapping[str, str] = field(default_factory=dict)
     """Extra variables for a stdio server, on top of :data:`ESSENTIAL_ENV`."""
     cwd: str | None = None
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict[str, str])
+    headers: Mapping[str, str] = field(default_factory=dict)
     startup_timeout: float = 30.0
     call_timeout: float = 60.0
     max_concurrent_calls: int = 4
@@ -85,7 +85,7 @@ class McpServerConfig:
     """Give a stdio server this process's whole environment."""
     permission: McpPermission | None = None
     """Every tool's tier, instead of the one its annotations imply."""
-    tool_permissions: Mapping[str, McpPermission] = field(default_factory=dict[str, McpPermission])
+    tool_permissions: Mapping[str, McpPermission] = field(default_factory=dict)
     """Tiers of single tools (server-side name or ``*`` pattern), over ``permission``."""
     cache_ttl: float = 0.0
     """Seconds a read-only tool's successful result is reused for the same arguments

@@ -108,9 +108,7 @@ class Round:
     number: int
     request_state: str | None
     requests: dict[str, mcp_types.InputRequest]
-    answers: dict[str, mcp_types.InputResponse] = field(
-        default_factory=dict[str, mcp_types.InputResponse]
-    )
+    answers: dict[str, mcp_types.InputResponse] = field(default_factory=dict)
 
     def unanswered(self) -> list[str]:
         return [k for k in self.requests if k not in self.answers]

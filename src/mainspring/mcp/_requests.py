@@ -69,7 +69,7 @@ class McpElicitation:
     message: str
     """What the server says it wants (cut at 2,000 characters)."""
     mode: Literal["form", "url"] = "form"
-    requested_schema: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    requested_schema: dict[str, JsonValue] = field(default_factory=dict)
     """The flat JSON schema of the form (``form`` mode)."""
     url: str | None = None
     """Where the user is asked to go (``url`` mode); show it, never open it unasked."""

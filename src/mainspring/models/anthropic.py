@@ -316,7 +316,7 @@ def _dump(obj: object) -> dict[str, Any]:
 @dataclass
 class _Block:
     kind: str
-    text: list[str] = field(default_factory=list[str])
+    text: list[str] = field(default_factory=list)
     signature: str = ""
     tool_use_id: str = ""
     name: str = ""
@@ -330,9 +330,9 @@ class _Translator:
 
     model: str
     done: bool = False
-    usage: dict[str, Any] = field(default_factory=dict[str, Any])
+    usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
-    blocks: dict[int, _Block] = field(default_factory=dict[int, _Block])
+    blocks: dict[int, _Block] = field(default_factory=dict)
     calls: int = 0
 
     def feed(self, event: object) -> list[ModelEvent]:

@@ -67,7 +67,7 @@ class ModelSettings:
     """One neutral reasoning setting, mapped to each provider's thinking controls."""
     output_schema: dict[str, JsonValue] | None = None
     """JSON schema the answer must follow, where the API offers structured output."""
-    extra: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    extra: dict[str, JsonValue] = field(default_factory=dict)
     """Provider-specific request fields, merged into the request body as is."""
 
 

@@ -360,7 +360,7 @@ class _Call:
     call_id: str
     name: str
     index: int
-    args: list[str] = field(default_factory=list[str])
+    args: list[str] = field(default_factory=list)
     ended: bool = False
 
 
@@ -371,8 +371,8 @@ class _StreamReader:
     model: str
     finished: bool = False
     refused: bool = False
-    calls: dict[int, _Call] = field(default_factory=dict[int, _Call])
-    thinking: dict[int, list[str]] = field(default_factory=dict[int, list[str]])
+    calls: dict[int, _Call] = field(default_factory=dict)
+    thinking: dict[int, list[str]] = field(default_factory=dict)
 
     def feed(self, event: Any) -> list[ModelEvent]:
         kind: str = getattr(event, "type", "")

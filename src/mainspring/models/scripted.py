@@ -53,7 +53,7 @@ class ScriptedCall:
     """
 
     name: str
-    args: dict[str, JsonValue] | str = field(default_factory=dict[str, JsonValue])
+    args: dict[str, JsonValue] | str = field(default_factory=dict)
     id: str | None = None
 
 

@@ -266,9 +266,9 @@ class Discovery:
     """One discovery pass over all roots: the skills, their bodies, the diagnostics."""
 
     limits: SkillLimits
-    skills: dict[str, Skill] = field(default_factory=dict[str, Skill])
-    bodies: dict[str, str] = field(default_factory=dict[str, str])
-    diagnostics: list[SkillDiagnostic] = field(default_factory=list[SkillDiagnostic])
+    skills: dict[str, Skill] = field(default_factory=dict)
+    bodies: dict[str, str] = field(default_factory=dict)
+    diagnostics: list[SkillDiagnostic] = field(default_factory=list)
     files: int = 0
     total: int = 0
     entries: int = 0

@@ -34,12 +34,10 @@ class RunScope:
 
     caller: Caller
     """The verified caller."""
-    metadata: Mapping[str, str] = field(default_factory=dict[str, str])
+    metadata: Mapping[str, str] = field(default_factory=dict)
     """Request metadata (a user agent, a trace id): informational, never an authorization."""
     storage: KeyValueStore = field(default_factory=InMemoryKeyValueStore)
-    caches: dict[tuple[str, ...], dict[str, Any]] = field(
-        default_factory=dict[tuple[str, ...], dict[str, Any]]
-    )
+    caches: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict)
     """Component caches by namespace, alive as long as the engine that made them."""
     scope: str = ""
     """The host-created scope the run belongs to (subagent sessions are kept per scope)."""

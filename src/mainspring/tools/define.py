@@ -75,7 +75,7 @@ class Tool:
     input_model: type[BaseModel] | None = None
     ctx_param: str | None = None
     is_async: bool = False
-    meta: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
+    meta: dict[str, JsonValue] = field(default_factory=dict)
     """Origin metadata (e.g. an MCP server's annotations), kept as is."""
 
     @property

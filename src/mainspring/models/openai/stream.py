@@ -71,7 +71,7 @@ class _Call:
     id: str
     name: str
     index: int
-    args: list[str] = field(default_factory=list[str])
+    args: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -80,10 +80,10 @@ class ChunkReader:
 
     provider: str
     new_call_id: Callable[[], str]
-    thinking: list[str] = field(default_factory=list[str])
+    thinking: list[str] = field(default_factory=list)
     signature: str | None = None
     thinking_open: bool = False
-    calls: dict[int, _Call] = field(default_factory=dict[int, _Call])
+    calls: dict[int, _Call] = field(default_factory=dict)
     finish: str | None = None
     refused: bool = False
     had_calls: bool = False
