@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from mainspring._lazy import lazy_module
 from mainspring.errors import ConfigError
 from mainspring.usage import Usage
+
+if TYPE_CHECKING:
+    import mainspring.prices as _prices
+else:  # loaded on first use (not by `import mainspring`; nor an import statement per call)
+    _prices = lazy_module("mainspring.prices")
 
 __all__ = ["CostTracker", "ModelPrice"]
 
@@ -65,18 +72,14 @@ class CostTracker:
         if price is not None:
             return price.cost(usage)
         if self.auto_prices and model not in self.unpriced:
-            from mainspring.prices import genai_price
-
-            return genai_price(model, usage)
+            return _prices.genai_price(model, usage)
         return None
 
     def price_source(self, model: str) -> str:
         """Where ``model``'s price comes from: ``"configured"`` or ``"genai-prices <version>"``."""
         if model in self.prices:
             return "configured"
-        from mainspring.prices import price_data_version
-
-        return f"genai-prices {price_data_version()}"
+        return f"genai-prices {_prices.price_data_version()}"
 
     def record(self, model: str, usage: Usage) -> float:
         """Add one call's usage; return its cost."""

@@ -121,7 +121,7 @@ class Tool:
             except _validation_error() as exc:
                 raise _input_error(self.name, exc) from None
             dumped: dict[str, JsonValue] = value.model_dump(mode="json")
-            return dumped, {name: getattr(value, name) for name in type(value).model_fields}
+            return dumped, {name: getattr(value, name) for name in _field_names(type(value))}
         _validate_json_schema(self.name, self.input_schema, args)
         return typing.cast(dict[str, JsonValue], args), dict(args)
 
@@ -155,6 +155,19 @@ class Tool:
                 functools.partial(self.fn, **kwargs), abandon_on_cancel=self.policy.read_only
             )
         return to_output(result)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""Each input model's field names (pydantic's ``model_fields`` costs microseconds a read)."""
+
+
+def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(model)
+    if names is None:
+        if len(_FIELD_NAMES) >= 4096:  # models come from tool definitions: bound them anyway
+            _FIELD_NAMES.clear()
+        names = _FIELD_NAMES[model] = tuple(model.model_fields)
+    return names
 
 
 def _validation_error() -> type[ValidationError]:
