@@ -29,6 +29,26 @@ class Usage:
     requests: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        # A sum starts from zero more often than not (a turn's, a step's): the
+        # same value, without building one (an instance costs a microsecond).
+        if not (
+            other.input_tokens
+            or other.output_tokens
+            or other.requests
+            or other.cache_read_tokens
+            or other.cache_write_tokens
+            or other.reasoning_tokens
+        ):
+            return self
+        if not (
+            self.input_tokens
+            or self.output_tokens
+            or self.requests
+            or self.cache_read_tokens
+            or self.cache_write_tokens
+            or self.reasoning_tokens
+        ):
+            return other
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
