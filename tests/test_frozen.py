@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mainspring._frozen import ORIGINAL, fast_init
+from mainspring.context.compiler import CompiledContext
 from mainspring.events import TextDelta, ToolResult, TurnComplete, UsageEvent
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
@@ -29,6 +30,7 @@ HOT = [
     ToolCallEnd,
     ModelUsage,
     ModelStop,
+    CompiledContext,
 ]
 
 
@@ -80,6 +82,15 @@ SAMPLES: dict[type, dict[str, Any]] = {
     ToolCallEnd: {"tool_use_id": "c", "name": "n", "index": 0, "arguments": "{}"},
     ModelUsage: {"usage": Usage()},
     ModelStop: {"stop_reason": "end_turn"},
+    CompiledContext: {
+        "system": (),
+        "messages": (),
+        "contributions": (),
+        "turn_index": 1,
+        "step": 1,
+        "generation": 0,
+        "stable_blocks": 0,
+    },
 }
 
 

@@ -72,6 +72,8 @@ __all__ = ["Loop", "Paced", "error_event"]
 
 log = logging.getLogger("mainspring.loop")
 
+_ZERO = Usage()
+
 
 class Paced(Protocol):
     """A consumer's buffer the model stream keeps pace with."""
@@ -368,7 +370,7 @@ class Loop(LoopResume):
         turn.status = "streaming"
         turn.calls = []
         turn.position = 0
-        usage, stop = Usage(), None
+        usage, stop = _ZERO, None
         failure: Exception | None = None
         async with TaskGroup(shielded=False) as reads:  # reads never raise (see execute)
             try:
@@ -392,7 +394,7 @@ class Loop(LoopResume):
         try:
             usage = await self._read(request, answer, turn, reads)
         except Exception:
-            if answer.usage != Usage():
+            if answer.usage != _ZERO:
                 # What the provider reported before it failed was still spent.
                 self._account(self.agent.resolved_model.name, answer.usage, turn)
             raise

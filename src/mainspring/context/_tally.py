@@ -62,7 +62,7 @@ class Accountant(Generic[T]):
         system_c: list[Contribution],
         stable: int,
         tools: tuple[ToolSpec, ...],
-        by_slot: dict[str, list[Contribution]],
+        by_slot: Mapping[str, list[Contribution]],
         first: tuple[int | None, str],
         last: tuple[int | None, str],
         replaced: Mapping[int, T],
@@ -97,7 +97,7 @@ class Accountant(Generic[T]):
         key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
         system_c: list[Contribution],
         stable: int,
-        by_slot: dict[str, list[Contribution]],
+        by_slot: Mapping[str, list[Contribution]],
     ) -> _Tally:
         meter = self.meter
         assert meter is not None

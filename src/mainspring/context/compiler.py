@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar, cast
 
 import anyio
@@ -88,6 +89,11 @@ def _estimate_sizer(model: str) -> Meter:
         sizer = _SIZERS[model] = Meter(Accounting(tokenizer=_ESTIMATE), model)
     return sizer
 
+
+_NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
+    {"system": [], "first-user": [], "last-user": [], "virtual-tail": []}
+)
+"""The contributions by slot of a compile that has none."""
 
 _SCANS: dict[Meter, Callable[[Sequence[Any], int], tuple[int, int, list[int]]]] = {}
 """The view scan of each shared estimate meter (see _view_scan)."""
@@ -351,12 +357,7 @@ class ContextCompiler(Generic[T]):
         view = self.view
         n = len(view)
         contributions = tuple(ctx.contributions)
-        by_slot: dict[str, list[Contribution]] = {
-            "system": [],
-            "first-user": [],
-            "last-user": [],
-            "virtual-tail": [],
-        }
+        by_slot = _NO_SLOTS  # (read only: filled in a copy when there are contributions)
         system_c: list[Contribution] = []
         system: tuple[SystemBlock, ...] = ()
         stable = 0
@@ -367,6 +368,7 @@ class ContextCompiler(Generic[T]):
         tail: list[T] = []
         if contributions:  # (none: no instructions, no layers, no modules)
             adapter = self.adapter
+            by_slot = {slot: [] for slot in _NO_SLOTS}
             for c in contributions:
                 by_slot[c.slot].append(c)
             # Session-scoped system text first: the stable prefix ends after it.

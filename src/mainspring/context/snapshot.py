@@ -497,7 +497,7 @@ class SessionTotals:
     turns: int = 0
     calls: int = 0
     tokens: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Usage()  # (immutable: one shared zero)
     cost_usd: float = 0.0
     by_source: dict[str, int] = field(default_factory=dict)
     started_at: float | None = None
