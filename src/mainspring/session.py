@@ -121,7 +121,6 @@ class Session(SessionRuns):
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         from mainspring._steering import SteeringQueue
-        from mainspring.context.lifecycle import CompilerRegistry
         from mainspring.cost import CostTracker
         from mainspring.state import SessionState, new_uuid4
 
@@ -137,12 +136,11 @@ class Session(SessionRuns):
         self.lock_ttl = lock_ttl
         self._owner = owner
         self.buffer_events = buffer_events
-        self._registry: CompilerRegistry[Message] = (
-            context_registry if context_registry is not None else CompilerRegistry()
-        )
-        self._context = self._registry.create(
-            self.session_id,
-            partial(agent.context_compiler, self._state.messages, session_id=self.session_id),
+        self._registry = context_registry
+        """A shared registry, or ``None``: the session's own, made only if needed."""
+        build = partial(agent.context_compiler, self._state.messages, session_id=self.session_id)
+        self._context = (
+            build() if context_registry is None else context_registry.create(self.session_id, build)
         )
         self._closed = False
         self.steering = steering
@@ -478,7 +476,10 @@ class Session(SessionRuns):
         self._closed = True
         self.cancel()
         with anyio.CancelScope(shield=True):
-            await self._registry.destroy(self.session_id)
+            if self._registry is None:
+                await self._context.destroy()
+            else:
+                await self._registry.destroy(self.session_id)
 
     def cancel(self) -> None:
         """Cancel the active run (or one handed out by send/resume, not iterated yet).

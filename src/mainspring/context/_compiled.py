@@ -26,12 +26,12 @@ class CompiledMessages(Sequence[T]):
 
     Built in O(overrides); reads are O(1) per index. It never changes: later
     view appends do not show through (the length is fixed at compile time),
-    and before the view edits an entry (compaction, microcompact) it hands
-    every request still alive a copy of what it held (copy-on-write), so a
-    request handed to a model stays what was sent.
+    and the view edits an entry (compaction, microcompact) on a copy of the
+    list this request reads (``ModelView.lend``: copy-on-write), so a request
+    handed to a model stays what was sent.
     """
 
-    __slots__ = ("__weakref__", "_base", "_n", "_overrides", "_tail")
+    __slots__ = ("_base", "_n", "_overrides", "_tail")
 
     def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
         self._base = base
@@ -41,11 +41,6 @@ class CompiledMessages(Sequence[T]):
 
     def __len__(self) -> int:
         return self._n + len(self._tail)
-
-    def _detach(self) -> None:
-        """Copy the entries this request reads from the view (it is about to change)."""
-        if not isinstance(self._base, list):
-            self._base = list(self._base[: self._n])
 
     @overload
     def __getitem__(self, index: int) -> T: ...

@@ -16,9 +16,8 @@ list extend, not N attributed records.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 from mainspring.context.accounting import Piece
 
@@ -31,12 +30,6 @@ AttributionKey = tuple[str, str, str]
 
 _TRANSCRIPT = ("transcript", "transcript")
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
-
-
-class _Reader(Protocol):
-    """A compiled request reading the view's entries (``CompiledMessages``)."""
-
-    def _detach(self) -> None: ...
 
 
 class ModelView(Sequence[T], Generic[T]):
@@ -78,8 +71,8 @@ class ModelView(Sequence[T], Generic[T]):
         """(source, module, processor) → [chars, tokens] over the counted entries."""
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
-        self._readers: list[weakref.ref[_Reader]] = []
-        """Compiled requests reading entries of this view (detached before an edit)."""
+        self._lent = False
+        """Whether :meth:`lend` handed ``_items`` out since the last edit."""
 
     # -- reading -----------------------------------------------------------
 
@@ -154,19 +147,22 @@ class ModelView(Sequence[T], Generic[T]):
 
     # -- writing -----------------------------------------------------------
 
-    def track(self, reader: _Reader) -> None:
-        """Have ``reader`` copy its entries before the next edit (copy-on-write)."""
-        readers = self._readers
-        if len(readers) >= 32:  # drop the requests nobody keeps any more
-            readers[:] = [r for r in readers if r() is not None]
-        readers.append(weakref.ref(reader))
+    def lend(self) -> list[T]:
+        """The list of entries, for a compiled request to read: never changed after.
+
+        Copy-on-write on the view's side: the next edit (not an append: a
+        reader keeps its own length) works on a copy and leaves this list to
+        whoever still reads it, so a request needs no registration (no weak
+        reference per request kept in a live session) and one no longer read
+        costs nothing.
+        """
+        self._lent = True
+        return self._items
 
     def _before_edit(self) -> None:
-        readers, self._readers = self._readers, []
-        for ref in readers:
-            reader = ref()
-            if reader is not None:
-                reader._detach()
+        if self._lent:
+            self._lent = False
+            self._items = self._items.copy()
 
     def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
         """Add an entry at the end: O(message)."""
@@ -252,8 +248,8 @@ class ModelView(Sequence[T], Generic[T]):
 
     def clear(self) -> None:
         """Empty the view (a new transcript generation rebuilds it)."""
-        self._before_edit()
-        self._items.clear()
+        self._lent = False
+        self._items = []  # (a lent list stays as it was)
         self._users.clear()
         self._owners.clear()
         self._pieces.clear()
