@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar, overload
 
 from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import Segment, Segments
@@ -19,6 +20,9 @@ from mainspring.models.base import SystemBlock
 __all__ = ["CompiledContext", "CompiledMessages"]
 
 T = TypeVar("T")
+
+_NONE: Mapping[int, Any] = MappingProxyType({})
+"""No overrides (most requests): one read-only mapping, not an empty dict each."""
 
 
 class CompiledMessages(Sequence[T]):
@@ -36,7 +40,7 @@ class CompiledMessages(Sequence[T]):
     def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
         self._base = base
         self._n = n
-        self._overrides = dict(overrides)
+        self._overrides = dict(overrides) if overrides else _NONE
         self._tail = tuple(tail)
 
     def __len__(self) -> int:

@@ -137,7 +137,11 @@ class ContextCompiler(Generic[T]):
             for proc in module.processors():
                 proc.module = module.name
                 everything.append(proc)
-        self.processors: tuple[Processor, ...] = tuple(order_processors(everything))
+        ordered = tuple(order_processors(everything))
+        given = self.modules[0].processors() if len(self.modules) == 1 else None
+        self.processors: tuple[Processor, ...] = (  # the module's own tuple when in order
+            given if isinstance(given, tuple) and given == ordered else ordered
+        )
         self._mappers = tuple(p for p in self.processors if p.maps_messages)
         self._segmenter = (
             cast(SegmentLookup, self.adapter) if _segments_itself(self.adapter) else None
@@ -172,7 +176,8 @@ class ContextCompiler(Generic[T]):
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
         self.summary: list[TurnSnapshot] = []
         """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        self._totals = SessionTotals()
+        self._totals: SessionTotals | None = None
+        """Made at the first snapshot (only accounting takes them)."""
         self.append(messages)
 
     # -- transcript ---------------------------------------------------------
@@ -450,6 +455,8 @@ class ContextCompiler(Generic[T]):
         self.summary.append(snapshot)
         if self.retain_turns is not None and len(self.summary) > self.retain_turns:
             del self.summary[0]  # one at a time: the list never holds more than the bound
+        if self._totals is None:
+            self._totals = SessionTotals()
         self._totals.add(snapshot)
         if self._sinks is not None:
             self._sinks.emit(snapshot)
@@ -457,11 +464,12 @@ class ContextCompiler(Generic[T]):
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
-        return self._totals.summary(self.session_id, retained_turns=len(self.summary))
+        totals = self._totals or SessionTotals()
+        return totals.summary(self.session_id, retained_turns=len(self.summary))
 
     def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
         """Carry another engine's kept snapshots and totals over (one session, new engine)."""
-        self._totals = previous._totals.copy()
+        self._totals = None if previous._totals is None else previous._totals.copy()
         self.summary = list(previous.summary)
         if self.retain_turns is not None:
             del self.summary[: max(0, len(self.summary) - self.retain_turns)]

@@ -29,6 +29,7 @@ AttributionKey = tuple[str, str, str]
 """(source, module, processor)."""
 
 _TRANSCRIPT = ("transcript", "transcript")
+_NO_SUMS = (0,)
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
 
 
@@ -55,13 +56,16 @@ class ModelView(Sequence[T], Generic[T]):
         self._users: list[int] = []
         """Indexes of user messages, ascending."""
         self._items: list[T] = []
-        self._owners: list[tuple[str, str]] = []
-        """(module, processor) that last wrote each entry; ("transcript", "transcript")."""
-        self._pieces: list[tuple[Piece, ...]] = []
+        self._owners: list[tuple[str, str]] | None = None
+        """(module, processor) that last wrote each entry; ``None`` while every entry is
+        the transcript's (``("transcript", "transcript")``): no list kept until then."""
+        self._pieces: list[tuple[Piece, ...]] | tuple[()] = ()
         """The counted pieces of the entries ``[0, len(_pieces))``; later ones are not
-        counted yet (see :meth:`_catch_up`)."""
-        self._cum: list[int] = [0]
-        """_cum[i] = tokens in entries [0, i), valid up to ``_valid``."""
+        counted yet (see :meth:`_catch_up`). The shared empty tuple until the first
+        entry is counted (only accounting counts them)."""
+        self._cum: list[int] | tuple[int] = _NO_SUMS
+        """_cum[i] = tokens in entries [0, i), valid up to ``_valid`` (a list from the
+        first read past entry 0: only accounting and compaction read them)."""
         self._valid = 0
         """Prefix sums are right for indexes ≤ this; edits lower it, reads rebuild lazily."""
         self._tokens = 0
@@ -91,7 +95,11 @@ class ModelView(Sequence[T], Generic[T]):
 
     def owner(self, index: int) -> tuple[str, str]:
         """(module, processor) that last wrote entry ``index``."""
-        return self._owners[index]
+        owners = self._owners
+        if owners is None:
+            self._items[index]  # IndexError as a list's
+            return _TRANSCRIPT
+        return owners[index]
 
     def pieces(self, index: int) -> tuple[Piece, ...]:
         """The counted pieces of entry ``index`` (empty without accounting)."""
@@ -183,8 +191,11 @@ class ModelView(Sequence[T], Generic[T]):
             return
         self._items.extend(messages)
         if owners:
-            self._owners.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
-        else:
+            kept = self._owners
+            if kept is None:
+                kept = self._owners = [_TRANSCRIPT] * start
+            kept.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
+        elif self._owners is not None:
             self._owners.extend([_TRANSCRIPT] * n)
         chars, tokens, users = self._scan(messages, start)
         self._users.extend(users)
@@ -199,12 +210,13 @@ class ModelView(Sequence[T], Generic[T]):
         old = self._items[index]
         was_user = self._role(old) == "user"
         self._items[index] = message
-        self._owners[index] = (module, processor)
-        if index < len(self._pieces):
-            old_pieces = self._pieces[index]
+        self._owned()[index] = (module, processor)
+        counted = self._pieces
+        if isinstance(counted, list) and index < len(counted):
+            old_pieces = counted[index]
             self._add(old_pieces, -1)
             pieces = self._measure(message, module, processor) if self._measure else ()
-            self._pieces[index] = pieces
+            counted[index] = pieces
             self._add(pieces, 1)
             self._chars += _chars(pieces) - _chars(old_pieces)
             self._tokens += _tokens(pieces) - _tokens(old_pieces)
@@ -234,12 +246,13 @@ class ModelView(Sequence[T], Generic[T]):
             chars, tokens = self._sizes(self._items[max(start, counted) : stop])
             old_chars += chars
             old_tokens += tokens
-        if start < counted:  # the entries from ``start`` on are counted again when read
+        if start < counted and isinstance(self._pieces, list):  # counted again when read
             for pieces in self._pieces[start:]:
                 self._add(pieces, -1)
             del self._pieces[start:]
+        owned = self._owned()
         self._items[start:stop] = new
-        self._owners[start:stop] = [(module, processor)] * len(new)
+        owned[start:stop] = [(module, processor)] * len(new)
         new_chars, new_tokens = self._sizes(new)
         self._chars += new_chars - old_chars
         self._tokens += new_tokens - old_tokens
@@ -251,9 +264,9 @@ class ModelView(Sequence[T], Generic[T]):
         self._lent = False
         self._items = []  # (a lent list stays as it was)
         self._users.clear()
-        self._owners.clear()
-        self._pieces.clear()
-        self._cum = [0]
+        self._owners = None
+        self._pieces = ()
+        self._cum = _NO_SUMS
         self._valid = 0
         self._tokens = self._chars = 0
         self._totals.clear()
@@ -283,14 +296,28 @@ class ModelView(Sequence[T], Generic[T]):
         """Count the entries ``[len(_pieces), upto)``: each entry is counted once."""
         measure = self._measure
         items, owners, counted = self._items, self._owners, self._pieces
+        if len(counted) >= upto:
+            return
+        if isinstance(counted, tuple):
+            counted = self._pieces = []
         for i in range(len(counted), upto):
-            pieces = measure(items[i], *owners[i]) if measure else ()
+            module, processor = _TRANSCRIPT if owners is None else owners[i]
+            pieces = measure(items[i], module, processor) if measure else ()
             counted.append(pieces)
             self._add(pieces, 1)
 
+    def _owned(self) -> list[tuple[str, str]]:
+        """The owners of every entry, as a list to edit (made at the first owned entry)."""
+        owners = self._owners
+        if owners is None:
+            owners = self._owners = [_TRANSCRIPT] * len(self._items)
+        return owners
+
     def _invalidate(self, index: int) -> None:
         self._valid = min(self._valid, index)
-        del self._cum[self._valid + 1 :]
+        cum = self._cum
+        if isinstance(cum, list):  # (the shared tuple holds entry 0 only)
+            del cum[self._valid + 1 :]
         self.min_changed = index if self.min_changed is None else min(self.min_changed, index)
 
     def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
@@ -309,6 +336,8 @@ class ModelView(Sequence[T], Generic[T]):
         if index > len(self._pieces):
             self._catch_up(index)
         cum = self._cum
+        if isinstance(cum, tuple):
+            cum = self._cum = [0]
         del cum[self._valid + 1 :]
         for pieces in self._pieces[self._valid : index]:
             cum.append(cum[-1] + _tokens(pieces))
