@@ -38,9 +38,10 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
@@ -273,6 +274,8 @@ class _Indexes:
             self.tools[call_id] = ToolLink(old.call_index if old else None, index)
 
 
+_NO_DIGESTS: Mapping[int, bytes] = MappingProxyType({})
+
 _LOOKUPS: dict[type, bool] = {}
 """Adapter classes by whether they are ToolCallLookups (a protocol check is slow)."""
 
@@ -305,9 +308,10 @@ class Transcript(Generic[T]):
         self.trust_message_identity = trust_message_identity
         self._on_prefix_change = on_prefix_change
         self._items: list[T] = []
-        self._fingerprints: dict[int, bytes] = {}
+        self._fingerprints: Mapping[int, bytes] = _NO_DIGESTS
         """Digests by index, computed on first need (append does not pay for them; a
-        dict of ints and bytes is not even walked by the cyclic collector)."""
+        dict of ints and bytes is not even walked by the cyclic collector), in a
+        shared empty read-only mapping until the first one."""
         self._indexes: _Indexes | None = None
         """Built on first read (see :meth:`_indexes_now`)."""
         self._indexed = 0
@@ -456,16 +460,23 @@ class Transcript(Generic[T]):
 
     def _extend(self, full: Sequence[T], start: int, fresh: dict[int, bytes]) -> None:
         self._items.extend(full[start:])
-        fps = self._fingerprints
-        for i, digest in fresh.items():
-            if i >= start:
-                fps[i] = digest
+        if fresh:
+            fps = self._digests()
+            for i, digest in fresh.items():
+                if i >= start:
+                    fps[i] = digest
 
     def _digest(self, index: int) -> bytes:
         digest = self._fingerprints.get(index)
         if digest is None:
-            digest = self._fingerprints[index] = self._adapter.fingerprint(self._items[index])
+            digest = self._digests()[index] = self._adapter.fingerprint(self._items[index])
         return digest
+
+    def _digests(self) -> dict[int, bytes]:
+        fps = self._fingerprints
+        if not isinstance(fps, dict):
+            fps = self._fingerprints = {}
+        return fps
 
     def _indexes_now(self) -> _Indexes:
         """The indexes, after indexing the messages committed since the last read."""

@@ -17,6 +17,7 @@ list extend, not N attributed records.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Generic, TypeVar, overload
 
 from mainspring.context.accounting import Piece
@@ -30,6 +31,7 @@ AttributionKey = tuple[str, str, str]
 
 _TRANSCRIPT = ("transcript", "transcript")
 _NO_SUMS = (0,)
+_NO_TOTALS: Mapping[AttributionKey, list[int]] = MappingProxyType({})
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
 
 
@@ -71,8 +73,9 @@ class ModelView(Sequence[T], Generic[T]):
         self._tokens = 0
         self._chars = 0
         """Tokens and characters of every entry, counted or not yet."""
-        self._totals: dict[AttributionKey, list[int]] = {}
-        """(source, module, processor) → [chars, tokens] over the counted entries."""
+        self._totals: Mapping[AttributionKey, list[int]] = _NO_TOTALS
+        """(source, module, processor) → [chars, tokens] over the counted entries (a
+        shared empty read-only mapping until an entry is counted)."""
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
         self._lent = False
@@ -109,7 +112,7 @@ class ModelView(Sequence[T], Generic[T]):
         return self._pieces[index]
 
     @property
-    def totals(self) -> dict[AttributionKey, list[int]]:
+    def totals(self) -> Mapping[AttributionKey, list[int]]:
         """(source, module, processor) → [chars, tokens], over the whole view.
 
         Read it, never change it. The first read after N appends counts those
@@ -269,7 +272,7 @@ class ModelView(Sequence[T], Generic[T]):
         self._cum = _NO_SUMS
         self._valid = 0
         self._tokens = self._chars = 0
-        self._totals.clear()
+        self._totals = _NO_TOTALS
         self.min_changed = 0
 
     def mark_compiled(self) -> None:
@@ -322,6 +325,10 @@ class ModelView(Sequence[T], Generic[T]):
 
     def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
         totals = self._totals
+        if not isinstance(totals, dict):
+            if not pieces:
+                return
+            totals = self._totals = {}
         for p in pieces:
             key = (p.source, p.module, p.processor)
             entry = totals.get(key)
