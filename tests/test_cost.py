@@ -142,3 +142,16 @@ def test_models_without_a_configured_price_are_priced_by_genai_prices() -> None:
     assert tracker.unpriced == {"openai-compatible:llama3.2"}
     offline = CostTracker(auto_prices=False)
     assert offline.record("anthropic:claude-sonnet-4-5", usage) == 0.0
+
+
+def test_unpriced_sets_are_shared_between_trackers_but_never_leak_between_them() -> None:
+    from mainspring.cost import CostTracker
+
+    a, b = CostTracker(auto_prices=False), CostTracker(auto_prices=False)
+    a.record("no-price-1", Usage(input_tokens=1))
+    b.record("no-price-1", Usage(input_tokens=1))
+    b.record("no-price-2", Usage(input_tokens=1))
+    a.record("no-price-1", Usage(input_tokens=1))
+    assert a.unpriced == {"no-price-1"}
+    assert b.unpriced == {"no-price-1", "no-price-2"}
+    assert CostTracker().unpriced == frozenset()

@@ -112,7 +112,8 @@ class Dispatcher:
         self.fence = fence
         self.cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
-        self._contexts: set[ToolContext] = set()
+        self._contexts: list[ToolContext] = []
+        """The contexts of the tools running now (a list: an empty set is 216 bytes a run)."""
         self.verdicts: dict[str, Judged] = {}
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
@@ -438,7 +439,7 @@ class Dispatcher:
                 decision=decision,
                 suspended_on=suspended_on,
             )
-            self._contexts.add(ctx)
+            self._contexts.append(ctx)
         auto = judged is not None and judged[0].outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
@@ -460,7 +461,7 @@ class Dispatcher:
             return
         finally:
             if ctx is not None:
-                self._contexts.discard(ctx)
+                self._contexts.remove(ctx)
         before_hints = hints + (judged[1].hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)

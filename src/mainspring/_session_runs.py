@@ -85,7 +85,7 @@ class SessionRuns:
     lock_ttl: float
     buffer_events: int
     _state: SessionState
-    _registry: CompilerRegistry[Message]
+    _registry: CompilerRegistry[Message] | None
     _context: ContextCompiler[Message]
     _cost: CostTracker
     _turn_cache: dict[str, Any]
@@ -157,7 +157,13 @@ class SessionRuns:
 
     async def _reset(self, state: SessionState) -> None:
         self._state = state
-        self._context = await self._registry.replace(
+        registry = self._registry
+        if registry is None:  # the session's own registry, holding its compiler
+            from mainspring.context.lifecycle import CompilerRegistry
+
+            registry = self._registry = CompilerRegistry()
+            registry.create(self.session_id, lambda: self._context)
+        self._context = await registry.replace(
             state.session_id,
             partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
         )

@@ -36,14 +36,15 @@ class SteeringQueue:
 
     def __init__(self) -> None:
         """An empty queue."""
-        self._items: list[Steering] = []
-        """A list, not a deque: it is nearly always empty, and an empty deque
-        holds a 64-slot block (every live session keeps one queue)."""
+        self._items: tuple[Steering, ...] = ()
+        """A tuple, replaced on change: it is nearly always empty, and the empty
+        tuple is shared (every live session keeps one queue; a deque would hold
+        a 64-slot block, a list an object of its own for the collector to walk)."""
 
     def put(self, message: Message, mode: SteerMode) -> Steering:
         """Queue ``message``; returns its entry (its id names it in events)."""
         item = Steering(id=f"steer_{uuid.uuid4().hex}", message=message, mode=mode)
-        self._items.append(item)
+        self._items = (*self._items, item)
         return item
 
     def waiting(self, mode: SteerMode) -> bool:
@@ -54,14 +55,14 @@ class SteeringQueue:
         """Remove and return the queued messages of ``mode``, oldest first."""
         taken = [item for item in self._items if item.mode == mode]
         if taken:
-            self._items = [item for item in self._items if item.mode != mode]
+            self._items = tuple(item for item in self._items if item.mode != mode)
         return taken
 
     def take_first(self, mode: SteerMode) -> Steering | None:
         """Remove and return the oldest queued message of ``mode``."""
-        for item in self._items:
+        for i, item in enumerate(self._items):
             if item.mode == mode:
-                self._items.remove(item)
+                self._items = self._items[:i] + self._items[i + 1 :]
                 return item
         return None
 
@@ -70,4 +71,4 @@ class SteeringQueue:
 
     def snapshot(self) -> tuple[Steering, ...]:
         """What is queued now."""
-        return tuple(self._items)
+        return self._items

@@ -56,8 +56,8 @@ class CostTracker:
     total_usd: float = 0.0
     usage: Usage = Usage()
     unpriced: frozenset[str] = frozenset()
-    """Models seen without a configured price (replaced, not mutated: most trackers
-    never see one, and an empty set would cost every live session 216 bytes)."""
+    """Models seen without a configured price (replaced, not mutated, and one object
+    per distinct set across trackers: a set costs a live session 216 bytes)."""
 
     def __post_init__(self) -> None:
         if self.budget_usd is not None and self.budget_usd < 0:
@@ -84,8 +84,8 @@ class CostTracker:
     def record(self, model: str, usage: Usage) -> float:
         """Add one call's usage; return its cost."""
         priced = self.price_of(model, usage)
-        if priced is None:
-            self.unpriced = self.unpriced | {model}
+        if priced is None and model not in self.unpriced:
+            self.unpriced = _with(self.unpriced, model)
         cost = priced or 0.0
         self.total_usd += cost
         self.usage = self.usage + usage
@@ -98,3 +98,15 @@ class CostTracker:
     def exceeded(self) -> bool:
         """Whether spending reached the budget."""
         return self.budget_usd is not None and self.total_usd >= self.budget_usd
+
+
+_SETS: dict[frozenset[str], frozenset[str]] = {}
+"""Sets of unpriced models, one object per distinct set (every live session of an
+agent on an unpriced model would otherwise hold a set of its own)."""
+
+
+def _with(models: frozenset[str], model: str) -> frozenset[str]:
+    grown = models | {model}
+    if len(_SETS) >= 256:  # model names come from configuration: a few, but bound them
+        _SETS.clear()
+    return _SETS.setdefault(grown, grown)

@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     import anyio
 
     import mainspring._steering as _steering
-    import mainspring.context.lifecycle as lifecycle
     import mainspring.cost as cost
     import mainspring.state as _state
     from mainspring._journal import Journal
@@ -64,7 +63,6 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     _steering = lazy_module("mainspring._steering")
     cost = lazy_module("mainspring.cost")
     _state = lazy_module("mainspring.state")
-    lifecycle = lazy_module("mainspring.context.lifecycle")
 
 __all__ = ["Session"]
 
@@ -140,12 +138,11 @@ class Session(SessionRuns):
         self.lock_ttl = lock_ttl
         self._owner = owner
         self.buffer_events = buffer_events
-        self._registry: CompilerRegistry[Message] = (
-            context_registry if context_registry is not None else lifecycle.CompilerRegistry()
-        )
-        self._context = self._registry.create(
-            self.session_id,
-            partial(agent.context_compiler, self._state.messages, session_id=self.session_id),
+        self._registry = context_registry
+        """A shared registry, or ``None``: the session's own, made only if needed."""
+        build = partial(agent.context_compiler, self._state.messages, session_id=self.session_id)
+        self._context = (
+            build() if context_registry is None else context_registry.create(self.session_id, build)
         )
         self._closed = False
         self.steering = steering
@@ -477,7 +474,10 @@ class Session(SessionRuns):
         self._closed = True
         self.cancel()
         with anyio.CancelScope(shield=True):
-            await self._registry.destroy(self.session_id)
+            if self._registry is None:
+                await self._context.destroy()
+            else:
+                await self._registry.destroy(self.session_id)
 
     def cancel(self) -> None:
         """Cancel the active run (or one handed out by send/resume, not iterated yet).

@@ -424,3 +424,57 @@ def test_a_mapper_naming_a_message_outside_the_run_is_refused_and_the_view_recov
     out = compiled_now(engine, 1)  # the view is rebuilt from the transcript
     assert list(out.messages) == history(2)
     assert engine.view.tokens > 0
+
+
+# -- a view without accounting: shared sizing, lent lists ----------------------
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(st.lists(messages_st, max_size=8), ops)
+def test_a_view_without_accounting_sizes_as_one_with_and_lent_lists_never_change(
+    start: list[Message], script: list[tuple[Any, ...]]
+) -> None:
+    plain = ContextCompiler(messages=start, model="m").view  # the model's shared sizing
+    counted = ContextCompiler(
+        messages=start, model="m", accounting=Accounting(tokenizer=EstimateTokenizer("chars"))
+    ).view
+    lent: list[tuple[list[Message], list[Message]]] = []
+    for op in script:
+        for view in (plain, counted):
+            if op[0] == "extend":
+                view.extend(op[1])
+            elif op[0] == "replace" and len(view):
+                view.replace(op[1] % len(view), op[2], "m", "replacer")
+            elif op[0] == "splice":
+                a = op[1] % (len(view) + 1)
+                view.splice(a, min(a + op[2], len(view)), op[3], "m", "splicer")
+            elif op[0] == "clear":
+                view.clear()
+        if op[0] == "read":  # what a compile does: the request reads the lent list
+            entries = plain.lend()
+            lent.append((entries, list(entries)))
+            assert plain.tokens_before(op[1] % (len(plain) + 1)) == counted.tokens_before(
+                op[1] % (len(counted) + 1)
+            )
+        assert list(plain) == list(counted)
+        assert (plain.tokens, plain.chars) == (counted.tokens, counted.chars)
+        assert [plain.owner(i) for i in range(len(plain))] == [
+            counted.owner(i) for i in range(len(counted))
+        ]
+        assert list(plain.user_indices) == list(counted.user_indices)
+    for entries, then in lent:  # an edit after the lend worked on a copy; appends go after
+        assert entries[: len(then)] == then
+    with pytest.raises(IndexError):
+        plain.owner(len(plain))
+
+
+def test_compilers_without_accounting_count_alike_and_keep_their_own_views() -> None:
+    one = ContextCompiler(messages=[Message.user("a b c d e")], model="m")
+    two = ContextCompiler(messages=[Message.user("x")], model="m")
+    one.view.replace(0, Message.user("longer text here"), "m", "p")
+    assert [m.text for m in two.view] == ["x"]
+    assert two.view.owner(0) == ("transcript", "transcript")
+    assert one.view.owner(0) == ("m", "p")
+    assert one.view.tokens == 4  # 16 characters, the estimate of 4 per token
+    assert dict(two.view.totals) != {}  # read on demand, with the shared meter

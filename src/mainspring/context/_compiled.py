@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar, overload
 
 from mainspring._frozen import fast_init
 from mainspring.context.pipeline import Contribution
@@ -21,32 +22,30 @@ __all__ = ["CompiledContext", "CompiledMessages"]
 
 T = TypeVar("T")
 
+_NONE: Mapping[int, Any] = MappingProxyType({})
+"""No overrides (most requests): one read-only mapping, not an empty dict each."""
+
 
 class CompiledMessages(Sequence[T]):
     """The request's messages: the view, with a few entries overridden and a tail.
 
     Built in O(overrides); reads are O(1) per index. It never changes: later
     view appends do not show through (the length is fixed at compile time),
-    and before the view edits an entry (compaction, microcompact) it hands
-    every request still alive a copy of what it held (copy-on-write), so a
-    request handed to a model stays what was sent.
+    and the view edits an entry (compaction, microcompact) on a copy of the
+    list this request reads (``ModelView.lend``: copy-on-write), so a request
+    handed to a model stays what was sent.
     """
 
-    __slots__ = ("__weakref__", "_base", "_n", "_overrides", "_tail")
+    __slots__ = ("_base", "_n", "_overrides", "_tail")
 
     def __init__(self, base: Sequence[T], n: int, overrides: Mapping[int, T], tail: Sequence[T]):
         self._base = base
         self._n = n
-        self._overrides = dict(overrides)
+        self._overrides = dict(overrides) if overrides else _NONE
         self._tail = tuple(tail)
 
     def __len__(self) -> int:
         return self._n + len(self._tail)
-
-    def _detach(self) -> None:
-        """Copy the entries this request reads from the view (it is about to change)."""
-        if not isinstance(self._base, list):
-            self._base = list(self._base[: self._n])
 
     @overload
     def __getitem__(self, index: int) -> T: ...
@@ -66,19 +65,18 @@ class CompiledMessages(Sequence[T]):
         return self._base[index] if found is None else found
 
     def __iter__(self) -> Iterator[T]:
-        # (self._base is read at each step: a copy-on-write may replace it meanwhile)
-        overrides = self._overrides
+        base, overrides = self._base, self._overrides  # (a lent list never changes)
         for i in range(self._n):
             found = overrides.get(i) if overrides else None
-            yield self._base[i] if found is None else found
+            yield base[i] if found is None else found
         yield from self._tail
 
     def __reversed__(self) -> Iterator[T]:
         yield from reversed(self._tail)
-        overrides = self._overrides
+        base, overrides = self._base, self._overrides
         for i in range(self._n - 1, -1, -1):
             found = overrides.get(i) if overrides else None
-            yield self._base[i] if found is None else found
+            yield base[i] if found is None else found
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):

@@ -7,24 +7,65 @@ messages are, but the attributed pieces only when accounting reads them.
 :func:`message_segments` counts, in one pass that also notes the user
 messages, with a fast path for the common entry: one text part, counted by
 the estimator.
+
+:func:`estimate_sizing` hands the compilers that run without accounting over
+mainspring messages one :class:`Sizing` per model, shared: none of it holds a
+session's state, and one per session would cost every live session a meter,
+a closure and its bound methods.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from mainspring.context.accounting import Meter
-from mainspring.context.transcript import tool_call_text
+from mainspring.context.accounting import Accounting, Meter, Piece
+from mainspring.context.transcript import MainspringAdapter, tool_call_text
 from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from mainspring.tokens import EstimateTokenizer
 
-__all__ = ["mainspring_scan"]
+__all__ = ["MAINSPRING_ADAPTER", "Sizing", "estimate_sizing", "mainspring_scan"]
+
+MAINSPRING_ADAPTER = MainspringAdapter()
+"""The adapter of every compiler given none (it holds no state)."""
+
+Scan = Callable[[Sequence[Message], int], tuple[int, int, list[int]]]
 
 
-def mainspring_scan(
-    meter: Meter,
-) -> Callable[[Sequence[Message], int], tuple[int, int, list[int]]]:
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """What a history view counts mainspring messages with: one per model, shared."""
+
+    meter: Meter
+    measure: Callable[[Message, str, str], tuple[Piece, ...]]
+    """``measure(message, module, processor)``: the message's attributed pieces."""
+    role: Callable[[Message], str]
+    scan: Scan
+
+
+_ESTIMATE = EstimateTokenizer("chars", chars_per_token=4.0)
+_SIZINGS: dict[str, Sizing] = {}
+
+
+def estimate_sizing(model: str) -> Sizing:
+    """The shared estimate sizing of ``model``'s compilers without accounting."""
+    sizing = _SIZINGS.get(model)
+    if sizing is None:
+        if len(_SIZINGS) >= 64:  # model names come from configuration: a few, but bound them
+            _SIZINGS.clear()
+        meter = Meter(Accounting(tokenizer=_ESTIMATE), model)
+        segments = MAINSPRING_ADAPTER.segments
+
+        def measure(message: Message, module: str, processor: str) -> tuple[Piece, ...]:
+            return meter.measure(segments(message), module, processor)
+
+        sizing = Sizing(meter, measure, MAINSPRING_ADAPTER.role, mainspring_scan(meter))
+        _SIZINGS[model] = sizing
+    return sizing
+
+
+def mainspring_scan(meter: Meter) -> Scan:
     """``scan(messages, start) -> (chars, tokens, user indexes)`` as ``meter`` counts.
 
     The user indexes are positions in ``messages`` plus ``start``.

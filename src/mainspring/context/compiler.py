@@ -35,7 +35,7 @@ import anyio
 
 from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages
-from mainspring.context._sizes import mainspring_scan
+from mainspring.context._sizes import MAINSPRING_ADAPTER, estimate_sizing, mainspring_scan
 from mainspring.context._tally import Accountant
 from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
 from mainspring.context.pipeline import (
@@ -67,38 +67,20 @@ from mainspring.errors import (
     ContextError,
 )
 from mainspring.models.base import SystemBlock, ToolSpec
-from mainspring.tokens import EstimateTokenizer
 from mainspring.usage import Usage
 
 __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
 
 log = logging.getLogger("mainspring.context")
 
-_ESTIMATE = EstimateTokenizer("chars", chars_per_token=4.0)
-_SIZERS: dict[str, Meter] = {}
-"""The estimate meter of each model, shared by the compilers that run without
-accounting: it holds no session's state (its pieces are immutable and keyed
-by their content), and one per session costs every live session its cache."""
-
-
-def _estimate_sizer(model: str) -> Meter:
-    sizer = _SIZERS.get(model)
-    if sizer is None:
-        if len(_SIZERS) >= 64:  # model names come from configuration: a few, but bound them
-            _SIZERS.clear()
-        sizer = _SIZERS[model] = Meter(Accounting(tokenizer=_ESTIMATE), model)
-    return sizer
-
-
 _NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
     {"system": [], "first-user": [], "last-user": [], "virtual-tail": []}
 )
 """The contributions by slot of a compile that has none."""
 
-_SCANS: dict[Meter, Callable[[Sequence[Any], int], tuple[int, int, list[int]]]] = {}
-"""The view scan of each shared estimate meter (see _view_scan)."""
-
 _NO_USAGE = Usage()
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+"""No services, no config: one read-only mapping shared by the compilers given none."""
 _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
 T = TypeVar("T")
@@ -142,14 +124,17 @@ class ContextCompiler(Generic[T]):
         """
         if retain_turns is not None and retain_turns < 1:
             raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
-        self.adapter: MessageAdapter[T] = adapter or cast("MessageAdapter[T]", MainspringAdapter())
+        self.adapter: MessageAdapter[T] = adapter or cast("MessageAdapter[T]", MAINSPRING_ADAPTER)
         self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
-        self.services: Mapping[str, Any] = dict(services or {})
-        self.config: dict[str, Mapping[str, Any]] = {k: dict(v) for k, v in (config or {}).items()}
+        self.services: Mapping[str, Any] = dict(services) if services else _NOTHING
+        self.config: Mapping[str, Mapping[str, Any]] = (
+            {k: dict(v) for k, v in config.items()} if config else _NOTHING
+        )
         self.session_id = session_id
         self.accounting = accounting
         self.meter: Meter | None = Meter(accounting, model) if accounting else None
-        self._sizer = self.meter or _estimate_sizer(model)
+        sizing = estimate_sizing(model)
+        self._sizer = self.meter or sizing.meter
         """Counts the view even without accounting (compaction needs sizes)."""
         self._sinks = SinkSet(accounting.sinks, strict=accounting.strict) if accounting else None
         everything: list[Processor] = []
@@ -157,12 +142,23 @@ class ContextCompiler(Generic[T]):
             for proc in module.processors():
                 proc.module = module.name
                 everything.append(proc)
-        self.processors: tuple[Processor, ...] = tuple(order_processors(everything))
+        ordered = tuple(order_processors(everything))
+        given = self.modules[0].processors() if len(self.modules) == 1 else None
+        self.processors: tuple[Processor, ...] = (  # the module's own tuple when in order
+            given if isinstance(given, tuple) and given == ordered else ordered
+        )
         self._mappers = tuple(p for p in self.processors if p.maps_messages)
         self._segmenter = (
             cast("SegmentLookup", self.adapter) if _segments_itself(self.adapter) else None
         )
-        self.view: ModelView[T] = ModelView(self._measure, self.adapter.role, self._view_scan())
+        measure: Callable[[T, str, str], tuple[Piece, ...]] = self._measure
+        if self.meter is None and self.adapter is cast(object, MAINSPRING_ADAPTER):  # shared
+            measure = cast("Callable[[T, str, str], tuple[Piece, ...]]", sizing.measure)
+            self.view: ModelView[T] = cast(
+                "ModelView[T]", ModelView(sizing.measure, sizing.role, sizing.scan)
+            )
+        else:  # a meter of its own, or another adapter: bound methods of its own
+            self.view = ModelView(measure, self.adapter.role, self._view_scan())
         self._session_cache: dict[str, list[Contribution]] = {}
         self._user_on_prefix_change = on_prefix_change
         self.transcript: Transcript[T] = Transcript(
@@ -172,10 +168,10 @@ class ContextCompiler(Generic[T]):
             on_prefix_change=self._prefix_changed,
         )
         self._stale_view = False
-        self.transcript.register_cache(self._clear_caches)
-        self._accountant: Accountant[T] = Accountant(
-            self.meter, self.view, self.transcript, self._measure
+        self._accountant: Accountant[T] | None = (
+            Accountant(self.meter, self.view, self.transcript, measure) if self.meter else None
         )
+        """Counts requests, with accounting on (none kept without: nothing reads it)."""
         self._turn: _Turn | None = None
         self._turn_cache: dict[str, Any] = {}
         self._set_up = False
@@ -185,7 +181,8 @@ class ContextCompiler(Generic[T]):
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
         self.summary: list[TurnSnapshot] = []
         """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        self._totals = SessionTotals()
+        self._totals: SessionTotals | None = None
+        """Made at the first snapshot (only accounting takes them)."""
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
@@ -225,14 +222,13 @@ class ContextCompiler(Generic[T]):
         self._session_cache.pop(processor_id, None)
 
     def _prefix_changed(self, change: PrefixChange) -> None:
+        # The prefix-dependent caches first (one callback: no cache registered per session).
+        self._session_cache.clear()
+        self._stale_view = True
         if self._user_on_prefix_change is not None:
             self._user_on_prefix_change(change)
         else:
             log.warning("transcript prefix changed: %s", change.reason)
-
-    def _clear_caches(self, change: PrefixChange) -> None:
-        self._session_cache.clear()
-        self._stale_view = True
 
     def _extend_view(self, start: int) -> None:
         if self._stale_view:
@@ -276,14 +272,10 @@ class ContextCompiler(Generic[T]):
             and kind.segments is _MS_SEGMENTS
             and kind.role is _MS_ROLE
         ):
-            scan = _SCANS.get(self._sizer) if self.meter is None else None
-            if scan is None:
-                scan = mainspring_scan(self._sizer)
-                if self.meter is None:  # a shared estimate meter: its scan is shared too
-                    if len(_SCANS) >= 64:
-                        _SCANS.clear()
-                    _SCANS[self._sizer] = scan
-            return cast("Callable[[Sequence[T], int], tuple[int, int, list[int]]]", scan)
+            return cast(
+                "Callable[[Sequence[T], int], tuple[int, int, list[int]]]",
+                mainspring_scan(self._sizer),
+            )
         return None
 
     def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:
@@ -391,12 +383,12 @@ class ContextCompiler(Generic[T]):
             tail_c = by_slot["virtual-tail"]
             if tail_c:
                 tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))]
-        messages = CompiledMessages(view, n, overrides, tail)
-        view.track(messages)
+        messages = CompiledMessages(view.lend(), n, overrides, tail)
         segments: Sequence[Segment] = ()
         prefix = stable_tokens = 0
-        if self.meter is not None:
-            segments, prefix, stable_tokens = self._accountant.account(
+        accountant = self._accountant
+        if accountant is not None:
+            segments, prefix, stable_tokens = accountant.account(
                 contributions,
                 system_c,
                 stable,
@@ -407,9 +399,7 @@ class ContextCompiler(Generic[T]):
                 ctx.overrides,
                 ctx.override_owners,
             )
-            self._accountant.remember(
-                system_c, tools, first_index, first_text, last_index, last_text
-            )
+            accountant.remember(system_c, tools, first_index, first_text, last_index, last_text)
         view.mark_compiled()
         return CompiledContext(
             system=system,
@@ -481,6 +471,8 @@ class ContextCompiler(Generic[T]):
         self.summary.append(snapshot)
         if self.retain_turns is not None and len(self.summary) > self.retain_turns:
             del self.summary[0]  # one at a time: the list never holds more than the bound
+        if self._totals is None:
+            self._totals = SessionTotals()
         self._totals.add(snapshot)
         if self._sinks is not None:
             self._sinks.emit(snapshot)
@@ -488,11 +480,12 @@ class ContextCompiler(Generic[T]):
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
-        return self._totals.summary(self.session_id, retained_turns=len(self.summary))
+        totals = self._totals or SessionTotals()
+        return totals.summary(self.session_id, retained_turns=len(self.summary))
 
     def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
         """Carry another engine's kept snapshots and totals over (one session, new engine)."""
-        self._totals = previous._totals.copy()
+        self._totals = None if previous._totals is None else previous._totals.copy()
         self.summary = list(previous.summary)
         if self.retain_turns is not None:
             del self.summary[: max(0, len(self.summary) - self.retain_turns)]

@@ -65,12 +65,8 @@ class Microcompact(Processor):
 
     def reset(self) -> None:
         """Forget which calls were seen."""
-        self._calls: dict[str, ToolCallPart] = {}
-        self._call_keys: dict[str, str] = {}
-        self._latest: dict[tuple[str, str], tuple[int, str]] = {}
-        """(call key, content) -> (transcript index, call id) of its newest copy."""
-        self._superseded: list[tuple[int, str, int]] = []
-        """(transcript index, call id, turn of the newer copy) of copies to collapse."""
+        self._seen: _Seen | None = None
+        """What was noted, once anything was (most live sessions never get there)."""
         self._turn = 0
         self._pending: list[Message] = []
         """Messages handed over and not looked at yet, from transcript index
@@ -107,10 +103,13 @@ class Microcompact(Processor):
                 note(message, index)  # a text-only reply holds no call or result
 
     def _note(self, message: Message, index: int) -> None:
+        seen = self._seen
+        if seen is None:
+            seen = self._seen = _Seen()
         if message.role == "assistant":
             for call in message.parts:
                 if isinstance(call, ToolCallPart):
-                    self._calls[call.id] = call  # its key is worked out if a result needs it
+                    seen.calls[call.id] = call  # its key is worked out if a result needs it
             return
         for part in message.parts:
             if (
@@ -119,25 +118,13 @@ class Microcompact(Processor):
                 or len(part.content) < self.min_chars
             ):
                 continue
-            key = self._key(part.tool_use_id)
+            key = seen.key(part.tool_use_id)
             if key is None:
                 continue
-            earlier = self._latest.get((key, part.content))
+            earlier = seen.latest.get((key, part.content))
             if earlier is not None:
-                self._superseded.append((*earlier, self._turn))
-            self._latest[(key, part.content)] = (index, part.tool_use_id)
-
-    def _key(self, call_id: str) -> str | None:
-        """The call's name and canonical arguments (what makes two results repeats)."""
-        key = self._call_keys.get(call_id)
-        if key is None:
-            call = self._calls.get(call_id)
-            if call is None:
-                return None
-            key = self._call_keys[call_id] = (
-                call.name + "\0" + json.dumps(call.arguments, sort_keys=True)
-            )
-        return key
+                seen.superseded.append((*earlier, self._turn))
+            seen.latest[(key, part.content)] = (index, part.tool_use_id)
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Collapse the copies superseded so far (once the view is over ``over_tokens``)."""
@@ -145,10 +132,11 @@ class Microcompact(Processor):
         if self.over_tokens is not None and view.tokens <= self.over_tokens:
             return  # kept for later: the view may still grow past the threshold
         self._note_pending()
-        if not self._superseded:
+        seen = self._seen
+        if seen is None or not seen.superseded:
             return
         editor = ctx.edit_history()
-        for index, call_id, turn in self._superseded:
+        for index, call_id, turn in seen.superseded:
             found = _find_result(view, index, call_id)
             if found is None:  # compacted away meanwhile
                 continue
@@ -161,7 +149,33 @@ class Microcompact(Processor):
                 for p in message.parts
             )
             editor.replace(at, replace(message, parts=parts))
-        self._superseded.clear()
+        seen.superseded.clear()
+
+
+class _Seen:
+    """What a :class:`Microcompact` noted: calls, their keys, the newest copy of each result."""
+
+    __slots__ = ("call_keys", "calls", "latest", "superseded")
+
+    def __init__(self) -> None:
+        self.calls: dict[str, ToolCallPart] = {}
+        self.call_keys: dict[str, str] = {}
+        self.latest: dict[tuple[str, str], tuple[int, str]] = {}
+        """(call key, content) -> (transcript index, call id) of its newest copy."""
+        self.superseded: list[tuple[int, str, int]] = []
+        """(transcript index, call id, turn of the newer copy) of copies to collapse."""
+
+    def key(self, call_id: str) -> str | None:
+        """The call's name and canonical arguments (what makes two results repeats)."""
+        key = self.call_keys.get(call_id)
+        if key is None:
+            call = self.calls.get(call_id)
+            if call is None:
+                return None
+            key = self.call_keys[call_id] = (
+                call.name + "\0" + json.dumps(call.arguments, sort_keys=True)
+            )
+        return key
 
 
 def _find_result(view: Sequence[Any], index: int, call_id: str) -> tuple[int, Message] | None:

@@ -497,7 +497,8 @@ class SessionTotals:
     turns: int = 0
     calls: int = 0
     tokens: int = 0
-    usage: Usage = Usage()  # (immutable: one shared zero)
+    usage: Usage = Usage()
+    """Replaced as turns add up (frozen: the zero one is shared by every new session)."""
     cost_usd: float = 0.0
     by_source: dict[str, int] = field(default_factory=dict)
     started_at: float | None = None

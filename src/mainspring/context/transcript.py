@@ -38,9 +38,10 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
@@ -273,6 +274,8 @@ class _Indexes:
             self.tools[call_id] = ToolLink(old.call_index if old else None, index)
 
 
+_NO_DIGESTS: Mapping[int, bytes] = MappingProxyType({})
+
 _LOOKUPS: dict[type, bool] = {}
 """Adapter classes by whether they are ToolCallLookups (a protocol check is slow)."""
 
@@ -305,13 +308,17 @@ class Transcript(Generic[T]):
         self.trust_message_identity = trust_message_identity
         self._on_prefix_change = on_prefix_change
         self._items: list[T] = []
-        self._fingerprints: list[bytes | None] = []
-        """Digests, computed on first need (append does not pay for them)."""
-        self._indexes = _Indexes()
+        self._fingerprints: Mapping[int, bytes] = _NO_DIGESTS
+        """Digests by index, computed on first need (append does not pay for them; a
+        dict of ints and bytes is not even walked by the cyclic collector), in a
+        shared empty read-only mapping until the first one."""
+        self._indexes: _Indexes | None = None
+        """Built on first read (see :meth:`_indexes_now`)."""
         self._indexed = 0
-        """Messages ``[0, _indexed)`` are in the indexes (see :meth:`_indexes_now`)."""
+        """Messages ``[0, _indexed)`` are in the indexes."""
         self._generation = 0
-        self._caches: list[Callable[[PrefixChange], None]] = []
+        self._caches: tuple[Callable[[PrefixChange], None], ...] = ()
+        """Replaced on change, not mutated (the empty tuple is shared)."""
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
@@ -374,11 +381,13 @@ class Transcript(Generic[T]):
 
     def register_cache(self, clear: Callable[[PrefixChange], None]) -> Callable[[], None]:
         """Call ``clear`` on every prefix change; returns an unregister function."""
-        self._caches.append(clear)
+        self._caches = (*self._caches, clear)
 
         def unregister() -> None:
-            if clear in self._caches:
-                self._caches.remove(clear)
+            caches = self._caches
+            if clear in caches:
+                at = caches.index(clear)
+                self._caches = caches[:at] + caches[at + 1 :]
 
         return unregister
 
@@ -386,9 +395,7 @@ class Transcript(Generic[T]):
 
     def append(self, delta: Iterable[T]) -> None:
         """Commit ``delta`` after the committed messages: O(len(delta)), a list extend."""
-        batch = list(delta)
-        self._items.extend(batch)
-        self._fingerprints.extend([None] * len(batch))
+        self._items.extend(delta)
 
     def sync(self, full: Sequence[T]) -> int:
         """Bring the transcript to ``full``; returns how many messages were committed.
@@ -407,7 +414,7 @@ class Transcript(Generic[T]):
                 f"sync got {len(full)})"
             )
         self._items = self._items[:changed]  # a new list: earlier views keep theirs
-        self._fingerprints = self._fingerprints[:changed]
+        self._fingerprints = {i: d for i, d in self._fingerprints.items() if i < changed}
         self._rebuild_indexes()
         self._extend(full, changed, fresh)
         self._start_generation(changed, "sync: committed prefix changed", None)
@@ -446,7 +453,7 @@ class Transcript(Generic[T]):
                 continue
             digest = self._adapter.fingerprint(message)
             fresh[i] = digest
-            if digest != (fps[i] or self._digest(i)):
+            if digest != (fps.get(i) or self._digest(i)):
                 return i, fresh
         if len(full) < n:
             return len(full), fresh
@@ -454,19 +461,32 @@ class Transcript(Generic[T]):
 
     def _extend(self, full: Sequence[T], start: int, fresh: dict[int, bytes]) -> None:
         self._items.extend(full[start:])
-        self._fingerprints.extend([fresh.get(i) for i in range(start, len(full))])
+        if fresh:
+            fps = self._digests()
+            for i, digest in fresh.items():
+                if i >= start:
+                    fps[i] = digest
 
     def _digest(self, index: int) -> bytes:
-        digest = self._fingerprints[index]
+        digest = self._fingerprints.get(index)
         if digest is None:
-            digest = self._fingerprints[index] = self._adapter.fingerprint(self._items[index])
+            digest = self._digests()[index] = self._adapter.fingerprint(self._items[index])
         return digest
+
+    def _digests(self) -> dict[int, bytes]:
+        fps = self._fingerprints
+        if not isinstance(fps, dict):
+            fps = self._fingerprints = {}
+        return fps
 
     def _indexes_now(self) -> _Indexes:
         """The indexes, after indexing the messages committed since the last read."""
         items = self._items
+        indexes = self._indexes
+        if indexes is None:
+            indexes = self._indexes = _Indexes()
         if self._indexed < len(items):
-            indexes, lookup, role = self._indexes, self._lookup, self._adapter.role
+            lookup, role = self._lookup, self._adapter.role
             for index in range(self._indexed, len(items)):
                 message = items[index]
                 calls: Sequence[str] = ()
@@ -476,10 +496,10 @@ class Transcript(Generic[T]):
                     results = lookup.tool_result_ids(message)
                 indexes.add(index, role(message), calls, results)
             self._indexed = len(items)
-        return self._indexes
+        return indexes
 
     def _rebuild_indexes(self) -> None:
-        self._indexes = _Indexes()
+        self._indexes = None
         self._indexed = 0
 
     def _start_generation(

@@ -16,9 +16,9 @@ list extend, not N attributed records.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar, overload
+from types import MappingProxyType
+from typing import Generic, TypeVar, overload
 
 from mainspring.context.accounting import Piece
 
@@ -30,13 +30,9 @@ AttributionKey = tuple[str, str, str]
 """(source, module, processor)."""
 
 _TRANSCRIPT = ("transcript", "transcript")
+_NO_SUMS = (0,)
+_NO_TOTALS: Mapping[AttributionKey, list[int]] = MappingProxyType({})
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
-
-
-class _Reader(Protocol):
-    """A compiled request reading the view's entries (``CompiledMessages``)."""
-
-    def _detach(self) -> None: ...
 
 
 class ModelView(Sequence[T], Generic[T]):
@@ -62,24 +58,28 @@ class ModelView(Sequence[T], Generic[T]):
         self._users: list[int] = []
         """Indexes of user messages, ascending."""
         self._items: list[T] = []
-        self._owners: list[tuple[str, str]] = []
-        """(module, processor) that last wrote each entry; ("transcript", "transcript")."""
-        self._pieces: list[tuple[Piece, ...]] = []
+        self._owners: list[tuple[str, str]] | None = None
+        """(module, processor) that last wrote each entry; ``None`` while every entry is
+        the transcript's (``("transcript", "transcript")``): no list kept until then."""
+        self._pieces: list[tuple[Piece, ...]] | tuple[()] = ()
         """The counted pieces of the entries ``[0, len(_pieces))``; later ones are not
-        counted yet (see :meth:`_catch_up`)."""
-        self._cum: list[int] = [0]
-        """_cum[i] = tokens in entries [0, i), valid up to ``_valid``."""
+        counted yet (see :meth:`_catch_up`). The shared empty tuple until the first
+        entry is counted (only accounting counts them)."""
+        self._cum: list[int] | tuple[int] = _NO_SUMS
+        """_cum[i] = tokens in entries [0, i), valid up to ``_valid`` (a list from the
+        first read past entry 0: only accounting and compaction read them)."""
         self._valid = 0
         """Prefix sums are right for indexes ≤ this; edits lower it, reads rebuild lazily."""
         self._tokens = 0
         self._chars = 0
         """Tokens and characters of every entry, counted or not yet."""
-        self._totals: dict[AttributionKey, list[int]] = {}
-        """(source, module, processor) → [chars, tokens] over the counted entries."""
+        self._totals: Mapping[AttributionKey, list[int]] = _NO_TOTALS
+        """(source, module, processor) → [chars, tokens] over the counted entries (a
+        shared empty read-only mapping until an entry is counted)."""
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
-        self._readers: list[weakref.ref[_Reader]] = []
-        """Compiled requests reading entries of this view (detached before an edit)."""
+        self._lent = False
+        """Whether :meth:`lend` handed ``_items`` out since the last edit."""
 
     # -- reading -----------------------------------------------------------
 
@@ -98,7 +98,11 @@ class ModelView(Sequence[T], Generic[T]):
 
     def owner(self, index: int) -> tuple[str, str]:
         """(module, processor) that last wrote entry ``index``."""
-        return self._owners[index]
+        owners = self._owners
+        if owners is None:
+            self._items[index]  # IndexError as a list's
+            return _TRANSCRIPT
+        return owners[index]
 
     def pieces(self, index: int) -> tuple[Piece, ...]:
         """The counted pieces of entry ``index`` (empty without accounting)."""
@@ -108,7 +112,7 @@ class ModelView(Sequence[T], Generic[T]):
         return self._pieces[index]
 
     @property
-    def totals(self) -> dict[AttributionKey, list[int]]:
+    def totals(self) -> Mapping[AttributionKey, list[int]]:
         """(source, module, processor) → [chars, tokens], over the whole view.
 
         Read it, never change it. The first read after N appends counts those
@@ -154,19 +158,22 @@ class ModelView(Sequence[T], Generic[T]):
 
     # -- writing -----------------------------------------------------------
 
-    def track(self, reader: _Reader) -> None:
-        """Have ``reader`` copy its entries before the next edit (copy-on-write)."""
-        readers = self._readers
-        if len(readers) >= 32:  # drop the requests nobody keeps any more
-            readers[:] = [r for r in readers if r() is not None]
-        readers.append(weakref.ref(reader))
+    def lend(self) -> list[T]:
+        """The list of entries, for a compiled request to read: never changed after.
+
+        Copy-on-write on the view's side: the next edit (not an append: a
+        reader keeps its own length) works on a copy and leaves this list to
+        whoever still reads it, so a request needs no registration (no weak
+        reference per request kept in a live session) and one no longer read
+        costs nothing.
+        """
+        self._lent = True
+        return self._items
 
     def _before_edit(self) -> None:
-        readers, self._readers = self._readers, []
-        for ref in readers:
-            reader = ref()
-            if reader is not None:
-                reader._detach()
+        if self._lent:
+            self._lent = False
+            self._items = self._items.copy()
 
     def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
         """Add an entry at the end: O(message)."""
@@ -187,8 +194,11 @@ class ModelView(Sequence[T], Generic[T]):
             return
         self._items.extend(messages)
         if owners:
-            self._owners.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
-        else:
+            kept = self._owners
+            if kept is None:
+                kept = self._owners = [_TRANSCRIPT] * start
+            kept.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
+        elif self._owners is not None:
             self._owners.extend([_TRANSCRIPT] * n)
         chars, tokens, users = self._scan(messages, start)
         self._users.extend(users)
@@ -203,12 +213,13 @@ class ModelView(Sequence[T], Generic[T]):
         old = self._items[index]
         was_user = self._role(old) == "user"
         self._items[index] = message
-        self._owners[index] = (module, processor)
-        if index < len(self._pieces):
-            old_pieces = self._pieces[index]
+        self._owned()[index] = (module, processor)
+        counted = self._pieces
+        if isinstance(counted, list) and index < len(counted):
+            old_pieces = counted[index]
             self._add(old_pieces, -1)
             pieces = self._measure(message, module, processor) if self._measure else ()
-            self._pieces[index] = pieces
+            counted[index] = pieces
             self._add(pieces, 1)
             self._chars += _chars(pieces) - _chars(old_pieces)
             self._tokens += _tokens(pieces) - _tokens(old_pieces)
@@ -238,12 +249,13 @@ class ModelView(Sequence[T], Generic[T]):
             chars, tokens = self._sizes(self._items[max(start, counted) : stop])
             old_chars += chars
             old_tokens += tokens
-        if start < counted:  # the entries from ``start`` on are counted again when read
+        if start < counted and isinstance(self._pieces, list):  # counted again when read
             for pieces in self._pieces[start:]:
                 self._add(pieces, -1)
             del self._pieces[start:]
+        owned = self._owned()
         self._items[start:stop] = new
-        self._owners[start:stop] = [(module, processor)] * len(new)
+        owned[start:stop] = [(module, processor)] * len(new)
         new_chars, new_tokens = self._sizes(new)
         self._chars += new_chars - old_chars
         self._tokens += new_tokens - old_tokens
@@ -252,15 +264,15 @@ class ModelView(Sequence[T], Generic[T]):
 
     def clear(self) -> None:
         """Empty the view (a new transcript generation rebuilds it)."""
-        self._before_edit()
-        self._items.clear()
+        self._lent = False
+        self._items = []  # (a lent list stays as it was)
         self._users.clear()
-        self._owners.clear()
-        self._pieces.clear()
-        self._cum = [0]
+        self._owners = None
+        self._pieces = ()
+        self._cum = _NO_SUMS
         self._valid = 0
         self._tokens = self._chars = 0
-        self._totals.clear()
+        self._totals = _NO_TOTALS
         self.min_changed = 0
 
     def mark_compiled(self) -> None:
@@ -287,18 +299,36 @@ class ModelView(Sequence[T], Generic[T]):
         """Count the entries ``[len(_pieces), upto)``: each entry is counted once."""
         measure = self._measure
         items, owners, counted = self._items, self._owners, self._pieces
+        if len(counted) >= upto:
+            return
+        if isinstance(counted, tuple):
+            counted = self._pieces = []
         for i in range(len(counted), upto):
-            pieces = measure(items[i], *owners[i]) if measure else ()
+            module, processor = _TRANSCRIPT if owners is None else owners[i]
+            pieces = measure(items[i], module, processor) if measure else ()
             counted.append(pieces)
             self._add(pieces, 1)
 
+    def _owned(self) -> list[tuple[str, str]]:
+        """The owners of every entry, as a list to edit (made at the first owned entry)."""
+        owners = self._owners
+        if owners is None:
+            owners = self._owners = [_TRANSCRIPT] * len(self._items)
+        return owners
+
     def _invalidate(self, index: int) -> None:
         self._valid = min(self._valid, index)
-        del self._cum[self._valid + 1 :]
+        cum = self._cum
+        if isinstance(cum, list):  # (the shared tuple holds entry 0 only)
+            del cum[self._valid + 1 :]
         self.min_changed = index if self.min_changed is None else min(self.min_changed, index)
 
     def _add(self, pieces: tuple[Piece, ...], sign: int) -> None:
         totals = self._totals
+        if not isinstance(totals, dict):
+            if not pieces:
+                return
+            totals = self._totals = {}
         for p in pieces:
             key = (p.source, p.module, p.processor)
             entry = totals.get(key)
@@ -313,6 +343,8 @@ class ModelView(Sequence[T], Generic[T]):
         if index > len(self._pieces):
             self._catch_up(index)
         cum = self._cum
+        if isinstance(cum, tuple):
+            cum = self._cum = [0]
         del cum[self._valid + 1 :]
         for pieces in self._pieces[self._valid : index]:
             cum.append(cum[-1] + _tokens(pieces))
