@@ -201,7 +201,8 @@ class Loop(LoopResume):
     async def _complete(self, reason: StopReason) -> None:
         # What the terminal event reports is on record before it is emitted (a
         # deferred save goes now where no later commit would carry it).
-        await self.dispatch.flush()
+        if self._durable is not None:
+            await self.dispatch.flush()
         # Accounting first: a strict sink that fails makes this run an error, not two terminals.
         self.context.end_turn()
         turn = self.state.turn
@@ -228,21 +229,29 @@ class Loop(LoopResume):
         self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
-        await self.dispatch.save()  # the turn is on record before a model is paid for it
+        if self._durable is not None:
+            await self.dispatch.save()  # the turn is on record before a model is paid for it
         await self._steps()
 
     async def _steps(self) -> None:
+        # (The awaits that have nothing to do on this run are skipped where they
+        # are called: a coroutine call costs even when it returns at once.)
+        durable = self._durable is not None
+        steering = self._steering
         while True:
             await anyio.lowlevel.checkpoint_if_cancelled()
-            await self._share_spend()
+            if self._unshared:
+                await self._share_spend()
             limit = self._limit_reached()
             if limit is not None:
                 await self._complete(limit)
                 return
             turn = self.turn
-            await self._take_steering(turn)
+            if steering is not None and len(steering):
+                await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
-            await self._share_spend()
+            if self._unshared:
+                await self._share_spend()
             if turn.calls and self.cost.exceeded():
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete("budget_exceeded")
@@ -252,7 +261,7 @@ class Loop(LoopResume):
                 if reason in ("max_tokens", "refusal"):
                     await self._complete(reason)
                     return
-                if await self._steered():
+                if steering is not None and len(steering) and await self._steered():
                     continue  # a message came while the model answered: it gets another step
                 await self._complete("end_turn")
                 return
@@ -261,7 +270,8 @@ class Loop(LoopResume):
                 await self._complete("pending_action")
                 return
             self._commit_step(turn)
-            await self.dispatch.save(defer=True)
+            if durable:
+                await self.dispatch.save(defer=True)
 
     async def _take_steering(self, turn: Turn) -> None:
         """At a step boundary: queued ``next_step`` messages join the conversation."""

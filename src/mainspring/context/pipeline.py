@@ -87,6 +87,10 @@ class Contribution:
     scope: CacheScope
 
 
+_MAPPERS: dict[type, bool] = {}
+"""Processor classes by whether they override a message mapping."""
+
+
 class Processor:
     """One step of the context pipeline.
 
@@ -142,11 +146,18 @@ class Processor:
     @property
     def maps_messages(self) -> bool:
         """Whether this processor rewrites committed messages one by one."""
+        if self.phase not in _MESSAGE_PHASES:
+            return False
         kind = type(self)
-        return self.phase in _MESSAGE_PHASES and (
-            kind.map_message is not Processor.map_message
-            or kind.map_messages is not Processor.map_messages
-        )
+        maps = _MAPPERS.get(kind)
+        if maps is None:  # (by class: a compiler asks at every session's start)
+            if len(_MAPPERS) >= 4096:  # classes are few; bound it anyway
+                _MAPPERS.clear()
+            maps = _MAPPERS[kind] = (
+                kind.map_message is not Processor.map_message
+                or kind.map_messages is not Processor.map_messages
+            )
+        return maps
 
     async def process(self, ctx: Compilation[Any]) -> None:
         """Contribute to slots or transform this compile; the default does nothing."""
