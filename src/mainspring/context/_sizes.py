@@ -23,15 +23,18 @@ __all__ = ["mainspring_scan"]
 
 
 def mainspring_scan(
-    meter: Meter,
+    meter: Meter, *, bound: bool = False
 ) -> Callable[[Sequence[Message], int], tuple[int, int, list[int]]]:
     """``scan(messages, start) -> (chars, tokens, user indexes)`` as ``meter`` counts.
 
-    The user indexes are positions in ``messages`` plus ``start``.
+    The user indexes are positions in ``messages`` plus ``start``. With
+    ``bound``, the tokens are an upper bound instead, for a tokenizer that
+    makes at most one token per UTF-8 byte (tiktoken's byte-level BPE): the
+    characters of an ASCII text, four per character of another.
     """
     tokenizer = meter.tokenizer
     per = tokenizer.chars_per_token if type(tokenizer) is EstimateTokenizer else 0.0
-    count = meter.count
+    count: Callable[[str], int] = _utf8_bound if bound else meter.count
     ceil = math.ceil
 
     def scan(messages: Sequence[Message], start: int) -> tuple[int, int, list[int]]:
@@ -64,3 +67,8 @@ def mainspring_scan(
         return chars, tokens, users
 
     return scan
+
+
+def _utf8_bound(text: str) -> int:
+    """At least the UTF-8 bytes of ``text`` (a lone surrogate, passed through, takes 3)."""
+    return len(text) if text.isascii() else 4 * len(text)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 from mainspring.errors import TelemetryError
 from mainspring.usage import Usage
@@ -31,6 +31,7 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "CallSnapshot",
     "CostEstimate",
+    "Pending",
     "Segment",
     "SegmentRow",
     "Segments",
@@ -123,6 +124,18 @@ SegmentRow = tuple[str, str, str, str, int, int, str | None]
 """A segment as plain data: (source, module, processor, slot, chars, tokens, content)."""
 
 
+class Pending(Protocol):
+    """Where deferred :class:`Segments` get their figures (the engine's request accounting)."""
+
+    def settle(self, segments: Segments) -> None:
+        """Give ``segments`` its figures (:meth:`Segments.fill`), as of when it was made."""
+        ...
+
+
+_DEFERRED = frozenset({"_rows", "chars", "tokens", "prefix_tokens", "stable_tokens"})
+_CALL_DEFERRED = frozenset({"chars", "tokens", "prefix_tokens", "stable_tokens"})
+
+
 class Segments(Sequence[Segment]):
     """A request's segments, kept as rows; the :class:`Segment` objects are built on first read.
 
@@ -131,27 +144,98 @@ class Segments(Sequence[Segment]):
     someone indexes or iterates. Immutable; compares equal to (and hashes
     like) the tuple of its segments. ``share`` is each row's tokens over the
     request's tokens.
+
+    A compile with accounting on hands out *deferred* segments: their rows
+    and figures are worked out on first read, from what the compile
+    captured, and are those of the request as it was compiled whenever they
+    are read (see :meth:`deferred`).
     """
 
-    __slots__ = ("_built", "_rows", "chars", "tokens")
+    __slots__ = (
+        "__weakref__",
+        "_built",
+        "_pending",
+        "_rows",
+        "chars",
+        "prefix_tokens",
+        "stable_tokens",
+        "tokens",
+    )
 
     tokens: int
     """Sum of the segments' tokens."""
     chars: int
     """Sum of the segments' characters."""
+    prefix_tokens: int
+    """A compiled request's tokens that the session's previous call sent in the same
+    position (0 for segments built from rows)."""
+    stable_tokens: int
+    """A compiled request's tokens before the prompt-cache breakpoint (0 from rows)."""
 
     def __init__(self, rows: Iterable[SegmentRow] = ()) -> None:
         """Keep ``rows`` (in order); rows with neither chars nor tokens are dropped."""
+        self._pending: Pending | None = None
         self._keep((), 0, 0, rows)
+
+    @classmethod
+    def deferred(cls, pending: Pending) -> Segments:
+        """Segments whose figures ``pending.settle`` gives on first read (a compile's).
+
+        ``pending`` must answer with the figures of the moment these were made,
+        whenever it is asked, from any thread.
+        """
+        made = object.__new__(cls)
+        made._pending = pending
+        made._built = None
+        return made
+
+    def fill(
+        self,
+        rows: Iterable[SegmentRow],
+        *,
+        prefix_tokens: int = 0,
+        stable_tokens: int = 0,
+    ) -> None:
+        """Give deferred segments their rows and figures (once; their pending source calls it)."""
+        if self._pending is None:
+            raise ValueError("these segments already have their figures")
+        self._keep((), 0, 0, rows, prefix_tokens, stable_tokens)
+        self._pending = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the figures are worked out (always, unless :meth:`deferred`)."""
+        return self._pending is None
+
+    if not TYPE_CHECKING:  # a deferred instance's slots are empty until first read
+
+        def __getattr__(self, name: str) -> Any:
+            pending = self._pending
+            if pending is None or name not in _DEFERRED:
+                raise AttributeError(
+                    f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+                )
+            pending.settle(self)
+            return object.__getattribute__(self, name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_segments_from, (self._rows, self.prefix_tokens, self.stable_tokens))
 
     def plus(self, rows: Iterable[SegmentRow]) -> Segments:
         """These segments followed by ``rows`` (empty rows dropped), without re-reading these."""
         joined = object.__new__(Segments)
+        joined._pending = None
         joined._keep(self._rows, self.chars, self.tokens, rows)
         return joined
 
     def _keep(
-        self, head: tuple[SegmentRow, ...], chars: int, tokens: int, rows: Iterable[SegmentRow]
+        self,
+        head: tuple[SegmentRow, ...],
+        chars: int,
+        tokens: int,
+        rows: Iterable[SegmentRow],
+        prefix_tokens: int = 0,
+        stable_tokens: int = 0,
     ) -> None:
         kept: list[SegmentRow] = []
         for row in rows:
@@ -164,10 +248,12 @@ class Segments(Sequence[Segment]):
                 kept.append(row)
                 chars += row[4]
                 tokens += row[5]
-        self._rows = head + tuple(kept) if head else tuple(kept)
         self._built: tuple[Segment, ...] | None = None
         self.chars = chars
         self.tokens = tokens
+        self.prefix_tokens = prefix_tokens
+        self.stable_tokens = stable_tokens
+        self._rows = head + tuple(kept) if head else tuple(kept)  # last: it marks them settled
 
     @property
     def rows(self) -> tuple[SegmentRow, ...]:
@@ -184,6 +270,7 @@ class Segments(Sequence[Segment]):
     def _segments(self) -> tuple[Segment, ...]:
         built = self._built
         if built is None:
+            rows = self._rows
             total = self.tokens or 1
             built = self._built = tuple(
                 Segment(
@@ -196,7 +283,7 @@ class Segments(Sequence[Segment]):
                     share=tokens / total,
                     content=content,
                 )
-                for source, module, processor, slot, chars, tokens, content in self._rows
+                for source, module, processor, slot, chars, tokens, content in rows
             )
         return built
 
@@ -225,6 +312,16 @@ class Segments(Sequence[Segment]):
 
     def __repr__(self) -> str:
         return f"Segments({list(self._segments())!r})"
+
+
+def _segments_from(
+    rows: tuple[SegmentRow, ...], prefix_tokens: int, stable_tokens: int
+) -> Segments:
+    """Unpickle :class:`Segments` (settled: a pickle holds figures, never their source)."""
+    made = Segments(rows)
+    made.prefix_tokens = prefix_tokens
+    made.stable_tokens = stable_tokens
+    return made
 
 
 def segment_tokens_by_source(segments: Sequence[Segment], into: dict[str, int]) -> None:
@@ -281,6 +378,48 @@ class CallSnapshot:
     """Tokens before the prompt-cache breakpoint."""
     usage: Usage = Usage()
     cost: CostEstimate = CostEstimate(usd=0.0, priced=False, price_source="none")
+
+    @classmethod
+    def deferred(
+        cls,
+        *,
+        step: int,
+        model: str,
+        tokenizer: str,
+        exact: bool,
+        segments: Segments,
+        usage: Usage,
+        cost: CostEstimate,
+    ) -> CallSnapshot:
+        """A call whose token and character figures are read from ``segments`` when needed.
+
+        (``chars``, ``tokens``, ``prefix_tokens``, ``stable_tokens``, from a
+        compile's deferred segments.) It equals, and reads exactly as, the
+        call built with those figures.
+        """
+        made = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(made, "step", step)
+        setattr_(made, "model", model)
+        setattr_(made, "tokenizer", tokenizer)
+        setattr_(made, "exact", exact)
+        setattr_(made, "segments", segments)
+        setattr_(made, "usage", usage)
+        setattr_(made, "cost", cost)
+        return made
+
+    if not TYPE_CHECKING:  # a deferred call's figures are empty slots until first read
+
+        def __getattr__(self, name: str) -> Any:
+            if name in _CALL_DEFERRED:
+                segments = object.__getattribute__(self, "segments")
+                if isinstance(segments, Segments):
+                    value = getattr(segments, name)
+                    object.__setattr__(self, name, value)
+                    return value
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
 
     @property
     def prefix_reuse(self) -> float:
