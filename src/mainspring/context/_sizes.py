@@ -48,7 +48,12 @@ def mainspring_scan(
                 text = parts[0].text
                 n = len(text)
                 chars += n
-                tokens += ceil(n / per) if per else count(text)
+                if per:
+                    tokens += ceil(n / per)
+                elif bound:  # (inline: the common entry is one text part)
+                    tokens += n if text.isascii() else 4 * n
+                else:
+                    tokens += count(text)
                 continue
             for part in parts:  # as message_segments has them, without building the list
                 if isinstance(part, TextPart):

@@ -46,28 +46,23 @@ class _Prev:
     generation: int = -1
 
 
-@dataclass(slots=True)
-class _Request:
-    """What one compile's accounting needs, captured at compile time (immutable parts)."""
-
-    accountant: Accountant[Any]
-    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
-    system_c: list[Contribution]
-    stable: int
-    by_slot: dict[str, list[Contribution]]
-    first: tuple[int | None, str]
-    last: tuple[int | None, str]
-    replaced: Mapping[int, Any]
-    owners: Mapping[int, tuple[str, str]]
-    prev: _Prev
-    generation: int
-    n: int
-    """The view's length when compiled."""
-    min_changed: int | None
-    """The view's lowest edited index when compiled."""
-
-    def settle(self, segments: Segments) -> None:
-        self.accountant.settle(segments)
+_Request = tuple[
+    tuple[
+        tuple[ToolSpec, ...], tuple[Contribution, ...]
+    ],  # key: what the contributions' rows depend on
+    list[Contribution],  # system_c
+    int,  # stable
+    dict[str, list[Contribution]],  # by_slot
+    tuple[int | None, str],  # first user message: index, text added
+    tuple[int | None, str],  # last user message: index, text added
+    Mapping[int, Any],  # replaced
+    Mapping[int, tuple[str, str]],  # owners
+    _Prev,  # what the previous compile sent
+    int,  # the transcript's generation when compiled
+    int,  # the view's length when compiled
+    int | None,  # the view's lowest edited index when compiled
+]
+"""What one compile's accounting needs, captured at compile time (a plain tuple: cheap)."""
 
 
 class Accountant(Generic[T]):
@@ -121,9 +116,8 @@ class Accountant(Generic[T]):
         the text added to them. Call before :meth:`remember`.
         """
         view = self.view
-        request = _Request(
-            self,
-            (tools, contributions),  # everything the contributions' figures depend on
+        request: _Request = (
+            (tools, contributions),
             system_c,
             stable,
             by_slot,
@@ -136,7 +130,7 @@ class Accountant(Generic[T]):
             len(view),
             view.min_changed,
         )
-        segments = Segments.deferred(request)
+        segments = Segments.deferred(self)
         queue = self._queue
         queue.append((weakref.ref(segments), request))
         if len(queue) > 2 * self._live + 64:  # drop the requests nobody keeps (amortized O(1))
@@ -178,22 +172,23 @@ class Accountant(Generic[T]):
     def _settle(self, segments: Segments, request: _Request) -> None:
         meter = self.meter
         assert meter is not None
-        key = request.key
+        key, system_c, stable, by_slot, first, last, replaced, owners, prev, gen, n, changed = (
+            request
+        )
         tally = self._tally
         if tally is None or tally.key != key:  # mostly the very objects of the last compile
-            tally = self._tally = self._count_contributions(
-                key, request.system_c, request.stable, request.by_slot
-            )
+            tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
         view = self.view
         rows = _history_rows(
-            self._replacement_pieces(request.replaced, request.owners),
+            self._replacement_pieces(replaced, owners),
             view,
-            request.n,
+            n,
             include_content=meter.include_content,
         )
-        reused = self._reuse(request, tally.head_tokens)
+        reused = _reuse(prev, gen, key[0], system_c, tally.head_tokens)
         if reused is not None:
-            reused += view.tokens_before(self._message_bound(request))
+            bound = _message_bound(prev, n, changed, first, last, replaced)
+            reused += view.tokens_before(bound)
         segments.fill(
             (*tally.head.rows, *rows),
             prefix_tokens=reused or 0,
@@ -238,41 +233,6 @@ class Accountant(Generic[T]):
             pieces.extend(self._measure(replaced[index], module, processor))
         return pieces
 
-    def _reuse(self, request: _Request, head_tokens: int) -> int | None:
-        """Reused tokens of tools and system; None when something before the messages changed."""
-        prev = request.prev
-        tools = request.key[0]
-        if prev.generation != request.generation:
-            return None
-        if (tools or prev.tools) and prev.tools != tools:
-            return None
-        system_c = request.system_c
-        if len(prev.system) != len(system_c):
-            return None
-        for text, c in zip(prev.system, system_c, strict=True):
-            if text != c.text:
-                return None
-        return head_tokens
-
-    def _message_bound(self, request: _Request) -> int:
-        """How many leading view messages the previous call sent identically."""
-        prev = request.prev
-        bound = min(prev.view_len, request.n)
-        if request.min_changed is not None:
-            bound = min(bound, request.min_changed)
-        for old, (index, text) in (
-            (prev.last_user, request.last),
-            (prev.first_user, request.first),
-        ):
-            now = (index, text) if text and index is not None else None
-            if old is not None and now != old:
-                bound = min(bound, old[0])
-            if now is not None and now != old:
-                bound = min(bound, now[0])
-        for index in request.replaced:
-            bound = min(bound, index)
-        return bound
-
     def remember(
         self,
         system_c: list[Contribution],
@@ -292,6 +252,49 @@ class Accountant(Generic[T]):
             else None,
             generation=self.transcript.generation,
         )
+
+
+def _reuse(
+    prev: _Prev,
+    generation: int,
+    tools: tuple[ToolSpec, ...],
+    system_c: list[Contribution],
+    head_tokens: int,
+) -> int | None:
+    """Reused tokens of tools and system; None when something before the messages changed."""
+    if prev.generation != generation:
+        return None
+    if (tools or prev.tools) and prev.tools != tools:
+        return None
+    if len(prev.system) != len(system_c):
+        return None
+    for text, c in zip(prev.system, system_c, strict=True):
+        if text != c.text:
+            return None
+    return head_tokens
+
+
+def _message_bound(
+    prev: _Prev,
+    n: int,
+    min_changed: int | None,
+    first: tuple[int | None, str],
+    last: tuple[int | None, str],
+    replaced: Mapping[int, Any],
+) -> int:
+    """How many leading view messages (of ``n``) the previous call sent identically."""
+    bound = min(prev.view_len, n)
+    if min_changed is not None:
+        bound = min(bound, min_changed)
+    for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
+        now = (index, text) if text and index is not None else None
+        if old is not None and now != old:
+            bound = min(bound, old[0])
+        if now is not None and now != old:
+            bound = min(bound, now[0])
+    for index in replaced:
+        bound = min(bound, index)
+    return bound
 
 
 def _negated(p: Piece) -> Piece:

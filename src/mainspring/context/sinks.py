@@ -358,7 +358,8 @@ class SinkSet:
                     snapshot.session_id,
                 )
                 failures.append((sink, exc))
-        self._raise_if_strict("emit", failures)
+        if failures:
+            self._raise_if_strict("emit", failures)
 
     def emit_summary(self, summary: SessionSummary) -> None:
         """Give the session summary to every sink that takes one (see :class:`SummarySink`).

@@ -185,8 +185,8 @@ class Segments(Sequence[Segment]):
         whenever it is asked, from any thread.
         """
         made = object.__new__(cls)
-        made._pending = pending
-        made._built = None
+        _set_pending(made, pending)
+        _set_built(made, None)
         return made
 
     def fill(
@@ -314,6 +314,10 @@ class Segments(Sequence[Segment]):
         return f"Segments({list(self._segments())!r})"
 
 
+_set_pending = vars(Segments)["_pending"].__set__  # the slots' own setters
+_set_built = vars(Segments)["_built"].__set__
+
+
 def _segments_from(
     rows: tuple[SegmentRow, ...], prefix_tokens: int, stable_tokens: int
 ) -> Segments:
@@ -398,14 +402,16 @@ class CallSnapshot:
         call built with those figures.
         """
         made = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(made, "step", step)
-        setattr_(made, "model", model)
-        setattr_(made, "tokenizer", tokenizer)
-        setattr_(made, "exact", exact)
-        setattr_(made, "segments", segments)
-        setattr_(made, "usage", usage)
-        setattr_(made, "cost", cost)
+        set_step, set_model, set_tokenizer, set_exact, set_segments, set_usage, set_cost = (
+            _CALL_SETTERS
+        )
+        set_step(made, step)
+        set_model(made, model)
+        set_tokenizer(made, tokenizer)
+        set_exact(made, exact)
+        set_segments(made, segments)
+        set_usage(made, usage)
+        set_cost(made, cost)
         return made
 
     if not TYPE_CHECKING:  # a deferred call's figures are empty slots until first read
@@ -467,6 +473,13 @@ class CallSnapshot:
         )
 
 
+_CALL_SETTERS = tuple(
+    getattr(CallSnapshot, name).__set__
+    for name in ("step", "model", "tokenizer", "exact", "segments", "usage", "cost")
+)
+"""The slots' own setters: a deferred call is made once per model call."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnSnapshot:
     """Everything one turn sent and spent, attributed."""
@@ -477,7 +490,7 @@ class TurnSnapshot:
     started_at: float
     """Unix time of the turn's first compile."""
     version: int = SNAPSHOT_VERSION
-    meta: dict[str, Any] = field(default_factory=dict[str, Any])
+    meta: dict[str, Any] = field(default_factory=dict)  # (a plain dict() is 10x dict[str, Any]())
 
     @property
     def tokens(self) -> int:
