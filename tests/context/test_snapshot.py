@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import pickle
+import weakref
 from dataclasses import replace
 
+import anyio
 import pytest
 
 from mainspring.context import Accounting, BaseSystemPrompt, ContextBlock, ContextCompiler
 from mainspring.context.snapshot import (
+    CallSnapshot,
     CostEstimate,
     Segment,
     SegmentRow,
@@ -22,6 +26,7 @@ from mainspring.messages import Message
 from mainspring.tokens import EstimateTokenizer
 from mainspring.usage import Usage
 
+COST = CostEstimate(usd=0.25, priced=True, price_source="configured")
 ROWS: list[SegmentRow] = [
     ("system", "engine", "base-system", "system", 40, 10, None),
     ("user", "transcript", "transcript", "history", 0, 0, None),  # empty: dropped
@@ -147,3 +152,118 @@ async def test_a_compiled_call_round_trips_through_its_json_line() -> None:
         "assistant": sum(s.tokens for s in call.segments if s.source == "assistant"),
     }
     assert engine.session_summary().by_source == snapshot.by_source()
+
+
+class OnDemand:
+    """A pending source that gives fixed rows, and counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def settle(self, segments: Segments) -> None:
+        self.asked += 1
+        segments.fill(ROWS, prefix_tokens=4, stable_tokens=10)
+
+
+def test_deferred_segments_are_worked_out_once_on_first_read() -> None:
+    source = OnDemand()
+    segments = Segments.deferred(source)
+    assert not segments.settled and source.asked == 0
+    assert segments.tokens == 20
+    assert (segments.settled, source.asked) == (True, 1)
+    assert segments == Segments(ROWS) == as_tuple()
+    assert (segments.prefix_tokens, segments.stable_tokens, segments.chars) == (4, 10, 82)
+    assert source.asked == 1
+
+
+def test_filling_settled_segments_again_is_refused_and_changes_nothing() -> None:
+    segments = Segments(ROWS)
+    with pytest.raises(ValueError, match="already have their figures"):
+        segments.fill(ROWS[:1])
+    assert segments == Segments(ROWS)
+    deferred = Segments.deferred(OnDemand())
+    assert len(deferred) == 3
+    with pytest.raises(ValueError, match="already have their figures"):
+        deferred.fill(ROWS[:1])
+    assert deferred == Segments(ROWS)
+
+
+def test_deferred_segments_and_calls_pickle_settled() -> None:
+    segments = Segments.deferred(OnDemand())
+    again = pickle.loads(pickle.dumps(segments))
+    assert again == Segments(ROWS) and again.settled
+    assert (again.prefix_tokens, again.stable_tokens) == (4, 10)
+    call = CallSnapshot.deferred(
+        step=1,
+        model="m",
+        tokenizer="t",
+        exact=False,
+        segments=Segments.deferred(OnDemand()),
+        usage=Usage(input_tokens=1),
+        cost=CostEstimate(usd=0.0, priced=False, price_source="none"),
+    )
+    copied = pickle.loads(pickle.dumps(call))
+    assert copied == call == copy.deepcopy(call)
+    assert (copied.tokens, copied.chars, copied.prefix_tokens, copied.stable_tokens) == (
+        20,
+        82,
+        4,
+        10,
+    )
+
+
+def test_an_unknown_attribute_of_a_deferred_object_is_an_attribute_error() -> None:
+    segments = Segments.deferred(OnDemand())
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = segments.nope  # type: ignore[attr-defined]  # the bad read under test
+    assert not segments.settled
+
+
+def test_a_view_length_out_of_range_is_refused() -> None:
+    engine: ContextCompiler[Message] = ContextCompiler(messages=[Message.user("hi")])
+    with pytest.raises(IndexError, match="out of range"):
+        engine.view.totals_upto(2)
+    with pytest.raises(IndexError, match="out of range"):
+        engine.view.totals_upto(-1)
+    assert engine.view.totals_upto(1) == {("user", "transcript", "transcript"): (2, 1)}
+
+
+def accounted() -> ContextCompiler[Message]:
+    return ContextCompiler(
+        messages=[Message.user("Where is the tide table?"), Message.assistant("In the harbour.")],
+        processors=[BaseSystemPrompt("You are terse."), ContextBlock("Port: Brest")],
+        accounting=Accounting(tokenizer=EstimateTokenizer("test")),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_snapshot_read_in_another_thread_reads_as_in_the_loop() -> None:
+    engines = accounted(), accounted()
+    snapshots = []
+    for engine in engines:
+        engine.append([Message.user("And tomorrow?")])
+        compiled = await engine.compile(turn_index=1)
+        engine.record_call(compiled, model="m", usage=Usage(input_tokens=9), cost=COST)
+        snapshot = engine.end_turn()
+        assert snapshot is not None
+        engine.append([Message.assistant("Same place."), Message.user("Thanks")])
+        snapshots.append(snapshot)
+    here = snapshots[0].to_dict()
+    there = await anyio.to_thread.run_sync(snapshots[1].to_dict)
+    assert there == {**here, "started_at": there["started_at"]}
+
+
+@pytest.mark.anyio
+async def test_requests_nobody_keeps_are_not_kept_for_their_figures() -> None:
+    engine = accounted()
+    refs = []
+    for step in range(1, 201):  # steps of one turn: only the latest is the turn's pending call
+        engine.append([Message.user(f"question {step}")])
+        compiled = await engine.compile(turn_index=0, step=step)
+        refs.append(weakref.ref(compiled.segments))
+        del compiled
+    gc.collect()
+    assert [ref() is not None for ref in refs] == [False] * 199 + [True]
+    snapshot = engine.end_turn()  # the pending compile is flushed with empty usage
+    assert snapshot is not None and snapshot.calls[0].step == 200
+    assert snapshot.calls[0].tokens == sum(s.tokens for s in snapshot.calls[0].segments) > 0

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mainspring._frozen import fast_init
 from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import Segment, Segments
 from mainspring.models.base import SystemBlock
 
-__all__ = ["CompiledContext", "CompiledMessages"]
+__all__ = ["CompiledContext", "CompiledMessages", "deferring"]
 
 T = TypeVar("T")
 
@@ -106,6 +106,19 @@ class CompiledContext(Generic[T]):
     prefix_tokens: int = 0
     stable_tokens: int = 0
 
+    if not TYPE_CHECKING:  # see deferring(): the figures are empty slots until first read
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("prefix_tokens", "stable_tokens"):
+                segments = object.__getattribute__(self, "segments")
+                if isinstance(segments, Segments):
+                    value = getattr(segments, name)
+                    object.__setattr__(self, name, value)
+                    return value
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
+
     @property
     def tokens(self) -> int:
         """Counted tokens of the request (0 without accounting)."""
@@ -113,6 +126,16 @@ class CompiledContext(Generic[T]):
         if isinstance(segments, Segments):
             return segments.tokens
         return sum(s.tokens for s in segments)
+
+
+def deferring(context: CompiledContext[T]) -> CompiledContext[T]:
+    """``context`` with its token figures read from its deferred segments when first needed.
+
+    (``prefix_tokens`` and ``stable_tokens``: a compile with accounting on.)
+    """
+    object.__delattr__(context, "prefix_tokens")
+    object.__delattr__(context, "stable_tokens")
+    return context
 
 
 # Built at every compile: a faster constructor (the same instances).

@@ -65,14 +65,17 @@ def estimate_sizing(model: str) -> Sizing:
     return sizing
 
 
-def mainspring_scan(meter: Meter) -> Scan:
+def mainspring_scan(meter: Meter, *, bound: bool = False) -> Scan:
     """``scan(messages, start) -> (chars, tokens, user indexes)`` as ``meter`` counts.
 
-    The user indexes are positions in ``messages`` plus ``start``.
+    The user indexes are positions in ``messages`` plus ``start``. With
+    ``bound``, the tokens are an upper bound instead, for a tokenizer that
+    makes at most one token per UTF-8 byte (tiktoken's byte-level BPE): the
+    characters of an ASCII text, four per character of another.
     """
     tokenizer = meter.tokenizer
     per = tokenizer.chars_per_token if type(tokenizer) is EstimateTokenizer else 0.0
-    count = meter.count
+    count: Callable[[str], int] = _utf8_bound if bound else meter.count
     ceil = math.ceil
 
     def scan(messages: Sequence[Message], start: int) -> tuple[int, int, list[int]]:
@@ -86,7 +89,12 @@ def mainspring_scan(meter: Meter) -> Scan:
                 text = parts[0].text
                 n = len(text)
                 chars += n
-                tokens += ceil(n / per) if per else count(text)
+                if per:
+                    tokens += ceil(n / per)
+                elif bound:  # (inline: the common entry is one text part)
+                    tokens += n if text.isascii() else 4 * n
+                else:
+                    tokens += count(text)
                 continue
             for part in parts:  # as message_segments has them, without building the list
                 if isinstance(part, TextPart):
@@ -105,3 +113,8 @@ def mainspring_scan(meter: Meter) -> Scan:
         return chars, tokens, users
 
     return scan
+
+
+def _utf8_bound(text: str) -> int:
+    """At least the UTF-8 bytes of ``text`` (a lone surrogate, passed through, takes 3)."""
+    return len(text) if text.isascii() else 4 * len(text)

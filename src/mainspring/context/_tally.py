@@ -5,10 +5,18 @@ module / processor / slot (kept while the next compiles send the same
 ones), the history adds the view's running totals, and the previous call's
 system text, tools and messages tell how many leading tokens were sent
 identically (the prefix a provider may serve from its cache).
+
+A compile only captures what these figures depend on; they are worked out
+when first read (deferred :class:`~mainspring.context.snapshot.Segments`),
+in compile order, and at the latest before the view changes other than by
+appending, so they never depend on when they are read.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,8 +46,35 @@ class _Prev:
     generation: int = -1
 
 
+_Request = tuple[
+    tuple[
+        tuple[ToolSpec, ...], tuple[Contribution, ...]
+    ],  # key: what the contributions' rows depend on
+    list[Contribution],  # system_c
+    int,  # stable
+    Mapping[str, list[Contribution]],  # by_slot
+    tuple[int | None, str],  # first user message: index, text added
+    tuple[int | None, str],  # last user message: index, text added
+    Mapping[int, Any],  # replaced
+    Mapping[int, tuple[str, str]],  # owners
+    _Prev,  # what the previous compile sent
+    int,  # the transcript's generation when compiled
+    int,  # the view's length when compiled
+    int | None,  # the view's lowest edited index when compiled
+]
+"""What one compile's accounting needs, captured at compile time (a plain tuple: cheap)."""
+
+
 class Accountant(Generic[T]):
-    """One compiler's request accounting: O(contributions + replacements) a compile."""
+    """One compiler's request accounting, worked out when first read.
+
+    A compile captures what its figures depend on (:meth:`capture`, O(1));
+    the figures are worked out on first read, in compile order, each in
+    O(contributions + replacements + messages added since the previous
+    one), and before the view changes other than by appending
+    (:meth:`settle_all`), so they are always those of the request as
+    compiled. Reads may come from any thread: settling holds a lock.
+    """
 
     def __init__(
         self,
@@ -55,8 +90,15 @@ class Accountant(Generic[T]):
         self._prev = _Prev()
         self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
         self._tally: _Tally | None = None
+        self._queue: deque[tuple[weakref.ref[Segments], _Request]] = deque()
+        """Deferred segments not settled yet, in compile order."""
+        self._live = 0
+        """Live entries of the queue at its last pruning."""
+        self._lock = threading.Lock()
+        if meter is not None:
+            view.before_edit(self.settle_all)
 
-    def account(
+    def capture(
         self,
         contributions: tuple[Contribution, ...],
         system_c: list[Contribution],
@@ -67,30 +109,91 @@ class Accountant(Generic[T]):
         last: tuple[int | None, str],
         replaced: Mapping[int, T],
         owners: Mapping[int, tuple[str, str]],
-    ) -> tuple[Segments, int, int]:
-        """Segments, reused prefix tokens and stable tokens: O(contributions + replacements).
+    ) -> Segments:
+        """The request's deferred segments: O(1) now, worked out when first read.
 
         ``first`` / ``last`` are the first and last user messages' indexes with
-        the text added to them.
+        the text added to them. Call before :meth:`remember`.
         """
+        view = self.view
+        request: _Request = (
+            (tools, contributions),
+            system_c,
+            stable,
+            by_slot,
+            first,
+            last,
+            replaced,
+            owners,
+            self._prev,
+            self.transcript.generation,
+            len(view),
+            view.min_changed,
+        )
+        segments = Segments.deferred(self)
+        queue = self._queue
+        queue.append((weakref.ref(segments), request))
+        if len(queue) > 2 * self._live + 64:  # drop the requests nobody keeps (amortized O(1))
+            with self._lock:
+                kept = [entry for entry in self._queue if entry[0]() is not None]
+                self._queue = deque(kept)
+                self._live = len(kept)
+        return segments
+
+    def settle(self, segments: Segments) -> None:
+        """Work out ``segments`` (and every request compiled before it, first)."""
+        with self._lock:
+            if segments.settled:
+                return
+            queue = self._queue
+            while queue:
+                ref, request = queue[0]
+                found = ref()
+                if found is not None and not found.settled:
+                    self._settle(found, request)  # a failure leaves it queued, for the next read
+                queue.popleft()
+                if found is segments:
+                    return
+            if not segments.settled:  # (not queued: cannot happen, but never answer wrong)
+                raise RuntimeError("deferred segments lost their place in the queue")
+
+    def settle_all(self) -> None:
+        """Work out every deferred request (the view is about to change)."""
+        with self._lock:
+            queue = self._queue
+            while queue:
+                ref, request = queue[0]
+                found = ref()
+                if found is not None and not found.settled:
+                    self._settle(found, request)
+                queue.popleft()
+            self._live = 0
+
+    def _settle(self, segments: Segments, request: _Request) -> None:
         meter = self.meter
         assert meter is not None
-        key = (tools, contributions)  # everything the contributions' figures depend on
+        key, system_c, stable, by_slot, first, last, replaced, owners, prev, gen, n, changed = (
+            request
+        )
         tally = self._tally
         if tally is None or tally.key != key:  # mostly the very objects of the last compile
             tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
         view = self.view
-        segments = tally.head.plus(
-            _history_rows(
-                self._replacement_pieces(replaced, owners),
-                view,
-                include_content=meter.include_content,
-            )
+        rows = _history_rows(
+            self._replacement_pieces(replaced, owners),
+            view,
+            n,
+            include_content=meter.include_content,
         )
-        reused = self._reuse(tools, system_c, tally.head_tokens)
+        reused = _reuse(prev, gen, key[0], system_c, tally.head_tokens)
         if reused is not None:
-            reused += view.tokens_before(self._message_bound(first, last, replaced))
-        return segments, reused or 0, tally.stable_tokens
+            bound = _message_bound(prev, n, changed, first, last, replaced)
+            reused += view.tokens_before(bound)
+        segments.fill(
+            (*tally.head.rows, *rows),
+            prefix_tokens=reused or 0,
+            stable_tokens=tally.stable_tokens,
+        )
 
     def _count_contributions(
         self,
@@ -130,41 +233,6 @@ class Accountant(Generic[T]):
             pieces.extend(self._measure(replaced[index], module, processor))
         return pieces
 
-    def _reuse(
-        self, tools: tuple[ToolSpec, ...], system_c: list[Contribution], head_tokens: int
-    ) -> int | None:
-        """Reused tokens of tools and system; None when something before the messages changed."""
-        prev = self._prev
-        if prev.generation != self.transcript.generation:
-            return None
-        if (tools or prev.tools) and prev.tools != tools:
-            return None
-        if len(prev.system) != len(system_c):
-            return None
-        for text, c in zip(prev.system, system_c, strict=True):
-            if text != c.text:
-                return None
-        return head_tokens
-
-    def _message_bound(
-        self, first: tuple[int | None, str], last: tuple[int | None, str], replaced: Mapping[int, T]
-    ) -> int:
-        """How many leading view messages the previous call sent identically."""
-        prev = self._prev
-        view = self.view
-        bound = min(prev.view_len, len(view))
-        if view.min_changed is not None:
-            bound = min(bound, view.min_changed)
-        for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
-            now = (index, text) if text and index is not None else None
-            if old is not None and now != old:
-                bound = min(bound, old[0])
-            if now is not None and now != old:
-                bound = min(bound, now[0])
-        for index in replaced:
-            bound = min(bound, index)
-        return bound
-
     def remember(
         self,
         system_c: list[Contribution],
@@ -184,6 +252,49 @@ class Accountant(Generic[T]):
             else None,
             generation=self.transcript.generation,
         )
+
+
+def _reuse(
+    prev: _Prev,
+    generation: int,
+    tools: tuple[ToolSpec, ...],
+    system_c: list[Contribution],
+    head_tokens: int,
+) -> int | None:
+    """Reused tokens of tools and system; None when something before the messages changed."""
+    if prev.generation != generation:
+        return None
+    if (tools or prev.tools) and prev.tools != tools:
+        return None
+    if len(prev.system) != len(system_c):
+        return None
+    for text, c in zip(prev.system, system_c, strict=True):
+        if text != c.text:
+            return None
+    return head_tokens
+
+
+def _message_bound(
+    prev: _Prev,
+    n: int,
+    min_changed: int | None,
+    first: tuple[int | None, str],
+    last: tuple[int | None, str],
+    replaced: Mapping[int, Any],
+) -> int:
+    """How many leading view messages (of ``n``) the previous call sent identically."""
+    bound = min(prev.view_len, n)
+    if min_changed is not None:
+        bound = min(bound, min_changed)
+    for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
+        now = (index, text) if text and index is not None else None
+        if old is not None and now != old:
+            bound = min(bound, old[0])
+        if now is not None and now != old:
+            bound = min(bound, now[0])
+    for index in replaced:
+        bound = min(bound, index)
+    return bound
 
 
 def _negated(p: Piece) -> Piece:
@@ -255,26 +366,30 @@ def _rows(
 
 
 def _history_rows(
-    pieces: list[Piece], view: ModelView[Any], *, include_content: bool
+    pieces: list[Piece], view: ModelView[Any], n: int, *, include_content: bool
 ) -> Sequence[SegmentRow]:
-    """Rows for the history: turn-only replacement pieces, then the view's running totals."""
+    """Rows for the history: turn-only replacement pieces, then the view's totals of ``[0, n)``.
+
+    Every figure is as of the compile (no view edit since; see Accountant).
+    """
+    totals = view.totals_upto(n)
     if not pieces and not include_content:  # the usual compile: the totals as they are
         return [
             (source, module, processor, "history", chars, tokens, None)
-            for (source, module, processor), (chars, tokens) in view.totals.items()
+            for (source, module, processor), (chars, tokens) in totals.items()
         ]
     grouped: dict[tuple[str, str, str, str], list[int]] = {}
     contents: dict[tuple[str, str, str, str], list[str]] = {}
     for p in pieces:
         _group(grouped, contents, p)
     if include_content:
-        for index in range(len(view)):
+        for index in range(n):
             for p in view.pieces(index):
                 if p.content is not None:
                     contents.setdefault((p.source, p.module, p.processor, "history"), []).append(
                         p.content
                     )
-    for (source, module, processor), (chars, tokens) in view.totals.items():
+    for (source, module, processor), (chars, tokens) in totals.items():
         key = (source, module, processor, "history")
         entry = grouped.get(key)
         if entry is None:

@@ -94,7 +94,7 @@ class Compaction(Processor):
     async def process(self, ctx: Compilation[Any]) -> None:
         """Compact the view when it is over the trigger."""
         view = ctx.messages
-        if view.tokens <= self.trigger * self.budget:
+        if view.tokens_within(self.trigger * self.budget):  # counts new text only if it may pass
             return
         self.runs += 1
         goal = self.target * self.budget

@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar, cast
 import anyio
 
 from mainspring.context._compilation import Compilation
-from mainspring.context._compiled import CompiledContext, CompiledMessages
+from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
 from mainspring.context._sizes import MAINSPRING_ADAPTER, estimate_sizing, mainspring_scan
 from mainspring.context._tally import Accountant
 from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
@@ -67,6 +67,7 @@ from mainspring.errors import (
     ContextError,
 )
 from mainspring.models.base import SystemBlock, ToolSpec
+from mainspring.tokens import TiktokenTokenizer
 from mainspring.usage import Usage
 
 __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
@@ -158,7 +159,7 @@ class ContextCompiler(Generic[T]):
                 "ModelView[T]", ModelView(sizing.measure, sizing.role, sizing.scan)
             )
         else:  # a meter of its own, or another adapter: bound methods of its own
-            self.view = ModelView(measure, self.adapter.role, self._view_scan())
+            self.view = ModelView(measure, self.adapter.role, *self._view_scan())
         self._session_cache: dict[str, list[Contribution]] = {}
         self._user_on_prefix_change = on_prefix_change
         self.transcript: Transcript[T] = Transcript(
@@ -182,7 +183,9 @@ class ContextCompiler(Generic[T]):
         self.summary: list[TurnSnapshot] = []
         """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
         self._totals: SessionTotals | None = None
-        """Made at the first snapshot (only accounting takes them)."""
+        """Made at the first snapshot added (only accounting takes them)."""
+        self._unfolded: list[TurnSnapshot] = []
+        """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
@@ -264,19 +267,31 @@ class ContextCompiler(Generic[T]):
             raise
         self.view.extend(batch, owners)
 
-    def _view_scan(self) -> Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None:
-        """The view's scan of a run of entries: a direct one for mainspring messages."""
+    def _view_scan(
+        self,
+    ) -> tuple[
+        Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None,
+        Callable[[Sequence[T]], int] | None,
+    ]:
+        """The view's scan of a run of entries, and its exact count if the scan only bounds.
+
+        Mainspring messages get a direct scan; with tiktoken it bounds the
+        tokens, and the view counts them exactly when read.
+        """
         kind: type = type(self.adapter)
-        if (
+        if not (
             issubclass(kind, MainspringAdapter)
             and kind.segments is _MS_SEGMENTS
             and kind.role is _MS_ROLE
         ):
-            return cast(
-                "Callable[[Sequence[T], int], tuple[int, int, list[int]]]",
-                mainspring_scan(self._sizer),
-            )
-        return None
+            return None, None
+        exact = mainspring_scan(self._sizer)
+        if not isinstance(self._sizer.tokenizer, TiktokenTokenizer):
+            return cast("Callable[[Sequence[T], int], tuple[int, int, list[int]]]", exact), None
+        return cast(
+            "Callable[[Sequence[T], int], tuple[int, int, list[int]]]",
+            mainspring_scan(self._sizer, bound=True),
+        ), cast("Callable[[Sequence[T]], int]", lambda run: exact(run, 0)[1])
 
     def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:
         meter = self._sizer
@@ -385,10 +400,9 @@ class ContextCompiler(Generic[T]):
                 tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))]
         messages = CompiledMessages(view.lend(), n, overrides, tail)
         segments: Sequence[Segment] = ()
-        prefix = stable_tokens = 0
         accountant = self._accountant
-        if accountant is not None:
-            segments, prefix, stable_tokens = accountant.account(
+        if accountant is not None:  # worked out when first read (see _tally)
+            segments = accountant.capture(
                 contributions,
                 system_c,
                 stable,
@@ -401,7 +415,7 @@ class ContextCompiler(Generic[T]):
             )
             accountant.remember(system_c, tools, first_index, first_text, last_index, last_text)
         view.mark_compiled()
-        return CompiledContext(
+        compiled = CompiledContext(
             system=system,
             messages=messages,
             contributions=contributions,
@@ -410,9 +424,8 @@ class ContextCompiler(Generic[T]):
             generation=self.transcript.generation,
             stable_blocks=stable,
             segments=segments,
-            prefix_tokens=prefix,
-            stable_tokens=stable_tokens,
         )
+        return compiled if self.meter is None else deferring(compiled)
 
     def record_call(
         self,
@@ -426,21 +439,31 @@ class ContextCompiler(Generic[T]):
         if self.meter is None or self._turn is None:
             return None
         segments = compiled.segments
-        call = CallSnapshot(
-            step=compiled.step,
-            model=model,
-            tokenizer=self.meter.tokenizer.name,
-            exact=self.meter.tokenizer.exact,
-            segments=segments,
-            chars=segments.chars
-            if isinstance(segments, Segments)
-            else sum(s.chars for s in segments),
-            tokens=compiled.tokens,
-            prefix_tokens=compiled.prefix_tokens,
-            stable_tokens=compiled.stable_tokens,
-            usage=usage,
-            cost=cost,
-        )
+        tokenizer = self.meter.tokenizer
+        if isinstance(segments, Segments):  # its figures are read when first needed
+            call = CallSnapshot.deferred(
+                step=compiled.step,
+                model=model,
+                tokenizer=tokenizer.name,
+                exact=tokenizer.exact,
+                segments=segments,
+                usage=usage,
+                cost=cost,
+            )
+        else:
+            call = CallSnapshot(
+                step=compiled.step,
+                model=model,
+                tokenizer=tokenizer.name,
+                exact=tokenizer.exact,
+                segments=segments,
+                chars=sum(s.chars for s in segments),
+                tokens=compiled.tokens,
+                prefix_tokens=compiled.prefix_tokens,
+                stable_tokens=compiled.stable_tokens,
+                usage=usage,
+                cost=cost,
+            )
         self._turn.calls.append(call)
         if self._turn.pending is compiled:
             self._turn.pending = None
@@ -469,23 +492,37 @@ class ContextCompiler(Generic[T]):
             started_at=turn.started_at,
         )
         self.summary.append(snapshot)
-        if self.retain_turns is not None and len(self.summary) > self.retain_turns:
-            del self.summary[0]  # one at a time: the list never holds more than the bound
-        if self._totals is None:
-            self._totals = SessionTotals()
-        self._totals.add(snapshot)
+        unfolded = self._unfolded
+        unfolded.append(snapshot)
+        if self.retain_turns is not None:
+            if len(self.summary) > self.retain_turns:
+                del self.summary[0]  # one at a time: the list never holds more than the bound
+            if len(unfolded) > self.retain_turns:  # counted now: memory stays bounded
+                self._folded_totals().add(unfolded.pop(0))
         if self._sinks is not None:
             self._sinks.emit(snapshot)
         return snapshot
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
-        totals = self._totals or SessionTotals()
-        return totals.summary(self.session_id, retained_turns=len(self.summary))
+        return self._folded().summary(self.session_id, retained_turns=len(self.summary))
+
+    def _folded_totals(self) -> SessionTotals:
+        if self._totals is None:
+            self._totals = SessionTotals()
+        return self._totals
+
+    def _folded(self) -> SessionTotals:
+        """The session's totals, the turns not added yet added now (in order)."""
+        totals, unfolded = self._folded_totals(), self._unfolded
+        while unfolded:
+            totals.add(unfolded[0])
+            del unfolded[0]
+        return totals
 
     def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
         """Carry another engine's kept snapshots and totals over (one session, new engine)."""
-        self._totals = None if previous._totals is None else previous._totals.copy()
+        self._totals = previous._folded().copy()
         self.summary = list(previous.summary)
         if self.retain_turns is not None:
             del self.summary[: max(0, len(self.summary) - self.retain_turns)]

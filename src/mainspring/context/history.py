@@ -129,7 +129,7 @@ class Microcompact(Processor):
     async def process(self, ctx: Compilation[Any]) -> None:
         """Collapse the copies superseded so far (once the view is over ``over_tokens``)."""
         view = ctx.messages
-        if self.over_tokens is not None and view.tokens <= self.over_tokens:
+        if self.over_tokens is not None and view.tokens_within(self.over_tokens):
             return  # kept for later: the view may still grow past the threshold
         self._note_pending()
         seen = self._seen

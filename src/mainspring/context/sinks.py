@@ -1,7 +1,11 @@
 """Telemetry sinks: where a turn's :class:`~mainspring.context.snapshot.TurnSnapshot` goes.
 
 A sink receives one snapshot at the end of each turn (when accounting is on).
-Sinks are synchronous: a snapshot is small and is emitted once per turn.
+Sinks are synchronous: a snapshot is small and is emitted once per turn. Its
+figures are worked out when first read (a sink that only keeps it pays
+nothing for them); they are those of the turn as it ended whenever they are
+read, from any thread. Until then the snapshot holds what they need (at most
+until the engine next edits its history view or is destroyed).
 
 - :class:`InMemorySink` keeps the snapshots in a list (optionally a ring buffer),
   for tests and dashboards in the same process.
@@ -358,7 +362,8 @@ class SinkSet:
                     snapshot.session_id,
                 )
                 failures.append((sink, exc))
-        self._raise_if_strict("emit", failures)
+        if failures:
+            self._raise_if_strict("emit", failures)
 
     def emit_summary(self, summary: SessionSummary) -> None:
         """Give the session summary to every sink that takes one (see :class:`SummarySink`).

@@ -14,16 +14,26 @@ goes to the sinks too: totals over every turn, also those no longer kept
 
 Snapshots are plain frozen data with :meth:`TurnSnapshot.to_dict` /
 :meth:`TurnSnapshot.from_dict`, one JSON object per line in a JSONL sink,
-which ``mainspring report`` reads back.
+which ``mainspring report`` reads back. The engine's own are *deferred*: a
+call's figures and its segments are worked out on first read
+(:meth:`Segments.deferred`, :meth:`CallSnapshot.deferred`), and equal, read
+as, pickle as and compare with the snapshots built with those figures.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal
 
+from mainspring.context._segments import (
+    Pending,
+    Segment,
+    SegmentRow,
+    Segments,
+    segment_tokens_by_source,
+)
 from mainspring.errors import TelemetryError
 from mainspring.usage import Usage
 
@@ -31,6 +41,7 @@ __all__ = [
     "SNAPSHOT_VERSION",
     "CallSnapshot",
     "CostEstimate",
+    "Pending",
     "Segment",
     "SegmentRow",
     "Segments",
@@ -69,171 +80,7 @@ def cache_hit_rate(usage: Usage) -> float | None:
     return usage.cache_read_tokens / total if total else None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Segment:
-    """One attributed piece of a request."""
-
-    source: str
-    """What kind of content: system, context, memory, skill, user, assistant,
-    tool_call, tool_result, thinking, tools, tail, …"""
-    module: str
-    """The module that contributed it (``"transcript"`` for history)."""
-    processor: str
-    """The processor that contributed or last rewrote it."""
-    slot: str
-    """Where it sits: system, first-user, last-user, virtual-tail, history, tools."""
-    chars: int
-    tokens: int
-    share: float = 0.0
-    """Its fraction of the request's tokens (0 to 1)."""
-    content: str | None = None
-    """The raw text, only with ``include_content=True``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict (``content`` only when kept)."""
-        data: dict[str, Any] = {
-            "source": self.source,
-            "module": self.module,
-            "processor": self.processor,
-            "slot": self.slot,
-            "chars": self.chars,
-            "tokens": self.tokens,
-            "share": self.share,
-        }
-        if self.content is not None:
-            data["content"] = self.content
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Segment:
-        """Read what :meth:`to_dict` wrote."""
-        return cls(
-            source=str(data["source"]),
-            module=str(data["module"]),
-            processor=str(data["processor"]),
-            slot=str(data["slot"]),
-            chars=int(data["chars"]),
-            tokens=int(data["tokens"]),
-            share=float(data.get("share", 0.0)),
-            content=data.get("content"),
-        )
-
-
-SegmentRow = tuple[str, str, str, str, int, int, str | None]
-"""A segment as plain data: (source, module, processor, slot, chars, tokens, content)."""
-
-
-class Segments(Sequence[Segment]):
-    """A request's segments, kept as rows; the :class:`Segment` objects are built on first read.
-
-    A compile yields one per request, and most are only summed (``tokens``,
-    ``chars``, tokens per source), so the figures stay plain numbers until
-    someone indexes or iterates. Immutable; compares equal to (and hashes
-    like) the tuple of its segments. ``share`` is each row's tokens over the
-    request's tokens.
-    """
-
-    __slots__ = ("_built", "_rows", "chars", "tokens")
-
-    tokens: int
-    """Sum of the segments' tokens."""
-    chars: int
-    """Sum of the segments' characters."""
-
-    def __init__(self, rows: Iterable[SegmentRow] = ()) -> None:
-        """Keep ``rows`` (in order); rows with neither chars nor tokens are dropped."""
-        self._keep((), 0, 0, rows)
-
-    def plus(self, rows: Iterable[SegmentRow]) -> Segments:
-        """These segments followed by ``rows`` (empty rows dropped), without re-reading these."""
-        joined = object.__new__(Segments)
-        joined._keep(self._rows, self.chars, self.tokens, rows)
-        return joined
-
-    def _keep(
-        self, head: tuple[SegmentRow, ...], chars: int, tokens: int, rows: Iterable[SegmentRow]
-    ) -> None:
-        kept: list[SegmentRow] = []
-        for row in rows:
-            if len(row) != 7:
-                raise ValueError(
-                    f"a segment row is (source, module, processor, slot, chars, tokens, "
-                    f"content), got {row!r}"
-                )
-            if row[4] or row[5]:
-                kept.append(row)
-                chars += row[4]
-                tokens += row[5]
-        self._rows = head + tuple(kept) if head else tuple(kept)
-        self._built: tuple[Segment, ...] | None = None
-        self.chars = chars
-        self.tokens = tokens
-
-    @property
-    def rows(self) -> tuple[SegmentRow, ...]:
-        """The segments as plain rows, in order."""
-        return self._rows
-
-    def by_source(self, into: dict[str, int] | None = None) -> dict[str, int]:
-        """Tokens per source, added to ``into`` (a new dict by default)."""
-        totals = {} if into is None else into
-        for row in self._rows:
-            totals[row[0]] = totals.get(row[0], 0) + row[5]
-        return totals
-
-    def _segments(self) -> tuple[Segment, ...]:
-        built = self._built
-        if built is None:
-            total = self.tokens or 1
-            built = self._built = tuple(
-                Segment(
-                    source=source,
-                    module=module,
-                    processor=processor,
-                    slot=slot,
-                    chars=chars,
-                    tokens=tokens,
-                    share=tokens / total,
-                    content=content,
-                )
-                for source, module, processor, slot, chars, tokens, content in self._rows
-            )
-        return built
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    @overload
-    def __getitem__(self, index: int) -> Segment: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Segment, ...]: ...
-    def __getitem__(self, index: int | slice) -> Segment | tuple[Segment, ...]:
-        return self._segments()[index]
-
-    def __iter__(self) -> Iterator[Segment]:
-        return iter(self._segments())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Segments):
-            return self._rows == other._rows
-        if isinstance(other, tuple):  # it stands in for a tuple of segments
-            return len(other) == len(self._rows) and self._segments() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._segments())
-
-    def __repr__(self) -> str:
-        return f"Segments({list(self._segments())!r})"
-
-
-def segment_tokens_by_source(segments: Sequence[Segment], into: dict[str, int]) -> None:
-    """Add each segment's tokens to ``into`` by source (rows only, for :class:`Segments`)."""
-    if isinstance(segments, Segments):
-        segments.by_source(into)
-        return
-    for seg in segments:
-        into[seg.source] = into.get(seg.source, 0) + seg.tokens
+_CALL_DEFERRED = frozenset({"chars", "tokens", "prefix_tokens", "stable_tokens"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,6 +129,50 @@ class CallSnapshot:
     usage: Usage = Usage()
     cost: CostEstimate = CostEstimate(usd=0.0, priced=False, price_source="none")
 
+    @classmethod
+    def deferred(
+        cls,
+        *,
+        step: int,
+        model: str,
+        tokenizer: str,
+        exact: bool,
+        segments: Segments,
+        usage: Usage,
+        cost: CostEstimate,
+    ) -> CallSnapshot:
+        """A call whose token and character figures are read from ``segments`` when needed.
+
+        (``chars``, ``tokens``, ``prefix_tokens``, ``stable_tokens``, from a
+        compile's deferred segments.) It equals, and reads exactly as, the
+        call built with those figures.
+        """
+        made = object.__new__(cls)
+        set_step, set_model, set_tokenizer, set_exact, set_segments, set_usage, set_cost = (
+            _CALL_SETTERS
+        )
+        set_step(made, step)
+        set_model(made, model)
+        set_tokenizer(made, tokenizer)
+        set_exact(made, exact)
+        set_segments(made, segments)
+        set_usage(made, usage)
+        set_cost(made, cost)
+        return made
+
+    if not TYPE_CHECKING:  # a deferred call's figures are empty slots until first read
+
+        def __getattr__(self, name: str) -> Any:
+            if name in _CALL_DEFERRED:
+                segments = object.__getattribute__(self, "segments")
+                if isinstance(segments, Segments):
+                    value = getattr(segments, name)
+                    object.__setattr__(self, name, value)
+                    return value
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+            )
+
     @property
     def prefix_reuse(self) -> float:
         """The share of this call's tokens the previous call sent identically."""
@@ -326,6 +217,13 @@ class CallSnapshot:
             usage=usage_from_dict(data.get("usage", {})),
             cost=CostEstimate.from_dict(data["cost"]),
         )
+
+
+_CALL_SETTERS = tuple(
+    getattr(CallSnapshot, name).__set__
+    for name in ("step", "model", "tokenizer", "exact", "segments", "usage", "cost")
+)
+"""The slots' own setters: a deferred call is made once per model call."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ list extend, not N attributed records.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Generic, TypeVar, overload
@@ -32,6 +33,8 @@ AttributionKey = tuple[str, str, str]
 _TRANSCRIPT = ("transcript", "transcript")
 _NO_SUMS = (0,)
 _NO_TOTALS: Mapping[AttributionKey, list[int]] = MappingProxyType({})
+_COUNTING = threading.RLock()
+"""Held while entries are counted on read: a deferred request may be read from any thread."""
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
 
 
@@ -43,6 +46,7 @@ class ModelView(Sequence[T], Generic[T]):
         measure: Callable[[T, str, str], tuple[Piece, ...]] | None,
         role: Callable[[T], str],
         scan: Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None = None,
+        count: Callable[[Sequence[T]], int] | None = None,
     ) -> None:
         """Count entries with ``measure``; ``role`` names an entry's role.
 
@@ -50,7 +54,11 @@ class ModelView(Sequence[T], Generic[T]):
         ``scan(messages, start)`` gives, for a run of entries that starts at
         index ``start``, the (chars, tokens) its pieces add up to, without
         building them, and the indexes of its user messages (default:
-        measuring the entries and asking ``role``).
+        measuring the entries and asking ``role``). With ``count`` (the exact
+        tokens of a run of entries), ``scan`` gives an upper bound of the
+        tokens instead, and entries are counted exactly only when the total is
+        read (:attr:`tokens`), or compared with a limit it may pass
+        (:meth:`tokens_within`).
         """
         self._measure = measure
         self._role = role
@@ -70,7 +78,13 @@ class ModelView(Sequence[T], Generic[T]):
         first read past entry 0: only accounting and compaction read them)."""
         self._valid = 0
         """Prefix sums are right for indexes ≤ this; edits lower it, reads rebuild lazily."""
+        self._count = count
         self._tokens = 0
+        """Exact tokens of the entries ``[0, _sized)`` (every entry without ``count``)."""
+        self._sized = 0
+        """With ``count``: the entries before this index are counted exactly."""
+        self._bound = 0
+        """With ``count``: at least the tokens of the entries from ``_sized`` on."""
         self._chars = 0
         """Tokens and characters of every entry, counted or not yet."""
         self._totals: Mapping[AttributionKey, list[int]] = _NO_TOTALS
@@ -80,6 +94,8 @@ class ModelView(Sequence[T], Generic[T]):
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
         self._lent = False
         """Whether :meth:`lend` handed ``_items`` out since the last edit."""
+        self._settle: Callable[[], None] | None = None
+        """Called before an edit (see :meth:`before_edit`)."""
 
     # -- reading -----------------------------------------------------------
 
@@ -136,16 +152,46 @@ class ModelView(Sequence[T], Generic[T]):
         """Index of the last user message in the view."""
         return self._users[-1] if self._users else None
 
+    def totals_upto(self, n: int) -> dict[AttributionKey, tuple[int, int]]:
+        """(source, module, processor) → (chars, tokens) over entries ``[0, n)``: a new dict.
+
+        O(keys) plus the entries counted for the first time, plus those
+        between ``n`` and the last entry counted so far.
+        """
+        if not 0 <= n <= len(self._items):
+            raise IndexError(f"view length {n} out of range 0..{len(self._items)}")
+        with _COUNTING:
+            if len(self._pieces) < n:
+                self._catch_up(n)
+            totals = {key: (entry[0], entry[1]) for key, entry in self._totals.items()}
+            for pieces in self._pieces[n:]:  # counted past n already: take them off again
+                for p in pieces:
+                    key = (p.source, p.module, p.processor)
+                    chars, tokens = totals[key]
+                    chars, tokens = chars - p.chars, tokens - p.tokens
+                    if chars or tokens:
+                        totals[key] = (chars, tokens)
+                    else:
+                        del totals[key]
+            return totals
+
     def tokens_before(self, index: int) -> int:
         """Tokens in entries ``[0, index)``: O(1) unless entries are left to count."""
-        if index > self._valid:
-            self._recount(index)
-        return self._cum[index]
+        with _COUNTING:
+            if index > self._valid:
+                self._recount(index)
+            return self._cum[index]
 
     @property
     def tokens(self) -> int:
-        """Tokens in the whole view: O(1)."""
+        """Tokens in the whole view: O(1), but for entries not counted yet."""
+        if self._count is not None and self._sized < len(self._items):
+            self._size()
         return self._tokens
+
+    def tokens_within(self, limit: float) -> bool:
+        """Whether :attr:`tokens` ``<= limit``: counts entries only if their bound may pass it."""
+        return self._tokens + self._bound <= limit or self.tokens <= limit
 
     @property
     def chars(self) -> int:
@@ -170,7 +216,15 @@ class ModelView(Sequence[T], Generic[T]):
         self._lent = True
         return self._items
 
-    def _before_edit(self) -> None:
+    def before_edit(self, settle: Callable[[], None]) -> None:
+        """Call ``settle`` before every edit or clear (deferred accounting settles then)."""
+        self._settle = settle
+
+    def _before_edit(self, *, size: bool = True) -> None:
+        if self._settle is not None:
+            self._settle()
+        if size and self._count is not None and self._sized < len(self._items):
+            self._size()  # an edit keeps the totals exact
         if self._lent:
             self._lent = False
             self._items = self._items.copy()
@@ -203,7 +257,10 @@ class ModelView(Sequence[T], Generic[T]):
         chars, tokens, users = self._scan(messages, start)
         self._users.extend(users)
         self._chars += chars
-        self._tokens += tokens
+        if self._count is None:
+            self._tokens += tokens
+        else:
+            self._bound += tokens
 
     def replace(self, index: int, message: T, module: str, processor: str) -> None:
         """Rewrite entry ``index`` (attributed to ``processor``): O(message)."""
@@ -259,11 +316,14 @@ class ModelView(Sequence[T], Generic[T]):
         new_chars, new_tokens = self._sizes(new)
         self._chars += new_chars - old_chars
         self._tokens += new_tokens - old_tokens
+        self._sized = len(self._items)
         self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
         self._invalidate(start)
 
     def clear(self) -> None:
         """Empty the view (a new transcript generation rebuilds it)."""
+        if self._settle is not None:
+            self._settle()
         self._lent = False
         self._items = []  # (a lent list stays as it was)
         self._users.clear()
@@ -271,7 +331,7 @@ class ModelView(Sequence[T], Generic[T]):
         self._pieces = ()
         self._cum = _NO_SUMS
         self._valid = 0
-        self._tokens = self._chars = 0
+        self._tokens = self._chars = self._sized = self._bound = 0
         self._totals = _NO_TOTALS
         self.min_changed = 0
 
@@ -283,7 +343,15 @@ class ModelView(Sequence[T], Generic[T]):
 
     def _sizes(self, messages: Sequence[T]) -> tuple[int, int]:
         chars, tokens, _ = self._scan(messages, 0)
-        return chars, tokens
+        return chars, tokens if self._count is None else self._count(messages)
+
+    def _size(self) -> None:
+        """Count the entries not counted exactly yet."""
+        assert self._count is not None
+        end = len(self._items)
+        self._tokens += self._count(self._items[self._sized : end])
+        self._sized = end
+        self._bound = 0
 
     def _measured_scan(self, messages: Sequence[T], start: int) -> tuple[int, int, list[int]]:
         chars = tokens = 0
@@ -301,13 +369,14 @@ class ModelView(Sequence[T], Generic[T]):
         items, owners, counted = self._items, self._owners, self._pieces
         if len(counted) >= upto:
             return
-        if isinstance(counted, tuple):
-            counted = self._pieces = []
-        for i in range(len(counted), upto):
-            module, processor = _TRANSCRIPT if owners is None else owners[i]
-            pieces = measure(items[i], module, processor) if measure else ()
-            counted.append(pieces)
-            self._add(pieces, 1)
+        with _COUNTING:
+            if isinstance(counted, tuple):
+                counted = self._pieces = []
+            for i in range(len(counted), upto):
+                module, processor = _TRANSCRIPT if owners is None else owners[i]
+                pieces = measure(items[i], module, processor) if measure else ()
+                counted.append(pieces)
+                self._add(pieces, 1)
 
     def _owned(self) -> list[tuple[str, str]]:
         """The owners of every entry, as a list to edit (made at the first owned entry)."""
