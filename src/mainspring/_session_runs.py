@@ -84,6 +84,7 @@ class SessionRuns:
     _closed: bool
     _live_stream: str | None
     _lease_lost: bool
+    _unstored: bool
 
     if TYPE_CHECKING:
 
@@ -99,6 +100,7 @@ class SessionRuns:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
             self._prepare_save()
+            self._unstored = False
             await self.session_store.save(self._state)
 
     async def record_write(self, record: WriteRecord) -> None:
@@ -125,6 +127,8 @@ class SessionRuns:
         return unknown
 
     async def _acquire(self) -> None:
+        # No other worker can know a session nothing stored yet: its first run needs no reload.
+        unstored, self._unstored = self._unstored, False
         lock = self.run_lock
         if lock is None:
             return
@@ -135,7 +139,7 @@ class SessionRuns:
                     f"session {self.session_id!r} has an active run on worker {holder!r}"
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
-        if self.session_store is not None:
+        if self.session_store is not None and not unstored:
             # Another worker may have moved the session on since we loaded it.
             fresh = await self.session_store.load(self.session_id)
             if fresh is not None and fresh != self._state:
