@@ -155,14 +155,12 @@ class SessionRuns:
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
-    async def _keep_lease(self, stop: anyio.Event) -> None:
+    async def _keep_lease(self, stop: Wakeup) -> None:
         """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
         while True:
-            with anyio.move_on_after(self.lock_ttl / 3):
-                await stop.wait()
-            if stop.is_set():
+            if await stop.wait_for(self.lock_ttl / 3):
                 return
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
@@ -338,6 +336,7 @@ class SessionRuns:
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
         from mainspring._tasks import TaskGroup
+        from mainspring._wakeup import Wakeup
 
         writer = journal is not None and self.checkpoint_store is not None
         try:
@@ -345,7 +344,7 @@ class SessionRuns:
                 if not writer and self.run_lock is None:  # nothing runs beside the loop
                     await runner.run(lambda: start(runner))
                     return
-                lease = anyio.Event() if self.run_lock is not None else None
+                lease = Wakeup() if self.run_lock is not None else None
                 async with TaskGroup() as tg:
                     if writer:
                         assert journal is not None
