@@ -85,6 +85,7 @@ class SessionRuns:
     _live_stream: str | None
     _lease_lost: bool
     _unstored: bool
+    _leased_at: float
 
     if TYPE_CHECKING:
 
@@ -139,6 +140,7 @@ class SessionRuns:
                     f"session {self.session_id!r} has an active run on worker {holder!r}"
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
+        self._leased_at = anyio.current_time()
         if self.session_store is not None and not unstored:
             # Another worker may have moved the session on since we loaded it.
             fresh = await self.session_store.load(self.session_id)
@@ -159,9 +161,13 @@ class SessionRuns:
         """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
+        # The first renewal counts from the acquire, not from this task's start (a
+        # process's first run spends a while importing in between).
+        wait = self._leased_at + self.lock_ttl / 3 - anyio.current_time()
         while True:
-            if await stop.wait_for(self.lock_ttl / 3):
+            if await stop.wait_for(max(wait, 0.0)):
                 return
+            wait = self.lock_ttl / 3
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out

@@ -167,6 +167,8 @@ class Session(SessionRuns):
         self._lease_lost = False
         """Whether the current run lost its lock (it then records nothing more)."""
         self._unstored = state is None and session_id is None
+        self._leased_at = 0.0
+        """When the current run took the run lock's lease (``anyio.current_time()``)."""
         """Whether no store can hold this session yet: it drew its own id and never saved."""
 
     @classmethod
