@@ -77,6 +77,7 @@ class Sessions(InMemorySessionStore):
         super().__init__()
         # One set of dicts for every worker: what one commits, the others load.
         self._states = shared._states
+        self._transcripts = shared._transcripts
         self._decisions = shared._decisions
         self._writes = shared._writes
         self._spend = shared._spend

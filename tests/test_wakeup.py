@@ -74,3 +74,45 @@ async def test_a_cancelled_scope_wakes_the_waiter_with_cancellation() -> None:
         tg.cancel_scope.cancel()
     assert not wakeup.is_set()
     wakeup.set()
+
+
+async def test_a_timed_wait_says_whether_it_was_set() -> None:
+    wakeup = Wakeup()
+    assert await wakeup.wait_for(0.001) is False  # nobody set it: the timer ended the wait
+    assert not wakeup.is_set()
+
+    async def setter() -> None:
+        wakeup.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(setter)
+        assert await wakeup.wait_for(60) is True  # woken long before the timer
+    assert await wakeup.wait_for(60) is True  # set: at once
+
+
+async def test_a_cancelled_timed_wait_leaves_nothing_behind() -> None:
+    wakeup = Wakeup()
+    with anyio.move_on_after(0.001):
+        await wakeup.wait_for(60)
+    assert not wakeup.is_set()
+    assert await wakeup.wait_for(0.001) is False  # a waiter again, and the old timer is gone
+    wakeup.set()
+    assert await wakeup.wait_for(60) is True
+
+
+async def test_a_second_timed_waiter_is_refused() -> None:
+    wakeup = Wakeup()
+    refused: list[RuntimeError] = []
+
+    async def second() -> None:
+        try:
+            await wakeup.wait_for(60)
+        except RuntimeError as exc:
+            refused.append(exc)
+        wakeup.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wakeup.wait)
+        await anyio.lowlevel.checkpoint()
+        tg.start_soon(second)
+    assert len(refused) == 1

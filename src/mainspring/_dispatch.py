@@ -60,7 +60,9 @@ class Durability(Protocol):
 
         With ``defer``, the state may go on record with the next commit instead
         (the next batch of events, ledger entry or terminal event): for the step
-        boundaries no side effect depends on.
+        boundaries no side effect depends on. A commit that :meth:`save`,
+        :meth:`record_write` or :meth:`flush` starts is shielded by the
+        implementation: a cancellation never leaves it half-waited for.
         """
         ...
 
@@ -128,23 +130,22 @@ class Dispatcher:
             grace = anyio.current_time() + self.agent.limits.write_cancel_grace
             self._write_scope.deadline = min(self._write_scope.deadline, grace)
 
+    # (No cancel scope of their own: the durability shields the commits it makes,
+    # and a deferred save only marks the state due.)
     async def save(self, *, defer: bool = False) -> None:
         """Persist the state, shielded (a no-op without a store); see :meth:`Durability.save`."""
         if self.durable is not None:
-            with anyio.CancelScope(shield=True):
-                await self.durable.save(defer=defer)
+            await self.durable.save(defer=defer)
 
     async def flush(self) -> None:
         """Before a terminal event: a deferred save now if nothing else would carry it."""
         if self.durable is not None:
-            with anyio.CancelScope(shield=True):
-                await self.durable.flush()
+            await self.durable.flush()
 
     async def _ledger(self, record: WriteRecord) -> None:
         self.state.writes[record.key] = record
         if self.durable is not None:
-            with anyio.CancelScope(shield=True):
-                await self.durable.record_write(record)
+            await self.durable.record_write(record)
 
     # ----------------------------------------------------------------- results
 

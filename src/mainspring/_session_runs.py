@@ -98,6 +98,8 @@ class SessionRuns:
     _closed: bool
     _live_stream: str | None
     _lease_lost: bool
+    _unstored: bool
+    _leased_at: float
 
     if TYPE_CHECKING:
 
@@ -113,6 +115,7 @@ class SessionRuns:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
             self._prepare_save()
+            self._unstored = False
             await self.session_store.save(self._state)
 
     async def record_write(self, record: WriteRecord) -> None:
@@ -139,6 +142,8 @@ class SessionRuns:
         return unknown
 
     async def _acquire(self) -> None:
+        # No other worker can know a session nothing stored yet: its first run needs no reload.
+        unstored, self._unstored = self._unstored, False
         lock = self.run_lock
         if lock is None:
             return
@@ -149,7 +154,8 @@ class SessionRuns:
                     f"session {self.session_id!r} has an active run on worker {holder!r}"
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
-        if self.session_store is not None:
+        self._leased_at = anyio.current_time()
+        if self.session_store is not None and not unstored:
             # Another worker may have moved the session on since we loaded it.
             fresh = await self.session_store.load(self.session_id)
             if fresh is not None and fresh != self._state:
@@ -171,15 +177,17 @@ class SessionRuns:
         self._cost.usage = state.usage
         self._cost.total_usd = state.cost_usd
 
-    async def _keep_lease(self, stop: anyio.Event) -> None:
+    async def _keep_lease(self, stop: Wakeup) -> None:
         """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
+        # The first renewal counts from the acquire, not from this task's start (a
+        # process's first run spends a while importing in between).
+        wait = self._leased_at + self.lock_ttl / 3 - anyio.current_time()
         while True:
-            with anyio.move_on_after(self.lock_ttl / 3):
-                await stop.wait()
-            if stop.is_set():
+            if await stop.wait_for(max(wait, 0.0)):
                 return
+            wait = self.lock_ttl / 3
             try:
                 kept = await lock.refresh(self.session_id, self.owner, ttl=self.lock_ttl)
             except StoreError as exc:  # a blip: try again before the lease runs out
@@ -352,7 +360,7 @@ class SessionRuns:
                 if not writer and self.run_lock is None:  # nothing runs beside the loop
                     await runner.run(lambda: start(runner))
                     return
-                lease = anyio.Event() if self.run_lock is not None else None
+                lease = _wakeup.Wakeup() if self.run_lock is not None else None
                 async with _tasks.TaskGroup() as tg:
                     if writer:
                         assert journal is not None

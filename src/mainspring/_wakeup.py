@@ -71,3 +71,37 @@ class Wakeup:
         finally:
             if self._waiter is event:
                 self._waiter = None
+
+    async def wait_for(self, seconds: float) -> bool:
+        """Wait until set, at most ``seconds``; whether it was set. Safe to cancel.
+
+        On asyncio a timer on the loop, not a cancel scope (a run's lease
+        renewal waits like this once a run).
+
+        Raises:
+            RuntimeError: Another task is waiting already.
+        """
+        if self._set:
+            return True
+        if not on_asyncio():
+            with anyio.move_on_after(seconds):
+                await self.wait()
+            return self._set
+        if self._waiter is not None:
+            raise RuntimeError("a Wakeup has one waiter at a time")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiter = future
+        timer = loop.call_later(seconds, _expire, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
+            if self._waiter is future:
+                self._waiter = None
+        return self._set
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "decode",
     "encode",
+    "encode_without",
     "event_from_dict",
     "event_from_json",
     "event_to_dict",
@@ -66,6 +67,14 @@ def _event_adapter() -> TypeAdapter[Any]:
 def encode(value: object) -> JsonValue:
     """Any codec-known value (message, event, usage, dataclass tree) to JSON data."""
     data: JsonValue = _adapter(type(value)).dump_python(value, mode="json")
+    return data
+
+
+def encode_without(value: object, fields: set[str]) -> dict[str, JsonValue]:
+    """A dataclass as a JSON object, leaving ``fields`` out (never encoded)."""
+    data: dict[str, JsonValue] = _adapter(type(value)).dump_python(
+        value, mode="json", exclude=fields
+    )
     return data
 
 

@@ -95,7 +95,8 @@ class Session(SessionRuns):
 
         Args:
             agent: The agent that runs it.
-            session_id: Defaults to a new UUID4.
+            session_id: Defaults to a new UUID4 (then no store holds the session
+                before its first run, which skips reloading it).
             messages: Prior history to continue from.
             checkpoint_store: Appends every yielded event (and starts each
                 stream with ``stream_started``), so streams can be resumed.
@@ -165,6 +166,10 @@ class Session(SessionRuns):
         self._journal: Journal | None = None
         self._lease_lost = False
         """Whether the current run lost its lock (it then records nothing more)."""
+        self._unstored = state is None and session_id is None
+        self._leased_at = 0.0
+        """When the current run took the run lock's lease (``anyio.current_time()``)."""
+        """Whether no store can hold this session yet: it drew its own id and never saved."""
 
     @classmethod
     async def load(

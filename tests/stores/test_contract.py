@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mainspring.errors import StoreError
 from mainspring.events import Event, PendingAction, TextDelta
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.state import Call, SessionState, Turn, WriteRecord
@@ -127,6 +128,65 @@ async def test_session_saves_appended_messages_and_a_shorter_transcript(
     await session_store.save(state)
     loaded = await session_store.load("sess-1")
     assert loaded is not None and loaded.messages == state.messages
+
+
+_EDITS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(strategies.messages, min_size=1, max_size=3)),
+        st.tuples(st.just("cut"), st.integers(min_value=0, max_value=6)),
+        st.tuples(st.just("replace"), strategies.messages),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(edits=_EDITS)
+async def test_every_save_of_an_edited_transcript_loads_back_as_saved(
+    session_stores: tuple[SessionStore, SessionStore],
+    edits: list[tuple[str, int | list[Message] | Message]],
+) -> None:
+    # Saves write only what the store lacks: after appends, a cut history, the
+    # last message replaced, the same list mutated after a save, saves by two
+    # workers in turn, each load gives exactly the transcript last saved.
+    one, two = session_stores
+    state = SessionState(session_id="edited", agent_name="a", messages=[Message.user("hi")])
+    await one.save(state)
+    for i, edit in enumerate(edits):
+        if edit[0] == "append":
+            assert isinstance(edit[1], list)
+            state.messages.extend(edit[1])
+        elif edit[0] == "cut":
+            assert isinstance(edit[1], int)
+            del state.messages[edit[1] :]
+        elif state.messages:
+            assert isinstance(edit[1], Message)
+            state.messages[-1] = edit[1]
+        saver = one if i % 3 else two
+        await saver.save(state)
+        for store in (one, two):
+            loaded = await store.load("edited")
+            assert loaded is not None and loaded.messages == state.messages
+    await one.delete("edited")
+
+
+async def test_a_new_message_that_cannot_be_stored_changes_nothing(
+    session_store: SessionStore,
+) -> None:
+    state = SessionState(session_id="bad-msg", agent_name="a", messages=[Message.user("one")])
+    await session_store.save(state)
+    state.messages.append(Message.user("two"))
+    state.messages.append(Message(role="user", parts=(object(),)))  # type: ignore[arg-type]
+    state.turn_index = 7
+    with pytest.raises((StoreError, TypeError, ValueError)):
+        await session_store.save(state)
+    loaded = await session_store.load("bad-msg")
+    assert loaded is not None and loaded.messages == [Message.user("one")]
+    assert loaded.turn_index == 0
+    del state.messages[-1]
+    await session_store.save(state)
+    loaded = await session_store.load("bad-msg")
+    assert loaded is not None and loaded.messages == state.messages and loaded.turn_index == 7
 
 
 async def test_a_decision_is_claimed_once_across_workers(

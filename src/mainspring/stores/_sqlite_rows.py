@@ -14,13 +14,13 @@ import dataclasses
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
 
 from mainspring.codec import message_from_dict, message_to_dict
 from mainspring.errors import StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, state_from_stored
 from mainspring.stores._sqlite import CODEC_ERRORS, dumps, encoding, synced, transaction
+from mainspring.stores._transcript import common_prefix
 
 __all__ = [
     "ACQUIRE",
@@ -238,7 +238,8 @@ def stored_prefix(conn: sqlite3.Connection, job: Save, revision: str) -> tuple[i
     """The stored prefix of the state's messages, the stored count, whether the header is saved.
 
     The header goes on record on the way (as ``revision``) when this object made
-    the last save: then the stored messages are the ones it knows.
+    the last save: then the stored messages are the ones it knows; or when it
+    knows nothing of the session and the store has no row of it: then none.
     """
     sid = job.session_id
     known = job.known
@@ -254,6 +255,16 @@ def stored_prefix(conn: sqlite3.Connection, job: Save, revision: str) -> tuple[i
         # Nobody saved since this object did: its messages are the stored ones,
         # so compare references, not JSON.
         return common_prefix(job.messages, known.messages), len(known.messages), True
+    if (
+        known is None
+        and conn.execute(
+            "INSERT INTO mainspring_sessions (session_id, header, revision) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO NOTHING",
+            (sid, job.header, revision),
+        ).rowcount
+        == 1
+    ):
+        return 0, 0, True  # a new session (its rows go in with its header, never before)
     stored = int(
         conn.execute(
             "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_messages WHERE session_id = ?",
@@ -277,13 +288,6 @@ def compared_prefix(conn: sqlite3.Connection, job: Save, stored: int) -> int:
         if data != dumps(message_to_dict(job.messages[seq])):
             return seq
     return limit
-
-
-def common_prefix(ours: Sequence[Message], theirs: Sequence[Message]) -> int:
-    n = min(len(ours), len(theirs))
-    if ours[:n] == theirs[:n]:  # list equality checks identity first: fast when unchanged
-        return n
-    return next(i for i in range(n) if ours[i] != theirs[i])
 
 
 def load_state(conn: sqlite3.Connection, session_id: str) -> tuple[SessionState, str] | None:

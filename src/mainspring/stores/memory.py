@@ -10,10 +10,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode, event_to_dict
+from mainspring.codec import encode, event_to_dict, message_to_dict
 from mainspring.events import Event
+from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
+from mainspring.stores._transcript import common_prefix, header
 from mainspring.stores.base import CheckpointStore, Commit, SpendKind
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
@@ -68,43 +70,73 @@ class InMemoryCheckpointStore:
         """Nothing to release."""
 
 
+class _Stored:
+    """A session's stored transcript: its messages (references) and their JSON data."""
+
+    __slots__ = ("data", "messages")
+
+    def __init__(self, messages: list[Message], data: list[JsonValue]) -> None:
+        self.messages = messages
+        self.data = data
+
+
+class _Save:
+    """A state encoded for :meth:`InMemorySessionStore._put`: only what it has not stored."""
+
+    __slots__ = ("header", "keep", "new", "state")
+
+    def __init__(self, store: InMemorySessionStore, state: SessionState) -> None:
+        self.state = state
+        self.header = header(state)
+        stored = store._transcripts.get(state.session_id)
+        self.keep = 0 if stored is None else common_prefix(state.messages, stored.messages)
+        self.new = [message_to_dict(m) for m in state.messages[self.keep :]]
+
+
 class InMemorySessionStore:
-    """Session states as JSON data in dicts."""
+    """Session states as JSON data in dicts.
+
+    A save encodes the state's header and only the messages it has not stored
+    (the transcript is append-only and messages are immutable): the messages
+    it stored are known by reference.
+    """
 
     def __init__(self) -> None:
         """Create an empty store."""
-        self._states: dict[str, JsonValue] = {}
+        self._states: dict[str, dict[str, JsonValue]] = {}
+        self._transcripts: dict[str, _Stored] = {}
         self._decisions: dict[str, dict[str, str]] = {}
         self._writes: dict[str, dict[str, JsonValue]] = {}
         self._spend: dict[tuple[str, str], float] = {}
 
     async def save(self, state: SessionState) -> None:
         """Replace the stored state (recorded decisions and ledger entries are kept)."""
-        self._put(state, self._encode(state))
+        self._put(_Save(self, state))
 
-    @staticmethod
-    def _encode(state: SessionState) -> dict[str, JsonValue]:
-        data = encode(state)
-        assert isinstance(data, dict)
-        return data
-
-    def _put(self, state: SessionState, data: dict[str, JsonValue]) -> None:
-        decided = self._decisions.setdefault(state.session_id, {})
+    def _put(self, save: _Save) -> None:
+        state = save.state
+        sid = state.session_id
+        decided = self._decisions.setdefault(sid, {})
         for attempt_id, decision in state.decided.items():
             decided.setdefault(attempt_id, decision)
-        writes = self._writes.setdefault(state.session_id, {})
+        writes = self._writes.setdefault(sid, {})
         for key, record in state.writes.items():
             # Only fill gaps: a stale state never moves an entry back.
             writes.setdefault(key, encode(record))
-        data["decided"] = {}
-        data["writes"] = {}
-        self._states[state.session_id] = data
+        stored = self._transcripts.get(sid)
+        data = [] if stored is None else stored.data
+        del data[save.keep :]
+        data.extend(save.new)
+        self._transcripts[sid] = _Stored(list(state.messages), data)
+        self._states[sid] = save.header
 
     async def load(self, session_id: str) -> SessionState | None:
         """The stored state with every recorded decision and ledger entry."""
-        data = self._states.get(session_id)
-        if data is None:
+        head = self._states.get(session_id)
+        if head is None:
             return None
+        stored = self._transcripts[session_id]
+        data: dict[str, JsonValue] = {**head, "messages": list(stored.data)}
         state = state_from_stored(data, self._writes.get(session_id, {}).items())
         state.decided = dict(self._decisions.get(session_id, {}))
         return state
@@ -112,6 +144,7 @@ class InMemorySessionStore:
     async def delete(self, session_id: str) -> None:
         """Forget a session."""
         self._states.pop(session_id, None)
+        self._transcripts.pop(session_id, None)
         self._decisions.pop(session_id, None)
         self._writes.pop(session_id, None)
         for kind in ("auto", "cost"):
@@ -126,7 +159,7 @@ class InMemorySessionStore:
 
     def _principal(self, session_id: str) -> JsonValue:
         data = self._states.get(session_id)
-        return data.get("principal") if isinstance(data, dict) else None
+        return None if data is None else data.get("principal")
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded."""
@@ -165,15 +198,14 @@ class InMemorySessionStore:
         # Encode everything first: a value that cannot be stored changes nothing.
         writes = [(r.key, encode(r)) for r in commit.writes]
         events: list[JsonValue] = [event_to_dict(e) for e in commit.events]
-        data = None if commit.state is None else self._encode(commit.state)
+        save = None if commit.state is None else _Save(self, commit.state)
         logs = checkpoints if isinstance(checkpoints, InMemoryCheckpointStore) else None
         if commit.clear is not None and logs is not None:
             logs._logs.pop(commit.clear, None)
         if writes:
             self._writes.setdefault(commit.session_id, {}).update(writes)
-        if data is not None:
-            assert commit.state is not None
-            self._put(commit.state, data)
+        if save is not None:
+            self._put(save)
         if events and logs is not None and commit.stream_id is not None:
             logs._extend(commit.stream_id, events)
 

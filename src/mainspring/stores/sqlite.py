@@ -31,7 +31,6 @@ Python string (even a lone surrogate) round-trips.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sqlite3
 import time
@@ -75,6 +74,7 @@ from mainspring.stores._sqlite_rows import (
     record_write,
     save_state,
 )
+from mainspring.stores._transcript import header
 from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
@@ -270,12 +270,12 @@ class SQLiteSessionStore:
             for a, d in state.decided.items()
         ]
         with encoding(f"session {sid!r}"):
-            header = dumps(encode(dataclasses.replace(state, messages=[], decided={}, writes={})))
+            head = dumps(header(state))
             writes = [
                 (sid, check_text("ledger key", k), dumps(encode(r)))
                 for k, r in state.writes.items()
             ]
-        return Save(sid, header, list(state.messages), decided, writes, self._known.get(sid))
+        return Save(sid, head, list(state.messages), decided, writes, self._known.get(sid))
 
     async def add_spend(
         self,
