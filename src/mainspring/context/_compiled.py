@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mainspring._frozen import fast_init
+from mainspring.context._segments import read_deferred
 from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import Segment, Segments
 from mainspring.models.base import SystemBlock
@@ -109,15 +110,7 @@ class CompiledContext(Generic[T]):
     if not TYPE_CHECKING:  # see deferring(): the figures are empty slots until first read
 
         def __getattr__(self, name: str) -> Any:
-            if name in ("prefix_tokens", "stable_tokens"):
-                segments = object.__getattribute__(self, "segments")
-                if isinstance(segments, Segments):
-                    value = getattr(segments, name)
-                    object.__setattr__(self, name, value)
-                    return value
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
-            )
+            return read_deferred(self, name, ("prefix_tokens", "stable_tokens"))
 
     @property
     def tokens(self) -> int:

@@ -17,6 +17,7 @@ __all__ = [
     "Segment",
     "SegmentRow",
     "Segments",
+    "read_deferred",
     "segment_tokens_by_source",
 ]
 
@@ -285,3 +286,21 @@ def segment_tokens_by_source(segments: Sequence[Segment], into: dict[str, int]) 
         return
     for seg in segments:
         into[seg.source] = into.get(seg.source, 0) + seg.tokens
+
+
+def read_deferred(obj: object, name: str, deferred: Iterable[str]) -> Any:
+    """``obj.name`` for a frozen, slotted object whose figures its ``segments`` defer.
+
+    For the ``__getattr__`` of such an object (a figure is an empty slot until
+    first read): the figure is read from its deferred :class:`Segments` and
+    stored in the slot, so later reads are plain attributes.
+    """
+    if name in deferred:
+        segments = object.__getattribute__(obj, "segments")
+        if isinstance(segments, Segments):
+            value = getattr(segments, name)
+            object.__setattr__(obj, name, value)
+            return value
+    raise AttributeError(
+        f"{type(obj).__name__!r} object has no attribute {name!r}", name=name, obj=obj
+    )

@@ -32,6 +32,7 @@ from mainspring.context._segments import (
     Segment,
     SegmentRow,
     Segments,
+    read_deferred,
     segment_tokens_by_source,
 )
 from mainspring.errors import TelemetryError
@@ -163,15 +164,7 @@ class CallSnapshot:
     if not TYPE_CHECKING:  # a deferred call's figures are empty slots until first read
 
         def __getattr__(self, name: str) -> Any:
-            if name in _CALL_DEFERRED:
-                segments = object.__getattribute__(self, "segments")
-                if isinstance(segments, Segments):
-                    value = getattr(segments, name)
-                    object.__setattr__(self, name, value)
-                    return value
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
-            )
+            return read_deferred(self, name, _CALL_DEFERRED)
 
     @property
     def prefix_reuse(self) -> float:
