@@ -165,3 +165,88 @@ async def test_an_outer_cancel_reaches_a_native_block_and_is_not_swallowed() -> 
             await anyio.sleep(10)
         raise AssertionError("the block must not swallow an outer cancel")
     assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("width", [1, 2, 5])
+async def test_an_unshielded_block_that_never_yields_still_waits_for_its_tasks(width: int) -> None:
+    """Tasks start late (at the loop's next pass); a block ending first runs them all."""
+    done: list[int] = []
+
+    async def read(n: int) -> None:
+        await anyio.lowlevel.checkpoint()
+        done.append(n)
+
+    async with TaskGroup(shielded=False) as reads:
+        for n in range(width):
+            reads.start_soon(read, n)
+    assert sorted(done) == list(range(width))
+
+
+async def test_a_task_run_at_the_blocks_end_keeps_its_context_to_itself() -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="block")
+    seen: list[str] = []
+
+    async def read() -> None:
+        seen.append(var.get())
+        var.set("read")
+        await anyio.sleep(0.001)  # it suspends and resumes in its own context
+        seen.append(var.get())
+
+    var.set("before")
+    async with TaskGroup(shielded=False) as reads:
+        reads.start_soon(read)
+    assert seen == ["before", "read"] and var.get() == "before"
+
+
+async def test_tasks_started_late_still_run_concurrently_with_a_yielding_block() -> None:
+    order: list[str] = []
+
+    async def read() -> None:
+        order.append("read")
+
+    async with TaskGroup(shielded=False) as reads:
+        reads.start_soon(read)
+        await anyio.sleep(0.01)  # the block yields: the task runs meanwhile
+        order.append("block")
+    assert order == ["read", "block"]
+
+
+async def test_cancel_before_a_late_task_started_means_it_never_runs() -> None:
+    ran: list[str] = []
+
+    async def read() -> None:
+        ran.append("read")
+
+    async with TaskGroup(shielded=False) as reads:
+        reads.start_soon(read)
+        reads.cancel()
+    await anyio.sleep(0.01)
+    assert ran == []
+
+
+async def test_an_outer_cancel_stops_a_task_run_at_the_blocks_end_and_is_not_swallowed() -> None:
+    cleaned: list[str] = []
+
+    async def read() -> None:
+        try:
+            await anyio.sleep(10)
+        finally:
+            cleaned.append("read")
+
+    with anyio.move_on_after(0.02) as scope:
+        async with TaskGroup(shielded=False) as reads:
+            reads.start_soon(read)
+        raise AssertionError("the block must not swallow an outer cancel")
+    assert scope.cancelled_caught and cleaned == ["read"]
+
+
+async def test_a_task_run_at_the_blocks_end_that_fails_is_raised() -> None:
+    async def fails() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with TaskGroup(shielded=False) as reads:
+            reads.start_soon(fails)
+    assert caught.group_contains(ValueError, match="boom")

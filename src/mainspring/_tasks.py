@@ -13,12 +13,24 @@ A group whose tasks never raise (a step's reads: the dispatcher turns every
 failure into a result) can do without that scope: ``TaskGroup(shielded=False)``
 then cancels the block's task natively, as ``asyncio.TaskGroup`` does, and
 takes back exactly that one cancellation.
+
+Such a group also starts its first task late, the way Python 3.12's eager
+tasks save one: ``start_soon`` queues the function and asks the loop to
+start it at its next pass, about when a task made at once would first run
+(the block has to yield for either). A block that reaches its end without
+yielding first (a model stream that had every event at hand) runs it there,
+in its own task, in a copy of the context as a task would: a single read
+costs no task, no loop pass and no wake-up. A second function starts both
+as tasks at once, in order (so their events reach a consumer in one batch,
+as before).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextvars
+import types
+from collections.abc import Callable, Coroutine, Generator
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -33,6 +45,8 @@ __all__ = ["TaskGroup"]
 
 _NO_SCOPES: set[anyio.CancelScope] = set()
 """The asyncio path keeps no per-task scopes (never added to)."""
+_NO_PENDING: list[Any] = []
+"""Nothing queued (never added to: a group makes its own list)."""
 
 
 class TaskGroup:
@@ -45,6 +59,8 @@ class TaskGroup:
         "_host",
         "_host_cancelled",
         "_idle",
+        "_late",
+        "_pending",
         "_scope",
         "_scopes",
         "_shielded",
@@ -68,6 +84,10 @@ class TaskGroup:
         self._idle: asyncio.Future[None] | None = None
         """What the block waits on for its last task: one future, not ``asyncio.wait``'s
         future, set and callback per task (a step's reads of 10,000 live streams)."""
+        self._pending: list[Callable[[], Coroutine[Any, Any, Any]]] = _NO_PENDING
+        """Unshielded, on asyncio: functions queued to start at the loop's next pass."""
+        self._late: asyncio.Handle | None = None
+        """The loop's call that starts what is pending."""
 
     async def __aenter__(self) -> TaskGroup:
         if on_asyncio():
@@ -86,11 +106,35 @@ class TaskGroup:
         if args:
             fn = partial(fn, *args)
         if self._group is not None:
-            self._group.start_soon(self._scoped, fn)
+            scope = anyio.CancelScope()
+            self._scopes.add(scope)  # now: a cancel before the task starts reaches it
+            self._group.start_soon(self._scoped, scope, fn)
             return
+        if self._shielded:
+            self._start(fn)
+            return
+        if self._late is not None:  # a second one: both start now, in the order given
+            self._pending.append(fn)
+            self._start_pending()
+        elif self._tasks:
+            self._start(fn)
+        else:
+            self._pending = [fn]
+            self._late = asyncio.get_running_loop().call_soon(self._start_pending)
+
+    def _start(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         task = asyncio.get_running_loop().create_task(fn())  # (no wrapper: one frame less)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
+
+    def _start_pending(self) -> None:
+        """Start every queued function as a task (the loop's call, or the block's end)."""
+        late, pending = self._late, self._pending
+        self._late, self._pending = None, _NO_PENDING
+        if late is not None:
+            late.cancel()  # (a no-op when the loop is making this very call)
+        for fn in pending:
+            self._start(fn)
 
     def cancel(self) -> None:
         """Cancel every running task (the block itself goes on)."""
@@ -98,17 +142,23 @@ class TaskGroup:
             for each in self._scopes:
                 each.cancel()
             return
+        if self._late is not None:  # never started: they never run, as a task cancelled early
+            self._late.cancel()
+            self._late, self._pending = None, _NO_PENDING
         for task in self._tasks:
             if not task.cancelling():  # once: a second cancel would cut its clean-up
                 task.cancel()
 
-    async def _scoped(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        with anyio.CancelScope() as scope:
-            self._scopes.add(scope)
-            try:
+    async def _scoped(
+        self, scope: anyio.CancelScope, fn: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> None:
+        try:
+            if scope.cancel_called:  # cancelled before it started: it never runs
+                return
+            with scope:
                 await fn()
-            finally:
-                self._scopes.discard(scope)
+        finally:
+            self._scopes.discard(scope)
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -139,11 +189,13 @@ class TaskGroup:
             return await self._group.__aexit__(kind, error, traceback)
         host = self._host
         assert host is not None
-        self._exiting = True
         failed = error  # the body's exception, or one raised while waiting below
+        if self._late is not None and error is None:
+            failed = await self._run_pending_here()
+        self._exiting = True
         if error is not None:
             self.cancel()
-        if self._tasks and not self._failures and error is None:
+        if self._tasks and not self._failures and failed is None:
             try:
                 await self._wait_idle()
             except BaseException as exc:  # cancelled while it waited for the tasks
@@ -169,6 +221,25 @@ class TaskGroup:
             raise failed
         return swallowed or None
 
+    async def _run_pending_here(self) -> BaseException | None:
+        """The block did not yield since its one task was queued: it runs in this task.
+
+        Returns the cancellation that stopped it, if one did.
+        """
+        late, (fn,) = self._late, self._pending
+        assert late is not None
+        late.cancel()
+        self._late, self._pending = None, _NO_PENDING
+        try:
+            await _in_context(contextvars.copy_context(), fn())
+        except Exception as exc:  # as a failing task: the others stop
+            self._failures.append(exc)
+            self.cancel()
+        except BaseException as exc:  # cancelled (from outside, or by a failing task)
+            self.cancel()
+            return exc
+        return None
+
     async def _wait_idle(self) -> None:
         """Wait until the last task finished (or this task is cancelled)."""
         idle = self._idle = asyncio.get_running_loop().create_future()
@@ -176,3 +247,22 @@ class TaskGroup:
             await idle
         finally:
             self._idle = None
+
+
+@types.coroutine
+def _in_context(
+    context: contextvars.Context, coroutine: Coroutine[Any, Any, Any]
+) -> Generator[Any, Any, Any]:
+    """Await ``coroutine`` with each of its steps run in ``context`` (as its own task would)."""
+    send, throw = coroutine.send, coroutine.throw
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = context.run(send, value) if error is None else context.run(throw, error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            value, error = (yield step), None
+        except BaseException as exc:  # a cancellation of the block's task reaches the coroutine
+            value, error = None, exc
