@@ -159,6 +159,7 @@ class Loop(LoopResume):
                 if self.dispatch.cancel_requested:
                     scope.cancel()
                 await start()
+            self._scope = None  # (a cancel from now on has nothing to stop)
             if scope.cancelled_caught and self._stopped_by is not None:
                 raise self._stopped_by  # (the run cannot go on: an error, not a cancel)
             if scope.cancelled_caught:

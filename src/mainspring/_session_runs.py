@@ -297,7 +297,10 @@ class SessionRuns:
         if self._cancel_early:  # cancel() came between send() and the first iteration
             self._cancel_early = False
             runner.cancel()
-        abort = anyio.CancelScope()
+        # What stops the producer when the consumer goes first: a scope over the run and
+        # its writer and lease tasks; a run alone is stopped by its own cancel (one scope
+        # less: its sets cost each of 10,000 live streams half a kilobyte).
+        abort = anyio.CancelScope() if journal is not None or self.run_lock is not None else None
         done = _wakeup.Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
         failure: list[BaseException] = []  # what stopped the producer, if not the run itself
@@ -334,7 +337,10 @@ class SessionRuns:
                 self._end_run_now()  # nothing left to wait for (no store, no lock)
             else:
                 if terminal is None and not done.is_set():
-                    abort.cancel()
+                    if abort is not None:
+                        abort.cancel()
+                    else:
+                        runner.cancel()
                 with anyio.CancelScope(shield=True) as wait:
                     wait.deadline = (
                         anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
@@ -349,13 +355,16 @@ class SessionRuns:
         journal: Journal | None,
         relay: Relay[Event],
         outbox: Relay[Event],
-        abort: anyio.CancelScope,
+        abort: anyio.CancelScope | None,
         done: Wakeup,
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, its journal's writer and its lease renewal."""
         writer = journal is not None and self.checkpoint_store is not None
         try:
+            if abort is None:  # no store, no lock: nothing runs beside the loop
+                await runner.run(lambda: start(runner))
+                return
             with abort:
                 if not writer and self.run_lock is None:  # nothing runs beside the loop
                     await runner.run(lambda: start(runner))
