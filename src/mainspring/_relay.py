@@ -10,8 +10,11 @@ checkpoints (after each model event) while the queue holds ``limit`` items.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Generator
 from typing import Generic, TypeVar
 
+from mainspring._library import on_asyncio
 from mainspring._wakeup import Wakeup
 
 __all__ = ["Relay"]
@@ -28,7 +31,8 @@ class Relay(Generic[T]):
         self._items: list[T] = []
         """A list, not a deque: an empty deque holds a 64-slot block, and every
         running stream has one or two relays."""
-        self._waiter: Wakeup | None = None
+        self._waiter: asyncio.Future[None] | Wakeup | None = None
+        """The consumer's: a future on asyncio (no frame of its own), a Wakeup on trio."""
         self._room: Wakeup | None = None
         self._closed = False
         self.limit = limit
@@ -55,7 +59,7 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            waiter.set()
+            _wake(waiter)
 
     def close(self) -> None:
         """No more items; a waiting consumer wakes up and drains the rest."""
@@ -63,7 +67,7 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            waiter.set()
+            _wake(waiter)
         self._make_room()
 
     def drain(self) -> list[T]:
@@ -78,11 +82,54 @@ class Relay(Generic[T]):
             self._room = None
             room.set()
 
-    async def wait(self) -> bool:
-        """Wait until an item is queued; ``False`` once closed and drained."""
+    def wait(self) -> Awaitable[bool]:
+        """Wait until an item is queued; ``False`` once closed and drained.
+
+        With items queued (or closed and drained) it returns at once, without a
+        coroutine; a waiting consumer waits on one future.
+        """
+        if self._items:
+            return _TRUE
+        if self._closed:
+            return _FALSE
+        return self._wait()
+
+    async def _wait(self) -> bool:
         while not self._items:
             if self._closed:
                 return False
-            waiter = self._waiter = Wakeup()
-            await waiter.wait()
+            if on_asyncio():
+                future = self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await future
+                finally:
+                    if self._waiter is future:
+                        self._waiter = None
+            else:
+                waiter = self._waiter = Wakeup()
+                await waiter.wait()
         return True
+
+
+def _wake(waiter: asyncio.Future[None] | Wakeup) -> None:
+    if isinstance(waiter, Wakeup):
+        waiter.set()
+    elif not waiter.done():
+        waiter.set_result(None)
+
+
+class _Ready:
+    """An awaitable that is done: awaiting it returns ``value`` without suspending."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[None, None, bool]:
+        yield from ()  # (a generator that never yields: awaiting it runs no loop step)
+        return self.value
+
+
+_TRUE = _Ready(True)
+_FALSE = _Ready(False)
