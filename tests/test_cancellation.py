@@ -181,6 +181,26 @@ async def test_breaking_out_early_leaves_a_usable_session(close: bool) -> None:
     assert session.messages[-1].text == "second answer"
 
 
+async def test_a_consumer_leaving_a_storeless_run_mid_stream_stops_it_at_once() -> None:
+    """No store, no lock: the run's own cancel stops the model stream (no scope of its own)."""
+    text = "a long answer that streams one slow word at a time " * 4
+    model = ScriptedModel([ScriptedResponse(text=text, delay=0.01), "second answer"])
+    session = Session(Agent(model=model))
+    seen = 0
+    async with aclosing(session.send("hi")) as stream:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                seen += 1
+                if seen == 2:
+                    break
+    assert not session.running  # the close waited for the run's clean-up
+    assert_valid_transcript(session.messages)
+    assert all(m.text != text for m in session.messages)  # the answer was cut, not finished
+    events = await send(session, "again")
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
+    assert session.messages[-1].text == "second answer"
+
+
 async def test_budget_exceeded_mid_run_stops_cleanly_without_running_tools() -> None:
     ran: list[str] = []
 

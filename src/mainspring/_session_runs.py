@@ -338,6 +338,7 @@ class SessionRuns:
             else:
                 if terminal is None and not done.is_set():
                     if abort is not None:
+                        runner.halted = True
                         abort.cancel()
                     else:
                         runner.cancel()

@@ -79,6 +79,8 @@ class GuardReport:
     @property
     def hints(self) -> tuple[str, ...]:
         """Messages of hint findings."""
+        if not self.findings:  # (the common report: asked of every call that runs)
+            return ()
         return tuple(f.message for f in self.findings if f.action == "hint")
 
 
