@@ -177,6 +177,11 @@ class Loop(LoopResume):
             self._end_turn_record()
             self.emit(error_event(exc))
 
+    @property
+    def _stop_asked(self) -> bool:
+        """Whether a cancel of the run (or of a scope around it) was asked for."""
+        return self.dispatch.cancel_requested or self.halted
+
     def cancel(self, error: Exception | None = None) -> None:
         """Stop the model stream and running reads now; let a running write finish.
 
@@ -242,7 +247,7 @@ class Loop(LoopResume):
         durable = self._durable is not None
         steering = self._steering
         while True:
-            if self.dispatch.cancel_requested or self.halted:
+            if self._stop_asked:
                 # A cancel asked for since the last step stops the run here, even when
                 # nothing awaited since yielded (asking anyio costs 13 k instructions).
                 await anyio.lowlevel.checkpoint()
