@@ -268,14 +268,9 @@ class Loop(LoopResume):
                 await self._complete("budget_exceeded")
                 return
             if not turn.calls:
-                reason = stop.stop_reason
-                if reason in ("max_tokens", "refusal"):
-                    await self._complete(reason)
+                if await self._answered(stop):
                     return
-                if steering is not None and len(steering) and await self._steered():
-                    continue  # a message came while the model answered: it gets another step
-                await self._complete("end_turn")
-                return
+                continue  # a message came while the model answered: it gets another step
             if await self.dispatch.run_serial(turn):
                 await self.dispatch.save(defer=True)
                 await self._complete("pending_action")
@@ -283,6 +278,18 @@ class Loop(LoopResume):
             self._commit_step(turn)
             if durable:
                 await self.dispatch.save(defer=True)
+
+    async def _answered(self, stop: ModelStop) -> bool:
+        """A step without calls: end the turn (``True``), unless steering gives it another."""
+        reason = stop.stop_reason
+        if reason in ("max_tokens", "refusal"):
+            await self._complete(reason)
+            return True
+        steering = self._steering
+        if steering is not None and len(steering) and await self._steered():
+            return False
+        await self._complete("end_turn")
+        return True
 
     async def _take_steering(self, turn: Turn) -> None:
         """At a step boundary: queued ``next_step`` messages join the conversation."""
