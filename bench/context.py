@@ -5,6 +5,7 @@ Run by hand from the repository root (it is not a pytest test)::
     python bench/context.py            # full run, well under two minutes
     python bench/context.py --quick    # fewer repeats, a few seconds, noisier
     python bench/context.py --steady   # minima of short batches in thread CPU time
+    python bench/context.py --instructions [--baseline OLD/src]  # valgrind counts
 
 One *turn* is what a host does between two user messages that reach the
 model: commit the user's message, ``compile`` the request, commit the
@@ -32,6 +33,15 @@ Three tables:
   row also reads each turn's snapshot (tokens, tokens per source, prefix
   reuse), as a JSONL or OpenTelemetry sink does: what reading them costs.
 
+``--instructions`` counts the accounting table's turns instead of timing
+them: each subject runs in its own process under valgrind's callgrind,
+which dumps its instruction count at markers (``os.getppid()`` calls)
+placed after the fill and a warm-up, after a few turns and after many more;
+the difference over the extra turns is one turn's instructions, exact and
+untouched by other work on the machine (valgrind runs ~50x slower, so the
+history defaults to 1,000 messages). With ``--baseline`` an older
+checkout's ``src/`` is counted too, interleaved round by round.
+
 Processors (the same set at every size): BaseSystemPrompt, ContextBlock,
 SkillRecipe, MemoryRecall (an InMemoryMemoryStore of 50 items, k=5),
 Microcompact, ToolResultBudget (1,500 chars, so some canned results are cut)
@@ -46,11 +56,16 @@ import argparse
 import asyncio
 import gc
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import JsonValue
 
@@ -424,13 +439,122 @@ async def run(plan: Plan) -> None:
     print(f"\ntotal bench time {time.perf_counter() - started:.1f} s, load {_load()}")
 
 
+# ------------------------------------------------------------- instructions
+
+ACCOUNTED = ("plain", "accounting", "accounting+record", "accounting+record+read")
+"""The accounting table's subjects, in its order."""
+FEW, MANY = 20, 120
+"""Turns in the two counted parts of ``--instructions`` (after 50 warm-up turns)."""
+
+
+async def accounted_subject(name: str, n: int) -> Subject:
+    """One of the accounting table's subjects, by name."""
+    if name == "plain":
+        return await append_subject(name, n)
+    accounting = Accounting(
+        tokenizer=TiktokenTokenizer("o200k_base"), sinks=[InMemorySink(maxlen=1_000)]
+    )
+    record = name != "accounting"
+    return await append_subject(
+        name, n, accounting=accounting, record=record, read=name.endswith("+read")
+    )
+
+
+async def counted_child(name: str, n: int) -> None:
+    """Run one subject between callgrind's markers (see ``--instructions``)."""
+    subject = await accounted_subject(name, n)
+    await subject.run(50)
+    gc.collect()
+    gc.freeze()
+    os.getppid()  # marker: callgrind dumps its counts at each call
+    await subject.run(FEW)
+    os.getppid()
+    await subject.run(MANY)
+    os.getppid()
+
+
+def count_turn(name: str, n: int, src: str | None) -> float:
+    """Instructions one turn of subject ``name`` executes (``src``: another mainspring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        if src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (src, env.get("PYTHONPATH"))))
+        proc = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--dump-before=os_getppid",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--child",
+                name,
+                "--messages",
+                str(n),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3_600,
+            check=False,
+            env=env,
+        )
+        parts = []
+        for dump in (Path(f"{out}.2"), Path(f"{out}.3")):  # .1: everything before the first
+            found = re.search(r"^summary: (\d+)", dump.read_text() if dump.exists() else "", re.M)
+            parts.append(int(found.group(1)) if found else -1)
+    if proc.returncode != 0 or min(parts) < 0:
+        raise SystemExit(f"{name} failed under valgrind:\n{proc.stderr[-2000:]}")
+    return (parts[1] - parts[0]) / (MANY - FEW)
+
+
+def count_all(n: int, rounds: int, baseline: str | None, names: Sequence[str] = ACCOUNTED) -> None:
+    """Print the accounting table by instructions per turn (and the baseline's)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("needs valgrind (apt-get install valgrind)")
+    trees = [("this tree", None)] + ([("baseline", baseline)] if baseline else [])
+    counts: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for label, src in trees[:: 1 if _ % 2 == 0 else -1]:
+            for name in names:
+                counts.setdefault((label, name), []).append(count_turn(name, n, src))
+    print(f"instructions per turn, {n:,} messages, {MANY - FEW} turns counted, {rounds} round(s)")
+    for label, _src in trees:
+        plain = statistics.median(counts[(label, "plain")])
+        print(f"\n{label}: no accounting (baseline) {plain:>12,.0f}")
+        for name in names[1:]:
+            values = counts[(label, name)]
+            value = statistics.median(values)
+            spread = ", ".join(f"{(v / plain - 1) * 100:.1f}%" for v in values)
+            print(f"  {name:<24} {value:>12,.0f}  {(value / plain - 1) * 100:>6.1f}%  ({spread})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Benchmark mainspring's context engine.")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument(
         "--steady", action="store_true", help="minima of short batches in thread CPU time"
     )
+    parser.add_argument(
+        "--instructions", action="store_true", help="count the accounting table (valgrind)"
+    )
+    parser.add_argument("--messages", type=int, default=1_000, help="history (--instructions)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds (--instructions)")
+    parser.add_argument("--baseline", help="an older checkout's src/ (--instructions)")
+    parser.add_argument(
+        "--subjects",
+        default=",".join(ACCOUNTED[1:]),
+        help="which accounted subjects to count besides plain (--instructions)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        asyncio.run(counted_child(args.child, args.messages))
+        return
+    if args.instructions:
+        chosen = [name for name in args.subjects.split(",") if name in ACCOUNTED[1:]]
+        count_all(args.messages, args.rounds, args.baseline, ("plain", *chosen))
+        return
     plan = STEADY if args.steady else QUICK if args.quick else FULL
     kind = "steady" if args.steady else "quick" if args.quick else "full"
     print(f"mainspring context bench ({kind}): python {sys.version.split()[0]}, load {_load()}")

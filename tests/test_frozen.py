@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mainspring._frozen import ORIGINAL, fast_init
+from mainspring.context.accounting import Piece
 from mainspring.context.compiler import CompiledContext
+from mainspring.context.snapshot import TurnSnapshot
 from mainspring.events import TextDelta, ToolResult, TurnComplete, UsageEvent
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
@@ -31,6 +33,8 @@ HOT = [
     ModelUsage,
     ModelStop,
     CompiledContext,
+    Piece,
+    TurnSnapshot,
 ]
 
 
@@ -91,6 +95,15 @@ SAMPLES: dict[type, dict[str, Any]] = {
         "generation": 0,
         "stable_blocks": 0,
     },
+    Piece: {
+        "source": "user",
+        "module": "transcript",
+        "processor": "transcript",
+        "slot": "history",
+        "chars": 5,
+        "tokens": 2,
+    },
+    TurnSnapshot: {"session_id": "s", "turn_index": 1, "calls": (), "started_at": 1.0},
 }
 
 

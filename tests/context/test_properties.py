@@ -27,7 +27,7 @@ from mainspring.context.pipeline import (
     VirtualTailProcessor,
 )
 from mainspring.context.sinks import InMemorySink
-from mainspring.context.snapshot import CallSnapshot, CostEstimate, TurnSnapshot
+from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segments, TurnSnapshot
 from mainspring.errors import PrefixMutationError
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.tokens import CountCache, EstimateTokenizer, TiktokenTokenizer
@@ -414,6 +414,26 @@ class Twin:
         return made[0]
 
 
+def from_scratch(twin: Twin) -> Twin:
+    """Make ``twin`` work every request out from nothing: no reuse of the previous request's
+    counted slots or tally, no prefix sums kept from earlier reads."""
+    accountant = twin.engine._accountant
+    assert accountant is not None
+    settle = accountant._settle
+    view = twin.engine.view
+
+    def settle_afresh(segments: Segments, request: Any) -> None:
+        accountant._tally = None
+        accountant._slots.clear()
+        changed = view.min_changed  # (what the next compile captures: kept as it is)
+        view._invalidate(0)  # prefix sums recounted from the start
+        view.min_changed = changed
+        settle(segments, request)
+
+    accountant._settle = settle_afresh  # type: ignore[method-assign]
+    return twin
+
+
 def figures(out: CompiledContext[Message]) -> tuple[object, ...]:
     segments = out.segments
     return (tuple(segments), out.tokens, out.prefix_tokens, out.stable_tokens, len(segments))
@@ -434,7 +454,7 @@ def test_figures_read_late_equal_figures_read_at_once(
 ) -> None:
     """Deferred accounting: whenever (and in whatever order) figures are read, they are
     those of the request as compiled, also after later appends, edits and turns."""
-    eager, late = Twin(messages), Twin(messages)
+    eager, late, scratch = Twin(messages), Twin(messages), from_scratch(Twin(messages))
     at_once: list[tuple[object, ...]] = []
     kept: list[CompiledContext[Message]] = []
     calls_at_once: list[tuple[object, ...]] = []
@@ -454,6 +474,11 @@ def test_figures_read_late_equal_figures_read_at_once(
                     for s in out.segments
                 ) == recount(eager.engine, out, eager.replacer)
                 kept.append(late.compile(turn_index, step, delta, text, index, cut))
+                afresh = scratch.compile(turn_index, step, delta, text, index, cut)
+                assert figures(afresh) == at_once[-1]  # the reused parts are what a recount gives
+                scratch.engine.record_call(
+                    afresh, model="m", usage=Usage(input_tokens=3), cost=COST
+                )
                 for engine, into in ((eager.engine, calls_at_once), (late.engine, None)):
                     call = engine.record_call(
                         out if into is not None else kept[-1],
@@ -474,10 +499,12 @@ def test_figures_read_late_equal_figures_read_at_once(
             assert snapshot is not None
             lines.append(turn_line(snapshot))
             assert late.engine.end_turn() is not None
+            assert scratch.engine.end_turn() is not None
     assert [figures(o) for o in reversed(kept)] == at_once[::-1]  # newest first: in order anyway
     assert [call_figures(c) for c in calls] == calls_at_once
     assert [turn_line(s) for s in late.sink.snapshots] == lines
     assert [turn_line(s) for s in late.engine.summary] == lines
+    assert [turn_line(s) for s in scratch.sink.snapshots] == lines
     want, got = eager.engine.session_summary(), late.engine.session_summary()
     assert (got.tokens, got.by_source, got.calls, got.turns) == (
         want.tokens,

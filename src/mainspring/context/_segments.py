@@ -85,6 +85,8 @@ class Pending(Protocol):
 
 
 _DEFERRED = frozenset({"_rows", "chars", "tokens", "prefix_tokens", "stable_tokens"})
+_FIGURES = {"chars": 0, "tokens": 1, "prefix_tokens": 2, "stable_tokens": 3}
+"""Where :meth:`Segments.figures` answers each figure."""
 
 
 class Segments(Sequence[Segment]):
@@ -153,6 +155,37 @@ class Segments(Sequence[Segment]):
         self._keep((), 0, 0, rows, prefix_tokens, stable_tokens)
         self._pending = None
 
+    def fill_summed(
+        self,
+        rows: tuple[SegmentRow, ...],
+        *,
+        chars: int,
+        tokens: int,
+        prefix_tokens: int = 0,
+        stable_tokens: int = 0,
+    ) -> None:
+        """:meth:`fill` with rows already checked (none empty) and their sums worked out.
+
+        For a pending source that builds the rows itself (the engine's): no
+        second pass over them. ``chars`` and ``tokens`` must be the rows' sums.
+        """
+        if self._pending is None:
+            raise ValueError("these segments already have their figures")
+        _set_built(self, None)
+        self.chars = chars
+        self.tokens = tokens
+        self.prefix_tokens = prefix_tokens
+        self.stable_tokens = stable_tokens
+        self._rows = rows  # last: it marks them settled
+        self._pending = None
+
+    def figures(self) -> tuple[int, int, int, int]:
+        """``(chars, tokens, prefix_tokens, stable_tokens)``, worked out if deferred."""
+        pending = self._pending
+        if pending is not None:
+            pending.settle(self)
+        return self.chars, self.tokens, self.prefix_tokens, self.stable_tokens
+
     @property
     def settled(self) -> bool:
         """Whether the figures are worked out (always, unless :meth:`deferred`)."""
@@ -209,18 +242,26 @@ class Segments(Sequence[Segment]):
     @property
     def rows(self) -> tuple[SegmentRow, ...]:
         """The segments as plain rows, in order."""
+        if self._pending is not None:  # (settled here: no failed slot read first)
+            self._pending.settle(self)
         return self._rows
 
     def by_source(self, into: dict[str, int] | None = None) -> dict[str, int]:
         """Tokens per source, added to ``into`` (a new dict by default)."""
+        if self._pending is not None:
+            self._pending.settle(self)
         totals = {} if into is None else into
+        get = totals.get
         for row in self._rows:
-            totals[row[0]] = totals.get(row[0], 0) + row[5]
+            source = row[0]
+            totals[source] = get(source, 0) + row[5]
         return totals
 
     def _segments(self) -> tuple[Segment, ...]:
         built = self._built
         if built is None:
+            if self._pending is not None:
+                self._pending.settle(self)
             rows = self._rows
             total = self.tokens or 1
             built = self._built = tuple(
@@ -239,7 +280,7 @@ class Segments(Sequence[Segment]):
         return built
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     @overload
     def __getitem__(self, index: int) -> Segment: ...
@@ -298,9 +339,10 @@ def read_deferred(obj: object, name: str, deferred: Iterable[str]) -> Any:
     if name in deferred:
         segments = object.__getattribute__(obj, "segments")
         if isinstance(segments, Segments):
-            value = getattr(segments, name)
-            object.__setattr__(obj, name, value)
-            return value
+            figures = segments.figures()
+            for each in deferred:  # every figure at once: one failed slot read per object
+                object.__setattr__(obj, each, figures[_FIGURES[each]])
+            return figures[_FIGURES[name]]
     raise AttributeError(
         f"{type(obj).__name__!r} object has no attribute {name!r}", name=name, obj=obj
     )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from mainspring._frozen import fast_init
 from mainspring.context.accounting import Meter, Piece
 from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import SegmentRow, Segments
@@ -33,18 +34,17 @@ __all__ = ["Accountant"]
 T = TypeVar("T")
 
 
-@dataclass(slots=True)
-class _Prev:
-    """What the previous compile sent, for prefix reuse."""
+_Sent = tuple[
+    list[Contribution],  # system contributions
+    tuple[ToolSpec, ...],  # tools
+    int,  # the view's length
+    tuple[int | None, str],  # first user message: index, text added
+    tuple[int | None, str],  # last user message: index, text added
+    int,  # the transcript's generation
+]
+"""What a compile sent, as the next one reads it for prefix reuse (a plain tuple: cheap)."""
 
-    system: tuple[str, ...] = ()
-    tools: tuple[ToolSpec, ...] | None = None
-    view_len: int = 0
-    last_user: tuple[int, str] | None = None
-    """(index, text) the previous call added to the latest user message."""
-    first_user: tuple[int, str] | None = None
-    generation: int = -1
-
+_NOTHING_SENT: _Sent = ([], (), 0, (None, ""), (None, ""), -1)
 
 _Request = tuple[
     tuple[
@@ -57,7 +57,7 @@ _Request = tuple[
     tuple[int | None, str],  # last user message: index, text added
     Mapping[int, Any],  # replaced
     Mapping[int, tuple[str, str]],  # owners
-    _Prev,  # what the previous compile sent
+    _Sent,  # what the previous compile sent
     int,  # the transcript's generation when compiled
     int,  # the view's length when compiled
     int | None,  # the view's lowest edited index when compiled
@@ -87,9 +87,11 @@ class Accountant(Generic[T]):
         self.view = view
         self.transcript = transcript
         self._measure = measure
-        self._prev = _Prev()
+        self._prev: _Sent = _NOTHING_SENT
         self._tools_piece: tuple[tuple[ToolSpec, ...], Piece] | None = None
         self._tally: _Tally | None = None
+        self._slots: dict[str, _Slot] = {}
+        """Each slot's last counted contributions (see :meth:`_count_contributions`)."""
         self._queue: deque[tuple[weakref.ref[Segments], _Request]] = deque()
         """Deferred segments not settled yet, in compile order."""
         self._live = 0
@@ -113,9 +115,12 @@ class Accountant(Generic[T]):
         """The request's deferred segments: O(1) now, worked out when first read.
 
         ``first`` / ``last`` are the first and last user messages' indexes with
-        the text added to them. Call before :meth:`remember`.
+        the text added to them. The next compile's prefix reuse is counted
+        against this one.
         """
         view = self.view
+        n = len(view)
+        generation = self.transcript.generation
         request: _Request = (
             (tools, contributions),
             system_c,
@@ -126,10 +131,11 @@ class Accountant(Generic[T]):
             replaced,
             owners,
             self._prev,
-            self.transcript.generation,
-            len(view),
+            generation,
+            n,
             view.min_changed,
         )
+        self._prev = (system_c, tools, n, first, last, generation)
         segments = Segments.deferred(self)
         queue = self._queue
         queue.append((weakref.ref(segments), request))
@@ -179,18 +185,26 @@ class Accountant(Generic[T]):
         if tally is None or tally.key != key:  # mostly the very objects of the last compile
             tally = self._tally = self._count_contributions(key, system_c, stable, by_slot)
         view = self.view
-        rows = _history_rows(
-            self._replacement_pieces(replaced, owners),
-            view,
-            n,
-            include_content=meter.include_content,
-        )
+        if owners or meter.include_content:
+            rows = _kept(
+                _history_rows(
+                    self._replacement_pieces(replaced, owners),
+                    view,
+                    n,
+                    include_content=meter.include_content,
+                )
+            )
+        else:  # the usual compile: the view's totals as they are
+            rows = _plain_history(view, n)
         reused = _reuse(prev, gen, key[0], system_c, tally.head_tokens)
         if reused is not None:
             bound = _message_bound(prev, n, changed, first, last, replaced)
             reused += view.tokens_before(bound)
-        segments.fill(
-            (*tally.head.rows, *rows),
+        history, chars, tokens = rows
+        segments.fill_summed(
+            tally.rows + history,
+            chars=tally.chars + chars,
+            tokens=tally.tokens + tokens,
             prefix_tokens=reused or 0,
             stable_tokens=tally.stable_tokens,
         )
@@ -202,23 +216,50 @@ class Accountant(Generic[T]):
         stable: int,
         by_slot: Mapping[str, list[Contribution]],
     ) -> _Tally:
+        """The contributions' rows, slot by slot (a slot sending what it sent last is reused).
+
+        Rows never group across slots (the slot is part of a row's key), so
+        the rows of each slot, in slot order, are those of all the pieces.
+        """
         meter = self.meter
         assert meter is not None
         tools = key[0]
-        pieces: list[Piece] = []
-        tools_piece = None
+        rows: list[SegmentRow] = []
+        tools_tokens = 0
         if tools:
             if self._tools_piece is None or self._tools_piece[0] != tools:
                 text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
                 self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
             tools_piece = self._tools_piece[1]
-            pieces.append(tools_piece)
-        piece = meter.piece
-        pieces.extend(piece(c.source, c.module, c.processor, "system", c.text) for c in system_c)
+            tools_tokens = tools_piece.tokens
+            rows.extend(_grouped((tools_piece,)))
+        slots = self._slots
+        system = slots.get("system")
+        if system is None or system[0] != system_c or system[3] != stable:
+            system = slots["system"] = self._slot("system", system_c, stable)
+        rows.extend(system[1])
         for slot in ("first-user", "last-user", "virtual-tail"):
             made = by_slot[slot]
-            pieces.extend(piece(c.source, c.module, c.processor, slot, c.text) for c in made)
-        return _tally(key, pieces, tools_piece, stable, len(system_c))
+            found = slots.get(slot)
+            if found is None or found[0] != made:
+                found = slots[slot] = self._slot(slot, made, 0)
+            rows.extend(found[1])
+        kept, chars, tokens = _kept(rows)
+        return _Tally(key, kept, chars, tokens, tools_tokens + system[2], tools_tokens + system[4])
+
+    def _slot(self, slot: str, made: list[Contribution], stable: int) -> _Slot:
+        """One slot's contributions counted: (them, rows, first ``stable`` tokens, stable, all)."""
+        meter = self.meter
+        assert meter is not None
+        piece = meter.piece
+        pieces = [piece(c.source, c.module, c.processor, slot, c.text) for c in made]
+        return (
+            list(made),
+            _grouped(pieces),
+            sum(p.tokens for p in pieces[:stable]),
+            stable,
+            sum(p.tokens for p in pieces),
+        )
 
     def _replacement_pieces(
         self, replaced: Mapping[int, T], owners: Mapping[int, tuple[str, str]]
@@ -233,49 +274,30 @@ class Accountant(Generic[T]):
             pieces.extend(self._measure(replaced[index], module, processor))
         return pieces
 
-    def remember(
-        self,
-        system_c: list[Contribution],
-        tools: tuple[ToolSpec, ...],
-        first_index: int | None,
-        first_text: str,
-        last_index: int | None,
-        last_text: str,
-    ) -> None:
-        self._prev = _Prev(
-            system=tuple(c.text for c in system_c),
-            tools=tools,
-            view_len=len(self.view),
-            last_user=(last_index, last_text) if last_text and last_index is not None else None,
-            first_user=(first_index, first_text)
-            if first_text and first_index is not None
-            else None,
-            generation=self.transcript.generation,
-        )
-
 
 def _reuse(
-    prev: _Prev,
+    prev: _Sent,
     generation: int,
     tools: tuple[ToolSpec, ...],
     system_c: list[Contribution],
     head_tokens: int,
 ) -> int | None:
     """Reused tokens of tools and system; None when something before the messages changed."""
-    if prev.generation != generation:
+    sent, sent_tools, _, _, _, sent_generation = prev
+    if sent_generation != generation:
         return None
-    if (tools or prev.tools) and prev.tools != tools:
+    if (tools or sent_tools) and sent_tools != tools:
         return None
-    if len(prev.system) != len(system_c):
+    if len(sent) != len(system_c):
         return None
-    for text, c in zip(prev.system, system_c, strict=True):
-        if text != c.text:
+    for old, c in zip(sent, system_c, strict=True):
+        if old is not c and old.text != c.text:
             return None
     return head_tokens
 
 
 def _message_bound(
-    prev: _Prev,
+    prev: _Sent,
     n: int,
     min_changed: int | None,
     first: tuple[int | None, str],
@@ -283,15 +305,21 @@ def _message_bound(
     replaced: Mapping[int, Any],
 ) -> int:
     """How many leading view messages (of ``n``) the previous call sent identically."""
-    bound = min(prev.view_len, n)
+    _, _, sent_len, sent_first, sent_last, _ = prev
+    bound = min(sent_len, n)
     if min_changed is not None:
         bound = min(bound, min_changed)
-    for old, (index, text) in ((prev.last_user, last), (prev.first_user, first)):
-        now = (index, text) if text and index is not None else None
-        if old is not None and now != old:
-            bound = min(bound, old[0])
-        if now is not None and now != old:
-            bound = min(bound, now[0])
+    for (old_index, old_text), (index, text) in ((sent_last, last), (sent_first, first)):
+        had = bool(old_text) and old_index is not None
+        has = bool(text) and index is not None
+        if had == has and (not has or (old_index == index and old_text == text)):
+            continue  # (both without added text, or the same text at the same index)
+        if had:
+            assert old_index is not None
+            bound = min(bound, old_index)
+        if has:
+            assert index is not None
+            bound = min(bound, index)
     for index in replaced:
         bound = min(bound, index)
     return bound
@@ -307,35 +335,61 @@ class _Tally:
 
     key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]]
     """(tools, contributions): what the rows depend on."""
-    head: Segments
-    """The contributions' rows (tools, system, user slots, tail)."""
+    rows: tuple[SegmentRow, ...]
+    """The contributions' rows (tools, system, user slots, tail), none empty."""
+    chars: int
+    tokens: int
+    """The rows' sums."""
     stable_tokens: int
     """Tools and system blocks before the prompt-cache breakpoint."""
     head_tokens: int
     """Tools and every system block: what a call reuses when they did not change."""
 
 
-def _tally(
-    key: tuple[tuple[ToolSpec, ...], tuple[Contribution, ...]],
-    pieces: list[Piece],
-    tools: Piece | None,
-    stable: int,
-    system: int,
-) -> _Tally:
-    """Group the pieces (tools, system blocks, then the other slots) into rows."""
+fast_init(_Tally)  # made whenever a compile's contributions differ from the last one's
+
+_Slot = tuple[list[Contribution], tuple[SegmentRow, ...], int, int, int]
+"""One slot's counted contributions: them, their rows, the tokens of the first ``stable``
+of them, ``stable``, and all their tokens."""
+
+
+def _grouped(pieces: Sequence[Piece]) -> tuple[SegmentRow, ...]:
+    """The pieces' rows: grouped by (source, module, processor, slot), in first-seen order."""
+    if len(pieces) == 1:  # (the usual slot: one contribution)
+        p = pieces[0]
+        return ((p.source, p.module, p.processor, p.slot, p.chars, p.tokens, p.content),)
     grouped: dict[tuple[str, str, str, str], list[int]] = {}
     contents: dict[tuple[str, str, str, str], list[str]] = {}
     for p in pieces:
         _group(grouped, contents, p)
-    first = 1 if tools is not None else 0
-    system_tokens = [p.tokens for p in pieces[first : first + system]]
-    tools_tokens = tools.tokens if tools is not None else 0
-    return _Tally(
-        key,
-        Segments(_rows(grouped, contents)),
-        tools_tokens + sum(system_tokens[:stable]),
-        tools_tokens + sum(system_tokens),
-    )
+    return _rows(grouped, contents)
+
+
+def _kept(rows: Sequence[SegmentRow]) -> tuple[tuple[SegmentRow, ...], int, int]:
+    """The rows with chars or tokens, and their sums (chars, tokens)."""
+    kept: list[SegmentRow] = []
+    chars = tokens = 0
+    for row in rows:
+        if row[4] or row[5]:
+            kept.append(row)
+            chars += row[4]
+            tokens += row[5]
+    return tuple(kept), chars, tokens
+
+
+def _plain_history(view: ModelView[Any], n: int) -> tuple[tuple[SegmentRow, ...], int, int]:
+    """The view's totals of ``[0, n)`` as history rows, and their sums.
+
+    For a compile with no turn-only replacement and no kept text.
+    """
+    kept: list[SegmentRow] = []
+    chars = tokens = 0
+    for (source, module, processor), (c, t) in view.totals_upto(n).items():
+        if c or t:
+            kept.append((source, module, processor, "history", c, t, None))
+            chars += c
+            tokens += t
+    return tuple(kept), chars, tokens
 
 
 def _group(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from mainspring._frozen import fast_init
 from mainspring.context.sinks import SnapshotSink
 from mainspring.context.transcript import message_segments
 from mainspring.tokens import CountCache, Tokenizer, tokenizer_for
@@ -42,6 +43,9 @@ class Piece:
     chars: int
     tokens: int
     content: str | None = None
+
+
+fast_init(Piece)  # made for each history message accounting counts
 
 
 @dataclass(kw_only=True)
@@ -122,4 +126,7 @@ class Meter:
         self, segments: Sequence[tuple[str, str]], module: str, processor: str
     ) -> tuple[Piece, ...]:
         """Measure a history message given as ``(source, text)`` pairs."""
+        if len(segments) == 1:  # the common message: one text (no generator for it)
+            source, text = segments[0]
+            return (self._piece(source, module, processor, "history", text),)
         return tuple(self._piece(src, module, processor, "history", text) for src, text in segments)

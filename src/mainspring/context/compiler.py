@@ -413,7 +413,6 @@ class ContextCompiler(Generic[T]):
                 ctx.overrides,
                 ctx.override_owners,
             )
-            accountant.remember(system_c, tools, first_index, first_text, last_index, last_text)
         view.mark_compiled()
         compiled = CompiledContext(
             system=system,

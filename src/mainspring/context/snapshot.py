@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from mainspring._frozen import fast_init
 from mainspring.context._segments import (
     Pending,
     Segment,
@@ -310,6 +311,9 @@ class TurnSnapshot:
             version=version,
             meta=dict(data.get("meta", {})),
         )
+
+
+fast_init(TurnSnapshot)  # one per accounted turn
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -372,11 +372,29 @@ class ModelView(Sequence[T], Generic[T]):
         with _COUNTING:
             if isinstance(counted, tuple):
                 counted = self._pieces = []
+            cum = self._cum  # the prefix sums, extended as we go when they reach this far
+            sums = cum if isinstance(cum, list) and self._valid == len(counted) else None
+            totals = self._totals
             for i in range(len(counted), upto):
                 module, processor = _TRANSCRIPT if owners is None else owners[i]
                 pieces = measure(items[i], module, processor) if measure else ()
                 counted.append(pieces)
-                self._add(pieces, 1)
+                tokens = 0
+                for p in pieces:  # (the totals' additions inline: one message after another)
+                    if not isinstance(totals, dict):
+                        totals = self._totals = {}
+                    key = (p.source, p.module, p.processor)
+                    entry = totals.get(key)
+                    if entry is None:
+                        totals[key] = [p.chars, p.tokens]
+                    else:
+                        entry[0] += p.chars
+                        entry[1] += p.tokens
+                    tokens += p.tokens
+                if sums is not None:
+                    sums.append(sums[-1] + tokens)
+            if sums is not None:
+                self._valid = upto
 
     def _owned(self) -> list[tuple[str, str]]:
         """The owners of every entry, as a list to edit (made at the first owned entry)."""
