@@ -491,6 +491,23 @@ def test_the_fast_encoding_path_matches_the_adapter(event: Event) -> None:
     assert list(event_to_dict(event)) == list(expected)  # same key order on the wire
 
 
+@pytest.mark.parametrize("cost", [float("inf"), float("nan")])
+def test_usage_events_with_a_non_finite_cost_encode_as_the_adapter_does(cost: float) -> None:
+    """(The fast path for events with a Usage, beside the property test of finite ones.)"""
+    from pydantic import TypeAdapter
+
+    from mainspring.events import Event as EventUnion
+    from mainspring.events import TurnComplete, UsageEvent
+
+    usage = Usage(input_tokens=3, output_tokens=1, requests=1)
+    for event in (
+        UsageEvent(model="m", usage=usage, cost_usd=cost),
+        TurnComplete(stop_reason="end_turn", usage=usage, cost_usd=cost),
+    ):
+        expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
+        assert repr(event_to_dict(event)) == repr(expected)  # (nan != nan)
+
+
 def test_a_version_1_state_is_upgraded_on_load() -> None:
     """mainspring 0.1 stored a pause as ``paused`` and keyed the ledger ``"<turn>:<id>"``."""
     pending = encode(_pending("f00dfeed-0000-4000-8000-000000000002"))

@@ -24,8 +24,11 @@ from mainspring.events import (
     ToolProgress,
     ToolResult,
     ToolStart,
+    TurnComplete,
+    UsageEvent,
 )
 from mainspring.messages import Message
+from mainspring.usage import Usage
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -106,12 +109,36 @@ _FLAT: dict[type, tuple[str, ...]] = {
 }
 
 
+_USAGE_FIELDS = _flat_fields(Usage)
+
+# Events whose fields are JSON scalars or a Usage (every field an int): a run
+# emits two usage events and a turn_complete, so they too skip the adapter.
+_WITH_USAGE: dict[type, tuple[str, ...]] = {
+    cls: _flat_fields(cls) for cls in (UsageEvent, TurnComplete)
+}
+
+
 def event_to_dict(event: Event) -> dict[str, JsonValue]:
     """An event as a JSON object (its ``type`` included)."""
-    fields = _FLAT.get(type(event))
+    kind = type(event)
+    fields = _FLAT.get(kind)
     if fields is not None:
         return {name: getattr(event, name) for name in fields}
+    fields = _WITH_USAGE.get(kind)
+    if fields is not None:
+        return _with_usage(event, fields)
     data: dict[str, JsonValue] = _event_adapter().dump_python(event, mode="json")
+    return data
+
+
+def _with_usage(event: Event, fields: tuple[str, ...]) -> dict[str, JsonValue]:
+    """``event`` field by field, its Usage as an object."""
+    data: dict[str, JsonValue] = {}
+    for name in fields:
+        value = getattr(event, name)
+        if type(value) is Usage:
+            value = {field: getattr(value, field) for field in _USAGE_FIELDS}
+        data[name] = value
     return data
 
 
