@@ -27,7 +27,14 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
-from mainspring.messages import Message
+from mainspring.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from mainspring.usage import Usage
 
 if TYPE_CHECKING:
@@ -165,10 +172,35 @@ def event_from_json(text: str | bytes) -> Event:
         raise StoreError(f"not a valid event: {exc}") from exc
 
 
+# Message parts, encoded field by field (a store encodes every new message once):
+# their fields are JSON already, but for a tool result's images (image parts).
+# tests/test_codec.py checks this path gives exactly what the adapter gives.
+_PARTS: dict[type, tuple[str, ...]] = {
+    cls: _flat_fields(cls)
+    for cls in (TextPart, ImagePart, ToolCallPart, ToolResultPart, ThinkingPart)
+}
+
+
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
     """A message as a JSON object."""
-    data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
-    return data
+    parts: list[JsonValue] = []
+    for part in message.parts:
+        fields = _PARTS.get(type(part))
+        if fields is None:  # (not a part: the adapter says what is wrong)
+            data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
+            return data
+        encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
+        if type(part) is ToolResultPart:
+            encoded["images"] = [_part(image) for image in part.images]
+        parts.append(encoded)
+    return {"role": message.role, "parts": parts, "meta": message.meta}
+
+
+def _part(part: object) -> JsonValue:
+    fields = _PARTS.get(type(part))
+    if fields is None:
+        return _adapter(type(part)).dump_python(part, mode="json")  # type: ignore[no-any-return]
+    return {name: getattr(part, name) for name in fields}
 
 
 def message_from_dict(data: object) -> Message:
