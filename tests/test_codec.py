@@ -491,6 +491,41 @@ def test_the_fast_encoding_path_matches_the_adapter(event: Event) -> None:
     assert list(event_to_dict(event)) == list(expected)  # same key order on the wire
 
 
+@settings(max_examples=200, deadline=None, database=None)
+@given(message=messages)
+def test_the_fast_message_encoding_matches_the_adapter(message: Message) -> None:
+    from pydantic import TypeAdapter
+
+    expected = TypeAdapter(Message).dump_python(message, mode="json")
+    assert message_to_dict(message) == expected
+    assert json.dumps(message_to_dict(message)) == json.dumps(expected)  # key order too
+
+
+def test_the_fast_message_encoding_matches_the_adapter_for_every_part() -> None:
+    from pydantic import TypeAdapter
+
+    expected = TypeAdapter(Message).dump_python(EVERY_PART_MESSAGE, mode="json")
+    assert json.dumps(message_to_dict(EVERY_PART_MESSAGE)) == json.dumps(expected)
+    assert message_from_dict(message_to_dict(EVERY_PART_MESSAGE)) == EVERY_PART_MESSAGE
+
+
+@pytest.mark.parametrize("cost", [float("inf"), float("nan")])
+def test_usage_events_with_a_non_finite_cost_encode_as_the_adapter_does(cost: float) -> None:
+    """(The fast path for events with a Usage, beside the property test of finite ones.)"""
+    from pydantic import TypeAdapter
+
+    from mainspring.events import Event as EventUnion
+    from mainspring.events import TurnComplete, UsageEvent
+
+    usage = Usage(input_tokens=3, output_tokens=1, requests=1)
+    for event in (
+        UsageEvent(model="m", usage=usage, cost_usd=cost),
+        TurnComplete(stop_reason="end_turn", usage=usage, cost_usd=cost),
+    ):
+        expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
+        assert repr(event_to_dict(event)) == repr(expected)  # (nan != nan)
+
+
 def test_a_version_1_state_is_upgraded_on_load() -> None:
     """mainspring 0.1 stored a pause as ``paused`` and keyed the ledger ``"<turn>:<id>"``."""
     pending = encode(_pending("f00dfeed-0000-4000-8000-000000000002"))

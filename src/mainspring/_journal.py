@@ -152,15 +152,22 @@ class Journal:
                     # Group commit: let the run go on while it is busy (a burst of events
                     # from one step) and commit when it waits (on the model, on a tool);
                     # a few loop turns at most, so the client never waits on a busy run.
+                    # A closed relay (the run is over) has nothing more to wait for; an
+                    # empty one was taken by a commit of the run's own (a save).
                     quiet = 0
                     for _ in range(_GATHER_TURNS):
+                        if relay.closed:
+                            break
                         queued = len(relay)
                         await anyio.lowlevel.checkpoint()
+                        if not len(relay):
+                            break
                         quiet = quiet + 1 if len(relay) == queued else 0
                         if quiet == _QUIET_TURNS or relay.full:
                             break
-                    async with self._lock:
-                        await self._commit_pending(sync=False)
+                    if len(relay):
+                        async with self._lock:
+                            await self._commit_pending(sync=False)
                 await self._outbox.room()  # the consumer's pace, passed on to the run
         finally:
             self._outbox.close()

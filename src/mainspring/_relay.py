@@ -41,6 +41,11 @@ class Relay(Generic[T]):
         return len(self._items)
 
     @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (nothing more will be queued)."""
+        return self._closed
+
+    @property
     def full(self) -> bool:
         """Whether the queue holds ``limit`` items or more (never, without a limit)."""
         return self.limit is not None and len(self._items) >= self.limit

@@ -24,8 +24,18 @@ from mainspring.events import (
     ToolProgress,
     ToolResult,
     ToolStart,
+    TurnComplete,
+    UsageEvent,
 )
-from mainspring.messages import Message
+from mainspring.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from mainspring.usage import Usage
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -106,12 +116,36 @@ _FLAT: dict[type, tuple[str, ...]] = {
 }
 
 
+_USAGE_FIELDS = _flat_fields(Usage)
+
+# Events whose fields are JSON scalars or a Usage (every field an int): a run
+# emits two usage events and a turn_complete, so they too skip the adapter.
+_WITH_USAGE: dict[type, tuple[str, ...]] = {
+    cls: _flat_fields(cls) for cls in (UsageEvent, TurnComplete)
+}
+
+
 def event_to_dict(event: Event) -> dict[str, JsonValue]:
     """An event as a JSON object (its ``type`` included)."""
-    fields = _FLAT.get(type(event))
+    kind = type(event)
+    fields = _FLAT.get(kind)
     if fields is not None:
         return {name: getattr(event, name) for name in fields}
+    fields = _WITH_USAGE.get(kind)
+    if fields is not None:
+        return _with_usage(event, fields)
     data: dict[str, JsonValue] = _event_adapter().dump_python(event, mode="json")
+    return data
+
+
+def _with_usage(event: Event, fields: tuple[str, ...]) -> dict[str, JsonValue]:
+    """``event`` field by field, its Usage as an object."""
+    data: dict[str, JsonValue] = {}
+    for name in fields:
+        value = getattr(event, name)
+        if type(value) is Usage:
+            value = {field: getattr(value, field) for field in _USAGE_FIELDS}
+        data[name] = value
     return data
 
 
@@ -138,10 +172,35 @@ def event_from_json(text: str | bytes) -> Event:
         raise StoreError(f"not a valid event: {exc}") from exc
 
 
+# Message parts, encoded field by field (a store encodes every new message once):
+# their fields are JSON already, but for a tool result's images (image parts).
+# tests/test_codec.py checks this path gives exactly what the adapter gives.
+_PARTS: dict[type, tuple[str, ...]] = {
+    cls: _flat_fields(cls)
+    for cls in (TextPart, ImagePart, ToolCallPart, ToolResultPart, ThinkingPart)
+}
+
+
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
     """A message as a JSON object."""
-    data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
-    return data
+    parts: list[JsonValue] = []
+    for part in message.parts:
+        fields = _PARTS.get(type(part))
+        if fields is None:  # (not a part: the adapter says what is wrong)
+            data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
+            return data
+        encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
+        if type(part) is ToolResultPart:
+            encoded["images"] = [_part(image) for image in part.images]
+        parts.append(encoded)
+    return {"role": message.role, "parts": parts, "meta": message.meta}
+
+
+def _part(part: object) -> JsonValue:
+    fields = _PARTS.get(type(part))
+    if fields is None:
+        return _adapter(type(part)).dump_python(part, mode="json")  # type: ignore[no-any-return]
+    return {name: getattr(part, name) for name in fields}
 
 
 def message_from_dict(data: object) -> Message:

@@ -179,6 +179,72 @@ async def test_appenders_on_two_connections_share_one_gapless_log(tmp_path: Path
         await store.aclose()
 
 
+@pytest.mark.anyio
+async def test_events_appended_together_are_one_row_and_load_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "mainspring.db"
+    store = await SQLiteCheckpointStore.open(path)
+    await store.append("s", TextDelta(text="a"))
+    await store.append_many("s", [TextDelta(text=t) for t in "bcd"])
+    await store.append("s", TextDelta(text="e"))
+    await store.append_many("s", [TextDelta(text="f")])
+    assert texts(await store.load("s")) == list("abcdef")
+    rows = raw(path, "SELECT seq, data FROM mainspring_checkpoints ORDER BY seq")
+    assert [seq for seq, _ in rows] == [0, 1, 2, 3]
+    assert [data[0] for _, data in rows] == ["{", "[", "{", "{"]  # one event: an object
+    reader = await SQLiteCheckpointStore.open(path)  # another connection reads the same
+    assert texts(await reader.load("s")) == list("abcdef")
+    for each in (store, reader):
+        await each.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_version_1_file_is_upgraded_and_its_rows_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "mainspring.db"
+    await (await SQLiteCheckpointStore.open(path)).aclose()
+    raw(path, "UPDATE mainspring_meta SET value = '1' WHERE key = 'schema_version'")
+    for seq, text in enumerate("ab"):  # as version 1 wrote them: one row per event
+        raw(
+            path,
+            "INSERT INTO mainspring_checkpoints VALUES ('s', ?, ?, 1e12)",
+            (seq, f'{{"text":"{text}","type":"text_delta"}}'),
+        )
+    store = await SQLiteCheckpointStore.open(path)
+    assert raw(path, "SELECT value FROM mainspring_meta") == [(str(SCHEMA_VERSION),)]
+    assert SCHEMA_VERSION == 2
+    await store.append_many("s", [TextDelta(text="c"), TextDelta(text="d")])
+    assert texts(await store.load("s")) == list("abcd")
+    await store.aclose()
+
+
+BAD_BATCHES: list[str] = [
+    "[]",
+    "[42]",
+    '[{"text":"x","type":"text_delta"},{"type":"no_such_event"}]',
+    "[{",
+    '[{"text":"x","type":"text_delta"}]]',
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("bad", BAD_BATCHES, ids=range(len(BAD_BATCHES)))
+async def test_a_corrupt_batch_row_names_the_offset_of_its_first_event(
+    tmp_path: Path, bad: str
+) -> None:
+    path = tmp_path / "mainspring.db"
+    store = await SQLiteCheckpointStore.open(path)
+    await store.append_many("s", [TextDelta(text="a"), TextDelta(text="b")])
+    await store.append_many("s", [TextDelta(text="c"), TextDelta(text="d")])
+    await store.append("s", TextDelta(text="e"))
+    raw(
+        path, "UPDATE mainspring_checkpoints SET data = ? WHERE stream_id = 's' AND seq = 1", (bad,)
+    )
+    with pytest.raises(CheckpointCorrupt) as caught:
+        await store.load("s")
+    assert caught.value.offset == 2  # the events of the rows before it
+    assert len(raw(path, "SELECT 1 FROM mainspring_checkpoints")) == 3  # nothing dropped
+    await store.aclose()
+
+
 GARBAGE: list[object] = [
     "{not json",
     '{"type": "no_such_event"}',

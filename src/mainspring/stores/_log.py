@@ -1,7 +1,12 @@
-"""Decoding a stream's log, shared by every CheckpointStore."""
+"""Decoding a stream's log, shared by every CheckpointStore.
+
+A record is one event (a JSON object), or a batch of them: a JSON array of
+event objects (the SQLite store writes a commit's events as one row).
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from pydantic import JsonValue, ValidationError
@@ -18,19 +23,32 @@ def decode_log(stream_id: str, records: Iterable[str | bytes | JsonValue]) -> li
 
     Raises:
         CheckpointCorrupt: Naming the stream and the offset of the first bad
-            record; nothing after it is returned, nothing is skipped.
+            record (the number of events before it); nothing after it is
+            returned, nothing is skipped.
     """
     events: list[Event] = []
-    for offset, record in enumerate(records):
+    for record in records:
         try:
             if isinstance(record, str | bytes):
-                events.append(event_from_json(record))
+                if record[:1] in ("[", b"["):
+                    events.extend(_batch(record))
+                else:
+                    events.append(event_from_json(record))
             else:
                 events.append(event_from_dict(record))
         except (StoreError, ValidationError, ValueError, RecursionError) as exc:
+            offset = len(events)
             raise CheckpointCorrupt(
                 f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
                 stream_id=stream_id,
                 offset=offset,
             ) from exc
     return events
+
+
+def _batch(record: str | bytes) -> list[Event]:
+    """The events of one batch record, all or none."""
+    items = json.loads(record)
+    if not isinstance(items, list) or not items:
+        raise ValueError("a batch record is a non-empty JSON array of events")
+    return [event_from_dict(item) for item in items]

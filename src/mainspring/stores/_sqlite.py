@@ -268,7 +268,14 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
             f"SQLite store {str(path)!r} has schema version {version}, written by a newer"
             f" mainspring; this one reads up to version {SCHEMA_VERSION}: upgrade mainspring"
         )
-    # Older versions: none exist yet. A layout change adds its migration here.
+    if version < SCHEMA_VERSION:
+        # 1 -> 2: checkpoint rows may hold a batch (a JSON array); rows of version 1
+        # (one event each) load as they are. Recorded, so an older mainspring, which
+        # cannot read a batch, refuses the file instead of calling it corrupt.
+        conn.execute(
+            "UPDATE mainspring_meta SET value = ? WHERE key = 'schema_version'",
+            (str(SCHEMA_VERSION),),
+        )
 
 
 def _run_guarded(

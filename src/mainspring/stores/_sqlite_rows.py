@@ -49,26 +49,28 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Batch:
-    """Encoded events of one stream, ready to insert."""
+    """Encoded events of one stream, ready to insert as one row."""
 
     stream_id: str
-    data: list[str]
+    data: str
+    """One event's JSON object, or several events' JSON array (see ``_log``)."""
     now: float
     sweep_ttl: float | None
     """With a TTL, also delete the logs it expired."""
 
 
+APPEND = (
+    "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at)"
+    " SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2, ?3 FROM mainspring_checkpoints"
+    " WHERE stream_id = ?1"
+)
+"""One row at the stream's next ``seq``, taken under the write lock (one statement)."""
+
+
 def append_rows(conn: sqlite3.Connection, batch: Batch) -> None:
-    """Insert a batch inside the caller's transaction."""
-    stream_id, now = batch.stream_id, batch.now
-    (base,) = conn.execute(
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM mainspring_checkpoints WHERE stream_id = ?",
-        (stream_id,),
-    ).fetchone()
-    conn.executemany(
-        "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at) VALUES (?, ?, ?, ?)",
-        [(stream_id, base + i, item, now) for i, item in enumerate(batch.data)],
-    )
+    """Insert a batch (one row) inside the caller's transaction."""
+    now = batch.now
+    conn.execute(APPEND, (batch.stream_id, batch.data, now))
     if batch.sweep_ttl is not None:
         conn.execute(
             "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("

@@ -43,8 +43,13 @@ __all__ = [
     "SpendLedger",
 ]
 
-SCHEMA_VERSION = 1
-"""Version of the persisted layout; a store written by a newer one refuses to open."""
+SCHEMA_VERSION = 2
+"""Version of the persisted layout; a store written by a newer one refuses to open.
+
+2: a SQLite checkpoint row may hold several events (a JSON array); a SQLite file
+of version 1 is upgraded when opened (its rows load as they are). The other
+stores' layouts are those of version 1.
+"""
 
 
 @runtime_checkable

@@ -18,7 +18,10 @@ Open one object per store and process; several processes may share the file.
 Tables, created when missing:
 
 - ``mainspring_meta``: the layout version (:data:`~mainspring.stores.base.SCHEMA_VERSION`).
-- ``mainspring_checkpoints``: one row per event, ``(stream_id, seq)``.
+- ``mainspring_checkpoints``: one row per append, ``(stream_id, seq)``: an event's
+  JSON object, or the JSON array of the events appended together (``append_many``,
+  a run's commit; schema version 2 — version 1 wrote one row per event, and both
+  load).
 - ``mainspring_sessions``: one row per session, the state without its transcript,
   decisions and write ledger; ``mainspring_messages``: the transcript, one row per
   message; ``mainspring_decisions``: keyed ``(session_id, attempt_id)``, so a
@@ -85,8 +88,9 @@ __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 class SQLiteCheckpointStore:
     """Event logs in a table, each expiring ``ttl`` seconds after its last append.
 
-    An append is one ``INSERT`` that takes the next ``seq`` of its stream under
-    SQLite's write lock, so appenders in several processes never collide.
+    An append is one ``INSERT`` of one row (several events: a JSON array) that
+    takes the next ``seq`` of its stream under SQLite's write lock, so
+    appenders in several processes never collide.
     ``synchronous=NORMAL``: a commit survives the process crashing, and the last
     ones may roll back on power loss, when the clients lose their streams too.
 
@@ -124,7 +128,7 @@ class SQLiteCheckpointStore:
         await self.append_many(stream_id, (event,))
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
-        """Append events in order, in one transaction and one thread hop."""
+        """Append events in order, in one transaction, as one row."""
         check_text("stream_id", stream_id)
         for event in events:
             check_type("event", event, Event)
@@ -135,7 +139,10 @@ class SQLiteCheckpointStore:
     def _batch(self, stream_id: str, events: Sequence[Event]) -> Batch:
         """Encode events for :func:`append_rows` (on the event loop: events are small)."""
         with encoding(f"an event of stream {stream_id!r}"):
-            data = [dumps(event_to_dict(event)) for event in events]
+            if len(events) == 1:
+                data = dumps(event_to_dict(events[0]))
+            else:  # one row: one JSON array, encoded in one call
+                data = dumps([event_to_dict(event) for event in events])
         now = self._clock()
         sweep = now >= self._next_sweep and math.isfinite(self._ttl)
         if sweep:
