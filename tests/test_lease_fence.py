@@ -112,3 +112,36 @@ async def test_a_lease_lost_while_a_read_runs_stops_the_run_with_lease_lost(
     assert await stores.locks.holder(session.session_id) == "intruder"
     assert not session.running
     await stores.aclose()
+
+
+async def test_a_run_longer_than_its_lease_keeps_renewing_it(stores_url: str) -> None:
+    """The lease is renewed every third of its time to live: no other worker can take it."""
+    stores = await open_stores(stores_url)
+    assert stores.locks is not None
+    holder: dict[str, Session] = {}
+    taken: list[bool] = []
+
+    @tool(read_only=True)
+    async def slow_read() -> str:
+        """Outlast the lease several times over, trying to take the session meanwhile."""
+        session = holder["session"]
+        assert stores.locks is not None
+        for _ in range(6):
+            await anyio.sleep(0.15)
+            taken.append(await stores.locks.acquire(session.session_id, "intruder", ttl=60))
+        return "read"
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
+        if not any(m.role == "tool" for m in messages):
+            return ScriptedResponse(tool_calls=[ScriptedCall("slow_read", {})])
+        return "done"
+
+    agent = Agent(model=ScriptedModel(script), tools=[slow_read], name="renew")
+    session = holder["session"] = Session(agent, **stores.session_kwargs(), lock_ttl=0.3)
+    with anyio.fail_after(10):
+        events = [event async for event in session.send("go")]
+    check_events(events)
+    assert events[-1].type == "turn_complete"
+    assert taken == [False] * 6  # held all along (0.9 s, three lease lifetimes)
+    assert await stores.locks.holder(session.session_id) is None  # released at the end
+    await stores.aclose()
