@@ -148,19 +148,26 @@ async def test_writes_run_serially_in_model_order_after_the_reads() -> None:
 
 
 async def test_results_keep_model_order_when_reads_finish_in_reverse() -> None:
-    @tool(read_only=True)
-    async def nap(seconds: float) -> str:
-        """Sleep, then report."""
-        await anyio.sleep(seconds)
-        return f"slept {seconds}"
+    # Each read waits for the one after it to finish: they can only all finish
+    # if they run at once, and they finish last-to-first whatever the load.
+    finished_flags = [anyio.Event() for _ in range(3)]
 
-    calls = [ScriptedCall("nap", {"seconds": s}) for s in (0.03, 0.02, 0.0)]
+    @tool(read_only=True)
+    async def wait_for_next(rank: int) -> str:
+        """Wait until the read ranked one lower finished, then report."""
+        if rank > 0:
+            await finished_flags[rank - 1].wait()
+        finished_flags[rank].set()
+        return f"rank {rank}"
+
+    calls = [ScriptedCall("wait_for_next", {"rank": r}) for r in (2, 1, 0)]
     model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
-    session = Session(Agent(model=model, tools=[nap]))
-    events = await send(session, "go")
+    session = Session(Agent(model=model, tools=[wait_for_next]))
+    with anyio.fail_after(10):  # (reads run one at a time: they would wait forever)
+        events = await send(session, "go")
     finished = [e.content for e in events if isinstance(e, ToolResult)]
-    assert finished == ["slept 0.0", "slept 0.02", "slept 0.03"]
-    assert [p.content for p in results_of(session)] == ["slept 0.03", "slept 0.02", "slept 0.0"]
+    assert finished == ["rank 0", "rank 1", "rank 2"]
+    assert [p.content for p in results_of(session)] == ["rank 2", "rank 1", "rank 0"]
 
 
 async def test_sync_tools_run_and_report_progress_and_canvas() -> None:

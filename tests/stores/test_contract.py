@@ -135,6 +135,7 @@ _EDITS = st.lists(
         st.tuples(st.just("append"), st.lists(strategies.messages, min_size=1, max_size=3)),
         st.tuples(st.just("cut"), st.integers(min_value=0, max_value=6)),
         st.tuples(st.just("replace"), strategies.messages),
+        st.tuples(st.just("rewrite"), st.tuples(st.integers(0, 6), strategies.messages)),
     ),
     max_size=6,
 )
@@ -144,11 +145,12 @@ _EDITS = st.lists(
 @given(edits=_EDITS)
 async def test_every_save_of_an_edited_transcript_loads_back_as_saved(
     session_stores: tuple[SessionStore, SessionStore],
-    edits: list[tuple[str, int | list[Message] | Message]],
+    edits: list[tuple[str, int | list[Message] | Message | tuple[int, Message]]],
 ) -> None:
     # Saves write only what the store lacks: after appends, a cut history, the
-    # last message replaced, the same list mutated after a save, saves by two
-    # workers in turn, each load gives exactly the transcript last saved.
+    # last message replaced, an earlier one rewritten (the last one unchanged),
+    # the same list mutated after a save, saves by two workers in turn, each
+    # load gives exactly the transcript last saved.
     one, two = session_stores
     state = SessionState(session_id="edited", agent_name="a", messages=[Message.user("hi")])
     await one.save(state)
@@ -159,6 +161,11 @@ async def test_every_save_of_an_edited_transcript_loads_back_as_saved(
         elif edit[0] == "cut":
             assert isinstance(edit[1], int)
             del state.messages[edit[1] :]
+        elif edit[0] == "rewrite":
+            assert isinstance(edit[1], tuple)
+            index, message = edit[1]
+            if index < len(state.messages):
+                state.messages[index] = message
         elif state.messages:
             assert isinstance(edit[1], Message)
             state.messages[-1] = edit[1]
@@ -168,6 +175,21 @@ async def test_every_save_of_an_edited_transcript_loads_back_as_saved(
             loaded = await store.load("edited")
             assert loaded is not None and loaded.messages == state.messages
     await one.delete("edited")
+
+
+async def test_an_earlier_message_rewritten_is_stored_though_the_last_is_unchanged(
+    session_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    one, two = session_stores
+    messages = [Message.user("pay Ann 10"), Message.assistant("paid"), Message.user("thanks")]
+    state = SessionState(session_id="mid-edit", agent_name="a", messages=messages)
+    await one.save(state)
+    for saver in (one, two):  # the worker that saved, and one that knows nothing of it
+        state.messages[1] = Message.assistant(f"refunded ({saver is one})")
+        await saver.save(state)
+        for store in (one, two):
+            loaded = await store.load("mid-edit")
+            assert loaded is not None and loaded.messages == state.messages
 
 
 async def test_a_new_message_that_cannot_be_stored_changes_nothing(

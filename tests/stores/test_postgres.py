@@ -233,6 +233,29 @@ async def test_save_inserts_only_the_new_messages(
     assert await rows(raw, stamps) == after
 
 
+async def test_an_earlier_message_rewritten_rewrites_the_rows_from_it_on(
+    store: PostgresSessionStore,
+    raw: psycopg.AsyncConnection[tuple[object, ...]],
+    postgres_url: str,
+) -> None:
+    stamps = "SELECT seq, xmin::text FROM mainspring_messages WHERE session_id = 's' ORDER BY seq"
+    state = state_with("one", "two", "three")
+    await store.save(state)
+    before = await rows(raw, stamps)
+    state.messages[1] = Message.assistant("TWO")  # the last message stays as it was
+    await store.save(state)
+    after = await rows(raw, stamps)
+    assert after[0] == before[0] and after[1][1] != before[1][1]
+    other = await PostgresSessionStore.open(postgres_url)  # a worker that knows nothing
+    try:
+        state.messages[1] = Message.assistant("two again")
+        await other.save(state)
+        loaded = await store.load("s")
+        assert loaded is not None and loaded.messages == state.messages
+    finally:
+        await other.aclose()
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(transcript=st.lists(strategies.messages, max_size=6), keep=st.integers(0, 6))
 async def test_random_transcripts_round_trip_as_they_grow_and_shrink(

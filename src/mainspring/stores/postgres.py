@@ -14,7 +14,8 @@ Tables are created when missing, in the connection's first schema on
 - ``mainspring_sessions``: one row per session, the state without its
   transcript, decisions and write ledger.
 - ``mainspring_messages``: the transcript, one row per message; ``save``
-  inserts only the messages not stored yet.
+  inserts only the messages not stored yet, and rewrites the stored ones
+  from the first that differs from the state's.
 - ``mainspring_decisions``: keyed by ``(session_id, attempt_id)``, so a
   decision is claimed once, by whichever worker inserts it first.
 - ``mainspring_writes``: the write ledger, upserted by ``(session_id, key)``.
@@ -34,8 +35,10 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Self
 
 import anyio
@@ -53,7 +56,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from mainspring.codec import encode, message_from_dict, message_to_dict
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
+from mainspring.stores._transcript import common_prefix
 from mainspring.stores.base import SCHEMA_VERSION, SpendKind
 
 __all__ = ["PostgresSessionStore"]
@@ -128,13 +133,34 @@ _INSERT_WRITE = """
 """
 
 
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What this store object knows is stored as a session's transcript."""
+
+    revision: str
+    """The session row's ``xmin`` after this object's save or load: the
+    transaction that wrote it last. Every save rewrites the row (in any
+    mainspring version), so an unchanged ``xmin`` means nobody saved since."""
+    messages: Sequence[Message]
+
+
 def _dumps(data: JsonValue) -> str:
     # json escapes control characters, so NUL is stored as the six characters \u0000.
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class PostgresSessionStore:
-    """Session states in PostgreSQL tables: an append-only transcript, atomic claims."""
+    """Session states in PostgreSQL tables: an append-only transcript, atomic claims.
+
+    ``save`` remembers what it stored or loaded for the last
+    :attr:`CACHE_SIZE` sessions, with the session row's revision; while
+    nobody else saved since, it compares the state's messages with those by
+    reference. Otherwise it compares the stored transcript with the state's
+    and rewrites it from the first message that differs.
+    """
+
+    CACHE_SIZE = 256
+    """Sessions whose stored transcript this object remembers (message references)."""
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
         """Prepare a store on ``url`` without connecting; use :meth:`open`."""
@@ -150,6 +176,7 @@ class PostgresSessionStore:
         self._connect_timeout = connect_timeout
         self._conn: _Connection | None = None
         self._lock = anyio.Lock()
+        self._known: OrderedDict[str, _Stored] = OrderedDict()
 
     @classmethod
     async def open(cls, url: str, *, connect_timeout: int = 10) -> Self:
@@ -240,61 +267,106 @@ class PostgresSessionStore:
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL at {self._where}: {action} failed: {exc}") from exc
 
+    def _remember(self, session_id: str, stored: _Stored | None) -> None:
+        self._known.pop(session_id, None)
+        if stored is not None:
+            self._known[session_id] = stored
+            while len(self._known) > self.CACHE_SIZE:
+                self._known.popitem(last=False)
+
     async def save(self, state: SessionState) -> None:
         """Write the state in one transaction (recorded decisions and ledger entries are kept).
 
-        Only messages not stored yet are inserted. The stored transcript is
-        rewritten when the state has fewer messages than stored, or a
-        different message where the stored transcript ends.
+        Only messages not stored yet are inserted; the stored transcript is
+        rewritten from the first message that differs from the state's.
         """
         sid = state.session_id
         header = encode(dataclasses.replace(state, messages=[], decided={}, writes={}))
         decisions = [(sid, attempt_id, d) for attempt_id, d in state.decided.items()]
         writes = [(sid, key, _dumps(encode(record))) for key, record in state.writes.items()]
-        async with self._use(f"save of session {sid!r}") as conn, conn.transaction():
-            # The upsert locks the session's row: saves of one session run one at a time.
-            await conn.execute(
-                "INSERT INTO mainspring_sessions (session_id, data) VALUES (%s, %s)"
-                " ON CONFLICT (session_id) DO UPDATE SET data = EXCLUDED.data",
-                (sid, _dumps(header)),
-            )
-            start = await self._stored_prefix(conn, state)
-            if start < len(state.messages):
+        messages = list(state.messages)
+        known = self._known.get(sid)
+        self._remember(sid, None)  # until this save is known to have committed
+        async with self._use(f"save of session {sid!r}") as conn:
+            async with conn.transaction():
+                # Writing the session's row locks it: saves of one session run one at a time.
+                revision, unchanged = await self._write_header(conn, sid, _dumps(header), known)
+                if unchanged:  # the stored messages are the ones this object remembers
+                    assert known is not None
+                    start = await self._cut(conn, sid, messages, known.messages)
+                else:
+                    start = await self._compared_prefix(conn, sid, messages)
+                if start < len(messages):
+                    async with conn.cursor() as cur:
+                        await cur.executemany(
+                            "INSERT INTO mainspring_messages (session_id, seq, data)"
+                            " VALUES (%s, %s, %s)",
+                            [
+                                (sid, seq, _dumps(message_to_dict(messages[seq])))
+                                for seq in range(start, len(messages))
+                            ],
+                        )
                 async with conn.cursor() as cur:
-                    await cur.executemany(
-                        "INSERT INTO mainspring_messages (session_id, seq, data)"
-                        " VALUES (%s, %s, %s)",
-                        [
-                            (sid, seq, _dumps(message_to_dict(state.messages[seq])))
-                            for seq in range(start, len(state.messages))
-                        ],
-                    )
-            async with conn.cursor() as cur:
-                if decisions:
-                    await cur.executemany(_INSERT_DECISION, decisions)
-                if writes:
-                    await cur.executemany(_INSERT_WRITE, writes)
+                    if decisions:
+                        await cur.executemany(_INSERT_DECISION, decisions)
+                    if writes:
+                        await cur.executemany(_INSERT_WRITE, writes)
+        self._remember(sid, _Stored(revision, messages))
 
     @staticmethod
-    async def _stored_prefix(conn: _Connection, state: SessionState) -> int:
-        """How many of the state's messages are stored already (deleting the rest if stale)."""
+    async def _write_header(
+        conn: _Connection, sid: str, header: str, known: _Stored | None
+    ) -> tuple[str, bool]:
+        """Write the session's row: its new revision, and whether nobody wrote it since.
+
+        Nobody did when its revision is still the one this object's last save
+        or load of the session saw.
+        """
+        if known is not None:
+            cur = await conn.execute(
+                "UPDATE mainspring_sessions SET data = %s"
+                " WHERE session_id = %s AND xmin::text = %s RETURNING xmin::text",
+                (header, sid, known.revision),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                return str(row[0]), True
         cur = await conn.execute(
-            "SELECT seq, data FROM mainspring_messages WHERE session_id = %s"
-            " ORDER BY seq DESC LIMIT 1",
-            (state.session_id,),
+            "INSERT INTO mainspring_sessions (session_id, data) VALUES (%s, %s)"
+            " ON CONFLICT (session_id) DO UPDATE SET data = EXCLUDED.data RETURNING xmin::text",
+            (sid, header),
         )
-        last = await cur.fetchone()
-        if last is None:
-            return 0
-        stored = int(str(last[0])) + 1
-        if stored <= len(state.messages) and last[1] == _dumps(
-            message_to_dict(state.messages[stored - 1])
-        ):
-            return stored
+        row = await cur.fetchone()
+        assert row is not None  # (an upsert returns its row)
+        return str(row[0]), False
+
+    @staticmethod
+    async def _cut(
+        conn: _Connection, sid: str, messages: Sequence[Message], stored: Sequence[Message]
+    ) -> int:
+        """The stored prefix, comparing references with what is known stored (rows past it go)."""
+        keep = common_prefix(messages, stored)
+        if keep < len(stored):
+            await conn.execute(
+                "DELETE FROM mainspring_messages WHERE session_id = %s AND seq >= %s", (sid, keep)
+            )
+        return keep
+
+    @staticmethod
+    async def _compared_prefix(conn: _Connection, sid: str, messages: Sequence[Message]) -> int:
+        """The stored prefix, comparing the stored rows' JSON with the state's (rows past it go)."""
+        cur = await conn.execute(
+            "SELECT data FROM mainspring_messages WHERE session_id = %s ORDER BY seq", (sid,)
+        )
+        keep = 0
+        async for (data,) in cur:
+            if keep >= len(messages) or str(data) != _dumps(message_to_dict(messages[keep])):
+                break
+            keep += 1
         await conn.execute(
-            "DELETE FROM mainspring_messages WHERE session_id = %s", (state.session_id,)
+            "DELETE FROM mainspring_messages WHERE session_id = %s AND seq >= %s", (sid, keep)
         )
-        return 0
+        return keep
 
     async def load(self, session_id: str) -> SessionState | None:
         """The saved state with every recorded decision and ledger entry, or ``None``.
@@ -306,10 +378,12 @@ class PostgresSessionStore:
             # One snapshot for the four reads, even while another worker saves.
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cur = await conn.execute(
-                "SELECT data FROM mainspring_sessions WHERE session_id = %s", (session_id,)
+                "SELECT data, xmin::text FROM mainspring_sessions WHERE session_id = %s",
+                (session_id,),
             )
             header = await cur.fetchone()
             if header is None:
+                self._remember(session_id, None)
                 return None
             cur = await conn.execute(
                 "SELECT data FROM mainspring_messages WHERE session_id = %s ORDER BY seq",
@@ -336,10 +410,12 @@ class PostgresSessionStore:
             raise StoreError(
                 f"PostgreSQL at {self._where}: stored session {session_id!r} is unreadable: {exc}"
             ) from exc
+        self._remember(session_id, _Stored(str(header[1]), list(state.messages)))
         return state
 
     async def delete(self, session_id: str) -> None:
         """Forget a session and everything recorded for it."""
+        self._remember(session_id, None)
         async with self._use(f"delete of session {session_id!r}") as conn, conn.transaction():
             for statement in _DELETES:
                 await conn.execute(statement, (session_id,))
