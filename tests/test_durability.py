@@ -312,3 +312,26 @@ async def test_when_the_last_commit_fails_the_lease_is_still_dropped(tmp_path: P
     assert not session.running
     assert await stores.locks.holder(session.session_id) is None
     await stores.aclose()
+
+
+@pytest.mark.parametrize("locked", [False, True])
+async def test_a_session_named_again_continues_the_stored_history(locked: bool) -> None:
+    # A host that builds Session(agent, session_id=...) again, instead of
+    # Session.load, must not overwrite what the store holds for that id.
+    store = InMemorySessionStore()
+    lock = InMemoryRunLock() if locked else None
+    model = ScriptedModel(["first answer", "second answer"])
+    agent = Agent(model=model)
+    first = Session(agent, session_id="alice", session_store=store, run_lock=lock)
+    await collect(first.send("first question"))
+    again = Session(agent, session_id="alice", session_store=store, run_lock=lock)
+    await collect(again.send("second question"))
+    stored = await store.load("alice")
+    assert stored is not None
+    assert [m.text for m in stored.messages] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+    ]
+    assert stored.turn_index == 2

@@ -99,6 +99,7 @@ class SessionRuns:
     _live_stream: str | None
     _lease_lost: bool
     _unstored: bool
+    _unchecked: bool
     _leased_at: float
 
     if TYPE_CHECKING:
@@ -144,8 +145,11 @@ class SessionRuns:
     async def _acquire(self) -> None:
         # No other worker can know a session nothing stored yet: its first run needs no reload.
         unstored, self._unstored = self._unstored, False
+        unchecked, self._unchecked = self._unchecked, False
         lock = self.run_lock
         if lock is None:
+            if unchecked:  # named, not loaded: a store may hold it already
+                await self._catch_up()
             return
         while not await lock.acquire(self.session_id, self.owner, ttl=self.lock_ttl):
             if self.when_busy == "error":
@@ -155,11 +159,16 @@ class SessionRuns:
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
         self._leased_at = anyio.current_time()
-        if self.session_store is not None and not unstored:
-            # Another worker may have moved the session on since we loaded it.
-            fresh = await self.session_store.load(self.session_id)
-            if fresh is not None and fresh != self._state:
-                await self._reset(fresh)
+        if not unstored:
+            await self._catch_up()  # another worker may have moved the session on
+
+    async def _catch_up(self) -> None:
+        """Continue from the stored state when it differs from this object's."""
+        if self.session_store is None:
+            return
+        fresh = await self.session_store.load(self.session_id)
+        if fresh is not None and fresh != self._state:
+            await self._reset(fresh)
 
     async def _reset(self, state: SessionState) -> None:
         self._state = state

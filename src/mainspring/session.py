@@ -96,7 +96,10 @@ class Session(SessionRuns):
         Args:
             agent: The agent that runs it.
             session_id: Defaults to a new UUID4 (then no store holds the session
-                before its first run, which skips reloading it).
+                before its first run, which skips reloading it). A name the
+                session store holds already continues that session: its first
+                run starts from the stored state (as :meth:`load` would), not
+                from ``messages``.
             messages: Prior history to continue from.
             checkpoint_store: Appends every yielded event (and starts each
                 stream with ``stream_started``), so streams can be resumed.
@@ -167,9 +170,11 @@ class Session(SessionRuns):
         self._lease_lost = False
         """Whether the current run lost its lock (it then records nothing more)."""
         self._unstored = state is None and session_id is None
+        """Whether no store can hold this session yet: it drew its own id and never saved."""
+        self._unchecked = state is None and session_id is not None
+        """Whether the session was named but not loaded: its first run looks in the store."""
         self._leased_at = 0.0
         """When the current run took the run lock's lease (``anyio.current_time()``)."""
-        """Whether no store can hold this session yet: it drew its own id and never saved."""
 
     @classmethod
     async def load(
