@@ -1,4 +1,15 @@
-"""A faster ``__init__`` for the engine's hot frozen, slotted dataclasses.
+"""Cheaper frozen, slotted dataclasses: faster to build, and faster to define.
+
+:func:`dataclass` is ``dataclasses.dataclass`` for the package's own modules.
+For a frozen, slotted class it gives the same class (``fields``,
+``replace``, ``__match_args__``, immutability, equality, hashing, ``repr``,
+copying and pickling as the dataclass's) without compiling six methods per
+class: Python's dataclasses ``exec`` the source of each, which was most of
+the cost of importing mainspring. Its equality, hash and ``repr`` are shared
+functions over each class's fields; its ``__init__`` is generated as below.
+Any other class goes to ``dataclasses.dataclass`` unchanged.
+
+:func:`fast_init` speeds up construction:
 
 A frozen dataclass sets each field through ``object.__setattr__`` (frozen
 classes refuse their own ``__setattr__``), a lookup and a call per field that
@@ -12,27 +23,57 @@ through those descriptors. The instances are the same: equality, hashing,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from typing import Any, TypeVar
+import inspect
+import reprlib
+from collections.abc import Callable
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["ORIGINAL", "fast_init"]
+__all__ = ["ORIGINAL", "RECORDS", "dataclass", "fast_init"]
 
 T = TypeVar("T")
 
 ORIGINAL: dict[type, Any] = {}
 """Each class's own dataclass ``__init__`` (the tests check the two agree)."""
 
-_FACTORY = object()
+RECORDS: list[type] = []
+"""The classes :func:`dataclass` made without compiling the dataclass's methods
+(the tests check each against a class the standard decorator makes)."""
+
+_OWN = ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__", "__getstate__")
+"""Methods a class may write itself: such a class goes to the standard decorator."""
+
+
+class _Factory:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"  # (as the dataclass's signature shows it)
+
+
+_FACTORY = _Factory()
 """The default of a field with a default factory (as dataclasses does it)."""
 
 
 def fast_init(cls: type[T]) -> type[T]:
     """Replace ``cls.__init__`` (a frozen, slotted dataclass) with a faster equivalent."""
+    if cls in RECORDS:
+        return cls  # (its __init__ is the fast one already)
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     if not (dataclasses.is_dataclass(cls) and params.frozen and params.init):
         raise TypeError(f"{cls.__name__} is not a frozen dataclass with an __init__")
     if "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} has no slots")
+    init = _make_init(cls)
+    init.__doc__ = cls.__init__.__doc__
+    ORIGINAL[cls] = cls.__init__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
+def _make_init(cls: type) -> Callable[..., None]:
     fields = [f for f in dataclasses.fields(cls) if f.init]
     if len(fields) != len(dataclasses.fields(cls)) or any(
         isinstance(f.type, dataclasses.InitVar) for f in fields
@@ -62,9 +103,119 @@ def fast_init(cls: type[T]) -> type[T]:
     params_text = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     source = f"def __init__({params_text}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, namespace)
-    init = namespace["__init__"]
+    init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__doc__ = cls.__init__.__doc__
-    ORIGINAL[cls] = cls.__init__
-    cls.__init__ = init  # type: ignore[method-assign]
-    return cls
+    init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
+    return init
+
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as dataclass
+else:
+
+    def dataclass(cls=None, /, **options):
+        """``dataclasses.dataclass``; a frozen, slotted class is made without compiling."""
+
+        def wrap(cls):
+            if _plain_record(cls, options):
+                return _record(cls, options)
+            return dataclasses.dataclass(cls, **options)
+
+        return wrap if cls is None else wrap(cls)
+
+
+def _plain_record(cls: type, options: dict[str, Any]) -> bool:
+    """Whether ``cls`` is frozen and slotted and asks nothing else of the decorator."""
+    if not (options.get("frozen") and options.get("slots")):
+        return False
+    if not all(options.get(name, True) for name in ("init", "repr", "eq")):
+        return False
+    if any(options.get(name) for name in ("order", "unsafe_hash", "weakref_slot")):
+        return False
+    if any(name in cls.__dict__ for name in _OWN) or cls.__dict__.get("__hash__") is not None:
+        return False
+    if any(dataclasses.is_dataclass(base) for base in cls.__mro__[1:]):
+        return False
+    notes = inspect.get_annotations(cls)
+    return not any("InitVar" in str(note) or "ClassVar" in str(note) for note in notes.values())
+
+
+def _record(cls: type, options: dict[str, Any]) -> type:
+    made: type = dataclasses.dataclass(  # fields, slots and __match_args__ only
+        cls,
+        init=False,
+        repr=False,
+        eq=False,
+        frozen=False,
+        slots=True,
+        kw_only=options.get("kw_only", False),
+        match_args=options.get("match_args", True),
+    )
+    params = copy.copy(made.__dataclass_params__)  # type: ignore[attr-defined]
+    params.init = params.repr = params.eq = params.frozen = True  # what it is, as made here
+    made.__dataclass_params__ = params  # type: ignore[attr-defined]
+    for name, method in _methods(made).items():
+        method.__qualname__ = f"{made.__qualname__}.{name}"
+        setattr(made, name, method)
+    RECORDS.append(made)
+    return made
+
+
+def _methods(made: type) -> dict[str, Callable[..., Any]]:
+    """The dataclass's methods for ``made``, as shared functions over its fields."""
+    fields = dataclasses.fields(made)
+    names = frozenset(f.name for f in fields)
+    compared = _key([f.name for f in fields if f.compare])
+    hashed = _key([f.name for f in fields if (f.compare if f.hash is None else f.hash)])
+    shown = [f.name for f in fields if f.repr]
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is made or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)  # (a name outside the fields, on a subclass)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is made or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return bool(compared(self) == compared(other))
+        return NotImplemented
+
+    def __hash__(self: Any) -> int:
+        return hash(hashed(self))
+
+    @reprlib.recursive_repr()
+    def __repr__(self: Any) -> str:
+        shown_fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
+        return f"{self.__class__.__qualname__}({shown_fields})"
+
+    def __getstate__(self: Any) -> list[Any]:
+        return [getattr(self, f.name) for f in fields]
+
+    def __setstate__(self: Any, state: list[Any]) -> None:
+        for f, value in zip(fields, state, strict=True):
+            object.__setattr__(self, f.name, value)
+
+    return {
+        "__setattr__": __setattr__,
+        "__delattr__": __delattr__,
+        "__eq__": __eq__,
+        "__hash__": __hash__,
+        "__repr__": __repr__,
+        "__getstate__": __getstate__,
+        "__setstate__": __setstate__,
+        "__init__": _make_init(made),
+    }
+
+
+def _key(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The fields' values as a tuple (as the dataclass compares and hashes them)."""
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    if not names:
+        return lambda obj: ()
+    return attrgetter(*names)  # (a tuple for two names or more)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
+from mainspring._frozen import dataclass
 from mainspring._lazy import lazy_module
 from mainspring.context.options import ContextOptions
 from mainspring.errors import ConfigError

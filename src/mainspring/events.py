@@ -9,10 +9,10 @@ terminal event: ``turn_complete`` or ``error``. A paused turn ends with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import fast_init
+from mainspring._frozen import dataclass, fast_init
 from mainspring._json import JsonValue
 from mainspring.thinking import EvalItem
 from mainspring.usage import Usage

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
+from mainspring._frozen import dataclass
 from mainspring.events import Finding
 from mainspring.models.base import ModelRequest
 from mainspring.tools.define import Tool, ToolOutput

@@ -10,10 +10,10 @@ a store. JSON goes through :mod:`mainspring.codec`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import fast_init
+from mainspring._frozen import dataclass, fast_init
 from mainspring._json import JsonValue
 
 __all__ = [

@@ -17,9 +17,9 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 from mainspring.events import Finding

@@ -18,7 +18,8 @@ in what it keeps, and never raises: text without the marker has no summary.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from mainspring._frozen import dataclass
 
 __all__ = ["MAX_EVAL_ITEMS", "EvalItem", "parse_eval_summary"]
 

@@ -8,9 +8,7 @@ subset, not an addition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mainspring._frozen import fast_init
+from mainspring._frozen import dataclass, fast_init
 
 __all__ = ["Usage"]
 

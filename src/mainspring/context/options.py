@@ -8,9 +8,9 @@ Agent(model=..., context=ContextOptions(budget=100_000, summarizer=model_summari
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mainspring._frozen import dataclass
 from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:

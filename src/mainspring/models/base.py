@@ -10,10 +10,10 @@ engine can start reads mid-stream), usage, and exactly one final
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from mainspring._frozen import fast_init
+from mainspring._frozen import dataclass, fast_init
 from mainspring._json import JsonValue
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import Message

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
+from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
 from mainspring.errors import ConfigError, ModelError, ModelOutputError
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta

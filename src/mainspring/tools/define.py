@@ -13,9 +13,10 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
 from mainspring._lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
+from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 
