@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"worker exited with {process.returncode}")
+            output = log.read_text(errors="replace")[-2000:]
+            raise WorkerExited(f"worker exited with {process.returncode}:\n{output}")
         try:
             if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
                 return
@@ -35,6 +36,16 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError("worker did not become ready")
+
+
+class WorkerExited(RuntimeError):
+    """A worker process ended before it was ready (its output is the message)."""
+
+
+def _lost_its_port(error: WorkerExited) -> bool:
+    """Whether another process took the free port between its pick and the bind."""
+    text = str(error).lower()
+    return "address already in use" in text or "errno 98" in text
 
 
 @pytest.fixture
@@ -52,8 +63,9 @@ def workers(
     processes: list[subprocess.Popen[bytes]] = []
     urls: list[str] = []
     logs: list[Any] = []
-    try:
-        for _ in range(2):
+
+    def start() -> None:
+        for attempt in range(3):
             port = free_port()
             command = [
                 sys.executable, "-m", "mainspring", "serve", "tests.server.worker_agent:agent",
@@ -61,14 +73,27 @@ def workers(
                 "--checkpoints", redis_server.url, "--locks", redis_server.url,
                 "--lock-ttl", "2",
             ]  # fmt: skip
-            log = (tmp_path / f"worker-{port}.log").open("wb")
+            path = tmp_path / f"worker-{port}.log"
+            log = path.open("wb")
             logs.append(log)
-            processes.append(
-                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
             )
-            urls.append(f"http://127.0.0.1:{port}")
-        for url, process in zip(urls, processes, strict=True):
-            _wait_ready(url, process)
+            processes.append(process)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_ready(url, process, path)
+            except WorkerExited as exc:
+                processes.remove(process)
+                if attempt == 2 or not _lost_its_port(exc):
+                    raise
+                continue
+            urls.append(url)
+            return
+
+    try:
+        for _ in range(2):
+            start()
         yield urls, processes, ledger, gate
     finally:
         for process in processes:
