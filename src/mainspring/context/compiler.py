@@ -64,6 +64,9 @@ _NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
 )
 """The contributions by slot of a compile that has none."""
 
+_NO_CONTRIBUTIONS: dict[str, list[Contribution]] = {}
+"""The session cache of compilers that kept nothing yet (empty: only read, popped, cleared)."""
+
 _NO_USAGE = Usage()
 _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
@@ -91,7 +94,14 @@ class ContextCompiler(Generic[T]):
     _totals: SessionTotals | None = None
     """Made at the first snapshot added (only accounting takes them)."""
     _turn_cache: dict[str, Any]
-    """The current turn's cache (made at a turn's first compile)."""
+    """The current turn's cache (made at a turn's first compile, dropped at its end)."""
+    _session_cache: dict[str, list[Contribution]] = _NO_CONTRIBUTIONS
+    """Session-scoped contributions by processor id: the shared empty dict, never
+    written, until the first is kept (a dict of its own then)."""
+    _summary: list[TurnSnapshot] | None = None
+    """The turn snapshots kept (see :attr:`summary`): a list from the first one."""
+    _unfolded: list[TurnSnapshot] | None = None
+    """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
 
     def __init__(
         self,
@@ -177,13 +187,8 @@ class ContextCompiler(Generic[T]):
             trust_message_identity=shape.trust_message_identity,
             on_prefix_change=self._prefix_changed,
         )
-        self._session_cache: dict[str, list[Contribution]] = {}
         self.retain_turns = shape.retain_turns
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
-        self.summary: list[TurnSnapshot] = []
-        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        self._unfolded: list[TurnSnapshot] = []
-        """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
         self.meter: Meter | None
         self._sizer: Meter
         """Counts the view even without accounting (compaction needs sizes)."""
@@ -331,7 +336,10 @@ class ContextCompiler(Generic[T]):
                 await proc.process(ctx)
             finally:
                 ctx._current = None
-            self._session_cache[proc.id] = ctx.contributions[mark:]
+            cache = self._session_cache
+            if cache is _NO_CONTRIBUTIONS:  # the first kept: a dict of its own
+                cache = self._session_cache = {}
+            cache[proc.id] = ctx.contributions[mark:]
             return
         ctx._current = proc
         try:
@@ -454,13 +462,17 @@ class ContextCompiler(Generic[T]):
 
     def _flush_turn(self) -> TurnSnapshot | None:
         turn, self._turn = self._turn, None
-        if turn is None or self.meter is None:
+        if turn is None:
+            return None
+        if self.meter is None:
+            del self._turn_cache  # made with the turn (a new turn makes a new one)
             return None
         if turn.pending is not None:  # compiled, but the call never reported usage
             pending = turn.pending
             self._turn = turn
             self.record_call(pending, model=self.meter.model, usage=_NO_USAGE, cost=_NO_COST)
             self._turn = None
+        del self._turn_cache
         if not turn.calls:
             return None
         snapshot = TurnSnapshot(
@@ -469,17 +481,28 @@ class ContextCompiler(Generic[T]):
             calls=tuple(turn.calls),
             started_at=turn.started_at,
         )
-        self.summary.append(snapshot)
+        summary = self._summary
+        if summary is None:
+            summary = self._summary = []
+        summary.append(snapshot)
         unfolded = self._unfolded
+        if unfolded is None:
+            unfolded = self._unfolded = []
         unfolded.append(snapshot)
         if self.retain_turns is not None:
-            if len(self.summary) > self.retain_turns:
-                del self.summary[0]  # one at a time: the list never holds more than the bound
+            if len(summary) > self.retain_turns:
+                del summary[0]  # one at a time: the list never holds more than the bound
             if len(unfolded) > self.retain_turns:  # counted now: memory stays bounded
                 self._folded_totals().add(unfolded.pop(0))
         if self._sinks is not None:
             self._sinks.emit(snapshot)
         return snapshot
+
+    @property
+    def summary(self) -> list[TurnSnapshot]:
+        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
+        kept = self._summary
+        return [] if kept is None else kept
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
@@ -493,7 +516,7 @@ class ContextCompiler(Generic[T]):
     def _folded(self) -> SessionTotals:
         """The session's totals, the turns not added yet added now (in order)."""
         totals, unfolded = self._folded_totals(), self._unfolded
-        while unfolded:
+        while unfolded:  # (None before the first snapshot)
             totals.add(unfolded[0])
             del unfolded[0]
         return totals
@@ -501,9 +524,9 @@ class ContextCompiler(Generic[T]):
     def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
         """Carry another engine's kept snapshots and totals over (one session, new engine)."""
         self._totals = previous._folded().copy()
-        self.summary = list(previous.summary)
+        summary = self._summary = list(previous.summary)
         if self.retain_turns is not None:
-            del self.summary[: max(0, len(self.summary) - self.retain_turns)]
+            del summary[: max(0, len(summary) - self.retain_turns)]
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -556,7 +579,6 @@ class ContextCompiler(Generic[T]):
                     log.exception("module %r failed to tear down", module.name)
                     errors.append(exc)
         self._session_cache.clear()
-        self._turn_cache = {}
         self.view.clear()
         if errors:
             raise ContextError("a module failed to tear down") from errors[0]
