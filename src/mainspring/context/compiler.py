@@ -267,7 +267,8 @@ class ContextCompiler(Generic[T]):
 
     def _add_to_view(self, start: int) -> None:
         """Map the transcript's messages from ``start`` on and add them to the view."""
-        batch = self.transcript.backing[start:]
+        backing = self.transcript.backing
+        batch = backing[start:]
         if not batch:
             return
         owners: dict[int, tuple[str, str]] = {}
@@ -283,8 +284,12 @@ class ContextCompiler(Generic[T]):
                     owners[offset] = (proc.module, proc.id)
         except BaseException:
             self._stale_view = True  # mappers saw part of the run: rebuild at the next use
+            self.view.unshare(start)
             raise
-        self.view.extend(batch, owners)
+        # Entries no processor rewrote: the view holds the transcript's own list, not a copy.
+        if owners or not self.view.extend_shared(backing, start, batch):
+            self.view.unshare(start)
+            self.view.extend(batch, owners)
 
     # -- compiling -----------------------------------------------------------
 
