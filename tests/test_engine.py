@@ -8,6 +8,7 @@ import pytest
 
 from mainspring import (
     Agent,
+    Approve,
     ErrorEvent,
     Limits,
     Message,
@@ -25,7 +26,7 @@ from mainspring import (
 from mainspring.errors import ModelOutputError
 from mainspring.events import Canvas, ToolCallDelta, ToolProgress, UsageEvent
 from mainspring.messages import ToolResultPart
-from tests.helpers import send, types
+from tests.helpers import pending_of, resume, send, types
 
 pytestmark = pytest.mark.anyio
 
@@ -367,3 +368,35 @@ async def test_history_can_be_preloaded_and_is_sent_to_the_model() -> None:
     session = Session(Agent(model=model), messages=history)
     await send(session, "now")
     assert [m.text for m in model.requests[0].messages] == ["earlier", "reply", "now"]
+
+
+async def test_a_turn_s_tool_cache_lasts_through_a_pause_and_a_new_turn_starts_empty() -> None:
+    seen: list[dict[str, object]] = []
+
+    @tool(read_only=True)
+    def look(key: str, ctx: ToolContext) -> str:
+        """Note what the turn's cache holds, then add ``key``."""
+        seen.append(dict(ctx.cache))
+        ctx.cache[key] = True
+        return "looked"
+
+    @tool(permission="confirm")
+    def pay(to: str) -> str:
+        """Pay someone."""
+        return "paid " + to
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=[ScriptedCall("look", {"key": "a"})]),
+            ScriptedResponse(tool_calls=[ScriptedCall("pay", {"to": "bo"})]),
+            ScriptedResponse(tool_calls=[ScriptedCall("look", {"key": "b"})]),
+            "paid",
+            ScriptedResponse(tool_calls=[ScriptedCall("look", {"key": "c"})]),
+            "done",
+        ]
+    )
+    session = Session(Agent(model=model, tools=[look, pay]))
+    pending = pending_of(await send(session, "pay bo"))
+    await resume(session, pending.attempt_id, Approve())
+    await send(session, "look again")
+    assert seen == [{}, {"a": True}, {}]  # kept through the pause; a new turn's is empty

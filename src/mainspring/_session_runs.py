@@ -88,7 +88,7 @@ class SessionRuns:
     _registry: CompilerRegistry[Message] | None
     _context: ContextCompiler[Message]
     _cost: CostTracker
-    _turn_cache: dict[str, Any]
+    _turn_cache: dict[str, Any] | None
     _steering: SteeringQueue
     _runner: Loop | None
     _journal: Journal | None
@@ -293,7 +293,7 @@ class SessionRuns:
             state=self._state,
             context=self._context,
             cost=self._cost,
-            turn_cache=self._turn_cache,
+            turn_cache=self._turn_cache if self._turn_cache is not None else self._new_cache(),
             emit=relay.put,
             pace=relay,
             durable=journal if self.session_store is not None else None,
@@ -404,12 +404,24 @@ class SessionRuns:
         self._state.usage = self._cost.usage
         self._state.cost_usd = self._cost.total_usd
 
+    def _new_cache(self) -> dict[str, Any]:
+        """The turn's tool cache, made by its first run (:meth:`_drop_cache` drops it)."""
+        cache: dict[str, Any] = {}
+        self._turn_cache = cache
+        return cache
+
+    def _drop_cache(self) -> None:
+        """At a run's end: the turn's tool cache goes unless a paused turn holds entries."""
+        if self._state.turn is None or not self._turn_cache:
+            self._turn_cache = None  # (the next run makes one)
+
     def _end_run_now(self) -> None:
         """After a run with no store and no lock: mark idle."""
         self._state.active_stream = None
         self._live_stream = None
         self._runner = None
         self._journal = None
+        self._drop_cache()
         self._running = False
 
     async def _end_run(self, journal: Journal | None) -> None:
@@ -418,6 +430,7 @@ class SessionRuns:
         self._live_stream = None
         self._runner = None
         self._journal = None
+        self._drop_cache()
         try:
             if self._lease_lost:
                 pass  # another worker may own the session: nothing more goes on record

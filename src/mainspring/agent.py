@@ -24,27 +24,20 @@ from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:  # the context pipeline loads when a session builds its compiler
-    import mainspring.context.compaction as compaction
-    import mainspring.context.compiler as compiler
-    import mainspring.context.history as history
-    import mainspring.context.layers as layers
-    import mainspring.context.pipeline as pipeline
+    import mainspring.context._plan as _plan
+    from mainspring.context._plan import ContextPlan
     from mainspring.context.accounting import Accounting
     from mainspring.context.compaction import Summarizer
     from mainspring.context.compiler import ContextCompiler
     from mainspring.context.layers import TextSource
-    from mainspring.context.pipeline import Module, Processor
+    from mainspring.context.pipeline import Module
     from mainspring.cost import ModelPrice
     from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
 
 else:  # (an import statement in a function costs a microsecond a call)
-    compaction = lazy_module("mainspring.context.compaction")
-    compiler = lazy_module("mainspring.context.compiler")
-    history = lazy_module("mainspring.context.history")
-    layers = lazy_module("mainspring.context.layers")
-    pipeline = lazy_module("mainspring.context.pipeline")
+    _plan = lazy_module("mainspring.context._plan")
 
 __all__ = ["Agent", "Limits"]
 
@@ -138,6 +131,8 @@ class Agent:
     """Deprecated: ``limits=Limits(write_cancel_grace=…)``."""
     _tool_map: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
+    _context_plan: ContextPlan | None = field(default=None, init=False, repr=False, compare=False)
+    """How its sessions build their context compilers (made at the first one)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -225,41 +220,24 @@ class Agent:
         """A new context compiler for one session of this agent.
 
         It holds the five layers, microcompact, compaction and the agent's own
-        modules.
+        modules. What is the same for every session (the checked options, the
+        layers that keep no state, the processors' order, the sizing) is
+        worked out once, at the first call; each compiler gets its own
+        transcript, view and turn records, and new instances of the processors
+        and module factories that keep per-session state.
         """
-        processors: list[Processor] = []
-        if self.instructions:
-            processors.append(layers.BaseSystemPrompt(self.instructions))
-        if self.context_block is not None:
-            processors.append(layers.ContextBlock(self.context_block))
-        if self.skill_recipe is not None:
-            processors.append(layers.SkillRecipe(self.skill_recipe))
-        options = self.context
-        if self.memory is not None:
-            processors.append(
-                layers.MemoryRecall(
-                    self.memory,
-                    k=options.memory_k,
-                    scope=options.memory_scope,
-                    timeout=options.memory_timeout,
-                )
+        plan = self._context_plan
+        if plan is None:  # worked out at the first session (it loads the context pipeline)
+            plan = _plan.ContextPlan(
+                options=self.context,
+                model=self.resolved_model.name,
+                instructions=self.instructions,
+                context_block=self.context_block,
+                skill_recipe=self.skill_recipe,
+                memory=self.memory,
             )
-        if options.microcompact and options.budget is not None:
-            # Collapse repeats only where compaction would start to act anyway: below
-            # that, the cache hits they would cost are worth more than their tokens.
-            processors.append(history.Microcompact(over_tokens=int(0.85 * options.budget)))
-        if options.budget is not None:
-            processors.append(compaction.Compaction(options.budget, summarizer=options.summarizer))
-        modules = [m if isinstance(m, pipeline.Module) else m() for m in options.modules]
-        return compiler.ContextCompiler(
-            messages=messages,
-            processors=processors,
-            modules=modules,
-            accounting=options.accounting,
-            session_id=session_id,
-            model=self.resolved_model.name,
-            retain_turns=options.retain_turns,
-        )
+            object.__setattr__(self, "_context_plan", plan)
+        return plan.compiler(messages, session_id=session_id)
 
     @property
     def resolved_model(self) -> Model:

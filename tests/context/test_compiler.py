@@ -758,3 +758,35 @@ async def test_a_compiled_request_never_changes_when_the_view_is_edited_later() 
     assert second.messages[2].tool_results_parts[0].content.startswith("[same result")
     assert list(first.messages) == sent  # what was sent stays what was sent
     assert first.messages[2].tool_results_parts[0].content == big
+
+
+async def test_the_view_holds_the_transcript_s_list_until_an_edit_copies_it() -> None:
+    big = "rows " * 400
+    messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
+    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
+    assert engine.view._items is engine.transcript.backing  # held once, not copied
+    first = await engine.compile(turn_index=0)
+    engine.append([call("c2", path="x"), result("c2", big)])
+    assert engine.view._items is engine.transcript.backing
+    assert len(first.messages) == 3 and len(engine.view) == 5
+    assert engine.view.last_user == 0 and engine.view.tokens > 0
+    second = await engine.compile(turn_index=0)  # collapses the older copy: an edit
+    assert engine.view._items is not engine.transcript.backing
+    assert second.messages[2].tool_results_parts[0].content.startswith("[same result")
+    committed = [p.content for m in engine.transcript.messages for p in m.tool_results_parts]
+    assert committed == [big, big]  # the transcript is as committed
+    assert first.messages[2].tool_results_parts[0].content == big
+    engine.append([Message.user("again")])  # the view goes on with its own list
+    assert len(engine.view) == len(engine.transcript) == 6
+    assert engine.view[5] is engine.transcript.messages[5]
+
+
+async def test_a_view_given_to_a_rewriting_processor_keeps_a_copy_from_the_start() -> None:
+    big = "x" * 5_000
+    engine = ContextCompiler(
+        messages=[Message.user("go"), call("c1", path="x"), result("c1", big)],
+        processors=[ToolResultBudget(max_chars=200)],
+    )
+    assert engine.view._items is not engine.transcript.backing
+    assert len(engine.view[2].tool_results_parts[0].content) < 1_000
+    assert engine.transcript.messages[2].tool_results_parts[0].content == big

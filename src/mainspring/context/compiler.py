@@ -29,21 +29,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import anyio
 
 from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
-from mainspring.context._sizes import MAINSPRING_ADAPTER, estimate_sizing, mainspring_scan
+from mainspring.context._shape import CompilerShape, run_order
 from mainspring.context._tally import Accountant
-from mainspring.context.accounting import Accounting, Meter, Piece, SegmentLookup
-from mainspring.context.pipeline import (
-    Contribution,
-    Module,
-    Processor,
-    order_processors,
-)
+from mainspring.context.accounting import Accounting, Meter
+from mainspring.context.pipeline import Contribution, Module, Processor
 from mainspring.context.sinks import SinkSet
 from mainspring.context.snapshot import (
     CallSnapshot,
@@ -54,20 +49,10 @@ from mainspring.context.snapshot import (
     SessionTotals,
     TurnSnapshot,
 )
-from mainspring.context.transcript import (
-    MainspringAdapter,
-    MessageAdapter,
-    PrefixChange,
-    Transcript,
-)
+from mainspring.context.transcript import MessageAdapter, PrefixChange, Transcript
 from mainspring.context.view import ModelView
-from mainspring.errors import (
-    CompilerDestroyedError,
-    ConfigError,
-    ContextError,
-)
+from mainspring.errors import CompilerDestroyedError, ContextError
 from mainspring.models.base import SystemBlock, ToolSpec
-from mainspring.tokens import TiktokenTokenizer
 from mainspring.usage import Usage
 
 __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
@@ -79,9 +64,10 @@ _NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
 )
 """The contributions by slot of a compile that has none."""
 
+_NO_CONTRIBUTIONS: dict[str, list[Contribution]] = {}
+"""The session cache of compilers that kept nothing yet (empty: only read, popped, cleared)."""
+
 _NO_USAGE = Usage()
-_NOTHING: Mapping[str, Any] = MappingProxyType({})
-"""No services, no config: one read-only mapping shared by the compilers given none."""
 _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
 T = TypeVar("T")
@@ -97,6 +83,25 @@ class _Turn:
 
 class ContextCompiler(Generic[T]):
     """One session's context pipeline: transcript, processors, view, accounting."""
+
+    # How every compiler starts (read from the class until first changed: an agent
+    # builds one per session, and most sessions never change some of these).
+    _turn: _Turn | None = None
+    _set_up = False
+    _destroyed = False
+    _active: anyio.CancelScope | None = None
+    _stale_view = False
+    _totals: SessionTotals | None = None
+    """Made at the first snapshot added (only accounting takes them)."""
+    _turn_cache: dict[str, Any]
+    """The current turn's cache (made at a turn's first compile, dropped at its end)."""
+    _session_cache: dict[str, list[Contribution]] = _NO_CONTRIBUTIONS
+    """Session-scoped contributions by processor id: the shared empty dict, never
+    written, until the first is kept (a dict of its own then)."""
+    _summary: list[TurnSnapshot] | None = None
+    """The turn snapshots kept (see :attr:`summary`): a list from the first one."""
+    _unfolded: list[TurnSnapshot] | None = None
+    """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
 
     def __init__(
         self,
@@ -123,69 +128,83 @@ class ContextCompiler(Generic[T]):
         Raises ProcessorCycleError / ContextError for a bad processor order, and
         ConfigError for a ``retain_turns`` below 1.
         """
-        if retain_turns is not None and retain_turns < 1:
-            raise ConfigError("retain_turns must be at least 1 (or None to keep every turn)")
-        self.adapter: MessageAdapter[T] = adapter or cast("MessageAdapter[T]", MAINSPRING_ADAPTER)
-        self.modules: tuple[Module, ...] = (Module("engine", processors), *modules)
-        self.services: Mapping[str, Any] = dict(services) if services else _NOTHING
-        self.config: Mapping[str, Mapping[str, Any]] = (
-            {k: dict(v) for k, v in config.items()} if config else _NOTHING
-        )
-        self.session_id = session_id
-        self.accounting = accounting
-        self.meter: Meter | None = Meter(accounting, model) if accounting else None
-        sizing = estimate_sizing(model)
-        self._sizer = self.meter or sizing.meter
-        """Counts the view even without accounting (compaction needs sizes)."""
-        self._sinks = SinkSet(accounting.sinks, strict=accounting.strict) if accounting else None
-        everything: list[Processor] = []
-        for module in self.modules:
-            for proc in module.processors():
-                proc.module = module.name
-                everything.append(proc)
-        ordered = tuple(order_processors(everything))
-        given = self.modules[0].processors() if len(self.modules) == 1 else None
-        self.processors: tuple[Processor, ...] = (  # the module's own tuple when in order
-            given if isinstance(given, tuple) and given == ordered else ordered
-        )
-        self._mappers = tuple(p for p in self.processors if p.maps_messages)
-        self._segmenter = (
-            cast("SegmentLookup", self.adapter) if _segments_itself(self.adapter) else None
-        )
-        measure: Callable[[T, str, str], tuple[Piece, ...]] = self._measure
-        if self.meter is None and self.adapter is cast(object, MAINSPRING_ADAPTER):  # shared
-            measure = cast("Callable[[T, str, str], tuple[Piece, ...]]", sizing.measure)
-            self.view: ModelView[T] = cast(
-                "ModelView[T]", ModelView(sizing.measure, sizing.role, sizing.scan)
-            )
-        else:  # a meter of its own, or another adapter: bound methods of its own
-            self.view = ModelView(measure, self.adapter.role, *self._view_scan())
-        self._session_cache: dict[str, list[Contribution]] = {}
-        self._user_on_prefix_change = on_prefix_change
-        self.transcript: Transcript[T] = Transcript(
-            self.adapter,
+        shape: CompilerShape[T] = CompilerShape(
+            adapter=adapter,
+            services=services,
+            config=config,
             strict=strict,
             trust_message_identity=trust_message_identity,
+            on_prefix_change=on_prefix_change,
+            accounting=accounting,
+            model=model,
+            retain_turns=retain_turns,
+        )
+        self._start(shape, (Module("engine", processors), *modules), messages, session_id)
+
+    @classmethod
+    def shaped(
+        cls,
+        shape: CompilerShape[T],
+        modules: tuple[Module, ...],
+        messages: Iterable[T] = (),
+        *,
+        session_id: str = "",
+        processors: tuple[Processor, ...] | None = None,
+    ) -> ContextCompiler[T]:
+        """A compiler of ``shape`` (shared with others) running ``modules`` (its own).
+
+        ``processors``, when given, are the modules' processors already in run
+        order with their module names set (a caller that builds many compilers
+        of the same modules works the order out once); otherwise they are
+        ordered here, as the constructor does.
+        """
+        compiler = cls.__new__(cls)
+        compiler._start(shape, modules, messages, session_id, processors)
+        return compiler
+
+    def _start(
+        self,
+        shape: CompilerShape[T],
+        modules: tuple[Module, ...],
+        messages: Iterable[T],
+        session_id: str,
+        processors: tuple[Processor, ...] | None = None,
+    ) -> None:
+        self.adapter: MessageAdapter[T] = shape.adapter
+        self.modules: tuple[Module, ...] = modules
+        self.services: Mapping[str, Any] = shape.services
+        self.config: Mapping[str, Mapping[str, Any]] = shape.config
+        self.session_id = session_id
+        accounting = self.accounting = shape.accounting
+        self.processors: tuple[Processor, ...] = (
+            run_order(modules) if processors is None else processors
+        )
+        self._mappers = tuple(p for p in self.processors if p.maps_messages)
+        self._user_on_prefix_change = shape.on_prefix_change
+        self.transcript: Transcript[T] = Transcript(
+            shape.adapter,
+            strict=shape.strict,
+            trust_message_identity=shape.trust_message_identity,
             on_prefix_change=self._prefix_changed,
         )
-        self._stale_view = False
-        self._accountant: Accountant[T] | None = (
-            Accountant(self.meter, self.view, self.transcript, measure) if self.meter else None
-        )
-        """Counts requests, with accounting on (none kept without: nothing reads it)."""
-        self._turn: _Turn | None = None
-        self._turn_cache: dict[str, Any] = {}
-        self._set_up = False
-        self._destroyed = False
-        self._active: anyio.CancelScope | None = None
-        self.retain_turns = retain_turns
+        self.retain_turns = shape.retain_turns
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
-        self.summary: list[TurnSnapshot] = []
-        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        self._totals: SessionTotals | None = None
-        """Made at the first snapshot added (only accounting takes them)."""
-        self._unfolded: list[TurnSnapshot] = []
-        """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
+        self.meter: Meter | None
+        self._sizer: Meter
+        """Counts the view even without accounting (compaction needs sizes)."""
+        self._sinks: SinkSet | None
+        self._accountant: Accountant[T] | None
+        """Counts requests, with accounting on (none kept without: nothing reads it)."""
+        if accounting is None:  # the shape's sizing and view parts, shared
+            self.meter = self._accountant = self._sinks = None
+            self._sizer = shape.sizer
+            self.view: ModelView[T] = ModelView(*shape.view_parts)
+        else:  # a meter of its own
+            meter = self.meter = self._sizer = Meter(accounting, shape.model)
+            self._sinks = SinkSet(accounting.sinks, strict=accounting.strict)
+            parts = shape.view_parts_for(meter)
+            self.view = ModelView(*parts)
+            self._accountant = Accountant(meter, self.view, self.transcript, parts[0])
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
@@ -248,7 +267,8 @@ class ContextCompiler(Generic[T]):
 
     def _add_to_view(self, start: int) -> None:
         """Map the transcript's messages from ``start`` on and add them to the view."""
-        batch = self.transcript.backing[start:]
+        backing = self.transcript.backing
+        batch = backing[start:]
         if not batch:
             return
         owners: dict[int, tuple[str, str]] = {}
@@ -264,43 +284,12 @@ class ContextCompiler(Generic[T]):
                     owners[offset] = (proc.module, proc.id)
         except BaseException:
             self._stale_view = True  # mappers saw part of the run: rebuild at the next use
+            self.view.unshare(start)
             raise
-        self.view.extend(batch, owners)
-
-    def _view_scan(
-        self,
-    ) -> tuple[
-        Callable[[Sequence[T], int], tuple[int, int, list[int]]] | None,
-        Callable[[Sequence[T]], int] | None,
-    ]:
-        """The view's scan of a run of entries, and its exact count if the scan only bounds.
-
-        Mainspring messages get a direct scan; with tiktoken it bounds the
-        tokens, and the view counts them exactly when read.
-        """
-        kind: type = type(self.adapter)
-        if not (
-            issubclass(kind, MainspringAdapter)
-            and kind.segments is _MS_SEGMENTS
-            and kind.role is _MS_ROLE
-        ):
-            return None, None
-        exact = mainspring_scan(self._sizer)
-        if not isinstance(self._sizer.tokenizer, TiktokenTokenizer):
-            return cast("Callable[[Sequence[T], int], tuple[int, int, list[int]]]", exact), None
-        return cast(
-            "Callable[[Sequence[T], int], tuple[int, int, list[int]]]",
-            mainspring_scan(self._sizer, bound=True),
-        ), cast("Callable[[Sequence[T]], int]", lambda run: exact(run, 0)[1])
-
-    def _measure(self, message: T, module: str, processor: str) -> tuple[Piece, ...]:
-        meter = self._sizer
-        if self._segmenter is not None:
-            segments = self._segmenter.segments(message)
-        else:
-            role = self.adapter.role(message)
-            segments = [(role, text) for text in self.adapter.text_segments(message)]
-        return meter.measure(segments, module, processor)
+        # Entries no processor rewrote: the view holds the transcript's own list, not a copy.
+        if owners or not self.view.extend_shared(backing, start, batch):
+            self.view.unshare(start)
+            self.view.extend(batch, owners)
 
     # -- compiling -----------------------------------------------------------
 
@@ -352,7 +341,10 @@ class ContextCompiler(Generic[T]):
                 await proc.process(ctx)
             finally:
                 ctx._current = None
-            self._session_cache[proc.id] = ctx.contributions[mark:]
+            cache = self._session_cache
+            if cache is _NO_CONTRIBUTIONS:  # the first kept: a dict of its own
+                cache = self._session_cache = {}
+            cache[proc.id] = ctx.contributions[mark:]
             return
         ctx._current = proc
         try:
@@ -475,13 +467,17 @@ class ContextCompiler(Generic[T]):
 
     def _flush_turn(self) -> TurnSnapshot | None:
         turn, self._turn = self._turn, None
-        if turn is None or self.meter is None:
+        if turn is None:
+            return None
+        if self.meter is None:
+            del self._turn_cache  # made with the turn (a new turn makes a new one)
             return None
         if turn.pending is not None:  # compiled, but the call never reported usage
             pending = turn.pending
             self._turn = turn
             self.record_call(pending, model=self.meter.model, usage=_NO_USAGE, cost=_NO_COST)
             self._turn = None
+        del self._turn_cache
         if not turn.calls:
             return None
         snapshot = TurnSnapshot(
@@ -490,17 +486,28 @@ class ContextCompiler(Generic[T]):
             calls=tuple(turn.calls),
             started_at=turn.started_at,
         )
-        self.summary.append(snapshot)
+        summary = self._summary
+        if summary is None:
+            summary = self._summary = []
+        summary.append(snapshot)
         unfolded = self._unfolded
+        if unfolded is None:
+            unfolded = self._unfolded = []
         unfolded.append(snapshot)
         if self.retain_turns is not None:
-            if len(self.summary) > self.retain_turns:
-                del self.summary[0]  # one at a time: the list never holds more than the bound
+            if len(summary) > self.retain_turns:
+                del summary[0]  # one at a time: the list never holds more than the bound
             if len(unfolded) > self.retain_turns:  # counted now: memory stays bounded
                 self._folded_totals().add(unfolded.pop(0))
         if self._sinks is not None:
             self._sinks.emit(snapshot)
         return snapshot
+
+    @property
+    def summary(self) -> list[TurnSnapshot]:
+        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
+        kept = self._summary
+        return [] if kept is None else kept
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
@@ -514,7 +521,7 @@ class ContextCompiler(Generic[T]):
     def _folded(self) -> SessionTotals:
         """The session's totals, the turns not added yet added now (in order)."""
         totals, unfolded = self._folded_totals(), self._unfolded
-        while unfolded:
+        while unfolded:  # (None before the first snapshot)
             totals.add(unfolded[0])
             del unfolded[0]
         return totals
@@ -522,9 +529,9 @@ class ContextCompiler(Generic[T]):
     def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
         """Carry another engine's kept snapshots and totals over (one session, new engine)."""
         self._totals = previous._folded().copy()
-        self.summary = list(previous.summary)
+        summary = self._summary = list(previous.summary)
         if self.retain_turns is not None:
-            del self.summary[: max(0, len(self.summary) - self.retain_turns)]
+            del summary[: max(0, len(summary) - self.retain_turns)]
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -577,7 +584,6 @@ class ContextCompiler(Generic[T]):
                     log.exception("module %r failed to tear down", module.name)
                     errors.append(exc)
         self._session_cache.clear()
-        self._turn_cache = {}
         self.view.clear()
         if errors:
             raise ContextError("a module failed to tear down") from errors[0]
@@ -585,17 +591,3 @@ class ContextCompiler(Generic[T]):
     def _alive(self) -> None:
         if self._destroyed:
             raise CompilerDestroyedError("this context compiler was destroyed")
-
-
-_SEGMENTERS: dict[type, bool] = {}
-_MS_SEGMENTS = MainspringAdapter.segments
-_MS_ROLE = MainspringAdapter.role
-
-
-def _segments_itself(adapter: object) -> bool:
-    """Whether the adapter is a SegmentLookup (cached by class: a protocol check is slow)."""
-    kind = type(adapter)
-    found = _SEGMENTERS.get(kind)
-    if found is None:
-        found = _SEGMENTERS[kind] = isinstance(adapter, SegmentLookup)
-    return found

@@ -93,7 +93,10 @@ class ModelView(Sequence[T], Generic[T]):
         self.min_changed: int | None = None
         """The lowest index edited (not appended) since :meth:`mark_compiled`."""
         self._lent = False
-        """Whether :meth:`lend` handed ``_items`` out since the last edit."""
+        """Whether :meth:`lend` handed ``_items`` out since the last edit (or they are
+        their source's, see :meth:`extend_shared`)."""
+        self._shared = False
+        """Whether ``_items`` is the source's own list (see :meth:`extend_shared`)."""
         self._settle: Callable[[], None] | None = None
         """Called before an edit (see :meth:`before_edit`)."""
 
@@ -226,7 +229,7 @@ class ModelView(Sequence[T], Generic[T]):
         if size and self._count is not None and self._sized < len(self._items):
             self._size()  # an edit keeps the totals exact
         if self._lent:
-            self._lent = False
+            self._lent = self._shared = False
             self._items = self._items.copy()
 
     def append(self, message: T, module: str = "transcript", processor: str = "transcript") -> None:
@@ -242,6 +245,8 @@ class ModelView(Sequence[T], Generic[T]):
         in ``messages``) that a processor wrote; the others belong to the
         transcript.
         """
+        if self._shared:  # appending to the source's list is the source's business
+            self.unshare(len(self._items))
         start = len(self._items)
         n = len(messages)
         if not n:
@@ -261,6 +266,41 @@ class ModelView(Sequence[T], Generic[T]):
             self._tokens += tokens
         else:
             self._bound += tokens
+
+    def extend_shared(self, source: list[T], start: int, messages: Sequence[T]) -> bool:
+        """Add ``messages``, just appended to ``source`` at ``start``, holding ``source``.
+
+        A view whose entries are its source's as they are (the transcript's,
+        no processor rewrote one) holds the source's own list instead of a
+        copy: the source only appends to it, and replaces it rather than edit
+        it. That works while the view is empty or holds ``source`` already,
+        and ``source[start:]`` is ``messages``; it returns whether it did (if
+        not, :meth:`extend` as usual). The view's first edit takes a copy (as
+        after a :meth:`lend`).
+        """
+        items = self._items
+        if items is not source:
+            if items or start:
+                return False
+            self._items = source
+            self._shared = self._lent = True
+        n = len(messages)
+        if self._owners is not None:
+            self._owners.extend([_TRANSCRIPT] * n)
+        chars, tokens, users = self._scan(messages, start)
+        self._users.extend(users)
+        self._chars += chars
+        if self._count is None:
+            self._tokens += tokens
+        else:
+            self._bound += tokens
+        return True
+
+    def unshare(self, length: int) -> None:
+        """Hold a copy of the source's first ``length`` entries instead of its list."""
+        if self._shared:
+            self._items = self._items[:length]
+            self._shared = self._lent = False
 
     def replace(self, index: int, message: T, module: str, processor: str) -> None:
         """Rewrite entry ``index`` (attributed to ``processor``): O(message)."""
@@ -324,7 +364,7 @@ class ModelView(Sequence[T], Generic[T]):
         """Empty the view (a new transcript generation rebuilds it)."""
         if self._settle is not None:
             self._settle()
-        self._lent = False
+        self._lent = self._shared = False
         self._items = []  # (a lent list stays as it was)
         self._users.clear()
         self._owners = None
