@@ -157,8 +157,7 @@ class Journal:
                 return outbox.drain()
             if len(relay):
                 if self._joint is not None:
-                    async with self._lock:
-                        await self._commit_pending(sync=False)
+                    await self._commit_locked(sync=False)
                 else:
                     await self._commit(sync=False)
                 continue
@@ -168,8 +167,18 @@ class Journal:
     async def _commit(self, *, sync: bool) -> None:
         # Shielded from the wait for the lock on: a commit is never half-waited for.
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await self._commit_pending(sync=sync)
+            await self._commit_locked(sync=sync)
+
+    async def _commit_locked(self, *, sync: bool) -> None:
+        lock = self._lock
+        if lock.locked():
+            await lock.acquire()
+        else:  # (no checkpoint: a free lock is taken without asking anyio about cancels)
+            lock.acquire_nowait()
+        try:
+            await self._commit_pending(sync=sync)
+        finally:
+            lock.release()
 
     async def _commit_pending(self, *, sync: bool) -> None:
         if self.fenced is not None:
