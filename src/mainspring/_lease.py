@@ -13,13 +13,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+import anyio
+
 from mainspring._library import on_asyncio
 from mainspring._wakeup import Wakeup
 
-__all__ = ["LeaseKeeper"]
+__all__ = ["LeaseKeeper", "now"]
 
 _RUNNING: set[asyncio.Task[None]] = set()
 """Renewal tasks running on asyncio (a strong reference until each finishes)."""
+
+
+def now() -> float:
+    """The event loop's clock (``anyio.current_time``, without its backend lookup on asyncio)."""
+    if on_asyncio():
+        return asyncio.get_running_loop().time()
+    return anyio.current_time()
 
 
 class LeaseKeeper:

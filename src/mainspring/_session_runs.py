@@ -156,7 +156,7 @@ class SessionRuns:
                     f"session {self.session_id!r} has an active run on worker {holder!r}"
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
-        self._leased_at = anyio.current_time()
+        self._leased_at = _lease.now()
         if self.session_store is not None and not unstored:
             # Another worker may have moved the session on since we loaded it.
             fresh = await self.session_store.load(self.session_id)
