@@ -48,6 +48,7 @@ RANKS: dict[str, int] = {
     "_recovery": 7,
     "_tasks": 0,
     "_journal": 9,
+    "_lease": 1,  # above _wakeup
     "_decide": 9,
     "_results": 7,
     "_dispatch": 8,

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import cast
 
 import anyio
-import anyio.lowlevel
 
 from mainspring._relay import Relay
 from mainspring.errors import LeaseLost
@@ -41,12 +40,6 @@ from mainspring.stores.base import (
 )
 
 __all__ = ["Journal"]
-
-_GATHER_TURNS = 8
-"""Event-loop turns the writer waits at most for a busy run's next events."""
-_QUIET_TURNS = 2
-"""Turns without a new event after which the run is taken to wait (a read that
-answers at once, in a task of its own, takes two)."""
 
 
 class Journal:
@@ -143,40 +136,49 @@ class Journal:
         total = floor + amount
         return None if cap is not None and total > cap else total
 
-    async def write_through(self) -> None:
-        """The writer task: record each batch of events, then pass it on."""
-        relay = self._relay
-        try:
-            while await relay.wait():
-                with anyio.CancelScope(shield=True):  # one scope: each costs microseconds
-                    # Group commit: let the run go on while it is busy (a burst of events
-                    # from one step) and commit when it waits (on the model, on a tool);
-                    # a few loop turns at most, so the client never waits on a busy run.
-                    # A closed relay (the run is over) has nothing more to wait for; an
-                    # empty one was taken by a commit of the run's own (a save).
-                    quiet = 0
-                    for _ in range(_GATHER_TURNS):
-                        if relay.closed:
-                            break
-                        queued = len(relay)
-                        await anyio.lowlevel.checkpoint()
-                        if not len(relay):
-                            break
-                        quiet = quiet + 1 if len(relay) == queued else 0
-                        if quiet == _QUIET_TURNS or relay.full:
-                            break
-                    if len(relay):
-                        async with self._lock:
-                            await self._commit_pending(sync=False)
-                await self._outbox.room()  # the consumer's pace, passed on to the run
-        finally:
-            self._outbox.close()
+    async def take(self) -> list[Event] | None:
+        """The consumer's next events, each on record before it is handed over.
+
+        ``None`` once the run is over and everything went out. What the run
+        emitted since the last commit is committed here, in the consumer's task
+        (no writer task of its own): everything queued by the time the consumer
+        comes for more goes in one commit, so a busy run's burst of events is one
+        transaction (group commit), and the bounded relay holds the run back
+        while the consumer is slow. A store failure raises here.
+
+        A commit of a store that joins the checkpoints (one transaction, encoded
+        before it first awaits) needs no shield: uncontended it never yields, and
+        a cancel that comes while it waits for the lock or the database leaves
+        nothing half done. Other stores' commits are shielded.
+        """
+        relay, outbox = self._relay, self._outbox
+        while True:
+            if len(outbox):
+                return outbox.drain()
+            if len(relay):
+                if self._joint is not None:
+                    await self._commit_locked(sync=False)
+                else:
+                    await self._commit(sync=False)
+                continue
+            if not await relay.wait():
+                return outbox.drain() or None
 
     async def _commit(self, *, sync: bool) -> None:
         # Shielded from the wait for the lock on: a commit is never half-waited for.
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await self._commit_pending(sync=sync)
+            await self._commit_locked(sync=sync)
+
+    async def _commit_locked(self, *, sync: bool) -> None:
+        lock = self._lock
+        if lock.locked():
+            await lock.acquire()
+        else:  # (no checkpoint: a free lock is taken without asking anyio about cancels)
+            lock.acquire_nowait()
+        try:
+            await self._commit_pending(sync=sync)
+        finally:
+            lock.release()
 
     async def _commit_pending(self, *, sync: bool) -> None:
         if self.fenced is not None:
@@ -213,8 +215,11 @@ class Journal:
             raise
         self.ended = self.ended or terminal is not None
         self.released = self.released or commit.release is not None
-        for event in events:
-            self._outbox.put(event)
+        if events:
+            outbox = self._outbox
+            for event in events:
+                outbox.put(event)
+            self._relay.wake()  # a consumer waiting for events finds them in the outbox
 
     def _end(self, terminal: TurnComplete | ErrorEvent) -> None:
         state = self._state

@@ -87,11 +87,19 @@ class Relay(Generic[T]):
             self._room = None
             room.set()
 
+    def wake(self) -> None:
+        """Wake a waiting consumer without queuing anything (see :meth:`wait`)."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            _wake(waiter)
+
     def wait(self) -> Awaitable[bool]:
-        """Wait until an item is queued; ``False`` once closed and drained.
+        """Wait for an item or a :meth:`wake`; ``False`` once closed and drained.
 
         With items queued (or closed and drained) it returns at once, without a
-        coroutine; a waiting consumer waits on one future.
+        coroutine; a waiting consumer waits on one future. After a ``wake`` it
+        may return ``True`` with nothing queued.
         """
         if self._items:
             return _TRUE
@@ -100,20 +108,17 @@ class Relay(Generic[T]):
         return self._wait()
 
     async def _wait(self) -> bool:
-        while not self._items:
-            if self._closed:
-                return False
-            if on_asyncio():
-                future = self._waiter = asyncio.get_running_loop().create_future()
-                try:
-                    await future
-                finally:
-                    if self._waiter is future:
-                        self._waiter = None
-            else:
-                waiter = self._waiter = Wakeup()
-                await waiter.wait()
-        return True
+        if on_asyncio():
+            future = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await future
+            finally:
+                if self._waiter is future:
+                    self._waiter = None
+        else:
+            waiter = self._waiter = Wakeup()
+            await waiter.wait()
+        return bool(self._items) or not self._closed
 
 
 def _wake(waiter: asyncio.Future[None] | Wakeup) -> None:

@@ -3,9 +3,11 @@
 The :class:`~mainspring.session.Session` API validates a call and hands a
 stream function to :meth:`SessionRuns._stream`, which takes the session for a
 run (the running flag, the lease, crash recovery), starts the producer task
-(the loop, its journal's writer and its lease renewal) and yields what is on
-record. The lease is fenced at writes (:meth:`SessionRuns._fence`). Stream
-replay from the checkpoint log (:meth:`SessionRuns._replay`) lives here too.
+(the loop; its lease renewal, a task only once due) and yields what is on
+record: with a checkpoint store the consumer commits the run's events before
+it yields them (:meth:`~mainspring._journal.Journal.take`). The lease is fenced
+at writes (:meth:`SessionRuns._fence`). Stream replay from the checkpoint log
+(:meth:`SessionRuns._replay`) lives here too.
 A base class of ``Session``: these are its private methods, in a module of
 their own so that each file holds one concept.
 """
@@ -40,9 +42,9 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import mainspring._background as _background
     import mainspring._journal as _journal
+    import mainspring._lease as _lease
     import mainspring._loop as _loop
     import mainspring._relay as _relay
-    import mainspring._tasks as _tasks
     import mainspring._wakeup as _wakeup
     import mainspring.state as _state
     from mainspring._journal import Journal
@@ -60,9 +62,9 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     logging = lazy_module("logging")
     _background = lazy_module("mainspring._background")
     _journal = lazy_module("mainspring._journal")
+    _lease = lazy_module("mainspring._lease")
     _loop = lazy_module("mainspring._loop")
     _relay = lazy_module("mainspring._relay")
-    _tasks = lazy_module("mainspring._tasks")
     _wakeup = lazy_module("mainspring._wakeup")
     _state = lazy_module("mainspring.state")
 
@@ -158,7 +160,7 @@ class SessionRuns:
                     f"session {self.session_id!r} has an active run on worker {holder!r}"
                 )
             await anyio.sleep(min(0.25, self.lock_ttl / 4))
-        self._leased_at = anyio.current_time()
+        self._leased_at = _lease.now()
         if not unstored:
             await self._catch_up()  # another worker may have moved the session on
 
@@ -306,24 +308,25 @@ class SessionRuns:
         if self._cancel_early:  # cancel() came between send() and the first iteration
             self._cancel_early = False
             runner.cancel()
-        # What stops the producer when the consumer goes first: a scope over the run and
-        # its writer and lease tasks; a run alone is stopped by its own cancel (one scope
-        # less: its sets cost each of 10,000 live streams half a kilobyte).
-        abort = anyio.CancelScope() if journal is not None or self.run_lock is not None else None
+        # With a checkpoint store the consumer commits what the run emitted before it
+        # hands it over (no writer task); without one it takes the events as they come.
+        take = journal.take if journal is not None and store is not None else None
         done = _wakeup.Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
-        failure: list[BaseException] = []  # what stopped the producer, if not the run itself
+        failure: list[BaseException] = []  # what stopped the run, if not the run itself
         try:
             self._state.active_stream = stream_id
             self._live_stream = stream_id
-            if store is not None:
-                # On record with the run's first commit, and yielded only once it is.
-                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
-            _background.spawn(
-                partial(self._produce, runner, start, journal, relay, outbox, abort, done, failure)
-            )
-            while not failure and await outbox.wait():
-                for event in outbox.drain():
+            produce = partial(self._produce, runner, start, relay, stream_id, done, failure)
+            _background.spawn(produce)
+            while not failure:
+                if take is not None:
+                    events = await self._taken(take, relay, runner, failure)
+                else:
+                    events = relay.drain() if await relay.wait() else None
+                if events is None:
+                    break
+                for event in events:
                     if isinstance(event, TurnComplete | ErrorEvent):
                         terminal = event
                     yield event
@@ -341,16 +344,12 @@ class SessionRuns:
             relay.close()
             outbox.close()
             # (A cancel costs: anyio describes the task it cancels. After the terminal
-            # event the producer is only finishing its commit and its tasks.)
-            if done.is_set() and journal is None and self.run_lock is None:
-                self._end_run_now()  # nothing left to wait for (no store, no lock)
+            # event the producer is only finishing its commit and its lease renewal.)
+            if done.is_set() and self._settled(journal):
+                self._end_run_now()  # nothing left to wait for, save or release
             else:
                 if terminal is None and not done.is_set():
-                    if abort is not None:
-                        runner.halted = True
-                        abort.cancel()
-                    else:
-                        runner.cancel()
+                    runner.cancel()
                 with anyio.CancelScope(shield=True) as wait:
                     wait.deadline = (
                         anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
@@ -358,47 +357,54 @@ class SessionRuns:
                     await done.wait()
                     await self._end_run(journal)
 
+    async def _taken(
+        self,
+        take: Callable[[], Awaitable[list[Event] | None]],
+        relay: Relay[Event],
+        runner: Loop,
+        failure: list[BaseException],
+    ) -> list[Event] | None:
+        """The journal's next events on record, or ``None`` at the end or once a store failed."""
+        try:
+            return await take()
+        except Exception as exc:  # a store failed under the run
+            failure.append(exc)
+            relay.close()  # the run stops: what it emits now goes nowhere
+            runner.cancel()  # (a running write still finishes)
+            return None
+
     async def _produce(
         self,
         runner: Loop,
         start: Callable[[Loop], Awaitable[None]],
-        journal: Journal | None,
         relay: Relay[Event],
-        outbox: Relay[Event],
-        abort: anyio.CancelScope | None,
+        stream_id: str,
         done: Wakeup,
         failure: list[BaseException],
     ) -> None:
-        """The producer task: the run, its journal's writer and its lease renewal."""
-        writer = journal is not None and self.checkpoint_store is not None
+        """The producer task: the run, and its lease renewal (no task unless it is due)."""
+        lease = None
         try:
-            if abort is None:  # no store, no lock: nothing runs beside the loop
-                await runner.run(lambda: start(runner))
-                return
-            with abort:
-                if not writer and self.run_lock is None:  # nothing runs beside the loop
-                    await runner.run(lambda: start(runner))
-                    return
-                lease = _wakeup.Wakeup() if self.run_lock is not None else None
-                async with _tasks.TaskGroup() as tg:
-                    if writer:
-                        assert journal is not None
-                        tg.start_soon(journal.write_through)
-                    if lease is not None:
-                        tg.start_soon(self._keep_lease, lease)
-                    await runner.run(lambda: start(runner))
-                    relay.close()  # the writer drains what is left, then stops
-                    if lease is not None:
-                        lease.set()
-        except Exception as exc:  # a store failed under the run (the journal's writer)
+            if self.checkpoint_store is not None:
+                # First on record, with the run's first commit (here, so that the
+                # consumer has nothing to commit before the run begins).
+                relay.put(StreamStarted(stream_id=stream_id, session_id=self.session_id))
+            if self.run_lock is not None:
+                lease = _lease.LeaseKeeper(self._keep_lease)
+                lease.start(self._leased_at + self.lock_ttl / 3)
+            await runner.run(lambda: start(runner))
+        except Exception as exc:  # (the loop reports its own failures as events)
             failure.append(exc)
         finally:
             relay.close()
-            outbox.close()
-            # The run is over and its tasks are done: nothing charges any more. Breaking
-            # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
-            runner.dispatch.charge = None
-            done.set()
+            try:
+                if lease is not None:
+                    await lease.stop()
+            finally:
+                # The run is over and its tasks are done: nothing charges any more. Breaking
+                # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
+                runner.dispatch.charge = None
+                done.set()
 
     def _prepare_save(self) -> None:
         self._state.usage = self._cost.usage
@@ -415,8 +421,16 @@ class SessionRuns:
         if self._state.turn is None or not self._turn_cache:
             self._turn_cache = None  # (the next run makes one)
 
+    def _settled(self, journal: Journal | None) -> bool:
+        """Whether the end of a run has nothing to save and no lease to drop."""
+        if self._lease_lost:
+            return True  # another worker may own the session: nothing more goes on record
+        saved = self.session_store is None or (journal is not None and journal.ended)
+        released = self.run_lock is None or (journal is not None and journal.released)
+        return saved and released
+
     def _end_run_now(self) -> None:
-        """After a run with no store and no lock: mark idle."""
+        """After a run whose end needs no await (see :meth:`_settled`): mark idle."""
         self._state.active_stream = None
         self._live_stream = None
         self._runner = None

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType, UnionType
-from typing import TypeVar, TypeVarTuple
+from typing import TypeVar, TypeVarTuple, cast
 
 import anyio
 import anyio.to_thread
@@ -357,24 +357,44 @@ class Database:
         that waits for the lock, and the event loop never blocks on it. Only for
         ``fn`` that can meet ``SQLITE_BUSY`` solely before its first change (one
         statement, or one ``transaction(write=True)``) and never fsyncs.
+
+        While no operation holds the connection, ``fn`` runs without taking the
+        lock: nothing can come between the check and the call (no ``await``).
         """
+        conn = self._conn
+        if conn is not None and not self._lock.locked():
+            done, result = self._attempt(conn, fn, args)
+            if done:
+                return cast(T, result)
         async with self._lock:
             conn = self._conn
             if conn is None:
                 raise StoreError(f"SQLite store {str(self.path)!r} is closed")
-            try:  # the connection rests with busy_timeout=0: busy raises at once
-                return fn(conn, *args)
-            except self.driver.OperationalError as exc:
-                code = getattr(exc, "sqlite_errorcode", None)
-                if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                    raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
-            except self._error as exc:
-                raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
-            finally:
-                self._wal.changed(conn.total_changes)
+            done, result = self._attempt(conn, fn, args)
+            if done:
+                return cast(T, result)
             return await anyio.to_thread.run_sync(
                 _run_guarded, self.path, self._error, fn, conn, *args
             )
+
+    def _attempt(
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[sqlite3.Connection, *Ts], T],
+        args: tuple[*Ts],
+    ) -> tuple[bool, T | None]:
+        """``(True, fn(conn, *args))``, or ``(False, None)`` if it met another's write lock."""
+        try:  # the connection rests with busy_timeout=0: busy raises at once
+            return True, fn(conn, *args)
+        except self.driver.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
+            return False, None
+        except self._error as exc:
+            raise StoreError(f"SQLite store {str(self.path)!r}: {exc}") from exc
+        finally:
+            self._wal.changed(conn.total_changes)
 
     async def aclose(self) -> None:
         """Close the connection once every store sharing it has closed."""

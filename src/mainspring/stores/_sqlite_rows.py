@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
-import uuid
 
 from mainspring.codec import message_from_dict, message_to_dict
 from mainspring.errors import StoreError
@@ -206,7 +206,7 @@ def save_state(conn: sqlite3.Connection, job: Save) -> str:
 def save_rows(conn: sqlite3.Connection, job: Save) -> str:
     """Write a state inside the caller's transaction; its new revision."""
     sid = job.session_id
-    revision = uuid.uuid4().hex
+    revision = os.urandom(16).hex()  # (a token: no UUID object needed)
     with encoding(f"a message of session {sid!r}"):
         keep, stored, saved = stored_prefix(conn, job, revision)
         rows = [
