@@ -259,13 +259,7 @@ class ModelView(Sequence[T], Generic[T]):
             kept.extend([owners.get(i, _TRANSCRIPT) for i in range(n)])
         elif self._owners is not None:
             self._owners.extend([_TRANSCRIPT] * n)
-        chars, tokens, users = self._scan(messages, start)
-        self._users.extend(users)
-        self._chars += chars
-        if self._count is None:
-            self._tokens += tokens
-        else:
-            self._bound += tokens
+        self._count_added(messages, start)
 
     def extend_shared(self, source: list[T], start: int, messages: Sequence[T]) -> bool:
         """Add ``messages``, just appended to ``source`` at ``start``, holding ``source``.
@@ -287,6 +281,11 @@ class ModelView(Sequence[T], Generic[T]):
         n = len(messages)
         if self._owners is not None:
             self._owners.extend([_TRANSCRIPT] * n)
+        self._count_added(messages, start)
+        return True
+
+    def _count_added(self, messages: Sequence[T], start: int) -> None:
+        """Add the sizes and user positions of ``messages``, now entries ``start`` on."""
         chars, tokens, users = self._scan(messages, start)
         self._users.extend(users)
         self._chars += chars
@@ -294,7 +293,6 @@ class ModelView(Sequence[T], Generic[T]):
             self._tokens += tokens
         else:
             self._bound += tokens
-        return True
 
     def unshare(self, length: int) -> None:
         """Hold a copy of the source's first ``length`` entries instead of its list."""
