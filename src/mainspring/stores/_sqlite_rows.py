@@ -20,7 +20,7 @@ from mainspring.errors import StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, state_from_stored
 from mainspring.stores._sqlite import CODEC_ERRORS, dumps, encoding, synced, transaction
-from mainspring.stores._transcript import common_prefix
+from mainspring.stores._transcript import Stored, common_prefix
 
 __all__ = [
     "ACQUIRE",
@@ -29,7 +29,6 @@ __all__ = [
     "Batch",
     "Save",
     "Step",
-    "Stored",
     "add_spend",
     "append_rows",
     "changed",
@@ -81,14 +80,6 @@ def append_rows(conn: sqlite3.Connection, batch: Batch) -> None:
 
 
 # -------------------------------------------------------------------- sessions
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Stored:
-    """What this store object knows is stored as a session's transcript."""
-
-    revision: str
-    messages: list[Message]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

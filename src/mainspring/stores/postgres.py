@@ -35,10 +35,8 @@ import dataclasses
 import json
 import math
 import os
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Self
 
 import anyio
@@ -58,7 +56,7 @@ from mainspring.codec import encode, message_from_dict, message_to_dict
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
-from mainspring.stores._transcript import common_prefix
+from mainspring.stores._transcript import KnownTranscripts, Stored, common_prefix
 from mainspring.stores.base import SCHEMA_VERSION, SpendKind
 
 __all__ = ["PostgresSessionStore"]
@@ -133,17 +131,6 @@ _INSERT_WRITE = """
 """
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    """What this store object knows is stored as a session's transcript."""
-
-    revision: str
-    """The session row's ``xmin`` after this object's save or load: the
-    transaction that wrote it last. Every save rewrites the row (in any
-    mainspring version), so an unchanged ``xmin`` means nobody saved since."""
-    messages: Sequence[Message]
-
-
 def _dumps(data: JsonValue) -> str:
     # json escapes control characters, so NUL is stored as the six characters \u0000.
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -176,7 +163,10 @@ class PostgresSessionStore:
         self._connect_timeout = connect_timeout
         self._conn: _Connection | None = None
         self._lock = anyio.Lock()
-        self._known: OrderedDict[str, _Stored] = OrderedDict()
+        self._known = KnownTranscripts(self.CACHE_SIZE)
+        """Revisions are the session row's ``xmin``: the transaction that wrote it
+        last. Every save rewrites the row (in any mainspring version), so an
+        unchanged ``xmin`` means nobody saved since."""
 
     @classmethod
     async def open(cls, url: str, *, connect_timeout: int = 10) -> Self:
@@ -267,13 +257,6 @@ class PostgresSessionStore:
             except psycopg.Error as exc:
                 raise StoreError(f"PostgreSQL at {self._where}: {action} failed: {exc}") from exc
 
-    def _remember(self, session_id: str, stored: _Stored | None) -> None:
-        self._known.pop(session_id, None)
-        if stored is not None:
-            self._known[session_id] = stored
-            while len(self._known) > self.CACHE_SIZE:
-                self._known.popitem(last=False)
-
     async def save(self, state: SessionState) -> None:
         """Write the state in one transaction (recorded decisions and ledger entries are kept).
 
@@ -286,7 +269,7 @@ class PostgresSessionStore:
         writes = [(sid, key, _dumps(encode(record))) for key, record in state.writes.items()]
         messages = list(state.messages)
         known = self._known.get(sid)
-        self._remember(sid, None)  # until this save is known to have committed
+        self._known.remember(sid, None)  # until this save is known to have committed
         async with self._use(f"save of session {sid!r}") as conn:
             async with conn.transaction():
                 # Writing the session's row locks it: saves of one session run one at a time.
@@ -311,11 +294,11 @@ class PostgresSessionStore:
                         await cur.executemany(_INSERT_DECISION, decisions)
                     if writes:
                         await cur.executemany(_INSERT_WRITE, writes)
-        self._remember(sid, _Stored(revision, messages))
+        self._known.remember(sid, Stored(revision, messages))
 
     @staticmethod
     async def _write_header(
-        conn: _Connection, sid: str, header: str, known: _Stored | None
+        conn: _Connection, sid: str, header: str, known: Stored | None
     ) -> tuple[str, bool]:
         """Write the session's row: its new revision, and whether nobody wrote it since.
 
@@ -383,7 +366,7 @@ class PostgresSessionStore:
             )
             header = await cur.fetchone()
             if header is None:
-                self._remember(session_id, None)
+                self._known.remember(session_id, None)
                 return None
             cur = await conn.execute(
                 "SELECT data FROM mainspring_messages WHERE session_id = %s ORDER BY seq",
@@ -410,12 +393,12 @@ class PostgresSessionStore:
             raise StoreError(
                 f"PostgreSQL at {self._where}: stored session {session_id!r} is unreadable: {exc}"
             ) from exc
-        self._remember(session_id, _Stored(str(header[1]), list(state.messages)))
+        self._known.remember(session_id, Stored(str(header[1]), list(state.messages)))
         return state
 
     async def delete(self, session_id: str) -> None:
         """Forget a session and everything recorded for it."""
-        self._remember(session_id, None)
+        self._known.remember(session_id, None)
         async with self._use(f"delete of session {session_id!r}") as conn, conn.transaction():
             for statement in _DELETES:
                 await conn.execute(statement, (session_id,))

@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Self
 
@@ -63,7 +62,6 @@ from mainspring.stores._sqlite_rows import (
     Batch,
     Save,
     Step,
-    Stored,
     add_spend,
     append_rows,
     changed,
@@ -77,7 +75,7 @@ from mainspring.stores._sqlite_rows import (
     record_write,
     save_state,
 )
-from mainspring.stores._transcript import header
+from mainspring.stores._transcript import KnownTranscripts, Stored, header
 from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
@@ -240,7 +238,7 @@ class SQLiteSessionStore:
     def __init__(self, database: Database) -> None:
         """Wrap an open database; use :meth:`open`."""
         self._db = database
-        self._known: OrderedDict[str, Stored] = OrderedDict()
+        self._known = KnownTranscripts(self.CACHE_SIZE)
 
     @classmethod
     async def open(cls, path: StrPath) -> Self:
@@ -252,13 +250,6 @@ class SQLiteSessionStore:
         """
         return cls(await Database.open(path))
 
-    def _remember(self, session_id: str, stored: Stored | None) -> None:
-        self._known.pop(session_id, None)
-        if stored is not None:
-            self._known[session_id] = stored
-            while len(self._known) > self.CACHE_SIZE:
-                self._known.popitem(last=False)
-
     async def save(self, state: SessionState) -> None:
         """Write the state in one transaction.
 
@@ -267,7 +258,7 @@ class SQLiteSessionStore:
         """
         job = self._job(state)
         revision = await self._db.run_inline(save_state, job)
-        self._remember(job.session_id, Stored(revision, job.messages))
+        self._known.remember(job.session_id, Stored(revision, job.messages))
 
     def _job(self, state: SessionState) -> Save:
         check_type("state", state, SessionState)
@@ -330,7 +321,7 @@ class SQLiteSessionStore:
         else:
             revision = await self._db.run_inline(commit_step, step)
         if job is not None and revision is not None:
-            self._remember(sid, Stored(revision, job.messages))
+            self._known.remember(sid, Stored(revision, job.messages))
 
     async def load(self, session_id: str) -> SessionState | None:
         """The saved state with every recorded decision and ledger entry, or ``None``.
@@ -341,16 +332,16 @@ class SQLiteSessionStore:
         check_text("session_id", session_id)
         loaded = await self._db.run_inline(load_state, session_id)
         if loaded is None:
-            self._remember(session_id, None)
+            self._known.remember(session_id, None)
             return None
         state, revision = loaded
-        self._remember(session_id, Stored(revision, list(state.messages)))
+        self._known.remember(session_id, Stored(revision, list(state.messages)))
         return state
 
     async def delete(self, session_id: str) -> None:
         """Forget a session and everything recorded for it."""
         check_text("session_id", session_id)
-        self._remember(session_id, None)
+        self._known.remember(session_id, None)
         await self._db.run(delete_session, session_id)
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
