@@ -20,7 +20,7 @@ import contextvars
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mainspring._library import on_asyncio
+from mainspring._library import running_loop
 
 __all__ = ["spawn"]
 
@@ -29,10 +29,11 @@ _RUNNING: set[Any] = set()
 
 def spawn(fn: Callable[[], Awaitable[None]]) -> None:
     """Start ``fn()`` as a background task; it must never raise (it reports through events)."""
-    if on_asyncio():
+    loop = running_loop()
+    if loop is not None:
         awaitable = fn()  # (a coroutine is the task itself: no wrapper frame per stream)
         coro = awaitable if asyncio.iscoroutine(awaitable) else _run(lambda: awaitable)
-        task = asyncio.get_running_loop().create_task(coro)
+        task = loop.create_task(coro)
         _RUNNING.add(task)  # keep a strong reference until it finishes
         task.add_done_callback(_RUNNING.discard)
     else:  # trio (anyio supports only these two)

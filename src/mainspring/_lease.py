@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from mainspring._library import on_asyncio
+from mainspring._library import running_loop
 from mainspring._wakeup import Wakeup
 
 __all__ = ["LeaseKeeper", "now"]
@@ -26,8 +26,9 @@ _RUNNING: set[asyncio.Task[None]] = set()
 
 def now() -> float:
     """The event loop's clock (``anyio.current_time``, without its backend lookup on asyncio)."""
-    if on_asyncio():
-        return asyncio.get_running_loop().time()
+    loop = running_loop()
+    if loop is not None:
+        return loop.time()
     return anyio.current_time()
 
 
@@ -46,8 +47,9 @@ class LeaseKeeper:
 
     def start(self, due: float) -> None:
         """Renew from ``due`` on (the event loop's clock, as ``anyio.current_time``)."""
-        if on_asyncio():
-            self._timer = asyncio.get_running_loop().call_at(due, self._spawn)
+        loop = running_loop()
+        if loop is not None:
+            self._timer = loop.call_at(due, self._spawn)
         else:
             self._spawn()
 
@@ -56,8 +58,9 @@ class LeaseKeeper:
         if self._stop.is_set():
             return
         self._finished = Wakeup()
-        if on_asyncio():
-            task = asyncio.get_running_loop().create_task(self._run())
+        loop = running_loop()
+        if loop is not None:
+            task = loop.create_task(self._run())
             _RUNNING.add(task)
             task.add_done_callback(_RUNNING.discard)
         else:

@@ -3,8 +3,11 @@
 ``sniffio.current_async_library()`` imports asyncio on every call it has to
 sniff for it (a microsecond each), and a stream asks a few times per step.
 :func:`on_asyncio` asks the same questions in the same order — sniffio's
-thread-local name, then its context variable, then asyncio's current task —
-without the import.
+thread-local name, then its context variable, then asyncio's running loop —
+without the import. :func:`running_loop` answers with the loop itself:
+on CPython 3.11 every ``asyncio.get_running_loop()`` (and so every
+``asyncio.current_task()``) makes a ``getpid`` system call, so a caller that
+needs the loop asks once.
 """
 
 from __future__ import annotations
@@ -13,17 +16,24 @@ import asyncio
 
 import sniffio
 
-__all__ = ["on_asyncio"]
+__all__ = ["on_asyncio", "running_loop"]
+
+_get_running_loop = asyncio.get_running_loop
 
 
-def on_asyncio() -> bool:
-    """Whether the calling task runs on asyncio (else trio: anyio supports these two)."""
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running the calling task; ``None`` on trio (anyio supports these two)."""
     name = sniffio.thread_local.name
     if name is None:
         name = sniffio.current_async_library_cvar.get()
-    if name is not None:
-        return name == "asyncio"
+    if name is not None and name != "asyncio":
+        return None
     try:
-        return asyncio.current_task() is not None
+        return _get_running_loop()
     except RuntimeError:  # no running loop: not asyncio
-        return False
+        return None
+
+
+def on_asyncio() -> bool:
+    """Whether the calling task runs on asyncio (else trio)."""
+    return running_loop() is not None

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Generator
 from typing import Generic, TypeVar
 
-from mainspring._library import on_asyncio
+from mainspring._library import running_loop
 from mainspring._wakeup import Wakeup
 
 __all__ = ["Relay"]
@@ -108,8 +108,9 @@ class Relay(Generic[T]):
         return self._wait()
 
     async def _wait(self) -> bool:
-        if on_asyncio():
-            future = self._waiter = asyncio.get_running_loop().create_future()
+        loop = running_loop()
+        if loop is not None:
+            future = self._waiter = loop.create_future()
             try:
                 await future
             finally:

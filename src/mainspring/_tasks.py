@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mainspring._library import on_asyncio
+from mainspring._library import running_loop
 
 __all__ = ["TaskGroup"]
 
@@ -60,6 +60,7 @@ class TaskGroup:
         "_host_cancelled",
         "_idle",
         "_late",
+        "_loop",
         "_pending",
         "_scope",
         "_scopes",
@@ -74,6 +75,8 @@ class TaskGroup:
         """On asyncio with ``shielded``: the scope a failing task cancels."""
         self._host: asyncio.Task[Any] | None = None
         """On asyncio: the task running the block."""
+        self._loop: asyncio.AbstractEventLoop  # (set on entering, on asyncio only)
+        """On asyncio: the loop running the block (asked once: each asking is a system call)."""
         self._host_cancelled = False
         """Whether a failing task cancelled the block (a cancellation to take back)."""
         self._exiting = False
@@ -90,8 +93,10 @@ class TaskGroup:
         """The loop's call that starts what is pending."""
 
     async def __aenter__(self) -> TaskGroup:
-        if on_asyncio():
-            self._host = asyncio.current_task()
+        loop = running_loop()
+        if loop is not None:
+            self._loop = loop
+            self._host = asyncio.current_task(loop)
             if self._shielded:
                 self._scope = anyio.CancelScope()
                 self._scope.__enter__()
@@ -120,10 +125,10 @@ class TaskGroup:
             self._start(fn)
         else:
             self._pending = [fn]
-            self._late = asyncio.get_running_loop().call_soon(self._start_pending)
+            self._late = self._loop.call_soon(self._start_pending)
 
     def _start(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        task = asyncio.get_running_loop().create_task(fn())  # (no wrapper: one frame less)
+        task = self._loop.create_task(fn())  # (no wrapper: one frame less)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -242,7 +247,7 @@ class TaskGroup:
 
     async def _wait_idle(self) -> None:
         """Wait until the last task finished (or this task is cancelled)."""
-        idle = self._idle = asyncio.get_running_loop().create_future()
+        idle = self._idle = self._loop.create_future()
         try:
             await idle
         finally:

@@ -17,7 +17,7 @@ import asyncio
 
 import anyio
 
-from mainspring._library import on_asyncio
+from mainspring._library import running_loop
 
 __all__ = ["Wakeup"]
 
@@ -56,8 +56,9 @@ class Wakeup:
             return
         if self._waiter is not None:
             raise RuntimeError("a Wakeup has one waiter at a time")
-        if on_asyncio():
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = running_loop()
+        if loop is not None:
+            future: asyncio.Future[None] = loop.create_future()
             self._waiter = future
             try:
                 await future
@@ -83,13 +84,13 @@ class Wakeup:
         """
         if self._set:
             return True
-        if not on_asyncio():
+        loop = running_loop()
+        if loop is None:
             with anyio.move_on_after(seconds):
                 await self.wait()
             return self._set
         if self._waiter is not None:
             raise RuntimeError("a Wakeup has one waiter at a time")
-        loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._waiter = future
         timer = loop.call_later(seconds, _expire, future)

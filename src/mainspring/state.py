@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -73,9 +74,43 @@ class _CallIds:
         return f"{self.prefix}{next(self.counter):012x}"
 
 
+class _RandomHex:
+    """The operating system's random bytes as hex, drawn 2 KiB at a time.
+
+    ``os.urandom`` is a system call (most of a UUID4's cost); each of these
+    draws serves 128 ids. Every id takes its own bytes: the lock keeps two
+    threads from taking the same ones, and a forked child draws afresh
+    instead of repeating its parent's.
+    """
+
+    __slots__ = ("_hex", "_lock", "_next")
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._hex = ""
+        self._next = 0
+
+    def take(self) -> str:
+        """32 hex digits (16 random bytes) no other call gets."""
+        with self._lock:
+            start = self._next
+            if start >= len(self._hex):
+                self._hex = os.urandom(2048).hex()
+                start = 0
+            self._next = start + 32
+            return self._hex[start : start + 32]
+
+
+_random_hex = _RandomHex()
+
+
 def new_uuid4() -> str:
-    """A random UUID4 in its text form, as ``str(uuid.uuid4())`` is, at a third of the cost."""
-    h = os.urandom(16).hex()
+    """A random UUID4 in its text form, as ``str(uuid.uuid4())`` is, at a fraction of the cost."""
+    h = _random_hex.take()
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
