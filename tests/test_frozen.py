@@ -20,13 +20,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mainspring
-from mainspring._frozen import ORIGINAL, RECORDS, fast_init
+import mainspring._dispatch  # (the modules whose makers are checked)
+import mainspring._loop
+import mainspring.context.compiler
+from mainspring._frozen import MAKERS, ORIGINAL, RECORDS, fast_init, maker
+from mainspring._loop_resume import Answer
 from mainspring.context.accounting import Piece
 from mainspring.context.compiler import CompiledContext
-from mainspring.context.snapshot import TurnSnapshot
-from mainspring.events import TextDelta, ToolResult, TurnComplete, UsageEvent
+from mainspring.context.snapshot import CostEstimate, TurnSnapshot
+from mainspring.events import TextDelta, ToolResult, ToolStart, TurnComplete, UsageEvent
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
+from mainspring.state import Call, Turn
+from mainspring.tools import ToolOutput
 from mainspring.usage import Usage
 
 HOT = [
@@ -242,3 +248,94 @@ def test_only_frozen_slotted_dataclasses_are_accepted() -> None:
 
     with pytest.raises(TypeError, match="slots"):
         fast_init(NoSlots)
+
+
+# -- makers: the hot paths' way to build without calling the class ------------
+
+MADE_SAMPLES: dict[type, dict[str, Any]] = {
+    **SAMPLES,
+    ToolStart: {"tool_use_id": "c", "name": "n", "input": {"a": [1, 2]}},
+    CostEstimate: {"usd": 0.5, "priced": True, "price_source": "genai-prices"},
+    Call: {"id": "call_1", "index": 0, "name": "n", "provider_id": "p"},
+    Turn: {"index": 3},
+    Answer: {},
+    ToolOutput: {"content": "x", "is_error": True},
+}
+
+
+def test_the_hot_paths_build_their_records_with_makers() -> None:
+    hot = {Message, TextPart, ToolCallPart, ToolResultPart, ToolResult, ToolStart, UsageEvent}
+    assert hot | {TurnComplete, ModelRequest, CompiledContext, Call, Turn, Answer} <= set(MAKERS)
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in MAKERS if c in MADE_SAMPLES], ids=lambda c: c.__qualname__
+)
+def test_a_maker_builds_what_the_class_builds(cls: type) -> None:
+    kwargs = MADE_SAMPLES[cls]
+    made: Any = maker(cls)(**kwargs)
+    called: Any = cls(**kwargs)
+    assert dataclasses.asdict(made) == dataclasses.asdict(called)
+    assert made == called and repr(made) == repr(called)
+    assert type(made) is cls
+    params: Any = getattr(cls, "__dataclass_params__")  # noqa: B009  # (not typed)
+    if params.frozen:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, dataclasses.fields(cls)[0].name, None)
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in MAKERS if c in MADE_SAMPLES], ids=lambda c: c.__qualname__
+)
+def test_a_maker_refuses_what_the_class_refuses(cls: type) -> None:
+    make = maker(cls)
+    kwargs = MADE_SAMPLES[cls]
+    with pytest.raises(TypeError):
+        make(**kwargs, not_a_field=1)
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if required:
+        with pytest.raises(TypeError):
+            make(**{k: v for k, v in kwargs.items() if k != required[0]})
+        with pytest.raises(TypeError):
+            make(*kwargs.values())  # keywords only, whatever the class allows
+
+
+def test_a_makers_default_factories_give_each_instance_its_own() -> None:
+    first, second = maker(Answer)(), maker(Answer)()
+    first.parts.append(TextPart(text="mine"))
+    assert second.parts == [] and first.delta_ids is not second.delta_ids
+    one, other = maker(Message)(role="user", parts=()), maker(Message)(role="user", parts=())
+    assert one.meta == {} and one.meta is not other.meta
+
+
+def test_a_maker_runs_the_post_init_check() -> None:
+    from mainspring._frozen import dataclass
+
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class Positive:
+        value: int
+
+        def __post_init__(self) -> None:
+            if self.value <= 0:
+                raise ValueError("must be positive")
+
+    assert maker(Positive)(value=2) == Positive(value=2)
+    with pytest.raises(ValueError, match="positive"):
+        maker(Positive)(value=0)
+
+
+def test_a_maker_needs_a_slotted_dataclass() -> None:
+    class Plain:
+        pass
+
+    @dataclasses.dataclass
+    class Unslotted:
+        value: int = 0
+
+    for cls in (Plain, Unslotted):
+        with pytest.raises(TypeError, match="slotted dataclass"):
+            maker(cls)

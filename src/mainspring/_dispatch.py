@@ -23,6 +23,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from mainspring._frozen import maker
 from mainspring._json import JsonValue
 from mainspring._results import (
     ERROR_LIMIT,
@@ -46,6 +47,11 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
 __all__ = ["Dispatcher", "Durability", "Judged"]
+
+# Built for every call: made without calling the class (see mainspring._frozen.maker).
+_result_part = maker(ToolResultPart)
+_tool_result = maker(ToolResult)
+_tool_start = maker(ToolStart)
 
 Judged = tuple[Verdict, GuardReport]
 _NO_REPORT = GuardReport()
@@ -154,15 +160,15 @@ class Dispatcher:
         tool = self.agent.tool(call.name)
         limit = min(ERROR_LIMIT, tool.policy.max_result_chars if tool else ERROR_LIMIT)
         message = truncate_result(message, limit)
-        call.result = ToolResultPart(
+        call.result = _result_part(
             tool_use_id=call.id, name=call.name, content=message, is_error=True
         )
-        self.emit(ToolResult(tool_use_id=call.id, name=call.name, content=message, is_error=True))
+        self.emit(_tool_result(tool_use_id=call.id, name=call.name, content=message, is_error=True))
 
     def record(self, call: Call, output: ToolOutput, limit: int) -> None:
         """Give ``call`` its result, cut to ``limit`` characters."""
         content = truncate_result(output.content, limit)
-        call.result = ToolResultPart(
+        call.result = _result_part(
             tool_use_id=call.id,
             name=call.name,
             content=content,
@@ -170,7 +176,7 @@ class Dispatcher:
             images=output.images,
         )
         self.emit(
-            ToolResult(
+            _tool_result(
                 tool_use_id=call.id, name=call.name, content=content, is_error=output.is_error
             )
         )
@@ -425,7 +431,7 @@ class Dispatcher:
                 self.fail(call, denial)
                 return
         call.started = True
-        self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
+        self.emit(_tool_start(tool_use_id=call.id, name=call.name, input=args))
         ctx = None
         if tool.ctx_param is not None:
             ctx = ToolContext(

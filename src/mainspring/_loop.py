@@ -34,6 +34,7 @@ import anyio.lowlevel
 
 from mainspring._arguments import clip, parse_arguments
 from mainspring._dispatch import Dispatcher, Durability
+from mainspring._frozen import maker
 from mainspring._json import JsonValue
 from mainspring._loop_resume import Answer, LoopResume, error_event, thinking_blocks
 from mainspring._steering import SteeringQueue, SteerMode
@@ -73,6 +74,17 @@ __all__ = ["Loop", "Paced", "error_event"]
 log = logging.getLogger("mainspring.loop")
 
 _ZERO = Usage()
+
+# Built every step: made without calling the class (see mainspring._frozen.maker).
+_answer = maker(Answer)
+_call = maker(Call)
+_cost = maker(CostEstimate)
+_message = maker(Message)
+_request = maker(ModelRequest)
+_tool_call_part = maker(ToolCallPart)
+_turn = maker(Turn)
+_turn_complete = maker(TurnComplete)
+_usage_event = maker(UsageEvent)
 
 
 class Paced(Protocol):
@@ -215,7 +227,7 @@ class Loop(LoopResume):
         self.context.end_turn()
         turn = self.state.turn
         self.emit(
-            TurnComplete(
+            _turn_complete(
                 stop_reason=reason,
                 turn_index=turn.index if turn else self.state.turn_index,
                 usage=turn.usage if turn else Usage(),
@@ -233,7 +245,7 @@ class Loop(LoopResume):
     async def start_turn(self, message: Message) -> None:
         """A new turn: append the user message and loop."""
         self.state.turn_index += 1
-        self.state.turn = Turn(index=self.state.turn_index)
+        self.state.turn = _turn(index=self.state.turn_index)
         self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
@@ -329,7 +341,7 @@ class Loop(LoopResume):
             return False
         self.context.end_turn()  # the turn that ended is accounted as any other
         self.state.turn_index += 1
-        turn = self.state.turn = Turn(index=self.state.turn_index)
+        turn = self.state.turn = _turn(index=self.state.turn_index)
         self._thinking = 0
         self.turn_cache.clear()
         self._steer(follow.id, follow.message, "follow_up", turn)
@@ -377,7 +389,7 @@ class Loop(LoopResume):
             turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
         )
         self._compiled = compiled
-        request = ModelRequest(
+        request = _request(
             system=compiled.system,
             messages=compiled.messages,
             tools=self.agent.tool_specs,
@@ -393,7 +405,7 @@ class Loop(LoopResume):
 
     async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
         """One model step: stream the answer; reads start as their calls close."""
-        self._answer = Answer()
+        self._answer = _answer()
         turn.steps += 1
         turn.status = "streaming"
         turn.calls = []
@@ -433,7 +445,7 @@ class Loop(LoopResume):
             )
         answer.flush_text()
         turn.calls.sort(key=attrgetter("index"))
-        self._append(Message(role="assistant", parts=tuple(answer.parts)))
+        self._append(_message(role="assistant", parts=tuple(answer.parts)))
         self._answer = None  # committed: nothing of it is left to repair
         if turn.calls:
             turn.status = "executing"
@@ -527,7 +539,7 @@ class Loop(LoopResume):
                 self._compiled,
                 model=model,
                 usage=usage,
-                cost=CostEstimate(
+                cost=_cost(
                     usd=cost,
                     priced=priced,
                     price_source=self.cost.price_source(model) if priced else "none",
@@ -539,7 +551,9 @@ class Loop(LoopResume):
         self.state.usage = self.cost.usage
         self.state.cost_usd = self.cost.total_usd
         self.emit(
-            UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd)
+            _usage_event(
+                model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd
+            )
         )
 
     def _charge(self, usd: float, what: str) -> None:
@@ -566,7 +580,7 @@ class Loop(LoopResume):
     ) -> None:
         """A call's arguments closed: give it an engine id, validate it, maybe start it."""
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
-        call = Call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
+        call = _call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
         turn.calls.append(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
@@ -574,7 +588,7 @@ class Loop(LoopResume):
         if isinstance(parsed, dict):
             arguments = parsed
         answer.parts.append(
-            ToolCallPart(
+            _tool_call_part(
                 id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
             )
         )

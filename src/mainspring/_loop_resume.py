@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from mainspring._arguments import clip
 from mainspring._dispatch import Dispatcher
+from mainspring._frozen import maker
 from mainspring._json import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
@@ -52,6 +53,9 @@ __all__ = ["Answer", "LoopResume", "error_event", "thinking_blocks"]
 log = logging.getLogger("mainspring.loop")
 
 
+_text_part = maker(TextPart)  # (built every step; see mainspring._frozen.maker)
+
+
 @dataclass(slots=True)
 class Answer:
     """The model's answer while it streams: what is not yet in the transcript."""
@@ -67,7 +71,7 @@ class Answer:
     def flush_text(self) -> None:
         """Close the text being streamed into a text part."""
         if self.text:
-            self.parts.append(TextPart(text="".join(self.text)))
+            self.parts.append(_text_part(text="".join(self.text)))
             self.text.clear()
 
 

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from mainspring._frozen import maker
 from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
 from mainspring.context._shape import CompilerShape, run_order
@@ -79,6 +80,11 @@ class _Turn:
     started_at: float
     calls: list[CallSnapshot] = field(default_factory=list)
     pending: CompiledContext[Any] | None = None
+
+
+# Built every compile or turn: made without calling the class (see mainspring._frozen.maker).
+_new_turn = maker(_Turn)
+_new_compiled = maker(CompiledContext)
 
 
 class ContextCompiler(Generic[T]):
@@ -306,7 +312,7 @@ class ContextCompiler(Generic[T]):
             self._rebuild_view()
         if self._turn is None or self._turn.turn_index != turn_index:
             self._flush_turn()
-            self._turn = _Turn(turn_index, time.time())
+            self._turn = _new_turn(turn_index=turn_index, started_at=time.time())
             self._turn_cache = {}
         ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
         if any(proc.waits for proc in self.processors):
@@ -406,7 +412,7 @@ class ContextCompiler(Generic[T]):
                 ctx.override_owners,
             )
         view.mark_compiled()
-        compiled = CompiledContext(
+        compiled: CompiledContext[T] = _new_compiled(
             system=system,
             messages=messages,
             contributions=contributions,

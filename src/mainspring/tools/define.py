@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from mainspring._frozen import dataclass
+from mainspring._frozen import dataclass, maker
 from mainspring._json import JsonValue
 from mainspring._lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
@@ -177,17 +177,20 @@ def _validation_error() -> type[ValidationError]:
     return ValidationError
 
 
+_output = maker(ToolOutput)  # (one per call; see mainspring._frozen.maker)
+
+
 def to_output(result: object) -> ToolOutput:
     """Turn whatever a tool returned into a ToolOutput."""
     if isinstance(result, ToolOutput):
         return result
     if isinstance(result, str):
-        return ToolOutput(content=result)
+        return _output(content=result)
     if result is None:
-        return ToolOutput(content="")
+        return _output(content="")
     if isinstance(result, _pydantic.BaseModel):
-        return ToolOutput(content=result.model_dump_json())
-    return ToolOutput(
+        return _output(content=result.model_dump_json())
+    return _output(
         content=_json.dumps(_pydantic_core.to_jsonable_python(result), ensure_ascii=False)
     )
 
