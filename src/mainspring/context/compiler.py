@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -85,6 +87,13 @@ class _Turn:
 # Built every compile or turn: made without calling the class (see mainspring._frozen.maker).
 _new_turn = maker(_Turn)
 _new_compiled = maker(CompiledContext)
+
+
+def _on_prefix_change(compiler: weakref.ref[ContextCompiler[Any]], change: PrefixChange) -> None:
+    """The transcript's prefix changed: its compiler (while it lives) recomputes."""
+    alive = compiler()
+    if alive is not None:
+        alive._prefix_changed(change)
 
 
 class ContextCompiler(Generic[T]):
@@ -191,7 +200,9 @@ class ContextCompiler(Generic[T]):
             shape.adapter,
             strict=shape.strict,
             trust_message_identity=shape.trust_message_identity,
-            on_prefix_change=self._prefix_changed,
+            # (weakly: a bound method would make compiler and transcript a cycle, which
+            # only the garbage collector frees -- a session's every message with them)
+            on_prefix_change=partial(_on_prefix_change, weakref.ref(self)),
         )
         self.retain_turns = shape.retain_turns
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
