@@ -417,9 +417,12 @@ class Broken(Processor):
 def test_a_mapper_naming_a_message_outside_the_run_is_refused_and_the_view_recovers() -> None:
     broken = Broken("broken")
     engine: ContextCompiler[Message] = ContextCompiler(processors=[broken])
+    engine.append(history(2))  # committed: the view is derived, when next read
     with pytest.raises(ContextError, match=r"broken.*outside the run of 2"):
-        engine.append(history(2))
-    assert list(engine.transcript.messages) == history(2)  # committed: the view is derived
+        len(engine.view)
+    assert list(engine.transcript.messages) == history(2)
+    with pytest.raises(ContextError, match=r"broken.*outside the run of 2"):
+        compiled_now(engine, 1)  # a compile maps the run again, and fails again
     broken.map_messages = lambda messages, start: {}  # type: ignore[method-assign]
     out = compiled_now(engine, 1)  # the view is rebuilt from the transcript
     assert list(out.messages) == history(2)

@@ -106,6 +106,10 @@ class ContextCompiler(Generic[T]):
     _destroyed = False
     _active: anyio.CancelScope | None = None
     _stale_view = False
+    _behind: int | None = None
+    """Without accounting: the transcript index from which the view is behind (appends
+    map into the view when it is next read, so those between two compiles map as one
+    run, and the last answer of a conversation only if it is compiled again)."""
     _totals: SessionTotals | None = None
     """Made at the first snapshot added (only accounting takes them)."""
     _turn_cache: dict[str, Any]
@@ -215,28 +219,51 @@ class ContextCompiler(Generic[T]):
         if accounting is None:  # the shape's sizing and view parts, shared
             self.meter = self._accountant = self._sinks = None
             self._sizer = shape.sizer
-            self.view: ModelView[T] = ModelView(*shape.view_parts)
+            self._view: ModelView[T] = ModelView(*shape.view_parts)
         else:  # a meter of its own
             meter = self.meter = self._sizer = Meter(accounting, shape.model)
             self._sinks = SinkSet(accounting.sinks, strict=accounting.strict)
             parts = shape.view_parts_for(meter)
-            self.view = ModelView(*parts)
-            self._accountant = Accountant(meter, self.view, self.transcript, parts[0])
+            self._view = ModelView(*parts)
+            self._accountant = Accountant(meter, self._view, self.transcript, parts[0])
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
     # -- transcript ---------------------------------------------------------
 
+    @property
+    def view(self) -> ModelView[T]:
+        """What the model is shown of the transcript, up to date when read."""
+        if self._behind is not None:
+            self._catch_up()
+        return self._view
+
     def append(self, delta: Iterable[T]) -> None:
-        """Commit messages and map them into the view: O(delta)."""
+        """Commit messages; they are mapped into the view by its next read: O(delta).
+
+        With accounting, the view (which accounting reads) takes them now.
+        A processor that maps messages wrongly fails the read that maps them
+        (a compile, or reading :attr:`view`), as a failing compile does.
+        """
         self._alive()
         start = len(self.transcript)
         self.transcript.append(delta)
+        if self._accountant is None:
+            if self._behind is None:
+                self._behind = start
+            return
         self._extend_view(start)
+
+    def _catch_up(self) -> None:
+        """Map what was appended since the view was last read."""
+        start, self._behind = self._behind, None
+        if start is not None:
+            self._extend_view(start)
 
     def sync(self, full: Sequence[T]) -> int:
         """Bring the transcript to ``full`` (see :meth:`Transcript.sync`)."""
         self._alive()
+        self._catch_up()
         start = len(self.transcript)
         committed = self.transcript.sync(full)
         if self._stale_view:
@@ -277,9 +304,10 @@ class ContextCompiler(Generic[T]):
 
     def _rebuild_view(self) -> None:
         self._stale_view = False
+        self._behind = None
         for proc in self.processors:
             proc.reset()
-        self.view.clear()
+        self._view.clear()
         self._add_to_view(0)
 
     def _add_to_view(self, start: int) -> None:
@@ -301,12 +329,12 @@ class ContextCompiler(Generic[T]):
                     owners[offset] = (proc.module, proc.id)
         except BaseException:
             self._stale_view = True  # mappers saw part of the run: rebuild at the next use
-            self.view.unshare(start)
+            self._view.unshare(start)
             raise
         # Entries no processor rewrote: the view holds the transcript's own list, not a copy.
-        if owners or not self.view.extend_shared(backing, start, batch):
-            self.view.unshare(start)
-            self.view.extend(batch, owners)
+        if owners or not self._view.extend_shared(backing, start, batch):
+            self._view.unshare(start)
+            self._view.extend(batch, owners)
 
     # -- compiling -----------------------------------------------------------
 
@@ -319,6 +347,8 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         await self._setup()
+        if self._behind is not None:
+            self._catch_up()
         if self._stale_view:
             self._rebuild_view()
         if self._turn is None or self._turn.turn_index != turn_index:
@@ -370,7 +400,7 @@ class ContextCompiler(Generic[T]):
             ctx._current = None
 
     def _assemble(self, ctx: Compilation[T], tools: tuple[ToolSpec, ...]) -> CompiledContext[T]:
-        view = self.view
+        view = self._view
         n = len(view)
         contributions = tuple(ctx.contributions)
         by_slot = _NO_SLOTS  # (read only: filled in a copy when there are contributions)
@@ -601,7 +631,8 @@ class ContextCompiler(Generic[T]):
                     log.exception("module %r failed to tear down", module.name)
                     errors.append(exc)
         self._session_cache.clear()
-        self.view.clear()
+        self._behind = None
+        self._view.clear()
         if errors:
             raise ContextError("a module failed to tear down") from errors[0]
 
