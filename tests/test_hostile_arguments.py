@@ -8,7 +8,12 @@ limit (never the input echoed back), and the next step runs.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import JsonValue
 
 from mainspring import (
@@ -21,7 +26,7 @@ from mainspring import (
     TurnComplete,
     tool,
 )
-from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH
+from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, _loads
 from mainspring._results import ERROR_LIMIT
 from tests.helpers import send
 
@@ -102,3 +107,34 @@ async def test_an_error_result_fits_a_small_result_budget() -> None:
     events = await send(Session(Agent(model=model, tools=[short])), "go")
     (result,) = [e for e in events if isinstance(e, ToolResult)]
     assert result.is_error and len(result.content) <= 500 + 400
+
+
+def _outcome(parse: Callable[[str], object], raw: str) -> object:
+    try:
+        return ("value", parse(raw))
+    except RecursionError:
+        return ("too deep",)
+    except ValueError as exc:
+        return ("error", str(exc))
+
+
+JSONISH = st.text(alphabet=' \t\n\r{}[]",:0123456789.eE+-truefalsn\\u\ufeffx', max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        JSONISH,
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+            lambda inner: (
+                st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
+            ),
+            max_leaves=8,
+        ).map(json.dumps),
+    ),
+    st.sampled_from(["", " ", "\n", " x", "{}"]),
+)
+def test_the_argument_parser_reads_json_exactly_as_json_loads(body: str, tail: str) -> None:
+    for raw in (body, body + tail, tail + body):
+        assert _outcome(_loads, raw) == _outcome(json.loads, raw)

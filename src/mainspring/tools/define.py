@@ -117,11 +117,15 @@ class Tool:
                 tool=self.name,
             )
         if self.input_model is not None:
+            # (pydantic's own validator and serializer, which model_validate and
+            # model_dump call with these same defaults: a third of the cost each)
             try:
-                value = self.input_model.model_validate(args)
+                value = self.input_model.__pydantic_validator__.validate_python(args)
             except _validation_error() as exc:
                 raise _input_error(self.name, exc) from None
-            dumped: dict[str, JsonValue] = value.model_dump(mode="json")
+            dumped: dict[str, JsonValue] = value.__pydantic_serializer__.to_python(
+                value, mode="json"
+            )
             return dumped, {name: getattr(value, name) for name in _field_names(type(value))}
         _validate_json_schema(self.name, self.input_schema, args)
         return typing.cast(dict[str, JsonValue], args), dict(args)
