@@ -183,18 +183,29 @@ class Dispatcher:
 
     # ----------------------------------------------------------------- judging
 
-    async def judge(self, tool: Tool, call: Call) -> Judged | None:
-        """Permissions, guards and preflight; ``None`` when the call got an error result."""
-        assert call.input is not None
+    def unjudged(self, tool: Tool) -> Judged | None:
+        """The verdict of a call with nothing to decide (the common read), else ``None``.
+
+        :meth:`judge` gives the same; asking first spares a coroutine per call.
+        """
         rules = self.agent.permissions
-        spent = self.state.auto_spent_usd
         if (
             tool.policy.permission == "auto"
             and not (rules.can_use_tool or rules.deny or rules.allow or self.agent.guards)
             and tool.policy.preflight is None
             and not tool.client_executed
         ):
-            return _AUTO  # nothing to decide: the common read
+            return _AUTO
+        return None
+
+    async def judge(self, tool: Tool, call: Call) -> Judged | None:
+        """Permissions, guards and preflight; ``None`` when the call got an error result."""
+        assert call.input is not None
+        nothing = self.unjudged(tool)
+        if nothing is not None:
+            return nothing
+        rules = self.agent.permissions
+        spent = self.state.auto_spent_usd
         try:
             if rules.can_use_tool is None:
                 verdict = evaluate_static(rules, tool, call.input, auto_spent=spent)
@@ -432,21 +443,7 @@ class Dispatcher:
                 return
         call.started = True
         self.emit(_tool_start(tool_use_id=call.id, name=call.name, input=args))
-        ctx = None
-        if tool.ctx_param is not None:
-            ctx = ToolContext(
-                session_id=self.state.session_id,
-                agent_name=self.agent.name,
-                tool_use_id=call.id,
-                tool_name=call.name,
-                turn_index=turn.index,
-                cache=self.turn_cache,
-                emit=self.emit,
-                charge=self.charge,
-                decision=decision,
-                suspended_on=suspended_on,
-            )
-            self._contexts.append(ctx)
+        ctx = self._context(tool, call, turn, decision, suspended_on)
         auto = judged is not None and judged[0].outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
@@ -475,7 +472,8 @@ class Dispatcher:
         if write and auto and self.agent.on_auto_executed is not None:
             amount = judged[0].amount_usd if judged is not None else None
             await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
-        output = await self.shorten(tool, output)
+        if len(output.content) > tool.policy.max_result_chars:  # (a coroutine only then)
+            output = await self.shorten(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
         if write and not output.is_error and tool.policy.post_write_refresh:
             refreshed = await self.refresh(tool, turn, output)
@@ -493,6 +491,32 @@ class Dispatcher:
                     result=call.result,
                 )
             )
+
+    def _context(
+        self,
+        tool: Tool,
+        call: Call,
+        turn: Turn,
+        decision: Decision | None,
+        suspended_on: PendingAction | None,
+    ) -> ToolContext | None:
+        """The ToolContext of a tool that takes one (kept while it runs), else ``None``."""
+        if tool.ctx_param is None:
+            return None
+        ctx = ToolContext(
+            session_id=self.state.session_id,
+            agent_name=self.agent.name,
+            tool_use_id=call.id,
+            tool_name=call.name,
+            turn_index=turn.index,
+            cache=self.turn_cache,
+            emit=self.emit,
+            charge=self.charge,
+            decision=decision,
+            suspended_on=suspended_on,
+        )
+        self._contexts.append(ctx)
+        return ctx
 
     async def shorten(self, tool: Tool, output: ToolOutput) -> ToolOutput:
         """A result over the tool's budget, summarized when the tool says how."""

@@ -67,6 +67,7 @@ from mainspring.messages import (
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
 from mainspring.thinking import parse_eval_summary
+from mainspring.tools.define import Tool
 from mainspring.usage import Usage
 
 __all__ = ["Loop", "Paced", "error_event"]
@@ -471,7 +472,9 @@ class Loop(LoopResume):
                 elif kind is ToolCallEnd:
                     assert isinstance(event, ToolCallEnd)
                     answer.flush_text()
-                    await self._on_call(event, answer, turn, reads)
+                    judging = self._on_call(event, answer, turn, reads)
+                    if judging is not None:
+                        await self._judge_read(judging, turn, reads)
                 elif kind is ModelUsage:
                     assert isinstance(event, ModelUsage)
                     answer.usage = answer.usage + event.usage
@@ -575,10 +578,14 @@ class Loop(LoopResume):
 
     # ---------------------------------------------------------------- dispatch
 
-    async def _on_call(
+    def _on_call(
         self, end: ToolCallEnd, answer: Answer, turn: Turn, reads: TaskGroup
-    ) -> None:
-        """A call's arguments closed: give it an engine id, validate it, maybe start it."""
+    ) -> tuple[Tool, Call] | None:
+        """A call's arguments closed: give it an engine id, validate it, maybe start it.
+
+        Returns a read that has something to decide (permissions, guards, a
+        preflight) for :meth:`_judge_read`; a read with nothing to decide starts here.
+        """
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
         call = _call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
         turn.calls.append(call)
@@ -596,21 +603,32 @@ class Loop(LoopResume):
         if tool is None:
             names = ", ".join(self.agent.tool_names) or "none"
             dispatch.fail(call, f"unknown tool {clip(end.name)!r}; available tools: {names}")
-            return
+            return None
         if error is not None:
             dispatch.fail(call, error)
-            return
+            return None
         try:
             call.input, dispatch.kwargs[call_id] = tool.parse(parsed)
         except ToolInputError as exc:
             dispatch.fail(call, f"{exc}. Fix the arguments and call again.")
-            return
+            return None
         if tool.policy.parallel and not tool.client_executed:
-            judged = await dispatch.judge(tool, call)
+            judged = dispatch.unjudged(tool)
             if judged is None:
-                return
-            if judged[0].outcome == "run":
-                call.parallel = True
-                reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
-            else:
-                dispatch.verdicts[call_id] = judged
+                return tool, call
+            call.parallel = True
+            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
+        return None
+
+    async def _judge_read(self, judging: tuple[Tool, Call], turn: Turn, reads: TaskGroup) -> None:
+        """Judge a read: it starts now, waits for the serial phase's decision, or failed."""
+        tool, call = judging
+        dispatch = self.dispatch
+        judged = await dispatch.judge(tool, call)
+        if judged is None:
+            return
+        if judged[0].outcome == "run":
+            call.parallel = True
+            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
+        else:
+            dispatch.verdicts[call.id] = judged
