@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
 from mainspring.context.accounting import Accounting, Meter, Piece
 from mainspring.context.transcript import MainspringAdapter, tool_call_text
@@ -97,22 +99,37 @@ def mainspring_scan(meter: Meter, *, bound: bool = False) -> Scan:
                     tokens += count(text)
                 continue
             for part in parts:  # as message_segments has them, without building the list
-                if isinstance(part, TextPart):
-                    text = part.text
-                elif isinstance(part, ToolResultPart):
-                    text = part.content
-                elif isinstance(part, ToolCallPart):
-                    text = tool_call_text(part)
-                elif isinstance(part, ThinkingPart) and not part.redacted:
-                    text = part.text
-                else:
+                text_of = _TEXT_OF.get(type(part))
+                counted = text_of(part) if text_of is not None else _other_text(part)
+                if counted is None:
                     continue
-                n = len(text)
+                n = len(counted)
                 chars += n
-                tokens += ceil(n / per) if per else count(text)
+                tokens += ceil(n / per) if per else count(counted)
         return chars, tokens, users
 
     return scan
+
+
+_TEXT_OF: dict[type, Callable[[Any], str]] = {
+    ToolResultPart: attrgetter("content"),
+    ToolCallPart: tool_call_text,
+    TextPart: attrgetter("text"),
+}
+"""The counted text of a part, by its exact class (a step's calls and results, first)."""
+
+
+def _other_text(part: object) -> str | None:
+    """The counted text of any other part (a subclass, thinking), or ``None``."""
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, ToolResultPart):
+        return part.content
+    if isinstance(part, ToolCallPart):
+        return tool_call_text(part)
+    if isinstance(part, ThinkingPart) and not part.redacted:
+        return part.text
+    return None
 
 
 def _utf8_bound(text: str) -> int:
