@@ -536,7 +536,7 @@ class Loop(LoopResume):
     def _account(self, model: str, usage: Usage, turn: Turn) -> None:
         priced_before = model not in self.cost.unpriced
         cost = self.cost.record(model, usage)
-        if self._compiled is not None:
+        if self._compiled is not None and self.context.meter is not None:  # accounting on
             priced = priced_before and model not in self.cost.unpriced
             self.context.record_call(
                 self._compiled,
