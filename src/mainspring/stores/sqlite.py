@@ -28,8 +28,8 @@ Tables, created when missing:
   decision is claimed once; ``mainspring_writes``: the write ledger.
 - ``mainspring_locks``: one row per lease.
 
-Rows hold JSON text from :mod:`mainspring.codec`, ASCII-escaped so that any
-Python string (even a lone surrogate) round-trips.
+Rows hold JSON text from :mod:`mainspring.codec` (valid Unicode as is, text
+with a lone surrogate ASCII-escaped), so that any Python string round-trips.
 """
 
 from __future__ import annotations
