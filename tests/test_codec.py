@@ -555,3 +555,44 @@ def test_a_version_1_state_is_upgraded_on_load() -> None:
     upgraded = state_from_stored(executing, [])
     assert upgraded.turn is not None and upgraded.turn.status == "executing"
     assert state_from_stored(encode(state), []).turn == state.turn  # version 2 is kept as is
+
+
+@st.composite
+def headed_states(draw: st.DrawFn) -> SessionState:
+    """States with every header field drawn: a turn paused or not (or none), a last terminal."""
+    from mainspring.events import ErrorEvent, TurnComplete
+
+    state = draw(session_states())
+    turn = state.turn
+    if turn is not None and turn.status == "paused" and draw(st.booleans()):
+        turn.status, turn.pending = "executing", None  # the fast path's case, mostly
+    state.active_stream = draw(st.none() | ids)
+    state.last_stream = draw(st.none() | ids)
+    terminal = draw(st.none() | EVENT_STRATEGIES[TurnComplete] | EVENT_STRATEGIES[ErrorEvent])
+    assert terminal is None or isinstance(terminal, TurnComplete | ErrorEvent)
+    state.last_terminal = terminal
+    state.principal = draw(st.none() | texts)
+    state.auto_spent_usd = draw(st.floats(allow_nan=False))
+    return state
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(state=headed_states())
+def test_the_fast_header_encoding_matches_the_adapter(state: SessionState) -> None:
+    from mainspring.codec import encode_without
+    from mainspring.stores._transcript import header
+
+    expected = encode_without(state, {"messages", "decided", "writes"})
+    assert header(state) == expected
+    assert json.dumps(header(state)) == json.dumps(expected)  # key order too
+
+
+@pytest.mark.parametrize("cost", [float("inf"), float("nan")])
+def test_a_header_with_a_non_finite_cost_encodes_as_the_adapter_does(cost: float) -> None:
+    from mainspring.codec import encode_without
+    from mainspring.stores._transcript import header
+
+    state = SessionState(session_id="s", agent_name="a", cost_usd=cost, turn=Turn(index=1))
+    state.turn.calls.append(Call(id="c", index=0, name="t", input={"x": 1}))  # type: ignore[union-attr]
+    expected = encode_without(state, {"messages", "decided", "writes"})
+    assert repr(header(state)) == repr(expected)

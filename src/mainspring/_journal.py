@@ -165,7 +165,14 @@ class Journal:
                 return outbox.drain() or None
 
     async def _commit(self, *, sync: bool) -> None:
-        # Shielded from the wait for the lock on: a commit is never half-waited for.
+        if self._joint is not None and not sync:
+            # One transaction, encoded before it first awaits: uncontended it never
+            # yields, and a cancel while it waits for a lock leaves it undone and the
+            # state still due (as in take). (A shield costs a cancel scope a save.)
+            await self._commit_locked(sync=False)
+            return
+        # Shielded from the wait for the lock on: a commit is never half-waited for
+        # (a ledger entry goes on record before its write runs, or the write is not run).
         with anyio.CancelScope(shield=True):
             await self._commit_locked(sync=sync)
 

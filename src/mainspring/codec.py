@@ -50,6 +50,7 @@ __all__ = [
     "event_to_json",
     "message_from_dict",
     "message_to_dict",
+    "part_to_dict",
 ]
 
 T = TypeVar("T")
@@ -191,16 +192,20 @@ def message_to_dict(message: Message) -> dict[str, JsonValue]:
             return data
         encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
         if type(part) is ToolResultPart:
-            encoded["images"] = [_part(image) for image in part.images]
+            encoded["images"] = [part_to_dict(image) for image in part.images]
         parts.append(encoded)
     return {"role": message.role, "parts": parts, "meta": message.meta}
 
 
-def _part(part: object) -> JsonValue:
+def part_to_dict(part: object) -> JsonValue:
+    """A message part (or any codec-known value) as JSON data; parts field by field."""
     fields = _PARTS.get(type(part))
     if fields is None:
         return _adapter(type(part)).dump_python(part, mode="json")  # type: ignore[no-any-return]
-    return {name: getattr(part, name) for name in fields}
+    encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
+    if type(part) is ToolResultPart:
+        encoded["images"] = [part_to_dict(image) for image in part.images]
+    return encoded
 
 
 def message_from_dict(data: object) -> Message:

@@ -17,7 +17,13 @@ from mainspring.errors import ConfigError, StoreError
 from mainspring.events import StreamStarted, TextDelta, TurnComplete
 from mainspring.messages import Message
 from mainspring.state import SessionState, Turn, WriteRecord
-from mainspring.stores import Commit, JointCommit, JointLease, SQLiteCheckpointStore
+from mainspring.stores import (
+    Commit,
+    InMemoryRunLock,
+    JointCommit,
+    JointLease,
+    SQLiteCheckpointStore,
+)
 from mainspring.stores.urls import Stores, open_stores
 
 pytestmark = pytest.mark.anyio
@@ -184,7 +190,10 @@ async def test_stores_of_different_files_hold_no_leases_of_each_other(tmp_path: 
         assert isinstance(sessions, JointLease)
         assert sessions.holds(one.locks) and not sessions.holds(other)
         assert not sessions.holds(memory.locks) and not sessions.holds(None)
-        assert not isinstance(memory.sessions, JointLease)  # an in-memory release costs nothing
+        in_memory: object = memory.sessions
+        assert isinstance(in_memory, JointLease)  # its own lock only
+        assert in_memory.holds(memory.locks) and not in_memory.holds(one.locks)
+        assert not in_memory.holds(InMemoryRunLock()) and not in_memory.holds(None)
     finally:
         await one.aclose()
         await other.aclose()

@@ -180,6 +180,29 @@ async def test_appenders_on_two_connections_share_one_gapless_log(tmp_path: Path
 
 
 @pytest.mark.anyio
+async def test_an_appender_whose_next_seq_another_took_goes_after_the_stream(
+    tmp_path: Path,
+) -> None:
+    """A store tries the ``seq`` it expects first; another connection's rows come first."""
+    path = tmp_path / "mainspring.db"
+    one, other = [await SQLiteCheckpointStore.open(path) for _ in range(2)]
+    await one.append("s", TextDelta(text="a"))  # seq 0: it expects 1 next
+    await other.append("s", TextDelta(text="b"))  # expected 0, taken: after the last row
+    await other.append_many("s", [TextDelta(text="c"), TextDelta(text="d")])
+    await one.append("s", TextDelta(text="e"))  # expected 1, taken: after the last row
+    await one.append("s", TextDelta(text="f"))
+    await other.append("s", TextDelta(text="g"))
+    assert texts(await one.load("s")) == list("abcdefg")
+    seqs = raw(path, "SELECT seq FROM mainspring_checkpoints WHERE stream_id = 's' ORDER BY seq")
+    assert [seq for (seq,) in seqs] == list(range(6))
+    await other.clear("s")
+    await one.append("s", TextDelta(text="h"))  # a log cleared elsewhere starts again
+    assert texts(await other.load("s")) == ["h"]
+    for store in (one, other):
+        await store.aclose()
+
+
+@pytest.mark.anyio
 async def test_events_appended_together_are_one_row_and_load_in_order(tmp_path: Path) -> None:
     path = tmp_path / "mainspring.db"
     store = await SQLiteCheckpointStore.open(path)

@@ -56,6 +56,8 @@ class Batch:
     now: float
     sweep_ttl: float | None
     """With a TTL, also delete the logs it expired."""
+    seq: int = 0
+    """The ``seq`` the store expects to be the stream's next (tried first)."""
 
 
 APPEND = (
@@ -64,12 +66,33 @@ APPEND = (
     " WHERE stream_id = ?1"
 )
 """One row at the stream's next ``seq``, taken under the write lock (one statement)."""
+APPEND_AT = (
+    "INSERT INTO mainspring_checkpoints (stream_id, seq, data, updated_at)"
+    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+"""One row at a ``seq`` the writer expects to be free (an ``INSERT … SELECT`` reading
+the table it writes costs a temporary table: half the statement's work)."""
 
 
-def append_rows(conn: sqlite3.Connection, batch: Batch) -> None:
-    """Insert a batch (one row) inside the caller's transaction."""
+def append_rows(conn: sqlite3.Connection, batch: Batch) -> int:
+    """Insert a batch (one row) inside the caller's transaction; the stream's next ``seq``.
+
+    At ``batch.seq`` if that is free (the writer knows its stream: its own last
+    append, or 0 for a new stream), else (another writer appended meanwhile)
+    after the stream's last row: either way under the write lock, after every
+    row the stream has.
+    """
     now = batch.now
-    conn.execute(APPEND, (batch.stream_id, batch.data, now))
+    if conn.execute(APPEND_AT, (batch.stream_id, batch.seq, batch.data, now)).rowcount == 1:
+        seq = batch.seq
+    else:
+        conn.execute(APPEND, (batch.stream_id, batch.data, now))
+        seq = int(
+            conn.execute(
+                "SELECT MAX(seq) FROM mainspring_checkpoints WHERE stream_id = ?",
+                (batch.stream_id,),
+            ).fetchone()[0]
+        )
     if batch.sweep_ttl is not None:
         conn.execute(
             "DELETE FROM mainspring_checkpoints WHERE stream_id IN ("
@@ -77,6 +100,7 @@ def append_rows(conn: sqlite3.Connection, batch: Batch) -> None:
             " HAVING MAX(updated_at) < ?)",
             (now - batch.sweep_ttl,),
         )
+    return seq + 1
 
 
 # -------------------------------------------------------------------- sessions
@@ -167,9 +191,13 @@ class Step:
     release: tuple[str, str] | None
 
 
-def commit_step(conn: sqlite3.Connection, step: Step) -> str | None:
-    """Apply a step in one transaction; the new revision if the state was saved."""
-    revision = None
+def commit_step(conn: sqlite3.Connection, step: Step) -> tuple[str | None, int]:
+    """Apply a step in one transaction.
+
+    Returns the new revision if the state was saved, and the events' stream's
+    next ``seq`` (0 without events).
+    """
+    revision, seq = None, 0
     with transaction(conn, write=True):
         if step.clear is not None:
             conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
@@ -178,13 +206,13 @@ def commit_step(conn: sqlite3.Connection, step: Step) -> str | None:
         if step.save is not None:
             revision = save_rows(conn, step.save)
         if step.events is not None:
-            append_rows(conn, step.events)
+            seq = append_rows(conn, step.events)
         if step.release is not None:
             conn.execute(RELEASE, step.release)
-    return revision
+    return revision, seq
 
 
-def commit_step_synced(conn: sqlite3.Connection, step: Step) -> str | None:
+def commit_step_synced(conn: sqlite3.Connection, step: Step) -> tuple[str | None, int]:
     with synced(conn):
         return commit_step(conn, step)
 

@@ -13,9 +13,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode_without
+from mainspring.codec import encode_without, event_to_dict, part_to_dict
+from mainspring.events import ErrorEvent, TurnComplete
 from mainspring.messages import Message
-from mainspring.state import SessionState
+from mainspring.state import Call, SessionState, Turn
+from mainspring.usage import Usage
 
 __all__ = ["KnownTranscripts", "Stored", "common_prefix", "header"]
 
@@ -23,13 +25,70 @@ _APART = {"messages", "decided", "writes"}
 """Fields a store keeps in rows of their own (the transcript, claims, the ledger)."""
 
 
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+_HEADER = tuple(name for name in _names(SessionState) if name not in _APART)
+_TURN = _names(Turn)
+_CALL = _names(Call)
+_USAGE = _names(Usage)
+_TERMINALS = (TurnComplete, ErrorEvent, type(None))
+
+
 def header(state: SessionState) -> dict[str, JsonValue]:
     """``state`` as JSON data without its transcript, decisions and write ledger.
+
+    Field by field (a run encodes it at each commit; the pydantic adapter costs
+    several times as much), the adapter only for what is not plain: a paused
+    turn's pending action, a subclass. ``tests/stores/test_header.py`` checks
+    both give the same.
 
     Raises:
         ValueError, TypeError, RecursionError: A field cannot be encoded.
     """
-    return encode_without(state, _APART)
+    turn = state.turn
+    if (
+        type(state) is not SessionState
+        or type(state.usage) is not Usage
+        or type(state.last_terminal) not in _TERMINALS
+        or (turn is not None and (type(turn) is not Turn or not _plain(turn)))
+    ):
+        return encode_without(state, _APART)
+    data: dict[str, JsonValue] = {name: getattr(state, name) for name in _HEADER}
+    data["usage"] = _usage(state.usage)
+    if turn is not None:
+        data["turn"] = _turn(turn)
+    if state.last_terminal is not None:
+        data["last_terminal"] = event_to_dict(state.last_terminal)
+    return data
+
+
+def _plain(turn: Turn) -> bool:
+    """Whether ``turn`` encodes field by field (no pending action, plain parts)."""
+    return (
+        turn.pending is None
+        and type(turn.usage) is Usage
+        and all(type(call) is Call for call in turn.calls)
+    )
+
+
+def _usage(usage: Usage) -> dict[str, JsonValue]:
+    return {name: getattr(usage, name) for name in _USAGE}
+
+
+def _turn(turn: Turn) -> dict[str, JsonValue]:
+    data: dict[str, JsonValue] = {name: getattr(turn, name) for name in _TURN}
+    data["calls"] = [_call(call) for call in turn.calls]
+    data["usage"] = _usage(turn.usage)
+    return data
+
+
+def _call(call: Call) -> dict[str, JsonValue]:
+    data: dict[str, JsonValue] = {name: getattr(call, name) for name in _CALL}
+    if call.result is not None:
+        data["result"] = part_to_dict(call.result)
+    return data
 
 
 def common_prefix(ours: Sequence[Message], theirs: Sequence[Message]) -> int:

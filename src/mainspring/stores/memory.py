@@ -16,7 +16,7 @@ from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
 from mainspring.stores._transcript import common_prefix, header
-from mainspring.stores.base import CheckpointStore, Commit, SpendKind
+from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
@@ -101,8 +101,13 @@ class InMemorySessionStore:
     it stored are known by reference.
     """
 
-    def __init__(self) -> None:
-        """Create an empty store."""
+    def __init__(self, *, run_lock: InMemoryRunLock | None = None) -> None:
+        """Create an empty store.
+
+        With ``run_lock`` (``open_stores("memory://")`` passes its own), the commit
+        of a run's end drops the run's lease there too (``JointLease``).
+        """
+        self._run_lock = run_lock
         self._states: dict[str, dict[str, JsonValue]] = {}
         self._transcripts: dict[str, _Stored] = {}
         self._decisions: dict[str, dict[str, str]] = {}
@@ -193,6 +198,10 @@ class InMemorySessionStore:
         """Whether ``checkpoints`` is an in-memory store too (or ``None``)."""
         return checkpoints is None or isinstance(checkpoints, InMemoryCheckpointStore)
 
+    def holds(self, lock: RunLock | None) -> bool:
+        """Whether ``lock`` is the run lock this store was made with (``JointLease``)."""
+        return lock is not None and lock is self._run_lock
+
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Apply a step boundary at once: nothing else runs in between."""
         # Encode everything first: a value that cannot be stored changes nothing.
@@ -208,6 +217,8 @@ class InMemorySessionStore:
             self._put(save)
         if events and logs is not None and commit.stream_id is not None:
             logs._extend(commit.stream_id, events)
+        if commit.release is not None and self._run_lock is not None:
+            self._run_lock._drop(*commit.release)
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -246,6 +257,9 @@ class InMemoryRunLock:
 
     async def release(self, key: str, owner: str) -> None:
         """Drop this owner's lease."""
+        self._drop(key, owner)
+
+    def _drop(self, key: str, owner: str) -> None:
         lease = self._live(key)
         if lease is not None and lease[0] == owner:
             del self._leases[key]

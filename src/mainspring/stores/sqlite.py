@@ -28,8 +28,8 @@ Tables, created when missing:
   decision is claimed once; ``mainspring_writes``: the write ledger.
 - ``mainspring_locks``: one row per lease.
 
-Rows hold JSON text from :mod:`mainspring.codec`, ASCII-escaped so that any
-Python string (even a lone surrogate) round-trips.
+Rows hold JSON text from :mod:`mainspring.codec` (valid Unicode as is, text
+with a lone surrogate ASCII-escaped), so that any Python string round-trips.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Self
 
@@ -86,8 +87,10 @@ __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 class SQLiteCheckpointStore:
     """Event logs in a table, each expiring ``ttl`` seconds after its last append.
 
-    An append is one ``INSERT`` of one row (several events: a JSON array) that
-    takes the next ``seq`` of its stream under SQLite's write lock, so
+    An append is one ``INSERT`` of one row (several events: a JSON array) at
+    the next ``seq`` of its stream under SQLite's write lock: the one this object
+    expects (its own last append's next, 0 for a stream it does not know), or
+    if another appender took that one, after the stream's last row; so
     appenders in several processes never collide.
     ``synchronous=NORMAL``: a commit survives the process crashing, and the last
     ones may roll back on power loss, when the clients lose their streams too.
@@ -98,12 +101,18 @@ class SQLiteCheckpointStore:
     more than ``ttl``).
     """
 
+    STREAMS = 1024
+    """Streams whose next ``seq`` this object remembers."""
+
     def __init__(self, database: Database, *, ttl: float, clock: Clock) -> None:
         """Wrap an open database; use :meth:`open`."""
         self._db = database
         self._ttl = check_ttl(ttl)
         self._clock = clock
         self._next_sweep = 0.0
+        self._next_seq: OrderedDict[str, int] = OrderedDict()
+        """The next ``seq`` of the streams this object appended to last (a guess: see
+        :func:`append_rows`), for its last :attr:`STREAMS` streams."""
 
     @classmethod
     async def open(cls, path: StrPath, *, ttl: float = 300.0, clock: Clock = time.time) -> Self:
@@ -132,7 +141,9 @@ class SQLiteCheckpointStore:
             check_type("event", event, Event)
         if not events:
             return
-        await self._db.run_inline(self._append, self._batch(stream_id, events))
+        self.appended(
+            stream_id, await self._db.run_inline(self._append, self._batch(stream_id, events))
+        )
 
     def _batch(self, stream_id: str, events: Sequence[Event]) -> Batch:
         """Encode events for :func:`append_rows` (on the event loop: events are small)."""
@@ -145,12 +156,22 @@ class SQLiteCheckpointStore:
         sweep = now >= self._next_sweep and math.isfinite(self._ttl)
         if sweep:
             self._next_sweep = now + min(self._ttl, 60.0)
-        return Batch(stream_id, data, now, self._ttl if sweep else None)
+        return Batch(
+            stream_id, data, now, self._ttl if sweep else None, self._next_seq.get(stream_id, 0)
+        )
+
+    def appended(self, stream_id: str, seq: int) -> None:
+        """After a committed append: ``seq`` is the stream's next."""
+        known = self._next_seq
+        known.pop(stream_id, None)
+        known[stream_id] = seq
+        if len(known) > self.STREAMS:
+            known.popitem(last=False)
 
     @staticmethod
-    def _append(conn: sqlite3.Connection, batch: Batch) -> None:
+    def _append(conn: sqlite3.Connection, batch: Batch) -> int:
         with transaction(conn, write=True):  # one commit for the batch (and the sweep)
-            append_rows(conn, batch)
+            return append_rows(conn, batch)
 
     async def load(self, stream_id: str) -> list[Event]:
         """Every event of the stream, in order (empty if unknown or expired).
@@ -192,6 +213,7 @@ class SQLiteCheckpointStore:
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
         check_text("stream_id", stream_id)
+        self._next_seq.pop(stream_id, None)
         await self._db.run_inline(self._clear, stream_id)
 
     @staticmethod
@@ -317,11 +339,16 @@ class SQLiteSessionStore:
             release = (check_text("key", release[0]), check_text("owner", release[1]))
         step = Step(rows, job, batch, clear, release)
         if commit.sync:
-            revision = await self._db.run(commit_step_synced, step)
+            revision, seq = await self._db.run(commit_step_synced, step)
         else:
-            revision = await self._db.run_inline(commit_step, step)
+            revision, seq = await self._db.run_inline(commit_step, step)
         if job is not None and revision is not None:
             self._known.remember(sid, Stored(revision, job.messages))
+        if batch is not None:
+            assert isinstance(checkpoints, SQLiteCheckpointStore)
+            checkpoints.appended(batch.stream_id, seq)
+        if clear is not None and isinstance(checkpoints, SQLiteCheckpointStore):
+            checkpoints._next_seq.pop(clear, None)
 
     async def load(self, session_id: str) -> SessionState | None:
         """The saved state with every recorded decision and ledger entry, or ``None``.

@@ -62,7 +62,8 @@ def _scheme(url: str) -> str:
 
 def _memory(url: str) -> tuple[InMemorySessionStore, InMemoryCheckpointStore, InMemoryRunLock]:
     name = url.removeprefix("memory://")
-    fresh = (InMemorySessionStore(), InMemoryCheckpointStore(), InMemoryRunLock())
+    lock = InMemoryRunLock()
+    fresh = (InMemorySessionStore(run_lock=lock), InMemoryCheckpointStore(), lock)
     if not name:
         return fresh
     return _SHARED.setdefault(name, fresh)
@@ -210,6 +211,9 @@ async def open_stores(
             sessions = sessions or url
     if sessions is not None and sqlite_file(sessions) == sqlite_file(checkpoints) is not None:
         return await _open_sqlite(sessions, locks)
+    if sessions is not None and sessions == checkpoints == locks and _scheme(sessions) == "memory":
+        one = _memory(sessions)  # one set: the session store drops the lock's leases
+        return Stores(sessions=one[0], checkpoints=one[1], locks=one[2])
     opened: list[Any] = []
     try:
         s = await open_session_store(sessions) if sessions else None
