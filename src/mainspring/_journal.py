@@ -217,8 +217,14 @@ class Journal:
         try:
             await self._apply(commit)
         except BaseException:
+            # Nothing of it is on record: all it took goes with the next commit. (A
+            # consumer's commit cancelled while it waited for the database must not
+            # take with it a ledger entry the run then believes saved.)
             self._state_due = True if state is not None else self._state_due
             self._clear = commit.clear if commit.clear is not None else self._clear
+            self._writes[:0] = writes
+            if events:
+                self._relay.put_back(events)
             raise
         self.ended = self.ended or terminal is not None
         self.released = self.released or commit.release is not None

@@ -11,7 +11,7 @@ checkpoints (after each model event) while the queue holds ``limit`` items.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Generator, Sequence
 from typing import Generic, TypeVar
 
 from mainspring._library import running_loop
@@ -65,6 +65,10 @@ class Relay(Generic[T]):
         if waiter is not None:
             self._waiter = None
             _wake(waiter)
+
+    def put_back(self, items: Sequence[T]) -> None:
+        """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
+        self._items[:0] = items
 
     def close(self) -> None:
         """No more items; a waiting consumer wakes up and drains the rest."""
