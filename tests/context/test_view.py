@@ -121,6 +121,46 @@ def test_the_view_sizes_equal_its_pieces_for_every_kind_of_message(
     assert view.tokens_before(len(view)) == view.tokens
 
 
+plain_text_st = st.builds(
+    Message,
+    role=st.sampled_from(["user", "assistant"]),
+    parts=st.tuples(st.builds(TextPart, text=words)),
+)
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        st.lists(plain_text_st, min_size=16, max_size=60),
+        st.lists(messages_st, min_size=16, max_size=40),
+    ),
+    st.sampled_from([1.0, 3.5, 4.0]),
+    st.integers(0, 3),
+)
+def test_a_long_run_of_messages_sizes_as_each_message_does(
+    messages: list[Message], per: float, split: int
+) -> None:
+    # A history handed over whole (a new session's, or many appends between two
+    # compiles) is sized in one pass; it must agree with sizing each message.
+    tokenizer = EstimateTokenizer("test", chars_per_token=per)
+    whole = ContextCompiler(messages=messages, accounting=Accounting(tokenizer=tokenizer)).view
+    expected_tokens = sum(
+        tokenizer.count(text) for m in messages for _, text in message_segments(m)
+    )
+    expected_chars = sum(len(text) for m in messages for _, text in message_segments(m))
+    assert whole.tokens == expected_tokens and whole.chars == expected_chars
+    plain = ContextCompiler(messages=messages[:split], model="m")
+    plain.append(messages[split:])
+    single: ContextCompiler[Message] = ContextCompiler(messages=(), model="m")
+    for message in messages:
+        single.append([message])
+        len(single.view)  # each message mapped on its own
+    assert plain.view.tokens == single.view.tokens
+    assert plain.view.chars == single.view.chars == expected_chars
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    assert list(plain.view.user_indices) == list(single.view.user_indices) == users
+
+
 # -- edits keep every figure equal to a recount ---------------------------------
 
 ops = st.lists(
