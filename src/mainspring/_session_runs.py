@@ -412,6 +412,7 @@ class SessionRuns:
                 runner.dispatch.charge = None
                 if self._runner is runner:
                     self._runner = None  # (nothing left to cancel)
+                self._drop_cache()  # (the run's tools are done with it)
                 done.set()
                 _background.release()  # (the last act: the finished task is freed at once)
 
