@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
+from collections.abc import Callable
 from typing import Any, get_args
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
+from mainspring import Agent, Session
+from mainspring._json import JsonValue
 from mainspring.events import (
     TERMINAL_EVENT_TYPES,
     Event,
@@ -17,6 +23,7 @@ from mainspring.events import (
     TurnComplete,
 )
 from mainspring.messages import (
+    EMPTY_META,
     ImagePart,
     Message,
     Part,
@@ -25,6 +32,7 @@ from mainspring.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from mainspring.models.scripted import ScriptedModel
 from mainspring.usage import Usage
 from tests.strategies import ONE_OF_EACH_EVENT, PROPERTY, events, messages
 
@@ -145,10 +153,88 @@ def test_part_type_tags() -> None:
     assert [p.type for p in ALL_PARTS] == ["text", "image", "tool_call", "tool_result", "thinking"]
 
 
-def test_meta_default_is_not_shared() -> None:
+def test_a_default_meta_is_shared_and_read_only() -> None:
     a = Message(role="user", parts=())
-    b = Message(role="user", parts=())
-    assert a.meta is not b.meta
+    b = Message.user("hi")
+    assert a.meta is b.meta is EMPTY_META
+    assert a.meta == {} and not a.meta and list(a.meta.items()) == []
+    with pytest.raises(TypeError):
+        a.meta["k"] = 1
+    assert b.meta == {} and EMPTY_META == {}
+
+
+MUTATIONS: list[tuple[str, Callable[[dict[str, JsonValue]], object]]] = [
+    ("setitem", lambda m: m.__setitem__("k", 1)),
+    ("delitem", lambda m: m.__delitem__("k")),
+    ("ior", lambda m: m.__ior__({"k": 1})),
+    ("setdefault", lambda m: m.setdefault("k", 1)),
+    ("update", lambda m: m.update(k=1)),
+    ("update_pairs", lambda m: m.update([("k", 1)])),
+    ("pop", lambda m: m.pop("k", None)),
+    ("popitem", lambda m: m.popitem()),
+    ("clear", lambda m: m.clear()),
+]
+
+
+@pytest.mark.parametrize("mutate", [f for _, f in MUTATIONS], ids=[n for n, _ in MUTATIONS])
+def test_no_way_to_change_the_shared_empty_meta(
+    mutate: Callable[[dict[str, JsonValue]], object],
+) -> None:
+    with pytest.raises(TypeError):
+        mutate(Message.user("a").meta)
+    assert EMPTY_META == {} and Message.user("b").meta == {}
+
+
+def test_a_meta_in_place_update_raises_instead_of_writing_shared_state() -> None:
+    meta = Message.user("a").meta
+    with pytest.raises(TypeError):
+        meta |= {"k": 1}
+    assert EMPTY_META == {}
+
+
+def test_dicts_made_from_the_shared_meta_are_plain_and_writable() -> None:
+    message = Message.user("a")
+    for made in (
+        dict(message.meta),
+        {**message.meta},
+        message.meta | {"k": 1},
+        message.meta.copy(),
+        dataclasses.asdict(message)["meta"],
+    ):
+        assert type(made) is dict
+        made["x"] = 2  # (its own: the shared one stays empty)
+    assert EMPTY_META == {}
+
+
+def test_copies_and_pickles_of_a_message_keep_the_shared_meta() -> None:
+    message = Message.user("a")
+    for again in (
+        copy.copy(message),
+        copy.deepcopy(message),
+        pickle.loads(pickle.dumps(message)),
+        dataclasses.replace(message, parts=()),
+    ):
+        assert again.meta is EMPTY_META
+
+
+def test_a_meta_of_its_own_is_an_ordinary_dict() -> None:
+    own = Message(role="user", parts=(), meta={"source": "x"})
+    own.meta["n"] = 1  # (still possible: the dict is this message's)
+    assert own.meta == {"source": "x", "n": 1}
+    assert Message(role="user", parts=()).meta == {}
+
+
+@PROPERTY
+@given(key=st.text(max_size=8), value=st.integers())
+def test_no_session_can_change_another_sessions_messages(key: str, value: int) -> None:
+    # Two sessions' transcripts share the one empty meta; a write through one must fail.
+    theirs = Session(Agent(name="a", model=ScriptedModel(["ok"])), messages=[Message.user("x")])
+    mine = Session(Agent(name="b", model=ScriptedModel(["ok"])), messages=[Message.user("y")])
+    with pytest.raises(TypeError):
+        mine.messages[0].meta[key] = value
+    with pytest.raises(TypeError):
+        mine.messages[0].meta.update({key: value})
+    assert theirs.messages[0].meta == {} and mine.messages[0].meta == {}
 
 
 def test_equality_is_by_value_and_type() -> None:

@@ -17,30 +17,46 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from typing import Any
 
 from mainspring._library import running_loop
 
-__all__ = ["spawn"]
+__all__ = ["release", "spawn"]
 
 _RUNNING: set[Any] = set()
 
 
-def spawn(fn: Callable[[], Awaitable[None]]) -> None:
-    """Start ``fn()`` as a background task; it must never raise (it reports through events)."""
+def spawn(coro: Coroutine[Any, Any, None], *, releases: bool = False) -> None:
+    """Run ``coro`` as a background task; it must never raise (it reports through events).
+
+    (A coroutine, not a function making one: the coroutine is the task itself,
+    with no wrapper frame or partial per stream on asyncio.)
+
+    With ``releases``, the coroutine calls :func:`release` as the last thing it
+    does (in its outermost ``finally``) instead of the task getting a done
+    callback: the finished task is then freed as its last step returns, not a
+    loop pass later along with its callback list, its handle and asyncio's and
+    anyio's records of it (about 0.8 KiB a stream when 10,000 finish at once).
+    """
     loop = running_loop()
     if loop is not None:
-        awaitable = fn()  # (a coroutine is the task itself: no wrapper frame per stream)
-        coro = awaitable if asyncio.iscoroutine(awaitable) else _run(lambda: awaitable)
         task = loop.create_task(coro)
         _RUNNING.add(task)  # keep a strong reference until it finishes
-        task.add_done_callback(_RUNNING.discard)
+        if not releases:
+            task.add_done_callback(_RUNNING.discard)
     else:  # trio (anyio supports only these two)
         import trio
 
-        trio.lowlevel.spawn_system_task(_run, fn, context=contextvars.copy_context())
+        trio.lowlevel.spawn_system_task(_run, coro, context=contextvars.copy_context())
 
 
-async def _run(fn: Callable[[], Awaitable[None]]) -> None:
-    await fn()
+def release() -> None:
+    """Called by a task :func:`spawn` started with ``releases``, as its last act."""
+    loop = running_loop()
+    if loop is not None:
+        _RUNNING.discard(asyncio.current_task(loop))
+
+
+async def _run(coro: Coroutine[Any, Any, None]) -> None:
+    await coro

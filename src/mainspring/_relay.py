@@ -31,8 +31,9 @@ class Relay(Generic[T]):
         self._items: list[T] = []
         """A list, not a deque: an empty deque holds a 64-slot block, and every
         running stream has one or two relays."""
-        self._waiter: asyncio.Future[None] | Wakeup | None = None
-        """The consumer's: a future on asyncio (no frame of its own), a Wakeup on trio."""
+        self._waiter: asyncio.Future[bool] | Wakeup | None = None
+        """The consumer's: on asyncio the future it awaits itself (no coroutine frame
+        per waiting stream), a Wakeup on trio."""
         self._room: Wakeup | None = None
         self._closed = False
         self.limit = limit
@@ -64,7 +65,7 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _wake(waiter)
+            _wake(waiter, True)
 
     def put_back(self, items: Sequence[T]) -> None:
         """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
@@ -76,7 +77,7 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _wake(waiter)
+            _wake(waiter, bool(self._items))
         self._make_room()
 
     def drain(self) -> list[T]:
@@ -96,41 +97,39 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _wake(waiter)
+            _wake(waiter, True)
 
     def wait(self) -> Awaitable[bool]:
         """Wait for an item or a :meth:`wake`; ``False`` once closed and drained.
 
         With items queued (or closed and drained) it returns at once, without a
-        coroutine; a waiting consumer waits on one future. After a ``wake`` it
-        may return ``True`` with nothing queued.
+        coroutine; on asyncio a waiting consumer awaits one future, whose result
+        whoever wakes it sets. After a ``wake`` it may return ``True`` with
+        nothing queued.
         """
         if self._items:
             return _TRUE
         if self._closed:
             return _FALSE
+        loop = running_loop()
+        if loop is not None:  # (cancelled, the future is done: a wake skips it, a wait replaces it)
+            future: asyncio.Future[bool] = loop.create_future()
+            self._waiter = future
+            return future
         return self._wait()
 
     async def _wait(self) -> bool:
-        loop = running_loop()
-        if loop is not None:
-            future = self._waiter = loop.create_future()
-            try:
-                await future
-            finally:
-                if self._waiter is future:
-                    self._waiter = None
-        else:
-            waiter = self._waiter = Wakeup()
-            await waiter.wait()
+        waiter = self._waiter = Wakeup()
+        await waiter.wait()
         return bool(self._items) or not self._closed
 
 
-def _wake(waiter: asyncio.Future[None] | Wakeup) -> None:
+def _wake(waiter: asyncio.Future[bool] | Wakeup, more: bool) -> None:
+    """Wake the consumer: ``more`` is what its ``wait`` returns (on asyncio)."""
     if isinstance(waiter, Wakeup):
         waiter.set()
     elif not waiter.done():
-        waiter.set_result(None)
+        waiter.set_result(more)
 
 
 class _Ready:

@@ -271,6 +271,7 @@ class SessionRuns:
         check: Callable[[], Awaitable[None]],
     ) -> AsyncGenerator[Event, None]:
         await self._begin(check)
+        del check  # (what the frame holds stays alive while the stream is consumed)
         store = self.checkpoint_store
         relay: Relay[Event] = _relay.Relay(self.buffer_events)
         # With a checkpoint store, the journal puts each batch on record while the
@@ -308,20 +309,25 @@ class SessionRuns:
         if self._cancel_early:  # cancel() came between send() and the first iteration
             self._cancel_early = False
             runner.cancel()
+        # The producer holds the run (the loop, its dispatcher, ``start``); this frame
+        # does not, so that all of it is freed as the producer ends, not when the
+        # consumer has taken the last event (10,000 streams finish at once).
+        done = _wakeup.Wakeup()
+        failure: list[BaseException] = []  # what stopped the run, if not the run itself
+        produce = self._produce(runner, start, relay, stream_id, done, failure)
+        del runner, start
         # With a checkpoint store the consumer commits what the run emitted before it
         # hands it over (no writer task); without one it takes the events as they come.
         take = journal.take if journal is not None and store is not None else None
-        done = _wakeup.Wakeup()
         terminal: TurnComplete | ErrorEvent | None = None
-        failure: list[BaseException] = []  # what stopped the run, if not the run itself
         try:
             self._state.active_stream = stream_id
             self._live_stream = stream_id
-            produce = partial(self._produce, runner, start, relay, stream_id, done, failure)
-            _background.spawn(produce)
+            _background.spawn(produce, releases=True)
+            del produce
             while not failure:
                 if take is not None:
-                    events = await self._taken(take, relay, runner, failure)
+                    events = await self._taken(take, relay, failure)
                 else:
                     events = relay.drain() if await relay.wait() else None
                 if events is None:
@@ -348,8 +354,8 @@ class SessionRuns:
             if done.is_set() and self._settled(journal):
                 self._end_run_now()  # nothing left to wait for, save or release
             else:
-                if terminal is None and not done.is_set():
-                    runner.cancel()
+                if terminal is None and not done.is_set() and self._runner is not None:
+                    self._runner.cancel()
                 with anyio.CancelScope(shield=True) as wait:
                     wait.deadline = (
                         anyio.current_time() + self.agent.limits.write_cancel_grace + 5.0
@@ -361,7 +367,6 @@ class SessionRuns:
         self,
         take: Callable[[], Awaitable[list[Event] | None]],
         relay: Relay[Event],
-        runner: Loop,
         failure: list[BaseException],
     ) -> list[Event] | None:
         """The journal's next events on record, or ``None`` at the end or once a store failed."""
@@ -370,7 +375,8 @@ class SessionRuns:
         except Exception as exc:  # a store failed under the run
             failure.append(exc)
             relay.close()  # the run stops: what it emits now goes nowhere
-            runner.cancel()  # (a running write still finishes)
+            if self._runner is not None:
+                self._runner.cancel()  # (a running write still finishes)
             return None
 
     async def _produce(
@@ -404,7 +410,11 @@ class SessionRuns:
                 # The run is over and its tasks are done: nothing charges any more. Breaking
                 # the loop <-> dispatcher cycle frees the run's objects now, not at a collection.
                 runner.dispatch.charge = None
+                if self._runner is runner:
+                    self._runner = None  # (nothing left to cancel)
+                self._drop_cache()  # (the run's tools are done with it)
                 done.set()
+                _background.release()  # (the last act: the finished task is freed at once)
 
     def _prepare_save(self) -> None:
         self._state.usage = self._cost.usage

@@ -528,7 +528,7 @@ class MemoryWriter:
         from mainspring._background import spawn
 
         self.pending += 1
-        spawn(lambda: self._write(text, scope, stored_meta))
+        spawn(self._write(text, scope, stored_meta))
         return True
 
     async def _write(self, text: str, scope: str, meta: dict[str, JsonValue]) -> None:

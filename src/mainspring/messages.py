@@ -9,14 +9,15 @@ a store. JSON goes through :mod:`mainspring.codec`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, NoReturn, TypeAlias
 
 from mainspring._frozen import dataclass, fast_init
 from mainspring._json import JsonValue
 
 __all__ = [
+    "EMPTY_META",
     "ImagePart",
     "Message",
     "Part",
@@ -92,14 +93,85 @@ class ThinkingPart:
 Part: TypeAlias = TextPart | ImagePart | ToolCallPart | ToolResultPart | ThinkingPart
 
 
+class _EmptyMeta(dict[str, JsonValue]):
+    """The empty ``meta`` every message made without one shares: it refuses changes.
+
+    A dict each would cost a message 64 bytes (a session 0.25 KiB a turn);
+    one shared dict must not be writable, or one session could change
+    another's messages. Reading, iterating, ``dict(meta)``, ``{**meta}`` and
+    ``meta | {...}`` work as on any empty dict (the last three give a new,
+    plain dict); a copy or a pickle of it is the shared one again.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> dict[str, JsonValue]:  # type: ignore[misc]
+        return dict(*args, **kwargs)  # (a dict built from it, e.g. by asdict: a plain one)
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "this message's meta is the shared empty one and cannot change:"
+            " make the message with meta={...}, or dataclasses.replace(message, meta={...})"
+        )
+
+    def __setitem__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def __delitem__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def __ior__(self, *args: Any, **kwargs: Any) -> NoReturn:  # type: ignore[misc]
+        self._refuse()
+
+    def setdefault(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def pop(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def popitem(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def clear(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self._refuse()
+
+    def __reduce__(self) -> tuple[Callable[[], dict[str, JsonValue]], tuple[()]]:
+        return _empty_meta, ()
+
+    def __copy__(self) -> dict[str, JsonValue]:
+        return self
+
+    def __deepcopy__(self, memo: object) -> dict[str, JsonValue]:
+        return self
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+EMPTY_META: dict[str, JsonValue] = dict.__new__(_EmptyMeta)
+"""The ``meta`` of every message made without one (shared, and read-only)."""
+
+
+def _empty_meta() -> dict[str, JsonValue]:
+    return EMPTY_META
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One conversation item: a role and its parts."""
 
     role: Role
     parts: tuple[Part, ...]
-    meta: dict[str, JsonValue] = field(default_factory=dict)
-    """Free-form annotations (turn index, source); never sent to a model."""
+    meta: dict[str, JsonValue] = field(default_factory=_empty_meta)
+    """Free-form annotations (turn index, source); never sent to a model.
+
+    A message made without ``meta`` shares one read-only empty dict
+    (:data:`EMPTY_META`): to annotate it, make it (or ``replace`` it) with a
+    dict of its own.
+    """
 
     @classmethod
     def user(cls, text: str) -> Message:
