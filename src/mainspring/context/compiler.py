@@ -107,7 +107,7 @@ class ContextCompiler(Generic[T]):
     _active: anyio.CancelScope | None = None
     _stale_view = False
     _behind: int | None = None
-    """Without accounting: the transcript index from which the view is behind (appends
+    """The transcript index from which the view is behind (appends
     map into the view when it is next read, so those between two compiles map as one
     run, and the last answer of a conversation only if it is compiled again)."""
     _totals: SessionTotals | None = None
@@ -241,18 +241,14 @@ class ContextCompiler(Generic[T]):
     def append(self, delta: Iterable[T]) -> None:
         """Commit messages; they are mapped into the view by its next read: O(delta).
 
-        With accounting, the view (which accounting reads) takes them now.
         A processor that maps messages wrongly fails the read that maps them
         (a compile, or reading :attr:`view`), as a failing compile does.
         """
         self._alive()
         start = len(self.transcript)
         self.transcript.append(delta)
-        if self._accountant is None:
-            if self._behind is None:
-                self._behind = start
-            return
-        self._extend_view(start)
+        if self._behind is None:
+            self._behind = start
 
     def _catch_up(self) -> None:
         """Map what was appended since the view was last read."""
