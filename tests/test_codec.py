@@ -17,6 +17,7 @@ from mainspring.codec import (
     event_from_json,
     event_to_dict,
     event_to_json,
+    is_plain_event,
     message_from_dict,
     message_to_dict,
 )
@@ -139,6 +140,19 @@ def test_event_dict_is_plain_json_and_matches_event_json(event: Event) -> None:
     assert json.loads(json.dumps(as_dict)) == as_dict
     assert json.loads(event_to_json(event)) == as_dict
     assert event_from_dict(json.loads(json.dumps(as_dict))) == event
+
+
+@PROPERTY
+@given(event=events)
+def test_a_plain_event_is_encoded_field_by_field_by_reference(event: Event) -> None:
+    # An in-memory store keeps a plain event itself and encodes it when loaded:
+    # the same data as encoding it at once, since its fields are taken as they are.
+    if is_plain_event(event):
+        as_dict = event_to_dict(event)
+        assert all(
+            value is getattr(event, name) or name == "usage" for name, value in as_dict.items()
+        )
+        assert event_from_dict(as_dict) == event
 
 
 @PROPERTY

@@ -48,6 +48,7 @@ __all__ = [
     "event_from_json",
     "event_to_dict",
     "event_to_json",
+    "is_plain_event",
     "message_from_dict",
     "message_to_dict",
     "part_to_dict",
@@ -124,6 +125,18 @@ _USAGE_FIELDS = _flat_fields(Usage)
 _WITH_USAGE: dict[type, tuple[str, ...]] = {
     cls: _flat_fields(cls) for cls in (UsageEvent, TurnComplete)
 }
+
+
+_PLAIN = frozenset(_FLAT) | frozenset(_WITH_USAGE)
+
+
+def is_plain_event(event: object) -> bool:
+    """Whether :func:`event_to_dict` encodes ``event`` field by field (it cannot fail).
+
+    Such an event's fields are stored by reference either way, so an in-memory
+    store may keep the (immutable) event itself and encode it when it is loaded.
+    """
+    return type(event) in _PLAIN
 
 
 def event_to_dict(event: Event) -> dict[str, JsonValue]:

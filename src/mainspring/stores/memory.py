@@ -1,16 +1,20 @@
 """In-memory stores, for tests and single-process use.
 
 They go through the JSON codec like every durable store, so anything that
-cannot be persisted fails here first, not in a durable backend later.
+cannot be persisted fails here first, not in a durable backend later. (An
+event whose encoding cannot fail, field by field, is kept as it is and encoded
+when its log is loaded: it is immutable, and its fields are stored by
+reference either way.)
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode, event_to_dict, message_to_dict
+from mainspring.codec import encode, event_to_dict, is_plain_event, message_to_dict
 from mainspring.events import Event
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
@@ -21,6 +25,18 @@ from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
 Clock = Callable[[], float]
+Record = JsonValue | Event
+"""A log's record: an event's JSON data, or a plain event itself (``is_plain_event``)."""
+
+
+def _records(events: Sequence[Event]) -> list[Record]:
+    """``events`` as log records: each encoded now unless its encoding cannot fail."""
+    return [event if is_plain_event(event) else event_to_dict(event) for event in events]
+
+
+def _data(record: Record) -> JsonValue:
+    """A log record's JSON data (a plain event encoded now)."""
+    return event_to_dict(cast(Event, record)) if is_plain_event(record) else cast(JsonValue, record)
 
 
 class InMemoryCheckpointStore:
@@ -30,7 +46,7 @@ class InMemoryCheckpointStore:
         """Create an empty store (sliding TTL, 5 minutes by default)."""
         self._ttl = ttl
         self._clock = clock
-        self._logs: dict[str, tuple[float, list[JsonValue]]] = {}
+        self._logs: dict[str, tuple[float, list[Record]]] = {}
 
     def _expire(self) -> None:
         # Logs are kept in order of their last append, so expiry looks at the front
@@ -48,9 +64,9 @@ class InMemoryCheckpointStore:
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
         """Append events and refresh the stream's TTL."""
-        self._extend(stream_id, [event_to_dict(e) for e in events])
+        self._extend(stream_id, _records(events))
 
-    def _extend(self, stream_id: str, data: list[JsonValue]) -> None:
+    def _extend(self, stream_id: str, data: list[Record]) -> None:
         self._expire()
         _, log = self._logs.pop(stream_id, (0.0, []))
         log.extend(data)
@@ -60,7 +76,9 @@ class InMemoryCheckpointStore:
         """Every event of the stream, in order."""
         self._expire()
         entry = self._logs.get(stream_id)
-        return [] if entry is None else decode_log(stream_id, entry[1])
+        if entry is None:
+            return []
+        return decode_log(stream_id, [_data(record) for record in entry[1]])
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
@@ -206,7 +224,7 @@ class InMemorySessionStore:
         """Apply a step boundary at once: nothing else runs in between."""
         # Encode everything first: a value that cannot be stored changes nothing.
         writes = [(r.key, encode(r)) for r in commit.writes]
-        events: list[JsonValue] = [event_to_dict(e) for e in commit.events]
+        events = _records(commit.events)
         save = None if commit.state is None else _Save(self, commit.state)
         logs = checkpoints if isinstance(checkpoints, InMemoryCheckpointStore) else None
         if commit.clear is not None and logs is not None:
