@@ -18,6 +18,7 @@ from mainspring.codec import (
     event_to_dict,
     event_to_json,
     is_plain_event,
+    is_plain_message,
     message_from_dict,
     message_to_dict,
 )
@@ -313,6 +314,13 @@ def test_message_with_every_part_type_round_trips() -> None:
     ]
     assert message_from_dict(data) == EVERY_PART_MESSAGE
     assert message_from_dict(json.loads(json.dumps(data))) == EVERY_PART_MESSAGE
+
+
+def test_a_message_of_known_parts_is_plain_and_one_of_another_part_is_not() -> None:
+    # An in-memory store keeps a plain message itself and encodes it when loaded.
+    assert is_plain_message(EVERY_PART_MESSAGE)
+    odd = Message(role="user", parts=(object(),))  # type: ignore[arg-type]
+    assert not is_plain_message(odd)
 
 
 @PROPERTY

@@ -49,6 +49,7 @@ __all__ = [
     "event_to_dict",
     "event_to_json",
     "is_plain_event",
+    "is_plain_message",
     "message_from_dict",
     "message_to_dict",
     "part_to_dict",
@@ -208,6 +209,20 @@ def message_to_dict(message: Message) -> dict[str, JsonValue]:
             encoded["images"] = [part_to_dict(image) for image in part.images]
         parts.append(encoded)
     return {"role": message.role, "parts": parts, "meta": message.meta}
+
+
+def is_plain_message(message: Message) -> bool:
+    """Whether :func:`message_to_dict` encodes ``message`` field by field (it cannot fail).
+
+    As for :func:`is_plain_event`: an in-memory store may keep such a message
+    itself and encode it when it is loaded.
+    """
+    for part in message.parts:
+        if type(part) not in _PARTS:
+            return False
+        if isinstance(part, ToolResultPart) and not all(type(i) in _PARTS for i in part.images):
+            return False
+    return True
 
 
 def part_to_dict(part: object) -> JsonValue:

@@ -2,8 +2,8 @@
 
 They go through the JSON codec like every durable store, so anything that
 cannot be persisted fails here first, not in a durable backend later. (An
-event whose encoding cannot fail, field by field, is kept as it is and encoded
-when its log is loaded: it is immutable, and its fields are stored by
+event or message whose encoding cannot fail, field by field, is kept as it is
+and encoded when it is loaded: it is immutable, and its fields are stored by
 reference either way.)
 """
 
@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode, event_to_dict, is_plain_event, message_to_dict
+from mainspring.codec import (
+    encode,
+    event_to_dict,
+    is_plain_event,
+    is_plain_message,
+    message_to_dict,
+)
 from mainspring.events import Event
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
@@ -89,11 +95,14 @@ class InMemoryCheckpointStore:
 
 
 class _Stored:
-    """A session's stored transcript: its messages (references) and their JSON data."""
+    """A session's stored transcript: its messages (references) and their JSON data.
+
+    (Each plain message's data is the message itself, encoded when loaded.)
+    """
 
     __slots__ = ("data", "messages")
 
-    def __init__(self, messages: list[Message], data: list[JsonValue]) -> None:
+    def __init__(self, messages: list[Message], data: list[JsonValue | Message]) -> None:
         self.messages = messages
         self.data = data
 
@@ -108,7 +117,9 @@ class _Save:
         self.header = header(state)
         stored = store._transcripts.get(state.session_id)
         self.keep = 0 if stored is None else common_prefix(state.messages, stored.messages)
-        self.new = [message_to_dict(m) for m in state.messages[self.keep :]]
+        self.new: list[JsonValue | Message] = [
+            m if is_plain_message(m) else message_to_dict(m) for m in state.messages[self.keep :]
+        ]
 
 
 class InMemorySessionStore:
@@ -147,7 +158,7 @@ class InMemorySessionStore:
             # Only fill gaps: a stale state never moves an entry back.
             writes.setdefault(key, encode(record))
         stored = self._transcripts.get(sid)
-        data = [] if stored is None else stored.data
+        data: list[JsonValue | Message] = [] if stored is None else stored.data
         del data[save.keep :]
         data.extend(save.new)
         self._transcripts[sid] = _Stored(list(state.messages), data)
@@ -159,7 +170,10 @@ class InMemorySessionStore:
         if head is None:
             return None
         stored = self._transcripts[session_id]
-        data: dict[str, JsonValue] = {**head, "messages": list(stored.data)}
+        messages: list[JsonValue] = [
+            message_to_dict(m) if isinstance(m, Message) else m for m in stored.data
+        ]
+        data: dict[str, JsonValue] = {**head, "messages": messages}
         state = state_from_stored(data, self._writes.get(session_id, {}).items())
         state.decided = dict(self._decisions.get(session_id, {}))
         return state
