@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = [
+    "PLAIN_EVENTS",
     "decode",
     "encode",
     "encode_without",
@@ -128,7 +129,8 @@ _WITH_USAGE: dict[type, tuple[str, ...]] = {
 }
 
 
-_PLAIN = frozenset(_FLAT) | frozenset(_WITH_USAGE)
+PLAIN_EVENTS: frozenset[type] = frozenset(_FLAT) | frozenset(_WITH_USAGE)
+"""The event classes :func:`event_to_dict` encodes field by field (see :func:`is_plain_event`)."""
 
 
 def is_plain_event(event: object) -> bool:
@@ -137,7 +139,7 @@ def is_plain_event(event: object) -> bool:
     Such an event's fields are stored by reference either way, so an in-memory
     store may keep the (immutable) event itself and encode it when it is loaded.
     """
-    return type(event) in _PLAIN
+    return type(event) in PLAIN_EVENTS
 
 
 def event_to_dict(event: Event) -> dict[str, JsonValue]:

@@ -15,6 +15,7 @@ from typing import cast
 
 from mainspring._json import JsonValue
 from mainspring.codec import (
+    PLAIN_EVENTS,
     encode,
     event_to_dict,
     is_plain_event,
@@ -37,7 +38,8 @@ Record = JsonValue | Event
 
 def _records(events: Sequence[Event]) -> list[Record]:
     """``events`` as log records: each encoded now unless its encoding cannot fail."""
-    return [event if is_plain_event(event) else event_to_dict(event) for event in events]
+    plain = PLAIN_EVENTS
+    return [event if type(event) in plain else event_to_dict(event) for event in events]
 
 
 def _data(record: Record) -> JsonValue:
