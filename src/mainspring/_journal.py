@@ -229,9 +229,7 @@ class Journal:
         self.ended = self.ended or terminal is not None
         self.released = self.released or commit.release is not None
         if events:
-            outbox = self._outbox
-            for event in events:
-                outbox.put(event)
+            self._outbox.put_many(events)
             self._relay.wake()  # a consumer waiting for events finds them in the outbox
 
     def _end(self, terminal: TurnComplete | ErrorEvent) -> None:
