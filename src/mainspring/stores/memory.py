@@ -157,8 +157,10 @@ class InMemorySessionStore:
             decided.setdefault(attempt_id, decision)
         writes = self._writes.setdefault(sid, {})
         for key, record in state.writes.items():
-            # Only fill gaps: a stale state never moves an entry back.
-            writes.setdefault(key, encode(record))
+            # Only fill gaps: a stale state never moves an entry back (nor is an
+            # entry on record encoded again at each save).
+            if key not in writes:
+                writes[key] = encode(record)
         stored = self._transcripts.get(sid)
         data: list[JsonValue | Message] = [] if stored is None else stored.data
         del data[save.keep :]
@@ -239,7 +241,7 @@ class InMemorySessionStore:
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Apply a step boundary at once: nothing else runs in between."""
         # Encode everything first: a value that cannot be stored changes nothing.
-        writes = [(r.key, encode(r)) for r in commit.writes]
+        writes = [(r.key, encode(r)) for r in commit.writes] if commit.writes else []
         events = _records(commit.events)
         save = None if commit.state is None else _Save(self, commit.state)
         logs = checkpoints if isinstance(checkpoints, InMemoryCheckpointStore) else None
