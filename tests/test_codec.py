@@ -17,6 +17,8 @@ from mainspring.codec import (
     event_from_json,
     event_to_dict,
     event_to_json,
+    is_plain_event,
+    is_plain_message,
     message_from_dict,
     message_to_dict,
 )
@@ -139,6 +141,19 @@ def test_event_dict_is_plain_json_and_matches_event_json(event: Event) -> None:
     assert json.loads(json.dumps(as_dict)) == as_dict
     assert json.loads(event_to_json(event)) == as_dict
     assert event_from_dict(json.loads(json.dumps(as_dict))) == event
+
+
+@PROPERTY
+@given(event=events)
+def test_a_plain_event_is_encoded_field_by_field_by_reference(event: Event) -> None:
+    # An in-memory store keeps a plain event itself and encodes it when loaded:
+    # the same data as encoding it at once, since its fields are taken as they are.
+    if is_plain_event(event):
+        as_dict = event_to_dict(event)
+        assert all(
+            value is getattr(event, name) or name == "usage" for name, value in as_dict.items()
+        )
+        assert event_from_dict(as_dict) == event
 
 
 @PROPERTY
@@ -299,6 +314,13 @@ def test_message_with_every_part_type_round_trips() -> None:
     ]
     assert message_from_dict(data) == EVERY_PART_MESSAGE
     assert message_from_dict(json.loads(json.dumps(data))) == EVERY_PART_MESSAGE
+
+
+def test_a_message_of_known_parts_is_plain_and_one_of_another_part_is_not() -> None:
+    # An in-memory store keeps a plain message itself and encodes it when loaded.
+    assert is_plain_message(EVERY_PART_MESSAGE)
+    odd = Message(role="user", parts=(object(),))  # type: ignore[arg-type]
+    assert not is_plain_message(odd)
 
 
 @PROPERTY

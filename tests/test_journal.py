@@ -96,3 +96,21 @@ async def test_a_cancelled_consumer_commit_leaves_its_ledger_entry_for_the_next(
 async def _take(journal: Journal, scope: anyio.CancelScope) -> None:
     with scope:
         await journal.take()
+
+
+async def test_put_many_queues_like_puts_and_wakes_a_waiting_consumer() -> None:
+    relay: Relay[int] = Relay()
+    got: list[bool] = []
+
+    async def consume() -> None:
+        got.append(await relay.wait())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await anyio.wait_all_tasks_blocked()
+        relay.put_many([1, 2])
+    relay.put(3)
+    assert got == [True] and relay.drain() == [1, 2, 3]
+    relay.close()
+    relay.put_many([4])  # dropped once closed, as a put is
+    assert relay.drain() == []

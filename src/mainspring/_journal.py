@@ -193,7 +193,7 @@ class Journal:
         events = tuple(self._relay.drain()) if self._checkpoints is not None else ()
         writes, self._writes = tuple(self._writes), []
         sync = sync or bool(writes)  # a ledger entry is fsynced, whoever commits it
-        terminal = next((e for e in events if isinstance(e, TurnComplete | ErrorEvent)), None)
+        terminal = _terminal(events) if events else None
         if terminal is not None:
             self._end(terminal)
         if not (events or writes or self._state_due or self._clear):
@@ -229,9 +229,7 @@ class Journal:
         self.ended = self.ended or terminal is not None
         self.released = self.released or commit.release is not None
         if events:
-            outbox = self._outbox
-            for event in events:
-                outbox.put(event)
+            self._outbox.put_many(events)
             self._relay.wake()  # a consumer waiting for events finds them in the outbox
 
     def _end(self, terminal: TurnComplete | ErrorEvent) -> None:
@@ -254,6 +252,17 @@ class Journal:
                 await sessions.save(commit.state)
         if commit.events and checkpoints is not None:
             await checkpoints.append_many(self.stream_id, commit.events)
+
+
+_TERMINAL = (TurnComplete, ErrorEvent)
+
+
+def _terminal(events: tuple[Event, ...]) -> TurnComplete | ErrorEvent | None:
+    """The terminal event among ``events``, if any."""
+    for event in events:
+        if isinstance(event, _TERMINAL):
+            return event
+    return None
 
 
 def _snapshot(state: SessionState) -> SessionState:

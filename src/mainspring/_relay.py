@@ -67,6 +67,16 @@ class Relay(Generic[T]):
             self._waiter = None
             _wake(waiter, True)
 
+    def put_many(self, items: Sequence[T]) -> None:
+        """Queue ``items``, in order (as many :meth:`put` calls)."""
+        if self._closed or not items:
+            return
+        self._items.extend(items)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            _wake(waiter)
+
     def put_back(self, items: Sequence[T]) -> None:
         """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
         self._items[:0] = items

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = [
+    "PLAIN_EVENTS",
     "decode",
     "encode",
     "encode_without",
@@ -48,6 +49,8 @@ __all__ = [
     "event_from_json",
     "event_to_dict",
     "event_to_json",
+    "is_plain_event",
+    "is_plain_message",
     "message_from_dict",
     "message_to_dict",
     "part_to_dict",
@@ -126,6 +129,19 @@ _WITH_USAGE: dict[type, tuple[str, ...]] = {
 }
 
 
+PLAIN_EVENTS: frozenset[type] = frozenset(_FLAT) | frozenset(_WITH_USAGE)
+"""The event classes :func:`event_to_dict` encodes field by field (see :func:`is_plain_event`)."""
+
+
+def is_plain_event(event: object) -> bool:
+    """Whether :func:`event_to_dict` encodes ``event`` field by field (it cannot fail).
+
+    Such an event's fields are stored by reference either way, so an in-memory
+    store may keep the (immutable) event itself and encode it when it is loaded.
+    """
+    return type(event) in PLAIN_EVENTS
+
+
 def event_to_dict(event: Event) -> dict[str, JsonValue]:
     """An event as a JSON object (its ``type`` included)."""
     kind = type(event)
@@ -195,6 +211,20 @@ def message_to_dict(message: Message) -> dict[str, JsonValue]:
             encoded["images"] = [part_to_dict(image) for image in part.images]
         parts.append(encoded)
     return {"role": message.role, "parts": parts, "meta": message.meta}
+
+
+def is_plain_message(message: Message) -> bool:
+    """Whether :func:`message_to_dict` encodes ``message`` field by field (it cannot fail).
+
+    As for :func:`is_plain_event`: an in-memory store may keep such a message
+    itself and encode it when it is loaded.
+    """
+    for part in message.parts:
+        if type(part) not in _PARTS:
+            return False
+        if isinstance(part, ToolResultPart) and not all(type(i) in _PARTS for i in part.images):
+            return False
+    return True
 
 
 def part_to_dict(part: object) -> JsonValue:

@@ -1,16 +1,27 @@
 """In-memory stores, for tests and single-process use.
 
 They go through the JSON codec like every durable store, so anything that
-cannot be persisted fails here first, not in a durable backend later.
+cannot be persisted fails here first, not in a durable backend later. (An
+event or message whose encoding cannot fail, field by field, is kept as it is
+and encoded when it is loaded: it is immutable, and its fields are stored by
+reference either way.)
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode, event_to_dict, message_to_dict
+from mainspring.codec import (
+    PLAIN_EVENTS,
+    encode,
+    event_to_dict,
+    is_plain_event,
+    is_plain_message,
+    message_to_dict,
+)
 from mainspring.events import Event
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
@@ -21,6 +32,19 @@ from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
 Clock = Callable[[], float]
+Record = JsonValue | Event
+"""A log's record: an event's JSON data, or a plain event itself (``is_plain_event``)."""
+
+
+def _records(events: Sequence[Event]) -> list[Record]:
+    """``events`` as log records: each encoded now unless its encoding cannot fail."""
+    plain = PLAIN_EVENTS
+    return [event if type(event) in plain else event_to_dict(event) for event in events]
+
+
+def _data(record: Record) -> JsonValue:
+    """A log record's JSON data (a plain event encoded now)."""
+    return event_to_dict(cast(Event, record)) if is_plain_event(record) else cast(JsonValue, record)
 
 
 class InMemoryCheckpointStore:
@@ -30,7 +54,7 @@ class InMemoryCheckpointStore:
         """Create an empty store (sliding TTL, 5 minutes by default)."""
         self._ttl = ttl
         self._clock = clock
-        self._logs: dict[str, tuple[float, list[JsonValue]]] = {}
+        self._logs: dict[str, tuple[float, list[Record]]] = {}
 
     def _expire(self) -> None:
         # Logs are kept in order of their last append, so expiry looks at the front
@@ -48,9 +72,9 @@ class InMemoryCheckpointStore:
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
         """Append events and refresh the stream's TTL."""
-        self._extend(stream_id, [event_to_dict(e) for e in events])
+        self._extend(stream_id, _records(events))
 
-    def _extend(self, stream_id: str, data: list[JsonValue]) -> None:
+    def _extend(self, stream_id: str, data: list[Record]) -> None:
         self._expire()
         _, log = self._logs.pop(stream_id, (0.0, []))
         log.extend(data)
@@ -60,7 +84,9 @@ class InMemoryCheckpointStore:
         """Every event of the stream, in order."""
         self._expire()
         entry = self._logs.get(stream_id)
-        return [] if entry is None else decode_log(stream_id, entry[1])
+        if entry is None:
+            return []
+        return decode_log(stream_id, [_data(record) for record in entry[1]])
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
@@ -71,11 +97,14 @@ class InMemoryCheckpointStore:
 
 
 class _Stored:
-    """A session's stored transcript: its messages (references) and their JSON data."""
+    """A session's stored transcript: its messages (references) and their JSON data.
+
+    (Each plain message's data is the message itself, encoded when loaded.)
+    """
 
     __slots__ = ("data", "messages")
 
-    def __init__(self, messages: list[Message], data: list[JsonValue]) -> None:
+    def __init__(self, messages: list[Message], data: list[JsonValue | Message]) -> None:
         self.messages = messages
         self.data = data
 
@@ -90,7 +119,9 @@ class _Save:
         self.header = header(state)
         stored = store._transcripts.get(state.session_id)
         self.keep = 0 if stored is None else common_prefix(state.messages, stored.messages)
-        self.new = [message_to_dict(m) for m in state.messages[self.keep :]]
+        self.new: list[JsonValue | Message] = [
+            m if is_plain_message(m) else message_to_dict(m) for m in state.messages[self.keep :]
+        ]
 
 
 class InMemorySessionStore:
@@ -126,10 +157,12 @@ class InMemorySessionStore:
             decided.setdefault(attempt_id, decision)
         writes = self._writes.setdefault(sid, {})
         for key, record in state.writes.items():
-            # Only fill gaps: a stale state never moves an entry back.
-            writes.setdefault(key, encode(record))
+            # Only fill gaps: a stale state never moves an entry back (nor is an
+            # entry on record encoded again at each save).
+            if key not in writes:
+                writes[key] = encode(record)
         stored = self._transcripts.get(sid)
-        data = [] if stored is None else stored.data
+        data: list[JsonValue | Message] = [] if stored is None else stored.data
         del data[save.keep :]
         data.extend(save.new)
         self._transcripts[sid] = _Stored(list(state.messages), data)
@@ -141,7 +174,10 @@ class InMemorySessionStore:
         if head is None:
             return None
         stored = self._transcripts[session_id]
-        data: dict[str, JsonValue] = {**head, "messages": list(stored.data)}
+        messages: list[JsonValue] = [
+            message_to_dict(m) if isinstance(m, Message) else m for m in stored.data
+        ]
+        data: dict[str, JsonValue] = {**head, "messages": messages}
         state = state_from_stored(data, self._writes.get(session_id, {}).items())
         state.decided = dict(self._decisions.get(session_id, {}))
         return state
@@ -205,8 +241,8 @@ class InMemorySessionStore:
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Apply a step boundary at once: nothing else runs in between."""
         # Encode everything first: a value that cannot be stored changes nothing.
-        writes = [(r.key, encode(r)) for r in commit.writes]
-        events: list[JsonValue] = [event_to_dict(e) for e in commit.events]
+        writes = [(r.key, encode(r)) for r in commit.writes] if commit.writes else []
+        events = _records(commit.events)
         save = None if commit.state is None else _Save(self, commit.state)
         logs = checkpoints if isinstance(checkpoints, InMemoryCheckpointStore) else None
         if commit.clear is not None and logs is not None:
