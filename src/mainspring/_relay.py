@@ -75,7 +75,7 @@ class Relay(Generic[T]):
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _wake(waiter)
+            _wake(waiter, True)
 
     def put_back(self, items: Sequence[T]) -> None:
         """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
