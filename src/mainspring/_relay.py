@@ -72,10 +72,7 @@ class Relay(Generic[T]):
         if self._closed or not items:
             return
         self._items.extend(items)
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            _wake(waiter, True)
+        self.wake()
 
     def put_back(self, items: Sequence[T]) -> None:
         """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
