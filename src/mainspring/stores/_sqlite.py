@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType, UnionType
-from typing import TypeVar, TypeVarTuple, cast
+from typing import Any, Generic, TypeVar, TypeVarTuple, cast
 
 import anyio
 import anyio.to_thread
@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
 Clock = Callable[[], float]
 """Wall-clock seconds (``time.time``): rows are compared across processes."""
@@ -322,6 +324,8 @@ class Database:
         self._lock = anyio.Lock(fast_acquire=True)
         self._users = 1
         self._wal = WalCheckpointer(path, driver)
+        self._queued: list[_Queued[Any]] = []
+        """Items waiting for :meth:`run_grouped`'s next call, in arrival order."""
 
     def share(self) -> Database:
         """This database for one more store; it closes when the last one does."""
@@ -352,6 +356,72 @@ class Database:
                 )
             finally:
                 self._wal.changed(conn.total_changes)
+
+    async def run_grouped(
+        self, fn: Callable[[sqlite3.Connection, list[A]], list[R | Exception]], item: A
+    ) -> R:
+        """``fn(connection, [item, ...])`` in a worker thread, with the items queued meanwhile.
+
+        A group commit: while the connection is busy (a commit's fsync takes
+        milliseconds on a real disk), the items of every caller that comes
+        queue up, and the next one to get the connection hands them all to one
+        call of ``fn`` (one transaction, one fsync). ``fn`` returns each item's
+        outcome in order: a result, or the exception that item alone failed with
+        (it raises when the whole call fails; then every item fails with it).
+        Alone, an item goes to ``fn`` by itself as soon as it comes.
+
+        A caller cancelled while its item waits takes it out of the queue (it
+        never runs); one whose item another caller already took waits for that
+        call to finish (as :meth:`run` waits for its thread), then raises.
+        """
+        entry = _Queued(item)
+        self._queued.append(entry)
+        try:
+            async with self._lock:
+                if not entry.done.is_set():
+                    await self._run_queued(fn)
+        except BaseException:
+            if entry in self._queued:
+                self._queued.remove(entry)  # never taken: nothing of it ran
+                raise
+            if not entry.done.is_set():  # taken by the call under way: not abandoned
+                with anyio.CancelScope(shield=True):
+                    await entry.done.wait()
+            raise
+        if entry.error is not None:
+            raise entry.error
+        return cast(R, entry.result)
+
+    async def _run_queued(
+        self, fn: Callable[[sqlite3.Connection, list[A]], list[R | Exception]]
+    ) -> None:
+        """Hand every queued item to one call of ``fn``; each entry gets its outcome."""
+        batch, self._queued = self._queued, []
+        conn = self._conn
+        try:
+            if conn is None:
+                raise StoreError(f"SQLite store {str(self.path)!r} is closed")
+            try:
+                outcomes = await anyio.to_thread.run_sync(
+                    _run_guarded, self.path, self._error, fn, conn, [e.item for e in batch]
+                )
+            finally:
+                self._wal.changed(conn.total_changes)
+        except Exception as exc:
+            for entry in batch:
+                entry.fail(exc)
+            return
+        except BaseException:
+            for entry in batch:  # (a native cancel that reached the thread's wait)
+                entry.fail(StoreError(f"SQLite store {str(self.path)!r}: commit interrupted"))
+            raise
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, self._error):
+                entry.fail(StoreError(f"SQLite store {str(self.path)!r}: {outcome}"))
+            elif isinstance(outcome, Exception):
+                entry.fail(outcome)
+            else:
+                entry.succeed(outcome)
 
     async def run_inline(self, fn: Callable[[sqlite3.Connection, *Ts], T], *args: *Ts) -> T:
         """``fn(connection, *args)`` on the event loop when it need not wait, else in a thread.
@@ -414,3 +484,23 @@ class Database:
                 await self._wal.join()
                 if conn is not None:
                     await anyio.to_thread.run_sync(conn.close)
+
+
+class _Queued(Generic[A]):
+    """An item waiting in :meth:`Database.run_grouped`, and then its outcome."""
+
+    __slots__ = ("done", "error", "item", "result")
+
+    def __init__(self, item: A) -> None:
+        self.item = item
+        self.done = anyio.Event()
+        self.result: object = None
+        self.error: Exception | None = None
+
+    def succeed(self, result: object) -> None:
+        self.result = result
+        self.done.set()
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+        self.done.set()

@@ -29,12 +29,15 @@ __all__ = [
     "Batch",
     "Save",
     "Step",
+    "StepOutcome",
     "add_spend",
     "append_rows",
+    "apply_step",
     "changed",
     "claim_decision",
     "commit_step",
     "commit_step_synced",
+    "commit_steps_synced",
     "delete_session",
     "lease_holder",
     "list_session_ids",
@@ -197,24 +200,59 @@ def commit_step(conn: sqlite3.Connection, step: Step) -> tuple[str | None, int]:
     Returns the new revision if the state was saved, and the events' stream's
     next ``seq`` (0 without events).
     """
-    revision, seq = None, 0
     with transaction(conn, write=True):
-        if step.clear is not None:
-            conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
-        if step.writes:
-            conn.executemany(UPSERT_WRITE, step.writes)
-        if step.save is not None:
-            revision = save_rows(conn, step.save)
-        if step.events is not None:
-            seq = append_rows(conn, step.events)
-        if step.release is not None:
-            conn.execute(RELEASE, step.release)
+        return apply_step(conn, step)
+
+
+def apply_step(conn: sqlite3.Connection, step: Step) -> tuple[str | None, int]:
+    """Write a step inside the caller's transaction (as :func:`commit_step` returns)."""
+    revision, seq = None, 0
+    if step.clear is not None:
+        conn.execute("DELETE FROM mainspring_checkpoints WHERE stream_id = ?", (step.clear,))
+    if step.writes:
+        conn.executemany(UPSERT_WRITE, step.writes)
+    if step.save is not None:
+        revision = save_rows(conn, step.save)
+    if step.events is not None:
+        seq = append_rows(conn, step.events)
+    if step.release is not None:
+        conn.execute(RELEASE, step.release)
     return revision, seq
 
 
 def commit_step_synced(conn: sqlite3.Connection, step: Step) -> tuple[str | None, int]:
     with synced(conn):
         return commit_step(conn, step)
+
+
+StepOutcome = tuple[str | None, int] | Exception
+"""What :func:`commit_steps_synced` reports for one step: its result, or why it failed."""
+
+
+def commit_steps_synced(conn: sqlite3.Connection, steps: list[Step]) -> list[StepOutcome]:
+    """Several steps (of any sessions) in one transaction and one fsync: a group commit.
+
+    Each step goes in a savepoint of its own, so one that fails (a value that
+    cannot be encoded, a constraint) is rolled back alone and reported in its
+    place; the others commit. A failure that ends the transaction itself (the
+    disk is full, an I/O error) raises: then nothing of the group is on record.
+    One step is committed as :func:`commit_step_synced` does, without a savepoint.
+    """
+    if len(steps) == 1:
+        return [commit_step_synced(conn, steps[0])]
+    outcomes: list[StepOutcome] = []
+    with synced(conn), transaction(conn, write=True):
+        for step in steps:
+            conn.execute("SAVEPOINT step")
+            try:
+                outcomes.append(apply_step(conn, step))
+            except Exception as exc:
+                if not conn.in_transaction:
+                    raise  # it took the transaction with it: the whole group failed
+                conn.execute("ROLLBACK TO step")
+                outcomes.append(exc)
+            conn.execute("RELEASE step")
+    return outcomes
 
 
 def save_state(conn: sqlite3.Connection, job: Save) -> str:

@@ -68,7 +68,7 @@ from mainspring.stores._sqlite_rows import (
     changed,
     claim_decision,
     commit_step,
-    commit_step_synced,
+    commit_steps_synced,
     delete_session,
     lease_holder,
     list_session_ids,
@@ -339,7 +339,7 @@ class SQLiteSessionStore:
             release = (check_text("key", release[0]), check_text("owner", release[1]))
         step = Step(rows, job, batch, clear, release)
         if commit.sync:
-            revision, seq = await self._db.run(commit_step_synced, step)
+            revision, seq = await self._db.run_grouped(commit_steps_synced, step)
         else:
             revision, seq = await self._db.run_inline(commit_step, step)
         if job is not None and revision is not None:
