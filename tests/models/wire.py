@@ -18,9 +18,25 @@ import httpx2 as httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-WIRE = Path(
-    os.environ.get("MAINSPRING_WIRE_FIXTURES", ROOT.parent / "shared" / "fixtures" / "wire")
-)
+
+
+def _find_wire() -> Path:
+    """``MAINSPRING_WIRE_FIXTURES``, else ``shared/fixtures/wire`` beside the checkout.
+
+    Beside it or beside any folder above it: a clone one level deeper than
+    usual (``work/ci/main``) finds the fixtures as ``work/main`` does.
+    """
+    named = os.environ.get("MAINSPRING_WIRE_FIXTURES")
+    if named:
+        return Path(named)
+    for folder in ROOT.parents:
+        candidate = folder / "shared" / "fixtures" / "wire"
+        if candidate.is_dir():
+            return candidate
+    return ROOT.parent / "shared" / "fixtures" / "wire"
+
+
+WIRE = _find_wire()
 
 
 def load(provider: str, name: str) -> dict[str, Any]:
