@@ -77,7 +77,7 @@ def run(src: str, n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir=os.environ.get("GROUP_COMMIT_DIR")) as tmp:
         code = f"SRC = {src!r}\nN = {n}\nPATH = {str(Path(tmp) / 'g.db')!r}\n" + RUNNER
         out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=600
         )
         if out.returncode:
             raise SystemExit(out.stderr[-3000:])
