@@ -618,3 +618,17 @@ def test_a_header_with_a_non_finite_cost_encodes_as_the_adapter_does(cost: float
     state.turn.calls.append(Call(id="c", index=0, name="t", input={"x": 1}))  # type: ignore[union-attr]
     expected = encode_without(state, {"messages", "decided", "writes"})
     assert repr(header(state)) == repr(expected)
+
+
+def test_fields_dict_reads_the_named_fields_in_order_and_refuses_other_names() -> None:
+    from mainspring.codec import fields_dict
+
+    part = ToolCallPart(id="c1", name="f", arguments={"a": 1}, provider_id="p")
+    names = ("name", "id", "arguments")
+    fields = fields_dict(ToolCallPart, names)
+    assert fields is fields_dict(ToolCallPart, names)  # made once
+    data = fields(part)
+    assert list(data.items()) == [("name", "f"), ("id", "c1"), ("arguments", {"a": 1})]
+    assert data["arguments"] is part.arguments  # by reference, as the comprehension was
+    with pytest.raises(ValueError, match="not attribute names"):
+        fields_dict(ToolCallPart, ("id", "x): pass\n"))

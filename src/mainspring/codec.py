@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from mainspring._json import JsonValue
@@ -49,6 +50,7 @@ __all__ = [
     "event_from_json",
     "event_to_dict",
     "event_to_json",
+    "fields_dict",
     "is_plain_event",
     "is_plain_message",
     "message_from_dict",
@@ -102,6 +104,32 @@ def _flat_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+FieldsDict = Callable[[Any], dict[str, JsonValue]]
+
+_FIELDS_DICTS: dict[tuple[type, tuple[str, ...]], FieldsDict] = {}
+
+
+def fields_dict(cls: type, names: tuple[str, ...]) -> FieldsDict:
+    """A function of an object of ``cls``: ``{name: obj.<name> for name in names}``.
+
+    Generated once per class and names: one dict display of attribute reads,
+    which the interpreter specializes for the class's slots; a comprehension of
+    ``getattr`` calls costs more than twice as much. ``names`` are attribute
+    names of ``cls`` (a dataclass's fields), in the order the dict gets them.
+    """
+    made = _FIELDS_DICTS.get((cls, names))
+    if made is None:
+        if not all(name.isidentifier() for name in names):
+            raise ValueError(f"not attribute names: {names!r}")
+        items = ", ".join(f"{name!r}: obj.{name}" for name in names)
+        namespace: dict[str, Any] = {}
+        exec(f"def fields(obj):\n    return {{{items}}}\n", namespace)
+        made = namespace["fields"]
+        made.__qualname__ = made.__name__ = f"fields_of_{cls.__name__}"
+        _FIELDS_DICTS[(cls, names)] = made
+    return made
+
+
 # Events whose fields are all JSON already (str, int, float, bool, None, or a
 # JSON object): encoded field by field, several times faster than the adapter.
 # tests/test_codec.py checks this path gives exactly what the adapter gives.
@@ -142,28 +170,47 @@ def is_plain_event(event: object) -> bool:
     return type(event) in PLAIN_EVENTS
 
 
+_PLAIN_ENCODERS: dict[type, FieldsDict] = {}
+"""The encoder of each plain event class met so far (:func:`_plain_encoder`)."""
+
+
 def event_to_dict(event: Event) -> dict[str, JsonValue]:
     """An event as a JSON object (its ``type`` included)."""
-    kind = type(event)
-    fields = _FLAT.get(kind)
-    if fields is not None:
-        return {name: getattr(event, name) for name in fields}
-    fields = _WITH_USAGE.get(kind)
-    if fields is not None:
-        return _with_usage(event, fields)
+    encoder = _PLAIN_ENCODERS.get(type(event))
+    if encoder is not None:
+        return encoder(event)
+    if type(event) in PLAIN_EVENTS:
+        return _plain_encoder(type(event))(event)
     data: dict[str, JsonValue] = _event_adapter().dump_python(event, mode="json")
     return data
 
 
-def _with_usage(event: Event, fields: tuple[str, ...]) -> dict[str, JsonValue]:
-    """``event`` field by field, its Usage as an object."""
-    data: dict[str, JsonValue] = {}
-    for name in fields:
-        value = getattr(event, name)
+def _plain_encoder(kind: type) -> FieldsDict:
+    """The field-by-field encoder of a plain event class (made on first use)."""
+    fields = _FLAT.get(kind)
+    if fields is not None:
+        encoder = fields_dict(kind, fields)
+    else:
+        fields = _WITH_USAGE[kind]
+        usages = tuple(f.name for f in dataclasses.fields(kind) if "Usage" in str(f.type))
+        encoder = functools.partial(_with_usage, fields_dict(kind, fields), usages)
+    _PLAIN_ENCODERS[kind] = encoder
+    return encoder
+
+
+def _with_usage(fields: FieldsDict, usages: tuple[str, ...], event: Event) -> dict[str, JsonValue]:
+    """``event`` field by field, its Usage fields (``usages``) as objects."""
+    data = fields(event)
+    for name in usages:
+        value: object = data[name]  # (an object: fields() gave it as read)
         if type(value) is Usage:
-            value = {field: getattr(value, field) for field in _USAGE_FIELDS}
-        data[name] = value
+            data[name] = _usage_dict()(value)
     return data
+
+
+@functools.cache
+def _usage_dict() -> FieldsDict:
+    return fields_dict(Usage, _USAGE_FIELDS)
 
 
 def event_from_dict(data: object) -> Event:
@@ -198,18 +245,37 @@ _PARTS: dict[type, tuple[str, ...]] = {
 }
 
 
+_PART_ENCODERS: dict[type, FieldsDict] = {}
+"""The encoder of each part class met so far (:func:`_part_encoder`)."""
+
+
+def _part_encoder(kind: type) -> FieldsDict | None:
+    """The field-by-field encoder of a part class (made on first use), else ``None``."""
+    fields = _PARTS.get(kind)
+    if fields is None:
+        return None
+    encoder = fields_dict(kind, fields)
+    if kind is ToolResultPart:
+        encoder = functools.partial(_with_images, encoder)
+    _PART_ENCODERS[kind] = encoder
+    return encoder
+
+
+def _with_images(fields: FieldsDict, part: ToolResultPart) -> dict[str, JsonValue]:
+    data = fields(part)
+    data["images"] = [part_to_dict(image) for image in part.images]
+    return data
+
+
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
     """A message as a JSON object."""
     parts: list[JsonValue] = []
     for part in message.parts:
-        fields = _PARTS.get(type(part))
-        if fields is None:  # (not a part: the adapter says what is wrong)
+        encoder = _PART_ENCODERS.get(type(part)) or _part_encoder(type(part))
+        if encoder is None:  # (not a part: the adapter says what is wrong)
             data: dict[str, JsonValue] = _adapter(Message).dump_python(message, mode="json")
             return data
-        encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
-        if type(part) is ToolResultPart:
-            encoded["images"] = [part_to_dict(image) for image in part.images]
-        parts.append(encoded)
+        parts.append(encoder(part))
     return {"role": message.role, "parts": parts, "meta": message.meta}
 
 
@@ -229,13 +295,10 @@ def is_plain_message(message: Message) -> bool:
 
 def part_to_dict(part: object) -> JsonValue:
     """A message part (or any codec-known value) as JSON data; parts field by field."""
-    fields = _PARTS.get(type(part))
-    if fields is None:
+    encoder = _PART_ENCODERS.get(type(part)) or _part_encoder(type(part))
+    if encoder is None:
         return _adapter(type(part)).dump_python(part, mode="json")  # type: ignore[no-any-return]
-    encoded: dict[str, JsonValue] = {name: getattr(part, name) for name in fields}
-    if type(part) is ToolResultPart:
-        encoded["images"] = [part_to_dict(image) for image in part.images]
-    return encoded
+    return encoder(part)
 
 
 def message_from_dict(data: object) -> Message:

@@ -239,6 +239,63 @@ async def test_a_version_1_file_is_upgraded_and_its_rows_still_load(tmp_path: Pa
     await store.aclose()
 
 
+EARLIER_LAYOUT = (  # as files were made before: checkpoints WITHOUT ROWID, locks a rowid table
+    "CREATE TABLE mainspring_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    f"INSERT INTO mainspring_meta VALUES ('schema_version', '{SCHEMA_VERSION}')",
+    "CREATE TABLE mainspring_checkpoints (stream_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " data TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (stream_id, seq)) WITHOUT ROWID",
+    "CREATE TABLE mainspring_locks (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+    " expires_at REAL NOT NULL)",
+)
+
+
+def layout(path: Path) -> dict[str, bool]:
+    """Whether each table of the file is a ``WITHOUT ROWID`` one."""
+    rows = raw(path, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+    return {str(name): "WITHOUT ROWID" in str(sql) for name, sql in rows}
+
+
+@pytest.mark.anyio
+async def test_a_new_file_gets_the_layout_that_writes_fewest_pages(tmp_path: Path) -> None:
+    path = tmp_path / "mainspring.db"
+    await (await SQLiteRunLock.open(path)).aclose()
+    tables = layout(path)
+    assert tables["mainspring_locks"]  # one b-tree: a lease writes one page
+    assert not tables["mainspring_checkpoints"]  # appended at its end, not split at random
+
+
+@pytest.mark.anyio
+async def test_a_file_with_the_earlier_table_layout_opens_and_works(tmp_path: Path) -> None:
+    path = tmp_path / "mainspring.db"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        for sql in EARLIER_LAYOUT:
+            conn.execute(sql)
+    raw(
+        path,
+        "INSERT INTO mainspring_checkpoints VALUES ('old', 0, ?, 1e12)",
+        ('{"text":"a","type":"text_delta"}',),
+    )
+    raw(path, "INSERT INTO mainspring_locks VALUES ('k', 'w0', 1e12)")
+    checkpoints = await SQLiteCheckpointStore.open(path, ttl=math.inf)
+    locks = await SQLiteRunLock.open(path)
+    sessions = await SQLiteSessionStore.open(path)
+    assert layout(path)["mainspring_checkpoints"] and not layout(path)["mainspring_locks"]
+    await checkpoints.append_many("old", [TextDelta(text="b"), TextDelta(text="c")])
+    await checkpoints.append("new", TextDelta(text="x"))
+    assert texts(await checkpoints.load("old")) == list("abc")
+    assert texts(await checkpoints.load("new")) == ["x"]
+    assert await locks.holder("k") == "w0"
+    assert not await locks.acquire("k", "w1", ttl=60)
+    assert await locks.acquire("k2", "w1", ttl=60)
+    await locks.release("k2", "w1")
+    assert await locks.holder("k2") is None
+    await sessions.save(state(transcript(3)))
+    loaded = await sessions.load("s")
+    assert loaded is not None and len(loaded.messages) == 3
+    for store in (checkpoints, locks, sessions):
+        await store.aclose()
+
+
 BAD_BATCHES: list[str] = [
     "[]",
     "[42]",

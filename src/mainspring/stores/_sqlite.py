@@ -57,14 +57,21 @@ BUSY_TIMEOUT = 10.0
 CODEC_ERRORS = (ValueError, TypeError, RecursionError)
 """What encoding or decoding JSON raises (pydantic's errors are ``ValueError``)."""
 
+# The physical layout of a table (rowid or ``WITHOUT ROWID``) is set when a file
+# is created and never changes it; files made by earlier releases keep theirs.
+# Every statement works on either, so it is no schema version of its own.
 _TABLES = (
+    # A rowid table: rows go in at its end, and only its small primary-key index
+    # takes an insert at a random place (the stream id); rows of up to a kilobyte
+    # inserted at random places split a page every other commit (and a WITHOUT
+    # ROWID table puts a row over about 1,000 bytes on overflow pages).
     """CREATE TABLE IF NOT EXISTS mainspring_checkpoints (
         stream_id TEXT NOT NULL,
         seq INTEGER NOT NULL,
         data TEXT NOT NULL,
         updated_at REAL NOT NULL,
         PRIMARY KEY (stream_id, seq)
-    ) WITHOUT ROWID""",  # small rows, read by stream: one b-tree, clustered
+    )""",
     """CREATE TABLE IF NOT EXISTS mainspring_sessions (
         session_id TEXT PRIMARY KEY,
         header TEXT NOT NULL,
@@ -94,11 +101,13 @@ _TABLES = (
         amount REAL NOT NULL,
         PRIMARY KEY (session_id, kind)
     )""",
+    # Tiny rows: one b-tree (WITHOUT ROWID), not a table and its key's index, so
+    # taking or dropping a lease writes one page, not two.
     """CREATE TABLE IF NOT EXISTS mainspring_locks (
         key TEXT PRIMARY KEY,
         owner TEXT NOT NULL,
         expires_at REAL NOT NULL
-    )""",
+    ) WITHOUT ROWID""",
 )
 
 

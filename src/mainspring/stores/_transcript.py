@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from mainspring._json import JsonValue
-from mainspring.codec import encode_without, event_to_dict, part_to_dict
+from mainspring.codec import encode_without, event_to_dict, fields_dict, part_to_dict
 from mainspring.events import ErrorEvent, TurnComplete
 from mainspring.messages import Message
 from mainspring.state import Call, SessionState, Turn
@@ -29,10 +29,12 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-_HEADER = tuple(name for name in _names(SessionState) if name not in _APART)
-_TURN = _names(Turn)
-_CALL = _names(Call)
-_USAGE = _names(Usage)
+_HEADER = fields_dict(
+    SessionState, tuple(name for name in _names(SessionState) if name not in _APART)
+)
+_TURN = fields_dict(Turn, _names(Turn))
+_CALL = fields_dict(Call, _names(Call))
+_USAGE = fields_dict(Usage, _names(Usage))
 _TERMINALS = (TurnComplete, ErrorEvent, type(None))
 
 
@@ -55,7 +57,7 @@ def header(state: SessionState) -> dict[str, JsonValue]:
         or (turn is not None and (type(turn) is not Turn or not _plain(turn)))
     ):
         return encode_without(state, _APART)
-    data: dict[str, JsonValue] = {name: getattr(state, name) for name in _HEADER}
+    data = _HEADER(state)
     data["usage"] = _usage(state.usage)
     if turn is not None:
         data["turn"] = _turn(turn)
@@ -74,18 +76,18 @@ def _plain(turn: Turn) -> bool:
 
 
 def _usage(usage: Usage) -> dict[str, JsonValue]:
-    return {name: getattr(usage, name) for name in _USAGE}
+    return _USAGE(usage)
 
 
 def _turn(turn: Turn) -> dict[str, JsonValue]:
-    data: dict[str, JsonValue] = {name: getattr(turn, name) for name in _TURN}
+    data = _TURN(turn)
     data["calls"] = [_call(call) for call in turn.calls]
     data["usage"] = _usage(turn.usage)
     return data
 
 
 def _call(call: Call) -> dict[str, JsonValue]:
-    data: dict[str, JsonValue] = {name: getattr(call, name) for name in _CALL}
+    data = _CALL(call)
     if call.result is not None:
         data["result"] = part_to_dict(call.result)
     return data

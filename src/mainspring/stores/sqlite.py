@@ -28,6 +28,11 @@ Tables, created when missing:
   decision is claimed once; ``mainspring_writes``: the write ledger.
 - ``mainspring_locks``: one row per lease.
 
+A new file makes ``mainspring_locks`` a ``WITHOUT ROWID`` table (a lease writes
+one b-tree page, not a table's and its key index's) and ``mainspring_checkpoints``
+a rowid table (rows go in at its end; only its key index takes them at random
+places); a file made earlier keeps its layout, which every statement works on.
+
 Rows hold JSON text from :mod:`mainspring.codec` (valid Unicode as is, text
 with a lone surrogate ASCII-escaped), so that any Python string round-trips.
 """
