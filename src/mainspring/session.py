@@ -151,7 +151,8 @@ class Session(SessionRuns):
         )
         self._closed = False
         self.steering = steering
-        self._steering = _steering.SteeringQueue()
+        self._steering = _steering.NO_STEERING
+        """Shared and empty until the first :meth:`steer` makes the session's own."""
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
         self._cost = cost.CostTracker(
@@ -344,7 +345,12 @@ class Session(SessionRuns):
             raise ConfigError(f"mode is 'next_step' or 'follow_up', not {mode!r}")
         if not self._running:
             raise ConfigError(f"session {self.session_id!r} has no active run: send() the message")
-        return self._steering.put(msg, mode).id
+        queue = self._steering
+        if queue is _steering.NO_STEERING:  # the first message: a queue of its own
+            queue = self._steering = _steering.SteeringQueue()
+            if self._runner is not None:
+                self._runner.steer_from(queue)  # (the run began with the shared one)
+        return queue.put(msg, mode).id
 
     @property
     def steering_queued(self) -> tuple[str, ...]:

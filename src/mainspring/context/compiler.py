@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -89,11 +87,13 @@ _new_turn = maker(_Turn)
 _new_compiled = maker(CompiledContext)
 
 
-def _on_prefix_change(compiler: weakref.ref[ContextCompiler[Any]], change: PrefixChange) -> None:
-    """The transcript's prefix changed: its compiler (while it lives) recomputes."""
-    alive = compiler()
-    if alive is not None:
-        alive._prefix_changed(change)
+def _noticed_by_compiler(change: PrefixChange) -> None:
+    """The transcript's hook: nothing (its compiler sees the new generation itself).
+
+    One function for every transcript: a callback into the compiler would be a
+    reference cycle (or a weak reference and a partial per session) for a
+    change that most sessions never make.
+    """
 
 
 class ContextCompiler(Generic[T]):
@@ -106,6 +106,9 @@ class ContextCompiler(Generic[T]):
     _destroyed = False
     _active: anyio.CancelScope | None = None
     _stale_view = False
+    _generation = 0
+    """The transcript generation last seen: a newer one is a prefix change to take in
+    (see :meth:`_notice`)."""
     _behind: int | None = None
     """The transcript index from which the view is behind (appends
     map into the view when it is next read, so those between two compiles map as one
@@ -198,15 +201,17 @@ class ContextCompiler(Generic[T]):
         self.processors: tuple[Processor, ...] = (
             run_order(modules) if processors is None else processors
         )
-        self._mappers = tuple(p for p in self.processors if p.maps_messages)
+        self._mappers = tuple(i for i, p in enumerate(self.processors) if p.maps_messages)
+        """Where the processors that map messages are in :attr:`processors` (indexes: a
+        tuple of ints is not walked by the cyclic collector, one of processors is)."""
         self._user_on_prefix_change = shape.on_prefix_change
         self.transcript: Transcript[T] = Transcript(
             shape.adapter,
             strict=shape.strict,
             trust_message_identity=shape.trust_message_identity,
-            # (weakly: a bound method would make compiler and transcript a cycle, which
-            # only the garbage collector frees -- a session's every message with them)
-            on_prefix_change=partial(_on_prefix_change, weakref.ref(self)),
+            # (no callback into the compiler: that would make the two a cycle, which only
+            # the garbage collector frees -- a session's every message with them)
+            on_prefix_change=_noticed_by_compiler,
         )
         self.retain_turns = shape.retain_turns
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
@@ -234,6 +239,8 @@ class ContextCompiler(Generic[T]):
     @property
     def view(self) -> ModelView[T]:
         """What the model is shown of the transcript, up to date when read."""
+        if self.transcript._generation != self._generation:
+            self._notice()
         if self._behind is not None:
             self._catch_up()
         return self._view
@@ -262,6 +269,7 @@ class ContextCompiler(Generic[T]):
         self._catch_up()
         start = len(self.transcript)
         committed = self.transcript.sync(full)
+        self._notice()
         if self._stale_view:
             self._rebuild_view()
         else:
@@ -275,6 +283,7 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         change = self.transcript.invalidate_prefix(reason, processor_id)
+        self._notice()
         self._rebuild_view()
         return change
 
@@ -282,6 +291,21 @@ class ContextCompiler(Generic[T]):
         """Recompute one session-scoped processor at the next compile."""
         self._alive()
         self._session_cache.pop(processor_id, None)
+
+    def _notice(self) -> None:
+        """Take in a prefix change of the transcript made since the compiler last looked.
+
+        The compiler's own :meth:`sync` and :meth:`invalidate_prefix` take theirs in
+        at once; a change made on :attr:`transcript` directly is taken in at the
+        next read of :attr:`view` or compile (the latest one, if there were several).
+        """
+        transcript = self.transcript
+        if transcript._generation == self._generation:
+            return
+        self._generation = transcript._generation
+        change = transcript.last_change
+        assert change is not None, "a new generation comes with its change"
+        self._prefix_changed(change)
 
     def _prefix_changed(self, change: PrefixChange) -> None:
         # The prefix-dependent caches first (one callback: no cache registered per session).
@@ -314,7 +338,9 @@ class ContextCompiler(Generic[T]):
             return
         owners: dict[int, tuple[str, str]] = {}
         try:
-            for proc in self._mappers:  # each mapper sees the run as the previous one left it
+            processors = self.processors
+            for at in self._mappers:  # each mapper sees the run as the previous one left it
+                proc = processors[at]
                 for offset, message in proc.map_messages(batch, start).items():
                     if not 0 <= offset < len(batch):
                         raise ContextError(
@@ -343,6 +369,8 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         await self._setup()
+        if self.transcript._generation != self._generation:
+            self._notice()
         if self._behind is not None:
             self._catch_up()
         if self._stale_view:
