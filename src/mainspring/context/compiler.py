@@ -167,7 +167,7 @@ class ContextCompiler(Generic[T]):
     def shaped(
         cls,
         shape: CompilerShape[T],
-        modules: tuple[Module, ...],
+        modules: tuple[Module, ...] | None,
         messages: Iterable[T] = (),
         *,
         session_id: str = "",
@@ -178,7 +178,9 @@ class ContextCompiler(Generic[T]):
         ``processors``, when given, are the modules' processors already in run
         order with their module names set (a caller that builds many compilers
         of the same modules works the order out once); otherwise they are
-        ordered here, as the constructor does.
+        ordered here, as the constructor does. ``modules=None`` (with
+        ``processors``): one plain :class:`Module` ``"engine"`` holding them,
+        made only if :attr:`modules` is read (its setup and teardown do nothing).
         """
         compiler = cls.__new__(cls)
         compiler._start(shape, modules, messages, session_id, processors)
@@ -187,20 +189,21 @@ class ContextCompiler(Generic[T]):
     def _start(
         self,
         shape: CompilerShape[T],
-        modules: tuple[Module, ...],
+        modules: tuple[Module, ...] | None,
         messages: Iterable[T],
         session_id: str,
         processors: tuple[Processor, ...] | None = None,
     ) -> None:
         self.adapter: MessageAdapter[T] = shape.adapter
-        self.modules: tuple[Module, ...] = modules
+        self._modules = modules
         self.services: Mapping[str, Any] = shape.services
         self.config: Mapping[str, Mapping[str, Any]] = shape.config
         self.session_id = session_id
         accounting = self.accounting = shape.accounting
-        self.processors: tuple[Processor, ...] = (
-            run_order(modules) if processors is None else processors
-        )
+        if processors is None:
+            assert modules is not None, "modules, processors or both"
+            processors = run_order(modules)
+        self.processors: tuple[Processor, ...] = processors
         self._mappers = tuple(i for i, p in enumerate(self.processors) if p.maps_messages)
         """Where the processors that map messages are in :attr:`processors` (indexes: a
         tuple of ints is not walked by the cyclic collector, one of processors is)."""
@@ -233,6 +236,14 @@ class ContextCompiler(Generic[T]):
             self._accountant = Accountant(meter, self._view, self.transcript, parts[0])
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
+
+    @property
+    def modules(self) -> tuple[Module, ...]:
+        """The modules whose processors this compiler runs."""
+        modules = self._modules
+        if modules is None:  # (see shaped: one plain module, made when first asked for)
+            modules = self._modules = (Module("engine", self.processors),)
+        return modules
 
     # -- transcript ---------------------------------------------------------
 
@@ -610,7 +621,7 @@ class ContextCompiler(Generic[T]):
         if self._set_up:
             return
         self._set_up = True
-        for module in self.modules:
+        for module in self._modules or ():  # (none: one plain module, nothing to set up)
             await module.setup(self.services, self.config.get(module.name, {}))
 
     @property
@@ -648,7 +659,7 @@ class ContextCompiler(Generic[T]):
     async def _teardown(self) -> None:
         errors: list[BaseException] = []
         if self._set_up:
-            for module in reversed(self.modules):
+            for module in reversed(self._modules or ()):
                 try:
                     await module.teardown()
                 except Exception as exc:  # every module gets its teardown
