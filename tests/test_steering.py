@@ -98,6 +98,27 @@ async def test_a_steering_message_reaches_the_model_at_the_next_step() -> None:
     assert session.steering_queued == ()
 
 
+async def test_sessions_share_only_an_empty_queue_that_takes_nothing() -> None:
+    from mainspring._steering import NO_STEERING
+
+    with pytest.raises(TypeError):
+        NO_STEERING.put(Message.user("x"), "next_step")
+    assert len(NO_STEERING) == 0 and NO_STEERING.snapshot() == ()
+    steered, _ = steerable()
+    other, _ = steerable()
+    GATES[steered.session_id].set()
+    GATES[other.session_id].set()
+    async with aclosing(steered.send("look")) as stream:
+        async for event in stream:
+            if isinstance(event, ToolStart):
+                steered.steer("later", mode="follow_up")
+                assert len(steered.steering_queued) == 1
+                assert other.steering_queued == () and len(NO_STEERING) == 0
+    assert [m.text for m in other.messages] == [] and len(NO_STEERING) == 0
+    events = await send(other, "look")
+    assert not any(isinstance(e, SteeringTaken) for e in events)
+
+
 async def test_send_while_running_queues_when_steering_is_on() -> None:
     session, _ = steerable(steering="next_step")
     events, side = await run_and_steer(session, "look", "and the garden", via_send=True)

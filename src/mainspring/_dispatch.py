@@ -120,7 +120,9 @@ class Dispatcher:
         self.fence = fence
         self.cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
-        self._contexts: list[ToolContext] = []
+        self._contexts: list[ToolContext] | tuple[()] = ()
+        """The ToolContexts of the tools running (a list from the first: most runs
+        have none, and an empty list is one more object for the cyclic collector)."""
         """The contexts of the tools running now (a list: an empty set is 216 bytes a run)."""
         self.verdicts: dict[str, Judged] = {}
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
@@ -465,7 +467,7 @@ class Dispatcher:
             return
         finally:
             if ctx is not None:
-                self._contexts.remove(ctx)
+                self._contexts.remove(ctx)  # type: ignore[union-attr]  # (a list: it holds ctx)
         before_hints = hints + (judged[1].hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
@@ -515,7 +517,10 @@ class Dispatcher:
             decision=decision,
             suspended_on=suspended_on,
         )
-        self._contexts.append(ctx)
+        contexts = self._contexts
+        if isinstance(contexts, tuple):
+            contexts = self._contexts = []
+        contexts.append(ctx)
         return ctx
 
     async def shorten(self, tool: Tool, output: ToolOutput) -> ToolOutput:

@@ -258,7 +258,6 @@ class Loop(LoopResume):
         # (The awaits that have nothing to do on this run are skipped where they
         # are called: a coroutine call costs even when it returns at once.)
         durable = self._durable is not None
-        steering = self._steering
         while True:
             if self._stop_asked:
                 # A cancel asked for since the last step stops the run here, even when
@@ -271,6 +270,7 @@ class Loop(LoopResume):
                 await self._complete(limit)
                 return
             turn = self.turn
+            steering = self._steering  # (read each step: see steer_from)
             if steering is not None and len(steering):
                 await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
@@ -303,6 +303,14 @@ class Loop(LoopResume):
             return False
         await self._complete("end_turn")
         return True
+
+    def steer_from(self, queue: SteeringQueue) -> None:
+        """Take steering messages from ``queue`` from the next step boundary on.
+
+        (A session makes its queue when it is first steered, maybe while this
+        loop runs with the shared empty one.)
+        """
+        self._steering = queue
 
     async def _take_steering(self, turn: Turn) -> None:
         """At a step boundary: queued ``next_step`` messages join the conversation."""

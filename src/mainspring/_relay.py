@@ -28,9 +28,10 @@ class Relay(Generic[T]):
     __slots__ = ("_closed", "_items", "_room", "_waiter", "limit")
 
     def __init__(self, limit: int | None = None) -> None:
-        self._items: list[T] = []
-        """A list, not a deque: an empty deque holds a 64-slot block, and every
-        running stream has one or two relays."""
+        self._items: list[T] | tuple[()] = ()
+        """What is queued: a list, or the shared empty tuple while nothing is (a
+        deque would hold a 64-slot block, and an empty list is one more object for
+        the cyclic collector to walk, in every running stream's one or two relays)."""
         self._waiter: asyncio.Future[bool] | Wakeup | None = None
         """The consumer's: on asyncio the future it awaits itself (no coroutine frame
         per waiting stream), a Wakeup on trio."""
@@ -61,7 +62,11 @@ class Relay(Generic[T]):
         """Queue ``item`` (dropped once the relay is closed)."""
         if self._closed:
             return
-        self._items.append(item)
+        items = self._items
+        if items:  # (only ever empty as the shared tuple)
+            items.append(item)
+        else:
+            self._items = [item]
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -71,12 +76,16 @@ class Relay(Generic[T]):
         """Queue ``items``, in order (as many :meth:`put` calls)."""
         if self._closed or not items:
             return
-        self._items.extend(items)
+        queued = self._items
+        if queued:
+            queued.extend(items)
+        else:
+            self._items = list(items)
         self.wake()
 
     def put_back(self, items: Sequence[T]) -> None:
         """Queue ``items`` again, first (taken by a consumer that could not pass them on)."""
-        self._items[:0] = items
+        self._items = [*items, *self._items]
 
     def close(self) -> None:
         """No more items; a waiting consumer wakes up and drains the rest."""
@@ -89,9 +98,9 @@ class Relay(Generic[T]):
 
     def drain(self) -> list[T]:
         """Take every queued item (possibly none) without waiting."""
-        items, self._items = self._items, []
+        items, self._items = self._items, ()
         self._make_room()
-        return items
+        return items if items else []
 
     def _make_room(self) -> None:
         room = self._room

@@ -18,10 +18,9 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
-from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Literal
 
 from mainspring._lazy import lazy_module
@@ -66,6 +65,18 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     _state = lazy_module("mainspring.state")
 
 __all__ = ["Session"]
+
+
+class _Sent:
+    """How a sent message's run starts: ``runner.start_turn(message)``."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+
+    def __call__(self, runner: Loop) -> Awaitable[None]:
+        return runner.start_turn(self.message)
 
 
 def _log() -> logging.Logger:
@@ -151,7 +162,8 @@ class Session(SessionRuns):
         )
         self._closed = False
         self.steering = steering
-        self._steering = _steering.SteeringQueue()
+        self._steering = _steering.NO_STEERING
+        """Shared and empty until the first :meth:`steer` makes the session's own."""
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
         self._cost = cost.CostTracker(
@@ -274,9 +286,9 @@ class Session(SessionRuns):
         if self._running and self.steering != "off":
             return self._queued(msg, self.steering)
         self._check_idle()
-        # (A method caller and a bound method: a closure each would cost a stream 0.2 KiB more.)
-        start = methodcaller("start_turn", msg)
-        return self._unstarted(self._stream(start, check=self._still_not_paused))
+        # (A one-slot caller and a bound method: a closure each would cost a stream 0.2 KiB
+        # more, and a method caller is two objects for the cyclic collector, with its tuple.)
+        return self._unstarted(self._stream(_Sent(msg), check=self._still_not_paused))
 
     def resume(self, attempt_id: str, decision: Decision) -> AsyncGenerator[Event, None]:
         """Decide a pending action and continue the paused turn.
@@ -344,7 +356,12 @@ class Session(SessionRuns):
             raise ConfigError(f"mode is 'next_step' or 'follow_up', not {mode!r}")
         if not self._running:
             raise ConfigError(f"session {self.session_id!r} has no active run: send() the message")
-        return self._steering.put(msg, mode).id
+        queue = self._steering
+        if queue is _steering.NO_STEERING:  # the first message: a queue of its own
+            queue = self._steering = _steering.SteeringQueue()
+            if self._runner is not None:
+                self._runner.steer_from(queue)  # (the run began with the shared one)
+        return queue.put(msg, mode).id
 
     @property
     def steering_queued(self) -> tuple[str, ...]:

@@ -281,6 +281,26 @@ async def test_relaxed_sync_with_a_changed_prefix_recomputes_session_processors(
     assert list(out.messages) == edited
 
 
+async def test_a_prefix_change_made_on_the_transcript_directly_is_taken_in_at_next_read() -> None:
+    proc = CountingSystem()
+    changes: list[PrefixChange] = []
+    engine = ContextCompiler(
+        messages=conversation(), processors=[proc], strict=False, on_prefix_change=changes.append
+    )
+    await engine.compile(turn_index=0)
+    edited = [Message.user("HELLO (edited)"), Message.assistant("hi")]
+    engine.transcript.sync(edited)  # past the compiler: it looks at the generation itself
+    assert changes == []  # taken in at the compiler's next read
+    engine.view  # noqa: B018
+    assert [c.generation for c in changes] == [1]
+    out = await engine.compile(turn_index=1)
+    assert proc.calls == 2  # the session-scoped contribution was recomputed
+    assert list(out.messages) == edited and len(changes) == 1
+    engine.transcript.invalidate_prefix("host data changed")
+    await engine.compile(turn_index=2)
+    assert proc.calls == 3 and [c.reason for c in changes][-1] == "host data changed"
+
+
 class Structural(Processor):
     def __init__(self, what: str, *, scope: Any = "session") -> None:
         super().__init__(f"structural-{what}", scope=scope)

@@ -100,16 +100,19 @@ class ContextPlan:
         self, messages: Iterable[Message] = (), *, session_id: str = ""
     ) -> ContextCompiler[Message]:
         """A new compiler for one session (its own transcript, view and stateful processors)."""
-        processors, modules = self._processors, self._modules
+        processors = self._processors
+        modules: tuple[Module, ...] | None = self._modules
         if processors is None or modules is None:
             made = [p if isinstance(p, Processor) else p() for p in self._parts]
             processors = tuple(made[i] for i in self._order)
             for proc in processors:
                 proc.module = ENGINE
-            modules = (Module(ENGINE, processors if self._in_place else made),)
+            # (in run order: the compiler makes the plain module only if it is asked for)
+            modules = None if self._in_place else (Module(ENGINE, made),)
         extra = self.options.modules
         if extra:  # the agent's own modules: ordered with the engine's, per session
-            modules = (*modules, *(m if isinstance(m, Module) else m() for m in extra))
+            engine = (Module(ENGINE, processors),) if modules is None else modules
+            modules = (*engine, *(m if isinstance(m, Module) else m() for m in extra))
             return ContextCompiler.shaped(self.shape, modules, messages, session_id=session_id)
         return ContextCompiler.shaped(
             self.shape, modules, messages, session_id=session_id, processors=processors

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
@@ -89,11 +87,13 @@ _new_turn = maker(_Turn)
 _new_compiled = maker(CompiledContext)
 
 
-def _on_prefix_change(compiler: weakref.ref[ContextCompiler[Any]], change: PrefixChange) -> None:
-    """The transcript's prefix changed: its compiler (while it lives) recomputes."""
-    alive = compiler()
-    if alive is not None:
-        alive._prefix_changed(change)
+def _noticed_by_compiler(change: PrefixChange) -> None:
+    """The transcript's hook: nothing (its compiler sees the new generation itself).
+
+    One function for every transcript: a callback into the compiler would be a
+    reference cycle (or a weak reference and a partial per session) for a
+    change that most sessions never make.
+    """
 
 
 class ContextCompiler(Generic[T]):
@@ -106,6 +106,9 @@ class ContextCompiler(Generic[T]):
     _destroyed = False
     _active: anyio.CancelScope | None = None
     _stale_view = False
+    _generation = 0
+    """The transcript generation last seen: a newer one is a prefix change to take in
+    (see :meth:`_notice`)."""
     _behind: int | None = None
     """The transcript index from which the view is behind (appends
     map into the view when it is next read, so those between two compiles map as one
@@ -164,7 +167,7 @@ class ContextCompiler(Generic[T]):
     def shaped(
         cls,
         shape: CompilerShape[T],
-        modules: tuple[Module, ...],
+        modules: tuple[Module, ...] | None,
         messages: Iterable[T] = (),
         *,
         session_id: str = "",
@@ -175,7 +178,9 @@ class ContextCompiler(Generic[T]):
         ``processors``, when given, are the modules' processors already in run
         order with their module names set (a caller that builds many compilers
         of the same modules works the order out once); otherwise they are
-        ordered here, as the constructor does.
+        ordered here, as the constructor does. ``modules=None`` (with
+        ``processors``): one plain :class:`Module` ``"engine"`` holding them,
+        made only if :attr:`modules` is read (its setup and teardown do nothing).
         """
         compiler = cls.__new__(cls)
         compiler._start(shape, modules, messages, session_id, processors)
@@ -184,29 +189,32 @@ class ContextCompiler(Generic[T]):
     def _start(
         self,
         shape: CompilerShape[T],
-        modules: tuple[Module, ...],
+        modules: tuple[Module, ...] | None,
         messages: Iterable[T],
         session_id: str,
         processors: tuple[Processor, ...] | None = None,
     ) -> None:
         self.adapter: MessageAdapter[T] = shape.adapter
-        self.modules: tuple[Module, ...] = modules
+        self._modules = modules
         self.services: Mapping[str, Any] = shape.services
         self.config: Mapping[str, Mapping[str, Any]] = shape.config
         self.session_id = session_id
         accounting = self.accounting = shape.accounting
-        self.processors: tuple[Processor, ...] = (
-            run_order(modules) if processors is None else processors
-        )
-        self._mappers = tuple(p for p in self.processors if p.maps_messages)
+        if processors is None:
+            assert modules is not None, "modules, processors or both"
+            processors = run_order(modules)
+        self.processors: tuple[Processor, ...] = processors
+        self._mappers = tuple(i for i, p in enumerate(self.processors) if p.maps_messages)
+        """Where the processors that map messages are in :attr:`processors` (indexes: a
+        tuple of ints is not walked by the cyclic collector, one of processors is)."""
         self._user_on_prefix_change = shape.on_prefix_change
         self.transcript: Transcript[T] = Transcript(
             shape.adapter,
             strict=shape.strict,
             trust_message_identity=shape.trust_message_identity,
-            # (weakly: a bound method would make compiler and transcript a cycle, which
-            # only the garbage collector frees -- a session's every message with them)
-            on_prefix_change=partial(_on_prefix_change, weakref.ref(self)),
+            # (no callback into the compiler: that would make the two a cycle, which only
+            # the garbage collector frees -- a session's every message with them)
+            on_prefix_change=_noticed_by_compiler,
         )
         self.retain_turns = shape.retain_turns
         """The most turn snapshots :attr:`summary` keeps (``None``: all)."""
@@ -229,11 +237,21 @@ class ContextCompiler(Generic[T]):
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
+    @property
+    def modules(self) -> tuple[Module, ...]:
+        """The modules whose processors this compiler runs."""
+        modules = self._modules
+        if modules is None:  # (see shaped: one plain module, made when first asked for)
+            modules = self._modules = (Module("engine", self.processors),)
+        return modules
+
     # -- transcript ---------------------------------------------------------
 
     @property
     def view(self) -> ModelView[T]:
         """What the model is shown of the transcript, up to date when read."""
+        if self.transcript._generation != self._generation:
+            self._notice()
         if self._behind is not None:
             self._catch_up()
         return self._view
@@ -262,6 +280,7 @@ class ContextCompiler(Generic[T]):
         self._catch_up()
         start = len(self.transcript)
         committed = self.transcript.sync(full)
+        self._notice()
         if self._stale_view:
             self._rebuild_view()
         else:
@@ -275,6 +294,7 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         change = self.transcript.invalidate_prefix(reason, processor_id)
+        self._notice()
         self._rebuild_view()
         return change
 
@@ -282,6 +302,21 @@ class ContextCompiler(Generic[T]):
         """Recompute one session-scoped processor at the next compile."""
         self._alive()
         self._session_cache.pop(processor_id, None)
+
+    def _notice(self) -> None:
+        """Take in a prefix change of the transcript made since the compiler last looked.
+
+        The compiler's own :meth:`sync` and :meth:`invalidate_prefix` take theirs in
+        at once; a change made on :attr:`transcript` directly is taken in at the
+        next read of :attr:`view` or compile (the latest one, if there were several).
+        """
+        transcript = self.transcript
+        if transcript._generation == self._generation:
+            return
+        self._generation = transcript._generation
+        change = transcript.last_change
+        assert change is not None, "a new generation comes with its change"
+        self._prefix_changed(change)
 
     def _prefix_changed(self, change: PrefixChange) -> None:
         # The prefix-dependent caches first (one callback: no cache registered per session).
@@ -314,7 +349,9 @@ class ContextCompiler(Generic[T]):
             return
         owners: dict[int, tuple[str, str]] = {}
         try:
-            for proc in self._mappers:  # each mapper sees the run as the previous one left it
+            processors = self.processors
+            for at in self._mappers:  # each mapper sees the run as the previous one left it
+                proc = processors[at]
                 for offset, message in proc.map_messages(batch, start).items():
                     if not 0 <= offset < len(batch):
                         raise ContextError(
@@ -343,6 +380,8 @@ class ContextCompiler(Generic[T]):
         """
         self._alive()
         await self._setup()
+        if self.transcript._generation != self._generation:
+            self._notice()
         if self._behind is not None:
             self._catch_up()
         if self._stale_view:
@@ -582,7 +621,7 @@ class ContextCompiler(Generic[T]):
         if self._set_up:
             return
         self._set_up = True
-        for module in self.modules:
+        for module in self._modules or ():  # (none: one plain module, nothing to set up)
             await module.setup(self.services, self.config.get(module.name, {}))
 
     @property
@@ -620,7 +659,7 @@ class ContextCompiler(Generic[T]):
     async def _teardown(self) -> None:
         errors: list[BaseException] = []
         if self._set_up:
-            for module in reversed(self.modules):
+            for module in reversed(self._modules or ()):
                 try:
                     await module.teardown()
                 except Exception as exc:  # every module gets its teardown

@@ -291,6 +291,8 @@ def _is_lookup(adapter: object) -> bool:
 class Transcript(Generic[T]):
     """An append-only list of committed messages with incremental indexes."""
 
+    _last_change: PrefixChange | None = None
+
     def __init__(
         self,
         adapter: MessageAdapter[T],
@@ -326,6 +328,11 @@ class Transcript(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def last_change(self) -> PrefixChange | None:
+        """The change that started the current generation (``None`` in the first)."""
+        return self._last_change
 
     @property
     def generation(self) -> int:
@@ -506,7 +513,9 @@ class Transcript(Generic[T]):
         self, first_changed: int, reason: str, processor_id: str | None
     ) -> PrefixChange:
         self._generation += 1
-        change = PrefixChange(self._generation, first_changed, reason, processor_id)
+        change = self._last_change = PrefixChange(
+            self._generation, first_changed, reason, processor_id
+        )
         for clear in list(self._caches):
             clear(change)
         if self._on_prefix_change is not None:

@@ -36,6 +36,19 @@ _NO_TOTALS: Mapping[AttributionKey, list[int]] = MappingProxyType({})
 _COUNTING = threading.RLock()
 """Held while entries are counted on read: a deferred request may be read from any thread."""
 _NO_OWNERS: Mapping[int, tuple[str, str]] = {}
+_USERS_IN_A_TUPLE = 64
+"""A view with fewer user messages keeps their indexes in a tuple (see ``_users``)."""
+
+
+def _more_users(
+    users: tuple[int, ...] | list[int], more: Iterable[int]
+) -> tuple[int, ...] | list[int]:
+    """``users`` extended with ``more``: a new tuple while short, else the list extended."""
+    if isinstance(users, list):
+        users.extend(more)
+        return users
+    grown = (*users, *more)
+    return grown if len(grown) < _USERS_IN_A_TUPLE else list(grown)
 
 
 class ModelView(Sequence[T], Generic[T]):
@@ -63,8 +76,10 @@ class ModelView(Sequence[T], Generic[T]):
         self._measure = measure
         self._role = role
         self._scan = scan or self._measured_scan
-        self._users: list[int] = []
-        """Indexes of user messages, ascending."""
+        self._users: tuple[int, ...] | list[int] = ()
+        """Indexes of user messages, ascending: a tuple while short (a tuple of ints is
+        not walked by the cyclic collector, a list is: one more object per live
+        session), a list from ``_USERS_IN_A_TUPLE`` on (appends stay O(1))."""
         self._items: list[T] = []
         self._owners: list[tuple[str, str]] | None = None
         """(module, processor) that last wrote each entry; ``None`` while every entry is
@@ -148,7 +163,8 @@ class ModelView(Sequence[T], Generic[T]):
     @property
     def user_indices(self) -> Sequence[int]:
         """Indexes of the user messages in the view, ascending (read-only)."""
-        return tuple(self._users) if len(self._users) < 64 else _ReadOnly(self._users)
+        users = self._users
+        return users if isinstance(users, tuple) else _ReadOnly(users)
 
     @property
     def last_user(self) -> int | None:
@@ -287,7 +303,8 @@ class ModelView(Sequence[T], Generic[T]):
     def _count_added(self, messages: Sequence[T], start: int) -> None:
         """Add the sizes and user positions of ``messages``, now entries ``start`` on."""
         chars, tokens, users = self._scan(messages, start)
-        self._users.extend(users)
+        if users:
+            self._users = _more_users(self._users, users)
         self._chars += chars
         if self._count is None:
             self._tokens += tokens
@@ -324,7 +341,7 @@ class ModelView(Sequence[T], Generic[T]):
             self._chars += new_chars - old_chars
             self._tokens += new_tokens - old_tokens
         if was_user != (self._role(message) == "user"):
-            self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
+            self._users = _more_users((), self._user_indexes())
         self._invalidate(index)
 
     def splice(
@@ -355,7 +372,7 @@ class ModelView(Sequence[T], Generic[T]):
         self._chars += new_chars - old_chars
         self._tokens += new_tokens - old_tokens
         self._sized = len(self._items)
-        self._users = [i for i, m in enumerate(self._items) if self._role(m) == "user"]
+        self._users = _more_users((), self._user_indexes())
         self._invalidate(start)
 
     def clear(self) -> None:
@@ -364,7 +381,7 @@ class ModelView(Sequence[T], Generic[T]):
             self._settle()
         self._lent = self._shared = False
         self._items = []  # (a lent list stays as it was)
-        self._users.clear()
+        self._users = ()
         self._owners = None
         self._pieces = ()
         self._cum = _NO_SUMS
@@ -390,6 +407,10 @@ class ModelView(Sequence[T], Generic[T]):
         self._tokens += self._count(self._items[self._sized : end])
         self._sized = end
         self._bound = 0
+
+    def _user_indexes(self) -> Iterator[int]:
+        role = self._role
+        return (i for i, m in enumerate(self._items) if role(m) == "user")
 
     def _measured_scan(self, messages: Sequence[T], start: int) -> tuple[int, int, list[int]]:
         chars = tokens = 0
