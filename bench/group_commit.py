@@ -11,6 +11,11 @@ answers. The write's ledger entry goes on disk (fsynced) before the write
 runs, so every conversation makes at least one fsynced commit. N of them start
 at once (``asyncio.gather``), as a server's concurrent requests do.
 
+With ``--approve`` the write is confirm-tier: N conversations pause on it
+first (not timed), then N approvals arrive at once (``resume`` each), as a
+server's users approving do. Each approval claims its decision (fsynced) and
+records the write's ledger entry (fsynced) before the write runs.
+
 Printed: wall milliseconds for all N, per conversation, and the number of
 fsynced transactions (``PRAGMA synchronous=FULL`` switches seen by the
 connection). With ``--src`` the same runs go first through another checkout's
@@ -35,10 +40,10 @@ import asyncio, json, sys, time
 if SRC:
     sys.path.insert(0, SRC)
 from mainspring import Agent, ScriptedCall, ScriptedResponse, ScriptedModel, Session
-from mainspring import TurnComplete, tool
+from mainspring import Approve, PendingAction, TurnComplete, tool
 from mainspring.stores.urls import open_stores
 
-@tool
+@tool(permission="confirm" if APPROVE else "auto")
 async def note(text: str) -> str:
     "Write a note (an auto-tier write: its ledger entry is fsynced before it runs)."
     return "noted"
@@ -61,10 +66,29 @@ async def main():
             last = event
         assert isinstance(last, TurnComplete), last
 
-    await one()  # warm: imports, the first statements
-    synced.clear()
-    t = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(N)))
+    async def paused():
+        session = Session(agent, **kwargs)
+        async for event in session.send("note it"):
+            if isinstance(event, PendingAction):
+                pending = event
+        return session, pending.attempt_id
+
+    async def approve(session, attempt_id):
+        async for event in session.resume(attempt_id, Approve()):
+            last = event
+        assert isinstance(last, TurnComplete), last
+
+    if APPROVE:
+        await approve(*await paused())  # warm: imports, the first statements
+        waiting = [await paused() for _ in range(N)]
+        synced.clear()
+        t = time.perf_counter()
+        await asyncio.gather(*(approve(*w) for w in waiting))
+    else:
+        await one()  # warm: imports, the first statements
+        synced.clear()
+        t = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(N)))
     wall = time.perf_counter() - t
     await stores.aclose()
     print(json.dumps({"wall": wall, "synced": len(synced)}))
@@ -73,9 +97,10 @@ asyncio.run(main())
 """
 
 
-def run(src: str, n: int) -> dict[str, float]:
+def run(src: str, n: int, approve: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory(dir=os.environ.get("GROUP_COMMIT_DIR")) as tmp:
-        code = f"SRC = {src!r}\nN = {n}\nPATH = {str(Path(tmp) / 'g.db')!r}\n" + RUNNER
+        path = str(Path(tmp) / "g.db")
+        code = f"SRC = {src!r}\nN = {n}\nAPPROVE = {approve}\nPATH = {path!r}\n" + RUNNER
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=600
         )
@@ -90,6 +115,7 @@ def main() -> None:
     parser.add_argument("--n", default="1,50,200")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--src", default="", help="a baseline checkout's src")
+    parser.add_argument("--approve", action="store_true", help="time N concurrent approvals")
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parents[1] / "src")
     sources = [("baseline", args.src)] if args.src else []
@@ -99,7 +125,7 @@ def main() -> None:
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.rounds):
             for label, src in sources:  # interleaved: drift hits both alike
-                r = run(src, n)
+                r = run(src, n, args.approve)
                 if label not in best or r["wall"] < best[label]["wall"]:
                     best[label] = r
         line = f"N={n:5d}"

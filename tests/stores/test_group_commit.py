@@ -4,6 +4,8 @@ A commit that records a ledger entry is fsynced before the write it guards
 runs. While one such commit holds the connection, the ones that come
 meanwhile (other sessions') queue, and the next goes to disk together with
 them: one transaction, one fsync. Each still succeeds or fails on its own.
+Decision claims and direct ledger entries are fsynced commits too, and join
+the same groups.
 """
 
 from __future__ import annotations
@@ -195,3 +197,103 @@ async def test_a_commit_cancelled_while_it_waits_never_runs(stores: Stores) -> N
     assert not await on_record(stores, "second")
     assert await commit_all(stores, ["second"], meanwhile=False) == {"second": None}
     assert await on_record(stores, "second")
+
+
+async def test_decision_claims_that_come_together_share_one_fsync_and_still_claim_once(
+    stores: Stores,
+) -> None:
+    """Approvals arriving at once (a server's many users) are one fsync, not one each.
+
+    Two claims of one attempt in the same group still leave exactly one decision:
+    the first recorded, the second told it lost.
+    """
+    assert stores.sessions is not None
+    sessions = stores.sessions
+    statements = traced(stores)
+    claims = [(f"s{i}", "attempt-1", "approve") for i in range(8)]
+    claims.insert(3, ("s1", "attempt-1", "reject"))  # a concurrent duplicate of s1's claim
+    won: dict[int, bool] = {}
+
+    async def claim(i: int, sid: str, attempt: str, decision: str) -> None:
+        won[i] = await sessions.claim_decision(sid, attempt, decision)
+
+    async with anyio.create_task_group() as tg, busy(stores):
+        for i, args in enumerate(claims):
+            tg.start_soon(claim, i, *args)
+    assert transactions(statements) == 1
+    assert statements.count("PRAGMA synchronous=FULL") == 1
+    others = [won[i] for i, (sid, _, _) in enumerate(claims) if sid != "s1"]
+    assert others == [True] * 7
+    s1 = {claims[i][2]: won[i] for i in (1, 3)}  # whichever came first (trio shuffles) won
+    assert sorted(s1.values()) == [False, True]
+    winner = next(decision for decision, ok in s1.items() if ok)
+    assert not await sessions.claim_decision("s1", "attempt-1", "reject")  # it holds
+    # What the winning claim recorded is what a worker that loads the session sees.
+    await sessions.save(SessionState(session_id="s1", agent_name="a"))
+    loaded = await sessions.load("s1")
+    assert loaded is not None and loaded.decided == {"attempt-1": winner}
+
+
+async def test_claims_ledger_entries_and_step_commits_share_a_group(stores: Stores) -> None:
+    assert stores.sessions is not None
+    sessions = stores.sessions
+    statements = traced(stores)
+    outcomes: dict[str, object] = {}
+
+    async def claim(sid: str) -> None:
+        outcomes[f"claim {sid}"] = await sessions.claim_decision(sid, "a1", "approve")
+
+    async def ledger(sid: str) -> None:
+        record = WriteRecord(key=f"{sid}-direct", tool="pay", status="started")
+        await sessions.record_write(sid, record)
+        outcomes[f"ledger {sid}"] = "recorded"
+
+    async def commit(sid: str) -> None:
+        await joint(stores).commit(step(sid), stores.checkpoints)
+        outcomes[f"step {sid}"] = "committed"
+
+    async with anyio.create_task_group() as tg, busy(stores):
+        for sid in ("s0", "s1", "s2"):
+            tg.start_soon(commit, sid)
+            tg.start_soon(claim, sid)
+            tg.start_soon(ledger, sid)
+    assert transactions(statements) == 1
+    assert outcomes == {
+        **{f"claim s{i}": True for i in range(3)},
+        **{f"ledger s{i}": "recorded" for i in range(3)},
+        **{f"step s{i}": "committed" for i in range(3)},
+    }
+    for sid in ("s0", "s1", "s2"):
+        assert await on_record(stores, sid)
+        state = await sessions.load(sid)
+        assert state is not None and state.decided == {"a1": "approve"}
+        assert state.writes[f"{sid}-direct"].status == "started"
+
+
+async def test_a_claim_that_fails_in_a_group_fails_alone(stores: Stores, tmp_path: Path) -> None:
+    with closing(sqlite3.connect(tmp_path / "s.db")) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_bad BEFORE INSERT ON mainspring_decisions"
+            " WHEN NEW.session_id = 'bad' BEGIN SELECT RAISE(ABORT, 'no claim here'); END"
+        )
+    assert stores.sessions is not None
+    sessions = stores.sessions
+    statements = traced(stores)
+    outcomes: dict[str, object] = {}
+
+    async def claim(sid: str) -> None:
+        try:
+            outcomes[sid] = await sessions.claim_decision(sid, "a1", "approve")
+        except Exception as exc:
+            outcomes[sid] = exc
+
+    async with anyio.create_task_group() as tg, busy(stores):
+        for sid in ("s0", "bad", "s2"):
+            tg.start_soon(claim, sid)
+    assert transactions(statements) == 1
+    error = outcomes.pop("bad")
+    assert isinstance(error, StoreError) and "no claim here" in str(error)
+    assert outcomes == {"s0": True, "s2": True}
+    with closing(sqlite3.connect(tmp_path / "s.db")) as conn:
+        conn.execute("DROP TRIGGER refuse_bad")
+    assert await sessions.claim_decision("bad", "a1", "reject")  # nothing of it was kept

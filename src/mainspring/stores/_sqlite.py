@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType, UnionType
@@ -45,7 +45,6 @@ __all__ = [
 
 T = TypeVar("T")
 A = TypeVar("A")
-R = TypeVar("R")
 Ts = TypeVarTuple("Ts")
 Clock = Callable[[], float]
 """Wall-clock seconds (``time.time``): rows are compared across processes."""
@@ -367,8 +366,8 @@ class Database:
                 self._wal.changed(conn.total_changes)
 
     async def run_grouped(
-        self, fn: Callable[[sqlite3.Connection, list[A]], list[R | Exception]], item: A
-    ) -> R:
+        self, fn: Callable[[sqlite3.Connection, Sequence[A]], Sequence[object]], item: A
+    ) -> object:
         """``fn(connection, [item, ...])`` in a worker thread, with the items queued meanwhile.
 
         A group commit: while the connection is busy (a commit's fsync takes
@@ -377,7 +376,9 @@ class Database:
         call of ``fn`` (one transaction, one fsync). ``fn`` returns each item's
         outcome in order: a result, or the exception that item alone failed with
         (it raises when the whole call fails; then every item fails with it).
-        Alone, an item goes to ``fn`` by itself as soon as it comes.
+        Alone, an item goes to ``fn`` by itself as soon as it comes. The queue is
+        the database's: every caller passes the same ``fn`` (the stores use
+        ``commit_group_synced``, which takes steps and decision claims alike).
 
         A caller cancelled while its item waits takes it out of the queue (it
         never runs); one whose item another caller already took waits for that
@@ -399,10 +400,10 @@ class Database:
             raise
         if entry.error is not None:
             raise entry.error
-        return cast(R, entry.result)
+        return entry.result
 
     async def _run_queued(
-        self, fn: Callable[[sqlite3.Connection, list[A]], list[R | Exception]]
+        self, fn: Callable[[sqlite3.Connection, Sequence[A]], Sequence[object]]
     ) -> None:
         """Hand every queued item to one call of ``fn``; each entry gets its outcome."""
         batch, self._queued = self._queued, []

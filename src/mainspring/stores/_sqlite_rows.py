@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+from collections.abc import Sequence
 
 from mainspring.codec import message_from_dict, message_to_dict
 from mainspring.errors import StoreError
@@ -27,22 +28,22 @@ __all__ = [
     "REFRESH",
     "RELEASE",
     "Batch",
+    "Claim",
+    "GroupOutcome",
     "Save",
     "Step",
-    "StepOutcome",
     "add_spend",
     "append_rows",
     "apply_step",
     "changed",
     "claim_decision",
+    "commit_group_synced",
     "commit_step",
     "commit_step_synced",
-    "commit_steps_synced",
     "delete_session",
     "lease_holder",
     "list_session_ids",
     "load_state",
-    "record_write",
     "save_state",
 ]
 
@@ -178,11 +179,6 @@ ADD_WRITE = (
 )
 
 
-def record_write(conn: sqlite3.Connection, row: tuple[str, str, str]) -> None:
-    with synced(conn):
-        conn.execute(UPSERT_WRITE, row)
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Step:
     """One step boundary's rows, for :func:`commit_step`."""
@@ -225,27 +221,50 @@ def commit_step_synced(conn: sqlite3.Connection, step: Step) -> tuple[str | None
         return commit_step(conn, step)
 
 
-StepOutcome = tuple[str | None, int] | Exception
-"""What :func:`commit_steps_synced` reports for one step: its result, or why it failed."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Claim:
+    """A decision to record unless one is (``claim_decision``), for :func:`commit_group_synced`."""
+
+    row: tuple[str, str, str]
+    """``INSERT_DECISION``'s arguments: session id, attempt id, the decision."""
 
 
-def commit_steps_synced(conn: sqlite3.Connection, steps: list[Step]) -> list[StepOutcome]:
-    """Several steps (of any sessions) in one transaction and one fsync: a group commit.
+def apply_claim(conn: sqlite3.Connection, claim: Claim) -> bool:
+    """Record ``claim`` inside the caller's transaction; whether it was the first."""
+    return conn.execute(INSERT_DECISION, claim.row).rowcount == 1
 
-    Each step goes in a savepoint of its own, so one that fails (a value that
+
+GroupOutcome = tuple[str | None, int] | bool | Exception
+"""What :func:`commit_group_synced` reports for one item: :func:`apply_step`'s result
+for a step, :func:`apply_claim`'s for a claim, or why it failed."""
+
+
+def commit_group_synced(
+    conn: sqlite3.Connection, items: Sequence[Step | Claim]
+) -> list[GroupOutcome]:
+    """Several steps and claims (of any sessions) in one transaction and one fsync: a group commit.
+
+    Each item goes in a savepoint of its own, so one that fails (a value that
     cannot be encoded, a constraint) is rolled back alone and reported in its
     place; the others commit. A failure that ends the transaction itself (the
     disk is full, an I/O error) raises: then nothing of the group is on record.
-    One step is committed as :func:`commit_step_synced` does, without a savepoint.
+    One item alone is committed without a savepoint. Two claims of one attempt in
+    a group: the first is recorded, the second reports ``False`` (as one after it would).
     """
-    if len(steps) == 1:
-        return [commit_step_synced(conn, steps[0])]
-    outcomes: list[StepOutcome] = []
+    if len(items) == 1:
+        (item,) = items
+        if isinstance(item, Claim):
+            return [claim_decision(conn, item.row)]
+        return [commit_step_synced(conn, item)]
+    outcomes: list[GroupOutcome] = []
     with synced(conn), transaction(conn, write=True):
-        for step in steps:
+        for item in items:
             conn.execute("SAVEPOINT step")
             try:
-                outcomes.append(apply_step(conn, step))
+                if isinstance(item, Claim):
+                    outcomes.append(apply_claim(conn, item))
+                else:
+                    outcomes.append(apply_step(conn, item))
             except Exception as exc:
                 if not conn.in_transaction:
                     raise  # it took the transaction with it: the whole group failed

@@ -44,7 +44,7 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Self
+from typing import Self, cast
 
 from mainspring.codec import encode, event_to_dict
 from mainspring.events import Event
@@ -66,19 +66,18 @@ from mainspring.stores._sqlite_rows import (
     REFRESH,
     RELEASE,
     Batch,
+    Claim,
     Save,
     Step,
     add_spend,
     append_rows,
     changed,
-    claim_decision,
+    commit_group_synced,
     commit_step,
-    commit_steps_synced,
     delete_session,
     lease_holder,
     list_session_ids,
     load_state,
-    record_write,
     save_state,
 )
 from mainspring.stores._transcript import KnownTranscripts, Stored, header
@@ -244,7 +243,10 @@ class SQLiteSessionStore:
     last saves, but never past the last claim or ledger entry, because a WAL sync
     covers every commit before it. So what a power loss can take back is progress
     since the last write began, as if the process had crashed there: the state
-    every durable run already recovers from.
+    every durable run already recovers from. These fsynced commits — claims,
+    ledger entries, the step commits that carry one — form groups: those that
+    come while the connection is busy go to disk together, in one transaction
+    and one fsync, each succeeding or failing on its own.
 
     :meth:`commit` (``JointCommit``) writes a run's step boundary — ledger
     entries, the state and the events of a checkpoint store on the same
@@ -344,7 +346,8 @@ class SQLiteSessionStore:
             release = (check_text("key", release[0]), check_text("owner", release[1]))
         step = Step(rows, job, batch, clear, release)
         if commit.sync:
-            revision, seq = await self._db.run_grouped(commit_steps_synced, step)
+            outcome = await self._db.run_grouped(commit_group_synced, step)
+            revision, seq = cast(tuple[str | None, int], outcome)
         else:
             revision, seq = await self._db.run_inline(commit_step, step)
         if job is not None and revision is not None:
@@ -387,7 +390,8 @@ class SQLiteSessionStore:
             check_text("attempt_id", attempt_id),
             check_text("decision", decision),
         )
-        return await self._db.run(claim_decision, args)
+        # Fsynced, in one group with whatever other sessions commit meanwhile.
+        return cast(bool, await self._db.run_grouped(commit_group_synced, Claim(args)))
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry; on disk when this returns."""
@@ -395,7 +399,7 @@ class SQLiteSessionStore:
         check_type("record", record, WriteRecord)
         with encoding(f"ledger entry {record.key!r} of session {session_id!r}"):
             row = (session_id, check_text("ledger key", record.key), dumps(encode(record)))
-        await self._db.run(record_write, row)
+        await self._db.run_grouped(commit_group_synced, Step([row], None, None, None, None))
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
