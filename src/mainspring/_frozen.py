@@ -32,7 +32,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-__all__ = ["MAKERS", "ORIGINAL", "RECORDS", "dataclass", "fast_init", "maker"]
+__all__ = ["MAKERS", "ORIGINAL", "RECORDS", "dataclass", "fast_init", "generate", "maker"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -98,6 +98,40 @@ def maker(cls: Callable[P, T]) -> Callable[P, T]:
     return made
 
 
+def generate(
+    source: str, namespace: dict[str, Any], name: str, *, qualname: str | None = None
+) -> Callable[..., Any]:
+    """The function ``name`` that ``source`` defines, compiled with ``namespace`` as globals.
+
+    The one place the package generates code (as ``dataclasses`` does): a
+    function made for one class, from identifiers the caller checked (a
+    class's field names), never from outside input.
+    """
+    exec(source, namespace)
+    made: Callable[..., Any] = namespace[name]
+    made.__name__ = name
+    made.__qualname__ = qualname or name
+    return made
+
+
+def _field_code(
+    cls: type, i: int, f: dataclasses.Field[Any], namespace: dict[str, Any]
+) -> tuple[str, str]:
+    """A generated constructor's parameter for field ``f`` and the line that stores it."""
+    namespace[f"_set{i}"] = cls.__dict__[f.name].__set__
+    value = f.name
+    if f.default is not dataclasses.MISSING:
+        namespace[f"_default{i}"] = f.default
+        param = f"{f.name}=_default{i}"
+    elif f.default_factory is not dataclasses.MISSING:
+        namespace[f"_factory{i}"] = f.default_factory
+        param = f"{f.name}=_FACTORY"
+        value = f"_factory{i}() if {f.name} is _FACTORY else {f.name}"
+    else:
+        param = f.name
+    return param, f"    _set{i}(self, {value})"
+
+
 def _make_maker(cls: type) -> Callable[..., Any]:
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} is not a slotted dataclass")
@@ -108,24 +142,14 @@ def _make_maker(cls: type) -> Callable[..., Any]:
     params: list[str] = []
     body: list[str] = ["    self = _new(_cls)"]
     for i, f in enumerate(fields):
-        namespace[f"_set{i}"] = cls.__dict__[f.name].__set__
-        value = f.name
-        if f.default is not dataclasses.MISSING:
-            namespace[f"_default{i}"] = f.default
-            params.append(f"{f.name}=_default{i}")
-        elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory{i}"] = f.default_factory
-            params.append(f"{f.name}=_FACTORY")
-            value = f"_factory{i}() if {f.name} is _FACTORY else {f.name}"
-        else:
-            params.append(f.name)
-        body.append(f"    _set{i}(self, {value})")
+        param, store = _field_code(cls, i, f, namespace)
+        params.append(param)
+        body.append(store)
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
-    source = f"def make(*, {', '.join(params)}):\n" + "\n".join(body) + "\n    return self\n"
-    exec(source, namespace)
-    make: Callable[..., Any] = namespace["make"]
-    make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
+    name = f"make_{cls.__name__}"
+    source = f"def {name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n    return self\n"
+    make = generate(source, namespace, name)
     make.__doc__ = f"``{cls.__qualname__}(**fields)``, built without calling the class."
     return make
 
@@ -141,27 +165,14 @@ def _make_init(cls: type) -> Callable[..., None]:
     keyword: list[str] = []
     body: list[str] = []
     for i, f in enumerate(fields):
-        namespace[f"_set{i}"] = cls.__dict__[f.name].__set__
-        if f.default is not dataclasses.MISSING:
-            namespace[f"_default{i}"] = f.default
-            param = f"{f.name}=_default{i}"
-            value = f.name
-        elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory{i}"] = f.default_factory
-            param = f"{f.name}=_FACTORY"
-            value = f"_factory{i}() if {f.name} is _FACTORY else {f.name}"
-        else:
-            param = f.name
-            value = f.name
+        param, store = _field_code(cls, i, f, namespace)
         (keyword if f.kw_only else positional).append(param)
-        body.append(f"    _set{i}(self, {value})")
+        body.append(store)
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     params_text = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     source = f"def __init__({params_text}):\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(source, namespace)
-    init: Callable[..., None] = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init = generate(source, namespace, "__init__", qualname=f"{cls.__qualname__}.__init__")
     init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
     return init
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from mainspring._frozen import generate
 from mainspring._json import JsonValue
 from mainspring.errors import StoreError
 from mainspring.events import (
@@ -122,10 +123,8 @@ def fields_dict(cls: type, names: tuple[str, ...]) -> FieldsDict:
         if not all(name.isidentifier() for name in names):
             raise ValueError(f"not attribute names: {names!r}")
         items = ", ".join(f"{name!r}: obj.{name}" for name in names)
-        namespace: dict[str, Any] = {}
-        exec(f"def fields(obj):\n    return {{{items}}}\n", namespace)
-        made = namespace["fields"]
-        made.__qualname__ = made.__name__ = f"fields_of_{cls.__name__}"
+        name = f"fields_of_{cls.__name__}"
+        made = generate(f"def {name}(obj):\n    return {{{items}}}\n", {}, name)
         _FIELDS_DICTS[(cls, names)] = made
     return made
 
