@@ -34,9 +34,9 @@ __all__ = [
     "Step",
     "add_spend",
     "append_rows",
+    "apply_claim",
     "apply_step",
     "changed",
-    "claim_decision",
     "commit_group_synced",
     "commit_step",
     "commit_step_synced",
@@ -164,11 +164,6 @@ def add_spend(
     return total
 
 
-def claim_decision(conn: sqlite3.Connection, args: tuple[str, str, str]) -> bool:
-    with synced(conn):
-        return conn.execute(INSERT_DECISION, args).rowcount == 1
-
-
 UPSERT_WRITE = (
     "INSERT INTO mainspring_writes (session_id, key, data) VALUES (?, ?, ?)"
     " ON CONFLICT (session_id, key) DO UPDATE SET data = excluded.data"
@@ -254,7 +249,8 @@ def commit_group_synced(
     if len(items) == 1:
         (item,) = items
         if isinstance(item, Claim):
-            return [claim_decision(conn, item.row)]
+            with synced(conn):  # (one statement: its own transaction)
+                return [apply_claim(conn, item)]
         return [commit_step_synced(conn, item)]
     outcomes: list[GroupOutcome] = []
     with synced(conn), transaction(conn, write=True):
