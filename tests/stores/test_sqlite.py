@@ -856,6 +856,67 @@ async def test_commits_never_checkpoint_and_a_thread_does_it_after_enough_change
     await store.aclose()
 
 
+def wal_bytes(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_that_finds_a_long_log_empties_it(tmp_path: Path) -> None:
+    from mainspring.stores._wal import WalCheckpointer
+
+    path = tmp_path / "wal.db"
+    store = await SQLiteSessionStore.open(path)
+    await store.save(state(transcript(300), "long"))  # ~300 changes, no checkpoint yet
+    assert store._db._wal.checkpoints == 0
+    frames = wal_bytes(path) // 4096
+    short = WalCheckpointer(path, sqlite3, every=1, restart_frames=frames + 1)
+    short.changed(1)
+    await short.join()
+    assert (short.checkpoints, short.restarts) == (1, 0)  # under the limit: copied back only
+    assert wal_bytes(path) > 0
+    long = WalCheckpointer(path, sqlite3, every=1, restart_frames=frames)
+    long.changed(1)
+    await long.join()
+    assert (long.checkpoints, long.restarts) == (1, 1)
+    assert wal_bytes(path) == 0  # emptied: the disk space is back
+    ids = rows_in_the_main_file(path, "SELECT session_id FROM mainspring_sessions")
+    assert ids == [("long",)]
+    await store.save(state(transcript(302), "long"))  # the log starts over
+    loaded = await store.load("long")
+    assert loaded is not None and len(loaded.messages) == 302
+    await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_log_stays_bounded_while_commits_keep_coming(tmp_path: Path) -> None:
+    """Checkpoints in a thread race the loop's commits: the log must still start over.
+
+    A passive checkpoint copies back the frames there were when it began; a
+    commit made meanwhile leaves the log not fully copied, and SQLite rewinds it
+    only when it is. Without emptying it, the log kept every commit, without end.
+    """
+    from mainspring.stores._wal import WalCheckpointer
+
+    path = tmp_path / "wal.db"
+    store = await SQLiteSessionStore.open(path)
+    checkpointer = store._db._wal = WalCheckpointer(path, sqlite3, every=40, restart_frames=200)
+    largest = 0
+    saves = 1000
+    for i in range(saves):  # one session per save: new rows and a new header each time
+        await store.save(state(transcript(2, f"s{i}-"), f"s{i}"))
+        largest = max(largest, wal_bytes(path))
+        await anyio.sleep(0.001)  # (as a server's conversations wait for their model)
+    await checkpointer.join()
+    # Keeping every frame, the log reached 19 MB here; emptied past 200 frames, about 1 MB.
+    # (When a checkpoint happens to meet no commit, SQLite rewinds the log itself.)
+    assert largest < 6 * 2**20, largest
+    for i in (0, saves // 2, saves - 1):  # nothing lost on the way
+        loaded = await store.load(f"s{i}")
+        assert loaded is not None and [m.text for m in loaded.messages] == [f"s{i}-0", f"s{i}-1"]
+    await store.aclose()
+
+
 @pytest.mark.anyio
 async def test_a_failing_checkpoint_is_logged_and_changes_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture

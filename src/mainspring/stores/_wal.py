@@ -12,6 +12,16 @@ writers, nor holds them up) on a connection of its own, in a short-lived
 daemon thread nobody awaits. Durability is unchanged: a commit is in the log
 before it returns, checkpointed or not; a checkpoint cut short (a crash, the
 interpreter exiting) is finished by the next one.
+
+A passive checkpoint alone never lets the log start over while writes go on:
+SQLite rewinds the log only at a write that finds every frame copied back, and
+under steady load new frames always arrived during the copy (the log grew by
+about 60 KiB per conversation, without end). So once the log holds
+:data:`RESTART_FRAMES` frames, the checkpoint goes on to a ``TRUNCATE`` one: it
+holds new writes back (they wait in worker threads, never on the loop) while
+it copies the few frames the passive pass left and the readers move on, then
+empties the log file. If readers keep it out for :data:`RESTART_WAIT`, it lets
+go, and the next checkpoint tries again.
 """
 
 from __future__ import annotations
@@ -20,10 +30,14 @@ import logging
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
-__all__ = ["CHECKPOINT_CHANGES", "WalCheckpointer"]
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = ["CHECKPOINT_CHANGES", "RESTART_FRAMES", "RESTART_WAIT", "WalCheckpointer"]
 
 log = logging.getLogger("mainspring.stores.sqlite")
 
@@ -31,19 +45,39 @@ CHECKPOINT_CHANGES = 1000
 """Row changes on a connection between two checkpoints (SQLite's own default is
 1,000 pages; one change of a store writes about one page)."""
 
+RESTART_FRAMES = 4 * CHECKPOINT_CHANGES
+"""Log frames (pages) past which a checkpoint also empties the log: about 16 MiB."""
+
+RESTART_WAIT = 0.5
+"""Seconds that emptying the log waits for writers and readers before it gives up."""
+
 
 class WalCheckpointer:
     """Checkpoints one database file's WAL in a thread, one checkpoint at a time."""
 
-    def __init__(self, path: Path, driver: ModuleType, *, every: int = CHECKPOINT_CHANGES) -> None:
-        """Checkpoint ``path`` (opened with ``driver``) every ``every`` changes."""
+    def __init__(
+        self,
+        path: Path,
+        driver: ModuleType,
+        *,
+        every: int = CHECKPOINT_CHANGES,
+        restart_frames: int = RESTART_FRAMES,
+    ) -> None:
+        """Checkpoint ``path`` (opened with ``driver``) every ``every`` changes.
+
+        A checkpoint that finds ``restart_frames`` frames or more in the log
+        also empties it (see the module's notes).
+        """
         self._path = path
         self._driver = driver
         self._every = every
+        self._restart_frames = restart_frames
         self._mark = 0
         self._thread: threading.Thread | None = None
         self.checkpoints = 0
         """Checkpoints run to the end (for tests and diagnostics)."""
+        self.restarts = 0
+        """Checkpoints that emptied the log (for tests and diagnostics)."""
 
     def changed(self, total_changes: int) -> None:
         """After an operation: ``total_changes`` of the connection it ran on.
@@ -64,15 +98,23 @@ class WalCheckpointer:
 
     def _checkpoint(self) -> None:
         try:
-            conn = self._driver.connect(str(self._path), isolation_level=None)
+            conn = self._driver.connect(str(self._path), timeout=RESTART_WAIT, isolation_level=None)
             try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                restarted = frames >= self._restart_frames and self._restart(conn)
             finally:
                 conn.close()
         except Exception as exc:  # the log only grows until the next one succeeds
             log.warning("SQLite store %r: WAL checkpoint failed: %s", str(self._path), exc)
             return
         self.checkpoints += 1
+        self.restarts += restarted
+
+    @staticmethod
+    def _restart(conn: sqlite3.Connection) -> bool:
+        """Copy back what is left, then empty the log; ``False`` if others kept it out."""
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy
 
     async def join(self) -> None:
         """Wait for a running checkpoint to finish (not abandoned on cancellation)."""
