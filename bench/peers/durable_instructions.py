@@ -1,7 +1,7 @@
 """Instructions per S1 run (valgrind's count) for each durable variant of ``durability.py``.
 
-    python durable_instructions.py [--variants none,memory-stores,sqlite,sqlite-sessions-only]
-                                   [--src PATH] [--sql]
+    python durable_instructions.py [--variants none,memory-stores,sqlite,sqlite-sessions-only,
+                                               rows-floor] [--src PATH] [--sql]
 
 A variant may also name the stores (``memory`` or ``sqlite``) and the parts it
 passes: ``sqlite:sc`` is a session store and a checkpoint store, no run lock
@@ -12,7 +12,10 @@ The same variants as ``durability.py mainspring`` (the public API: ``Session(age
 --tool=callgrind``: after a warm-up, a few runs, then many more, each part
 between markers at which callgrind writes its count (as ``instructions.py``
 does), so start-up, imports, opening the stores and the warm-up stay out.
-``--src`` puts another checkout's ``src`` first on the path: a baseline counted
+``rows-floor`` is no turn at all: only the rows one ``sqlite`` run writes,
+written by hand (``durable_floor.py``), the least any implementation pays to
+put them on disk; ``sqlite`` minus ``none`` minus that is mainspring's own
+cost of durability. ``--src`` puts another checkout's ``src`` first on the path: a baseline counted
 in the same invocation. Also prints the SQL statements and write transactions
 one recipe run executes (``sqlite3``'s trace callback, outside valgrind).
 """
@@ -57,7 +60,16 @@ async def main():
         conn = stores.sessions._db._conn
         conn.set_trace_callback(trace.append)
 
+    if variant == "rows-floor":
+        import durable_floor
+        await (await open_stores(f"sqlite:///{{tmp}}/ms.db")).aclose()  # (the tables)
+        conn, owner = durable_floor.connect(f"{{tmp}}/ms.db"), "floor-owner"
+
     async def many(n):
+        if variant == "rows-floor":
+            for _ in range(n):
+                durable_floor.write_run(conn, owner)
+            return
         for _ in range(n):
             assert await run_turn(Session(agent, **kwargs), h.USER_PROMPT) == h.FINAL_TEXT
 
@@ -77,7 +89,7 @@ async def main():
 asyncio.run(main())
 """
 FEW, MANY = 10, 110
-VARIANTS = ("none", "memory-stores", "sqlite", "sqlite-sessions-only")
+VARIANTS = ("none", "memory-stores", "sqlite", "sqlite-sessions-only", "rows-floor")
 ALIASES = {"memory-stores": "memory:scl", "sqlite": "sqlite:scl", "sqlite-sessions-only": "sqlite:s"}
 """``durability.py``'s names for ``<stores>:<parts>``: s sessions, c checkpoints, l the run lock."""
 
