@@ -21,6 +21,7 @@ from mainspring import (
 from mainspring.codec import event_from_dict, event_to_dict
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.engine import AgentRun, Caller, Engine, ManagementPolicy
+from mainspring.errors import AccessDenied, CallerBusy, SessionBusy
 from mainspring.events import PendingAction
 from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
@@ -191,3 +192,72 @@ async def test_a_subagents_spend_is_the_hosts() -> None:
     engine = newsroom([{"task": "count", "alias": ""}])
     run = await engine.agent_run(BOB, "count")
     assert run.cost_usd == pytest.approx(1000 / 1_000_000)
+
+
+# ------------------------------------------------ how long subagent sessions live
+
+
+async def test_an_unnamed_subagents_session_goes_when_its_call_returns() -> None:
+    engine = newsroom([{"task": "count"}, {"task": "publish it"}])
+    scope = engine.new_scope(BOB)
+    run = await engine.agent_run(BOB, "count", scope=scope)
+    assert run.text == "host saw: tasks so far: ['count']"
+    assert engine.members.keys() == ()  # nobody can name it again: gone
+    run = await engine.agent_run(BOB, "publish", scope=scope)
+    assert run.pending is not None  # waiting: the decision calls it again
+    assert [k[3][:5] for k in engine.members.keys()] == ["call:"]
+    done = await engine.decide(BOB, run.pending.attempt_id, Approve())
+    assert isinstance(done, AgentRun) and published == ["Hello"]
+    assert engine.members.keys() == ()
+
+
+async def test_a_run_without_a_scope_leaves_no_subagent_sessions_behind() -> None:
+    engine = newsroom([{"task": f"t{i}", "alias": "r"} for i in range(3)])
+    for i in range(3):
+        run = await engine.agent_run(BOB, "go")
+        assert run.text == f"host saw: tasks so far: ['t{i}']"  # a fresh scope each time
+        assert engine.members.keys() == ()
+    paused = newsroom([{"task": "publish it", "alias": "r"}])
+    run = await paused.agent_run(BOB, "publish")
+    assert run.pending is not None and len(paused.members.keys()) == 1  # kept while it waits
+    done = await paused.decide(BOB, run.pending.attempt_id, Approve())
+    assert isinstance(done, AgentRun) and done.pending is None and published == ["Hello"]
+    assert paused.members.keys() == ()
+
+
+async def test_closing_a_scope_drops_its_sessions_and_only_its_caller_may() -> None:
+    engine = newsroom([{"task": "one", "alias": "r"}, {"task": "publish it", "alias": "p"}])
+    scope, other = engine.new_scope(BOB), engine.new_scope(BOB)
+    await engine.agent_run(BOB, "first", scope=scope)
+    assert {k[1] for k in engine.members.keys()} == {scope}
+    with pytest.raises(AccessDenied):
+        engine.close_scope(Caller("mallory"), scope)
+    engine.close_scope(BOB, scope)
+    assert engine.members.keys() == ()
+    with pytest.raises(AccessDenied):  # closed: neither usable nor closable again
+        await engine.agent_run(BOB, "again", scope=scope)
+    with pytest.raises(AccessDenied):
+        engine.close_scope(BOB, scope)
+    run = await engine.agent_run(BOB, "publish", scope=other)
+    assert run.pending is not None
+    with pytest.raises(SessionBusy, match="decide it first"):
+        engine.close_scope(BOB, other)
+    assert len(engine.members.keys()) == 1  # refused: nothing dropped
+    await engine.decide(BOB, run.pending.attempt_id, Reject("no"))
+    engine.close_scope(BOB, other)
+    assert engine.members.keys() == () and published == []
+
+
+async def test_a_caller_holds_a_bounded_number_of_open_scopes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mainspring.engine.core as core
+
+    monkeypatch.setattr(core, "MAX_SCOPES", 3)
+    engine = newsroom([])
+    scopes = [engine.new_scope(BOB) for _ in range(3)]
+    with pytest.raises(CallerBusy, match="close one"):
+        engine.new_scope(BOB)
+    engine.new_scope(Caller("carol"))  # each caller has a bound of its own
+    engine.close_scope(BOB, scopes[0])
+    assert engine.new_scope(BOB) not in scopes

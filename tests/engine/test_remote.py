@@ -195,3 +195,18 @@ async def test_bad_bodies_get_clear_errors(remote: Remote) -> None:
             remote.url + route, content=body, headers=signed(remote, "POST", route, body)
         )
         assert response.status_code == 404
+
+
+async def test_a_remote_caller_closes_its_scope(remote: Remote) -> None:
+    async with httpx.AsyncClient() as client:
+        made = await client.post(
+            remote.url + "/b/scopes", headers=signed(remote, "POST", "/b/scopes")
+        )
+        assert made.status_code == 200
+        route = f"/b/scopes/{made.json()['scope']}"
+        anonymous = await client.delete(remote.url + route)
+        assert anonymous.status_code == 403  # not the anonymous caller's scope
+        closed = await client.delete(remote.url + route, headers=signed(remote, "DELETE", route))
+        assert closed.status_code == 200 and closed.json() == {"closed": made.json()["scope"]}
+        again = await client.delete(remote.url + route, headers=signed(remote, "DELETE", route))
+        assert again.status_code == 403 and "not one of this caller's" in again.json()["message"]

@@ -19,7 +19,14 @@ from mainspring.agent import Agent
 from mainspring.decisions import Decision
 from mainspring.engine.members import MemberSessions, member_tool
 from mainspring.engine.policy import ManagementPolicy, Visibility
-from mainspring.errors import AccessDenied, ApprovalError, CallerBusy, ConfigError, UnknownAttempt
+from mainspring.errors import (
+    AccessDenied,
+    ApprovalError,
+    CallerBusy,
+    ConfigError,
+    SessionBusy,
+    UnknownAttempt,
+)
 from mainspring.events import ErrorEvent, Event, PendingAction, StopReason, TurnComplete
 from mainspring.guards import Guard
 from mainspring.hooks import Hooks
@@ -113,6 +120,10 @@ class _Paused:
     scope: RunScope | None = None
 
 
+MAX_SCOPES = 1_000
+"""Scopes one caller may hold open at once (:meth:`Engine.new_scope`)."""
+
+
 class _NoModel:
     """The model of the engine's direct-call agent (a direct call brings its own)."""
 
@@ -168,6 +179,8 @@ class Engine:
         self._direct_agent: Agent | None = None
         self._paused: dict[str, _Paused] = {}
         self._scopes: dict[str, str] = {}
+        """The open scopes from :meth:`new_scope`, each with its caller's key."""
+        self._scope_counts: dict[str, int] = {}
         self._active: dict[str, set[Session | None]] = {}
         self.members = MemberSessions()
         """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
@@ -295,17 +308,59 @@ class Engine:
     # ------------------------------------------------------------- scopes
 
     def new_scope(self, caller: Caller) -> str:
-        """A scope of ``caller``'s: subagent sessions created in it can be continued in it."""
+        """A scope of ``caller``'s: subagent sessions created in it can be continued in it.
+
+        It lasts, with its sessions, until :meth:`close_scope`.
+
+        Raises:
+            AccessDenied: The caller may not use this engine.
+            CallerBusy: The caller holds :data:`MAX_SCOPES` open scopes already.
+        """
         self.policy.check_caller(caller, self.name)
+        held = self._scope_counts.get(caller.key, 0)
+        if held >= MAX_SCOPES:
+            raise CallerBusy(
+                f"caller {caller.key!r} holds {held} open scopes in engine {self.name!r}:"
+                " close one first (close_scope)"
+            )
         scope = str(uuid.uuid4())
         self._scopes[scope] = caller.key
+        self._scope_counts[caller.key] = held + 1
         return scope
+
+    def close_scope(self, caller: Caller, scope: str) -> None:
+        """Close ``caller``'s ``scope``: its subagent sessions (and their histories) go.
+
+        Raises:
+            AccessDenied: ``scope`` is not an open scope of this caller's.
+            CallerBusy: The caller has a run under way (it may be in this scope).
+            SessionBusy: A paused run or call of the scope waits on a decision.
+        """
+        if self._scopes.get(scope) != caller.key:
+            raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
+        if caller.key in self._active:
+            raise CallerBusy(f"caller {caller.key!r} has a run under way in engine {self.name!r}")
+        if any(p.scope is not None and p.scope.scope == scope for p in self._paused.values()):
+            raise SessionBusy(f"scope {scope!r} has a paused run or call: decide it first")
+        del self._scopes[scope]
+        held = self._scope_counts[caller.key] - 1
+        if held:
+            self._scope_counts[caller.key] = held
+        else:
+            del self._scope_counts[caller.key]
+        self.members.drop_scope(scope)
+
+    def _ended(self, scope: RunScope, paused: bool) -> None:
+        """A run or call of ``scope`` ended (``paused``: it waits on a decision)."""
+        if not paused and scope.scope not in self._scopes:  # its own scope: nobody can reuse it
+            self.members.drop_scope(scope.scope)
 
     def _scope(
         self, caller: Caller, metadata: Mapping[str, str] | None, scope: str | None, agent: str
     ) -> RunScope:
         if scope is None:
-            scope = self.new_scope(caller)
+            self.policy.check_caller(caller, self.name)
+            scope = str(uuid.uuid4())  # the run's own, never registered (see _ended)
         elif self._scopes.get(scope) != caller.key:
             raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
         return RunScope(
@@ -380,6 +435,7 @@ class Engine:
     def _tool_result(
         self, caller: Caller, name: str, call: DirectCall, scope: RunScope
     ) -> ToolCallResult:
+        self._ended(scope, paused=call.pending is not None)
         if call.pending is not None:
             paused = _Paused(caller.key, call=call, name=name, scope=scope)
             self._paused[call.pending.attempt_id] = paused
@@ -439,9 +495,12 @@ class Engine:
         self, caller: Caller, session: Session, stream: AsyncIterator[Event], scope: RunScope
     ) -> AgentRun:
         events: list[Event] = []
-        with self._slot(caller, session), run_scope(scope):
-            async with aclosing(stream) as running:  # type: ignore[type-var]
-                events.extend([event async for event in running])
+        try:
+            with self._slot(caller, session), run_scope(scope):
+                async with aclosing(stream) as running:  # type: ignore[type-var]
+                    events.extend([event async for event in running])
+        finally:
+            self._ended(scope, paused=session.pending is not None)
         pending = session.pending
         if pending is not None:
             self._paused[pending.attempt_id] = _Paused(

@@ -8,6 +8,7 @@ GET  /info                     what the caller may see (EngineInfo.to_dict())
 POST /tools/{name}/call        {"arguments": {...}}         -> a call result
 POST /agents/{name}/run        {"input": "...", "scope"?}   -> a run result
 POST /scopes                   {}                           -> {"scope": id}
+DELETE /scopes/{scope}                                      -> {"closed": id}
 POST /decisions/{attempt_id}   {"decision": {...}}          -> a call or run result
 ```
 
@@ -56,8 +57,8 @@ from mainspring.engine.signing import (
 from mainspring.errors import (
     AccessDenied,
     ApprovalError,
-    CallerBusy,
     RemoteEngineError,
+    SessionBusy,
     SignatureRejected,
     UnknownAttempt,
     WireFormatError,
@@ -192,7 +193,7 @@ def _endpoint(
             return _error(403, "access_denied", str(exc))
         except UnknownAttempt as exc:
             return _error(404, "unknown_attempt", str(exc))
-        except (ApprovalError, CallerBusy) as exc:
+        except (ApprovalError, SessionBusy) as exc:  # (CallerBusy is a SessionBusy)
             return _error(409, type(exc).__name__, str(exc))
         except (ValueError, WireFormatError) as exc:
             return _error(400, "bad_request", str(exc))
@@ -235,6 +236,11 @@ def engine_routes(
     async def new_scope(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
         return JSONResponse({"scope": engine.new_scope(caller)})
 
+    async def close_scope(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
+        scope = request.path_params["scope"]
+        engine.close_scope(caller, scope)
+        return JSONResponse({"closed": scope})
+
     async def decide(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
         decision = decision_from_dict(data.get("decision"))
         result = await engine.decide(caller, request.path_params["attempt_id"], decision)
@@ -245,6 +251,7 @@ def engine_routes(
         Route("/tools/{name}/call", endpoint(call_tool), methods=["POST"]),
         Route("/agents/{name}/run", endpoint(run_agent), methods=["POST"]),
         Route("/scopes", endpoint(new_scope), methods=["POST"]),
+        Route("/scopes/{scope}", endpoint(close_scope), methods=["DELETE"]),
         Route("/decisions/{attempt_id}", endpoint(decide), methods=["POST"]),
     ]
 
