@@ -10,12 +10,12 @@ statements.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sqlite3
 from collections.abc import Sequence
 
+from mainspring._frozen import dataclass
 from mainspring.codec import message_from_dict, message_to_dict
 from mainspring.errors import StoreError
 from mainspring.messages import Message
@@ -50,7 +50,7 @@ __all__ = [
 # ----------------------------------------------------------------- checkpoints
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Batch:
     """Encoded events of one stream, ready to insert as one row."""
 
@@ -110,7 +110,7 @@ def append_rows(conn: sqlite3.Connection, batch: Batch) -> int:
 # -------------------------------------------------------------------- sessions
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Save:
     """A snapshot of a state taken on the event loop, for the worker thread.
 
@@ -174,7 +174,7 @@ ADD_WRITE = (
 )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Step:
     """One step boundary's rows, for :func:`commit_step`."""
 
@@ -216,7 +216,7 @@ def commit_step_synced(conn: sqlite3.Connection, step: Step) -> tuple[str | None
         return commit_step(conn, step)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Claim:
     """A decision to record unless one is (``claim_decision``), for :func:`commit_group_synced`."""
 

@@ -12,6 +12,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
 from mainspring.codec import encode_without, event_to_dict, fields_dict, part_to_dict
 from mainspring.events import ErrorEvent, TurnComplete
@@ -101,7 +102,7 @@ def common_prefix(ours: Sequence[Message], theirs: Sequence[Message]) -> int:
     return next(i for i in range(n) if ours[i] != theirs[i])
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Stored:
     """What a store object knows is stored as a session's transcript."""
 

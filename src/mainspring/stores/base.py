@@ -24,10 +24,10 @@ Every implementation must pass ``tests/stores/test_contract.py``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from mainspring._frozen import dataclass
 from mainspring.events import Event
 from mainspring.state import SessionState, SpendKind, WriteRecord
 
@@ -155,7 +155,7 @@ class RunLock(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Commit:
     """What one step boundary of a run puts on record, all or nothing.
 
