@@ -862,29 +862,64 @@ def wal_bytes(path: Path) -> int:
 
 
 @pytest.mark.anyio
-async def test_a_checkpoint_that_finds_a_long_log_empties_it(tmp_path: Path) -> None:
-    from mainspring.stores._wal import WalCheckpointer
+async def test_a_checkpoint_that_met_a_newer_commit_still_lets_the_log_start_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As under load: a passive checkpoint cannot copy back a commit someone cannot see yet.
 
+    A reader on an older snapshot stands for the commits that race a checkpoint
+    in a server: the passive pass stops at what the reader sees, so the log is
+    never all copied back, and SQLite lets it start over only when it is.
+    """
+    import threading
+
+    import mainspring.stores._wal as wal
+
+    monkeypatch.setattr(wal, "RESTART_WAIT", 10.0)  # (the reader below ends after 0.2 s)
     path = tmp_path / "wal.db"
     store = await SQLiteSessionStore.open(path)
-    await store.save(state(transcript(300), "long"))  # ~300 changes, no checkpoint yet
-    assert store._db._wal.checkpoints == 0
-    frames = wal_bytes(path) // 4096
-    short = WalCheckpointer(path, sqlite3, every=1, restart_frames=frames + 1)
-    short.changed(1)
-    await short.join()
-    assert (short.checkpoints, short.restarts) == (1, 0)  # under the limit: copied back only
-    assert wal_bytes(path) > 0
-    long = WalCheckpointer(path, sqlite3, every=1, restart_frames=frames)
-    long.changed(1)
-    await long.join()
-    assert (long.checkpoints, long.restarts) == (1, 1)
-    assert wal_bytes(path) == 0  # emptied: the disk space is back
-    ids = rows_in_the_main_file(path, "SELECT session_id FROM mainspring_sessions")
-    assert ids == [("long",)]
-    await store.save(state(transcript(302), "long"))  # the log starts over
+    await store.save(state(transcript(300), "long"))
+    reader = sqlite3.connect(path, check_same_thread=False)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM mainspring_messages").fetchone() == (300,)
+    await store.save(state(transcript(400), "long"))  # a commit the reader does not see
+    ends = threading.Timer(0.2, reader.commit)  # the reader goes on for a while, then ends
+    ends.start()
+    checkpointer = wal.WalCheckpointer(path, sqlite3, every=1, restart_frames=1)
+    checkpointer.changed(1)
+    await checkpointer.join()
+    ends.join()
+    reader.close()
+    assert (checkpointer.checkpoints, checkpointer.restarts) == (1, 1)
+    size = wal_bytes(path)
+    await store.save(state(transcript(401), "long"))
+    assert wal_bytes(path) == size  # written from the log's start: the file did not grow
+    ids = rows_in_the_main_file(path, "SELECT count(*) FROM mainspring_messages")
+    assert ids == [(400,)]  # every commit before the restart is in the database file
     loaded = await store.load("long")
-    assert loaded is not None and len(loaded.messages) == 302
+    assert loaded is not None and len(loaded.messages) == 401
+    await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_log_that_starts_over_is_cut_back_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mainspring.stores._sqlite as connections
+    from mainspring.stores._wal import WalCheckpointer
+
+    monkeypatch.setattr(connections, "LOG_LIMIT", 64 * 1024)
+    path = tmp_path / "wal.db"
+    store = await SQLiteSessionStore.open(path)
+    await store.save(state(transcript(3000), "long"))
+    await store._db._wal.join()  # (3,000 changes started the store's own: one at a time)
+    assert wal_bytes(path) > 256 * 1024
+    checkpointer = WalCheckpointer(path, sqlite3, every=1, restart_frames=1)
+    checkpointer.changed(1)
+    await checkpointer.join()
+    assert checkpointer.restarts == 1
+    await store.save(state(transcript(3001), "long"))
+    assert wal_bytes(path) <= 64 * 1024
     await store.aclose()
 
 
@@ -908,7 +943,7 @@ async def test_the_log_stays_bounded_while_commits_keep_coming(tmp_path: Path) -
         largest = max(largest, wal_bytes(path))
         await anyio.sleep(0.001)  # (as a server's conversations wait for their model)
     await checkpointer.join()
-    # Keeping every frame, the log reached 19 MB here; emptied past 200 frames, about 1 MB.
+    # Keeping every frame, the log reached 19 MB here; restarted past 200 frames, about 1 MB.
     # (When a checkpoint happens to meet no commit, SQLite rewinds the log itself.)
     assert largest < 6 * 2**20, largest
     for i in (0, saves // 2, saves - 1):  # nothing lost on the way

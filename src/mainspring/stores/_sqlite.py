@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
-from mainspring.stores._wal import WalCheckpointer
+from mainspring.stores._wal import LOG_LIMIT, WalCheckpointer
 from mainspring.stores.base import SCHEMA_VERSION
 
 __all__ = [
@@ -237,6 +237,7 @@ def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3
             raise StoreError(f"SQLite store {str(path)!r} cannot use WAL (journal mode {mode})")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=0")  # off the event loop: WalCheckpointer
+        conn.execute(f"PRAGMA journal_size_limit={LOG_LIMIT}")  # (as the log starts over)
         with transaction(conn, write=True):
             _check_schema(conn, path)
             for ddl in _TABLES:

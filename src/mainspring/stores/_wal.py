@@ -17,11 +17,15 @@ A passive checkpoint alone never lets the log start over while writes go on:
 SQLite rewinds the log only at a write that finds every frame copied back, and
 under steady load new frames always arrived during the copy (the log grew by
 about 60 KiB per conversation, without end). So once the log holds
-:data:`RESTART_FRAMES` frames, the checkpoint goes on to a ``TRUNCATE`` one: it
+:data:`RESTART_FRAMES` frames, the checkpoint goes on to a ``RESTART`` one: it
 holds new writes back (they wait in worker threads, never on the loop) while
-it copies the few frames the passive pass left and the readers move on, then
-empties the log file. If readers keep it out for :data:`RESTART_WAIT`, it lets
-go, and the next checkpoint tries again.
+it copies the few frames the passive pass left and the readers move on, so
+the next commit writes the log from its start again, over the same file
+blocks (a file emptied and grown again costs the kernel a third more per
+commit); that commit also cuts a longer file back to :data:`LOG_LIMIT`
+(``PRAGMA journal_size_limit``, set on the stores' connection). If readers
+keep it out for :data:`RESTART_WAIT`, it lets go, and the next checkpoint
+tries again.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import anyio.to_thread
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["CHECKPOINT_CHANGES", "RESTART_FRAMES", "RESTART_WAIT", "WalCheckpointer"]
+__all__ = ["CHECKPOINT_CHANGES", "LOG_LIMIT", "RESTART_FRAMES", "RESTART_WAIT", "WalCheckpointer"]
 
 log = logging.getLogger("mainspring.stores.sqlite")
 
@@ -46,10 +50,13 @@ CHECKPOINT_CHANGES = 1000
 1,000 pages; one change of a store writes about one page)."""
 
 RESTART_FRAMES = 4 * CHECKPOINT_CHANGES
-"""Log frames (pages) past which a checkpoint also empties the log: about 16 MiB."""
+"""Log frames (pages) past which a checkpoint also restarts the log: about 16 MiB."""
+
+LOG_LIMIT = 16 * 2**20
+"""Bytes a log file is cut back to when it starts over (``journal_size_limit``)."""
 
 RESTART_WAIT = 0.5
-"""Seconds that emptying the log waits for writers and readers before it gives up."""
+"""Seconds that restarting the log waits for writers and readers before it gives up."""
 
 
 class WalCheckpointer:
@@ -66,7 +73,7 @@ class WalCheckpointer:
         """Checkpoint ``path`` (opened with ``driver``) every ``every`` changes.
 
         A checkpoint that finds ``restart_frames`` frames or more in the log
-        also empties it (see the module's notes).
+        also restarts it (see the module's notes).
         """
         self._path = path
         self._driver = driver
@@ -77,7 +84,7 @@ class WalCheckpointer:
         self.checkpoints = 0
         """Checkpoints run to the end (for tests and diagnostics)."""
         self.restarts = 0
-        """Checkpoints that emptied the log (for tests and diagnostics)."""
+        """Checkpoints that restarted the log (for tests and diagnostics)."""
 
     def changed(self, total_changes: int) -> None:
         """After an operation: ``total_changes`` of the connection it ran on.
@@ -112,8 +119,8 @@ class WalCheckpointer:
 
     @staticmethod
     def _restart(conn: sqlite3.Connection) -> bool:
-        """Copy back what is left, then empty the log; ``False`` if others kept it out."""
-        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        """Copy back what is left, so the log starts over; ``False`` if others kept it out."""
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         return not busy
 
     async def join(self) -> None:
