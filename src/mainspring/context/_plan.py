@@ -11,6 +11,13 @@ then gets only what it changes: its transcript and view, its turn records,
 and new instances of the processors that keep state (memory recall counts
 its failures, microcompact notes calls, compaction its progress) and of the
 modules the agent gives as factories.
+
+Microcompact and compaction act only near the budget, which most sessions
+never reach: when they are the only processors that keep state (no memory,
+no modules of the agent's own), a session makes its instances of them only
+once its history passes their thresholds (a
+:class:`~mainspring.context._shape.Deferral`, shared), and runs the shared
+layers until then.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from mainspring.context._shape import CompilerShape, run_order
+from mainspring.context._shape import CompilerShape, Deferral, Made, run_order
 from mainspring.context.compaction import Compaction
 from mainspring.context.compiler import ContextCompiler
 from mainspring.context.history import Microcompact
@@ -41,7 +48,16 @@ ENGINE = "engine"
 class ContextPlan:
     """How every session of one agent builds its context compiler."""
 
-    __slots__ = ("_in_place", "_modules", "_order", "_parts", "_processors", "options", "shape")
+    __slots__ = (
+        "_deferral",
+        "_in_place",
+        "_modules",
+        "_order",
+        "_parts",
+        "_processors",
+        "options",
+        "shape",
+    )
 
     def __init__(
         self,
@@ -92,9 +108,31 @@ class ContextPlan:
         """Whether they run in the order they are registered (one tuple serves both)."""
         self._processors: tuple[Processor, ...] | None = None
         self._modules: tuple[Module, ...] | None = None
+        self._deferral: Deferral | None = None
+        """With budget processors the only ones keeping state: how sessions make them."""
         if all(isinstance(p, Processor) for p in parts):  # none keeps state: one module for all
             self._processors = tuple(made[i] for i in self._order)
             self._modules = (Module(ENGINE, self._processors),)
+        elif not options.modules:
+            self._defer(made)
+
+    def _defer(self, made: list[Processor]) -> None:
+        """Share the processors that keep no state; make the budget ones when needed."""
+        within: float | None = None
+        for part, proc in zip(self._parts, made, strict=True):
+            if isinstance(part, Processor):
+                if proc.maps_messages:  # (the deferred ones would not see its mapping)
+                    return
+                continue
+            threshold = _inert_within(proc)
+            if threshold is None:  # a processor that keeps state and may act at any size
+                return
+            within = threshold if within is None else min(within, threshold)
+        assert within is not None, "some part keeps state"
+        self._processors = tuple(
+            made[i] for i in self._order if isinstance(self._parts[i], Processor)
+        )
+        self._deferral = Deferral(within, partial(_make, self._parts, self._order, self._in_place))
 
     def compiler(
         self, messages: Iterable[Message] = (), *, session_id: str = ""
@@ -102,13 +140,19 @@ class ContextPlan:
         """A new compiler for one session (its own transcript, view and stateful processors)."""
         processors = self._processors
         modules: tuple[Module, ...] | None = self._modules
+        deferral = self._deferral
+        if deferral is not None:
+            assert processors is not None
+            return ContextCompiler.shaped(
+                self.shape,
+                None,
+                messages,
+                session_id=session_id,
+                processors=processors,
+                deferred=deferral,
+            )
         if processors is None or modules is None:
-            made = [p if isinstance(p, Processor) else p() for p in self._parts]
-            processors = tuple(made[i] for i in self._order)
-            for proc in processors:
-                proc.module = ENGINE
-            # (in run order: the compiler makes the plain module only if it is asked for)
-            modules = None if self._in_place else (Module(ENGINE, made),)
+            processors, modules = _make(self._parts, self._order, self._in_place)
         extra = self.options.modules
         if extra:  # the agent's own modules: ordered with the engine's, per session
             engine = (Module(ENGINE, processors),) if modules is None else modules
@@ -117,3 +161,30 @@ class ContextPlan:
         return ContextCompiler.shaped(
             self.shape, modules, messages, session_id=session_id, processors=processors
         )
+
+
+def _make(
+    parts: tuple[Processor | Callable[[], Processor], ...],
+    order: tuple[int, ...],
+    in_place: bool,
+) -> Made:
+    """One session's processors (in run order) and, unless they are in place, its module."""
+    made = [p if isinstance(p, Processor) else p() for p in parts]
+    processors = tuple(made[i] for i in order)
+    for proc in processors:
+        proc.module = ENGINE
+    # (in run order: the compiler makes the plain module only if it is asked for)
+    return processors, None if in_place else (Module(ENGINE, made),)
+
+
+def _inert_within(proc: Processor) -> float | None:
+    """The history tokens up to which ``proc`` does nothing (``None``: it may act at any size).
+
+    Microcompact with a threshold only keeps the runs it is handed until then,
+    and compaction only checks its trigger.
+    """
+    if type(proc) is Microcompact:
+        return proc.over_tokens
+    if type(proc) is Compaction:
+        return proc.trigger * proc.budget
+    return None

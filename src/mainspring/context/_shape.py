@@ -22,7 +22,7 @@ from mainspring.context.transcript import MainspringAdapter, MessageAdapter, Pre
 from mainspring.errors import ConfigError
 from mainspring.tokens import TiktokenTokenizer
 
-__all__ = ["CompilerShape", "ViewParts", "run_order"]
+__all__ = ["CompilerShape", "Deferral", "ViewParts", "run_order"]
 
 T = TypeVar("T")
 
@@ -134,6 +134,34 @@ class CompilerShape(Generic[T]):
             return measure, role, cast("Any", exact), None
         bound = mainspring_scan(meter, bound=True)
         return measure, role, cast("Any", bound), cast("Any", lambda run: exact(run, 0)[1])
+
+
+Made = tuple[tuple[Processor, ...], tuple[Module, ...] | None]
+"""A compiler's processors in run order, and its modules (``None``: one plain module of them)."""
+
+
+class Deferral:
+    """Processors a compiler makes only when it first needs them, shared by many compilers.
+
+    Budget processors (microcompact, compaction) do nothing while the history
+    view is small, and most sessions never grow past that: a compiler given a
+    deferral runs the processors it was given (the others) and calls
+    :attr:`make` for all of them, its own, only once the view holds more than
+    :attr:`within` tokens, or when its processors or modules are read. Read-only.
+
+    The contract: while the view is within :attr:`within`, the processors only
+    ``make`` adds change nothing, and a run of messages they map changes no
+    message (they keep it, to look at once past the threshold); the others map
+    no messages. The compiler then hands the new mappers the transcript so far
+    in one run, as their runs would have added up to.
+    """
+
+    __slots__ = ("make", "within")
+
+    def __init__(self, within: float, make: Callable[[], Made]) -> None:
+        """Make the processors with ``make`` once the view passes ``within`` tokens."""
+        self.within = within
+        self.make = make
 
 
 def run_order(modules: Sequence[Module]) -> tuple[Processor, ...]:

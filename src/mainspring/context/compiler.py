@@ -36,7 +36,7 @@ import anyio
 from mainspring._frozen import maker
 from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
-from mainspring.context._shape import CompilerShape, run_order
+from mainspring.context._shape import CompilerShape, Deferral, run_order
 from mainspring.context._tally import Accountant
 from mainspring.context.accounting import Accounting, Meter
 from mainspring.context.pipeline import Contribution, Module, Processor
@@ -124,6 +124,8 @@ class ContextCompiler(Generic[T]):
     """The turn snapshots kept (see :attr:`summary`): a list from the first one."""
     _unfolded: list[TurnSnapshot] | None = None
     """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
+    _deferred: Deferral | None = None
+    """Processors not made yet (see :class:`~mainspring.context._shape.Deferral`)."""
 
     def __init__(
         self,
@@ -172,6 +174,7 @@ class ContextCompiler(Generic[T]):
         *,
         session_id: str = "",
         processors: tuple[Processor, ...] | None = None,
+        deferred: Deferral | None = None,
     ) -> ContextCompiler[T]:
         """A compiler of ``shape`` (shared with others) running ``modules`` (its own).
 
@@ -181,8 +184,12 @@ class ContextCompiler(Generic[T]):
         ordered here, as the constructor does. ``modules=None`` (with
         ``processors``): one plain :class:`Module` ``"engine"`` holding them,
         made only if :attr:`modules` is read (its setup and teardown do nothing).
+        ``deferred``: processors made only when first needed (then they replace
+        ``processors`` and ``modules``; see :class:`~mainspring.context._shape.Deferral`).
         """
         compiler = cls.__new__(cls)
+        if deferred is not None:
+            compiler._deferred = deferred
         compiler._start(shape, modules, messages, session_id, processors)
         return compiler
 
@@ -203,8 +210,8 @@ class ContextCompiler(Generic[T]):
         if processors is None:
             assert modules is not None, "modules, processors or both"
             processors = run_order(modules)
-        self.processors: tuple[Processor, ...] = processors
-        self._mappers = tuple(i for i, p in enumerate(self.processors) if p.maps_messages)
+        self._processors: tuple[Processor, ...] = processors
+        self._mappers = tuple(i for i, p in enumerate(processors) if p.maps_messages)
         """Where the processors that map messages are in :attr:`processors` (indexes: a
         tuple of ints is not walked by the cyclic collector, one of processors is)."""
         self._user_on_prefix_change = shape.on_prefix_change
@@ -238,12 +245,38 @@ class ContextCompiler(Generic[T]):
             self.append(messages)
 
     @property
+    def processors(self) -> tuple[Processor, ...]:
+        """The processors this compiler runs, in run order."""
+        if self._deferred is not None:
+            self._make_deferred()
+        return self._processors
+
+    @property
     def modules(self) -> tuple[Module, ...]:
         """The modules whose processors this compiler runs."""
+        if self._deferred is not None:
+            self._make_deferred()
         modules = self._modules
         if modules is None:  # (see shaped: one plain module, made when first asked for)
-            modules = self._modules = (Module("engine", self.processors),)
+            modules = self._modules = (Module("engine", self._processors),)
         return modules
+
+    def _make_deferred(self) -> None:
+        """Make the processors deferred so far, and hand their mappers what the view holds."""
+        deferred = self._deferred
+        assert deferred is not None
+        processors, self._modules = deferred.make()
+        del self._deferred  # (back to the class's None)
+        self._processors = processors
+        mappers = self._mappers = tuple(i for i, p in enumerate(processors) if p.maps_messages)
+        mapped = len(self.transcript) if self._behind is None else self._behind
+        if not mappers or not mapped or self._stale_view:  # (a rebuild maps everything)
+            return
+        run = self.transcript.backing[:mapped]
+        for at in mappers:
+            proc = processors[at]
+            if proc.map_messages(run, 0):
+                raise ContextError(f"deferred processor {proc.id!r} mapped a message")
 
     # -- transcript ---------------------------------------------------------
 
@@ -336,7 +369,7 @@ class ContextCompiler(Generic[T]):
     def _rebuild_view(self) -> None:
         self._stale_view = False
         self._behind = None
-        for proc in self.processors:
+        for proc in self._processors:
             proc.reset()
         self._view.clear()
         self._add_to_view(0)
@@ -349,7 +382,7 @@ class ContextCompiler(Generic[T]):
             return
         owners: dict[int, tuple[str, str]] = {}
         try:
-            processors = self.processors
+            processors = self._processors
             for at in self._mappers:  # each mapper sees the run as the previous one left it
                 proc = processors[at]
                 for offset, message in proc.map_messages(batch, start).items():
@@ -386,23 +419,27 @@ class ContextCompiler(Generic[T]):
             self._catch_up()
         if self._stale_view:
             self._rebuild_view()
+        deferred = self._deferred
+        if deferred is not None and not self._view.tokens_within(deferred.within):
+            self._make_deferred()  # (until here they would have done nothing)
         if self._turn is None or self._turn.turn_index != turn_index:
             self._flush_turn()
             self._turn = _new_turn(turn_index=turn_index, started_at=time.time())
             self._turn_cache = {}
         ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
-        if any(proc.waits for proc in self.processors):
+        processors = self._processors
+        if any(proc.waits for proc in processors):
             with anyio.CancelScope() as scope:  # what destroy() aborts
                 self._active = scope
                 try:
-                    for proc in self.processors:
+                    for proc in processors:
                         await self._run(proc, ctx)
                 finally:
                     self._active = None
             if scope.cancelled_caught:
                 raise CompilerDestroyedError("the context compiler was destroyed during a compile")
         else:  # none of them suspends: nothing can abort the compile halfway
-            for proc in self.processors:
+            for proc in processors:
                 await self._run(proc, ctx)
         if self._destroyed:
             raise CompilerDestroyedError("the context compiler was destroyed during a compile")
