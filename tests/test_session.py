@@ -12,12 +12,15 @@ from mainspring import (
     ConfigError,
     Hooks,
     Message,
+    ScriptedCall,
     ScriptedModel,
     ScriptedResponse,
     Session,
     SessionBusy,
     TextDelta,
     ThinkingDone,
+    TurnComplete,
+    tool,
 )
 from mainspring.errors import StoreError
 from mainspring.messages import ThinkingPart
@@ -100,6 +103,25 @@ async def test_usage_and_cost_survive_a_store_round_trip() -> None:
     assert loaded.messages == session.messages
     await send(loaded, "more")
     assert loaded.usage.requests == 2
+
+
+async def test_each_turn_reports_its_own_usage_and_the_session_sums_them() -> None:
+    @tool(read_only=True)
+    async def look() -> str:
+        """Look."""
+        return "seen"
+
+    call = ScriptedResponse(tool_calls=[ScriptedCall("look", {})])
+    session = Session(Agent(model=ScriptedModel([call, "first", "second"]), tools=[look]))
+    first = next(e for e in await send(session, "hi") if isinstance(e, TurnComplete))
+    assert first.usage.requests == 2 and first.usage == session.usage
+    # (the first turn's usage is the session's so far: one object for both)
+    assert first.usage is session.usage
+    second = next(e for e in await send(session, "again") if isinstance(e, TurnComplete))
+    assert second.usage.requests == 1 and second.usage is not session.usage
+    assert first.usage + second.usage == session.usage
+    assert first.usage.requests == 2  # the first turn's figures did not move
+    assert session._state.last_terminal is second
 
 
 async def test_checkpoint_ttl_slides_and_expires() -> None:

@@ -543,6 +543,7 @@ class Loop(LoopResume):
 
     def _account(self, model: str, usage: Usage, turn: Turn) -> None:
         priced_before = model not in self.cost.unpriced
+        total = self.cost.usage
         cost = self.cost.record(model, usage)
         if self._compiled is not None and self.context.meter is not None:  # accounting on
             priced = priced_before and model not in self.cost.unpriced
@@ -556,7 +557,9 @@ class Loop(LoopResume):
                     price_source=self.cost.price_source(model) if priced else "none",
                 ),
             )
-        turn.usage = turn.usage + usage
+        # The session's first turn sums what the session's total sums: one object for the
+        # two (the turn's usage stays in its TurnComplete, which a kept session holds).
+        turn.usage = self.cost.usage if turn.usage is total else turn.usage + usage
         turn.cost_usd += cost
         self._unshared += cost
         self.state.usage = self.cost.usage
