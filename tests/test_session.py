@@ -12,6 +12,7 @@ from mainspring import (
     ConfigError,
     Hooks,
     Message,
+    ModelPrice,
     ScriptedCall,
     ScriptedModel,
     ScriptedResponse,
@@ -20,6 +21,7 @@ from mainspring import (
     TextDelta,
     ThinkingDone,
     TurnComplete,
+    UsageEvent,
     tool,
 )
 from mainspring.errors import StoreError
@@ -122,6 +124,41 @@ async def test_each_turn_reports_its_own_usage_and_the_session_sums_them() -> No
     assert first.usage + second.usage == session.usage
     assert first.usage.requests == 2  # the first turn's figures did not move
     assert session._state.last_terminal is second
+
+
+async def test_a_session_between_runs_holds_no_cost_tracker_and_keeps_what_runs_learned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    import mainspring.cost
+
+    looked_up: list[str] = []
+
+    def no_price(model: str, usage: object) -> None:
+        looked_up.append(model)
+
+    lookups = types.SimpleNamespace(genai_price=no_price, price_data_version=lambda: "test")
+    monkeypatch.setattr(mainspring.cost, "_prices", lookups)
+    prices = {"priced": ModelPrice(input=1.0, output=2.0)}
+    unpriced = Session(Agent(model=ScriptedModel(["a", "b"], name="mystery")))
+    priced = Session(Agent(model=ScriptedModel(["a", "b"], name="priced"), prices=prices))
+    for session in (unpriced, priced):
+        stream = session.send("hi")
+        async for event in stream:
+            if isinstance(event, UsageEvent):  # (one call: the run's total)
+                assert session.cost_usd == event.total_cost_usd
+                assert session.usage == event.usage
+        assert session._tracker is None  # the run is over: the state holds the figures
+        assert session.usage == session._state.usage and session.usage.requests == 1
+        assert session.cost_usd == session._state.cost_usd
+    assert priced.cost_usd > 0 and unpriced.cost_usd == 0
+    assert looked_up == ["mystery"]
+    await send(unpriced, "again")  # what the first run learned: no second look-up
+    await send(priced, "again")
+    assert looked_up == ["mystery"]
+    assert unpriced.usage.requests == priced.usage.requests == 2
+    assert priced._unpriced == frozenset() and unpriced._unpriced == {"mystery"}
 
 
 async def test_checkpoint_ttl_slides_and_expires() -> None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     import mainspring._loop as _loop
     import mainspring._relay as _relay
     import mainspring._wakeup as _wakeup
+    import mainspring.cost as _costs
     import mainspring.state as _state
     from mainspring._journal import Journal
     from mainspring._loop import Loop
@@ -67,6 +68,7 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     _relay = lazy_module("mainspring._relay")
     _wakeup = lazy_module("mainspring._wakeup")
     _state = lazy_module("mainspring.state")
+    _costs = lazy_module("mainspring.cost")
 
 __all__ = ["SessionRuns"]
 
@@ -89,7 +91,11 @@ class SessionRuns:
     _state: SessionState
     _registry: CompilerRegistry[Message] | None
     _context: ContextCompiler[Message]
-    _cost: CostTracker
+    _tracker: CostTracker | None = None
+    """The cost tracker of the run going on (made by it, dropped at its end: the state
+    holds the same usage and cost, kept up to date by the run, a kept session no tracker)."""
+    _unpriced: frozenset[str] = frozenset()
+    """Models an earlier run found without a price (the next run's tracker starts with them)."""
     _turn_cache: dict[str, Any] | None
     _steering: SteeringQueue
     _runner: Loop | None
@@ -185,8 +191,7 @@ class SessionRuns:
             partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
         )
         state.messages = self._context.transcript.backing
-        self._cost.usage = state.usage
-        self._cost.total_usd = state.cost_usd
+        self._drop_tracker(keep_figures=False)  # (the next run's starts from the new state)
 
     async def _keep_lease(self, stop: Wakeup) -> None:
         """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
@@ -412,13 +417,42 @@ class SessionRuns:
                 runner.dispatch.charge = None
                 if self._runner is runner:
                     self._runner = None  # (nothing left to cancel)
+                    self._drop_tracker()
                 self._drop_cache()  # (the run's tools are done with it)
                 done.set()
                 _background.release()  # (the last act: the finished task is freed at once)
 
+    @property
+    def _cost(self) -> CostTracker:
+        """The run's cost tracker: made from the state when first asked for."""
+        tracker = self._tracker
+        if tracker is None:
+            agent = self.agent
+            tracker = self._tracker = _costs.CostTracker(
+                prices=agent.prices,
+                budget_usd=agent.limits.budget_usd,
+                total_usd=self._state.cost_usd,
+                usage=self._state.usage,
+                unpriced=self._unpriced,
+            )
+        return tracker
+
+    def _drop_tracker(self, *, keep_figures: bool = True) -> None:
+        """At a run's end (nothing charges any more): keep only what the state does not."""
+        tracker, self._tracker = self._tracker, None
+        if tracker is not None:
+            if keep_figures:
+                self._prepare(tracker)
+            if tracker.unpriced:
+                self._unpriced = tracker.unpriced
+
     def _prepare_save(self) -> None:
-        self._state.usage = self._cost.usage
-        self._state.cost_usd = self._cost.total_usd
+        if self._tracker is not None:
+            self._prepare(self._tracker)
+
+    def _prepare(self, tracker: CostTracker) -> None:
+        self._state.usage = tracker.usage
+        self._state.cost_usd = tracker.total_usd
 
     def _new_cache(self) -> dict[str, Any]:
         """The turn's tool cache, made by its first run (:meth:`_drop_cache` drops it)."""

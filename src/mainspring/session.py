@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     import anyio
 
     import mainspring._steering as _steering
-    import mainspring.cost as cost
     import mainspring.state as _state
     from mainspring._journal import Journal
     from mainspring._loop import Loop
@@ -61,7 +60,6 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
     _steering = lazy_module("mainspring._steering")
-    cost = lazy_module("mainspring.cost")
     _state = lazy_module("mainspring.state")
 
 __all__ = ["Session"]
@@ -166,12 +164,6 @@ class Session(SessionRuns):
         """Shared and empty until the first :meth:`steer` makes the session's own."""
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
-        self._cost = cost.CostTracker(
-            prices=agent.prices,
-            budget_usd=agent.limits.budget_usd,
-            total_usd=self._state.cost_usd,
-            usage=self._state.usage,
-        )
         self._turn_cache: dict[str, Any] | None = None
         """The current turn's tool cache (``ToolContext.cache``): made by a run, kept
         after it only while a paused turn holds entries."""
@@ -227,12 +219,14 @@ class Session(SessionRuns):
     @property
     def usage(self) -> Usage:
         """Tokens used by every model call of this session."""
-        return self._cost.usage
+        tracker = self._tracker  # (a run's; between runs the state holds the same figures)
+        return self._state.usage if tracker is None else tracker.usage
 
     @property
     def cost_usd(self) -> float:
         """What this session has cost so far."""
-        return self._cost.total_usd
+        tracker = self._tracker
+        return self._state.cost_usd if tracker is None else tracker.total_usd
 
     @property
     def pending(self) -> PendingAction | None:
