@@ -27,9 +27,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -38,23 +37,18 @@ from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
 from mainspring.context._shape import CompilerShape, Deferral, run_order
 from mainspring.context._tally import Accountant
+from mainspring.context._turn_records import TurnRecords, new_turn
 from mainspring.context.accounting import Accounting, Meter
 from mainspring.context.pipeline import Contribution, Module, Processor
 from mainspring.context.sinks import SinkSet
 from mainspring.context.snapshot import (
-    CallSnapshot,
-    CostEstimate,
     Segment,
-    Segments,
-    SessionSummary,
-    SessionTotals,
     TurnSnapshot,
 )
 from mainspring.context.transcript import MessageAdapter, PrefixChange, Transcript
 from mainspring.context.view import ModelView
 from mainspring.errors import CompilerDestroyedError, ContextError
 from mainspring.models.base import SystemBlock, ToolSpec
-from mainspring.usage import Usage
 
 __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
 
@@ -68,22 +62,10 @@ _NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
 _NO_CONTRIBUTIONS: dict[str, list[Contribution]] = {}
 """The session cache of compilers that kept nothing yet (empty: only read, popped, cleared)."""
 
-_NO_USAGE = Usage()
-_NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
-
 T = TypeVar("T")
 
 
-@dataclass(slots=True)
-class _Turn:
-    turn_index: int
-    started_at: float
-    calls: list[CallSnapshot] = field(default_factory=list)
-    pending: CompiledContext[Any] | None = None
-
-
-# Built every compile or turn: made without calling the class (see mainspring._frozen.maker).
-_new_turn = maker(_Turn)
+# Built every compile: made without calling the class (see mainspring._frozen.maker).
 _new_compiled = maker(CompiledContext)
 
 
@@ -96,12 +78,11 @@ def _noticed_by_compiler(change: PrefixChange) -> None:
     """
 
 
-class ContextCompiler(Generic[T]):
+class ContextCompiler(TurnRecords[T]):
     """One session's context pipeline: transcript, processors, view, accounting."""
 
     # How every compiler starts (read from the class until first changed: an agent
     # builds one per session, and most sessions never change some of these).
-    _turn: _Turn | None = None
     _set_up = False
     _destroyed = False
     _active: anyio.CancelScope | None = None
@@ -113,17 +94,9 @@ class ContextCompiler(Generic[T]):
     """The transcript index from which the view is behind (appends
     map into the view when it is next read, so those between two compiles map as one
     run, and the last answer of a conversation only if it is compiled again)."""
-    _totals: SessionTotals | None = None
-    """Made at the first snapshot added (only accounting takes them)."""
-    _turn_cache: dict[str, Any]
-    """The current turn's cache (made at a turn's first compile, dropped at its end)."""
     _session_cache: dict[str, list[Contribution]] = _NO_CONTRIBUTIONS
     """Session-scoped contributions by processor id: the shared empty dict, never
     written, until the first is kept (a dict of its own then)."""
-    _summary: list[TurnSnapshot] | None = None
-    """The turn snapshots kept (see :attr:`summary`): a list from the first one."""
-    _unfolded: list[TurnSnapshot] | None = None
-    """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
     _deferred: Deferral | None = None
     """Processors not made yet (see :class:`~mainspring.context._shape.Deferral`)."""
 
@@ -424,7 +397,7 @@ class ContextCompiler(Generic[T]):
             self._make_deferred()  # (until here they would have done nothing)
         if self._turn is None or self._turn.turn_index != turn_index:
             self._flush_turn()
-            self._turn = _new_turn(turn_index=turn_index, started_at=time.time())
+            self._turn = new_turn(turn_index=turn_index, started_at=time.time())
             self._turn_cache = {}
         ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
         processors = self._processors
@@ -537,120 +510,10 @@ class ContextCompiler(Generic[T]):
         )
         return compiled if self.meter is None else deferring(compiled)
 
-    def record_call(
-        self,
-        compiled: CompiledContext[T],
-        *,
-        model: str,
-        usage: Usage,
-        cost: CostEstimate,
-    ) -> CallSnapshot | None:
-        """Attach the provider's usage and cost to a compiled request (accounting on)."""
-        if self.meter is None or self._turn is None:
-            return None
-        segments = compiled.segments
-        tokenizer = self.meter.tokenizer
-        if isinstance(segments, Segments):  # its figures are read when first needed
-            call = CallSnapshot.deferred(
-                step=compiled.step,
-                model=model,
-                tokenizer=tokenizer.name,
-                exact=tokenizer.exact,
-                segments=segments,
-                usage=usage,
-                cost=cost,
-            )
-        else:
-            call = CallSnapshot(
-                step=compiled.step,
-                model=model,
-                tokenizer=tokenizer.name,
-                exact=tokenizer.exact,
-                segments=segments,
-                chars=sum(s.chars for s in segments),
-                tokens=compiled.tokens,
-                prefix_tokens=compiled.prefix_tokens,
-                stable_tokens=compiled.stable_tokens,
-                usage=usage,
-                cost=cost,
-            )
-        self._turn.calls.append(call)
-        if self._turn.pending is compiled:
-            self._turn.pending = None
-        return call
-
     def end_turn(self) -> TurnSnapshot | None:
         """Close the current turn: take its snapshot and hand it to the sinks."""
         self._alive()
         return self._flush_turn()
-
-    def _flush_turn(self) -> TurnSnapshot | None:
-        turn, self._turn = self._turn, None
-        if turn is None:
-            return None
-        if self.meter is None:
-            del self._turn_cache  # made with the turn (a new turn makes a new one)
-            return None
-        if turn.pending is not None:  # compiled, but the call never reported usage
-            pending = turn.pending
-            self._turn = turn
-            self.record_call(pending, model=self.meter.model, usage=_NO_USAGE, cost=_NO_COST)
-            self._turn = None
-        del self._turn_cache
-        if not turn.calls:
-            return None
-        snapshot = TurnSnapshot(
-            session_id=self.session_id,
-            turn_index=turn.turn_index,
-            calls=tuple(turn.calls),
-            started_at=turn.started_at,
-        )
-        summary = self._summary
-        if summary is None:
-            summary = self._summary = []
-        summary.append(snapshot)
-        unfolded = self._unfolded
-        if unfolded is None:
-            unfolded = self._unfolded = []
-        unfolded.append(snapshot)
-        if self.retain_turns is not None:
-            if len(summary) > self.retain_turns:
-                del summary[0]  # one at a time: the list never holds more than the bound
-            if len(unfolded) > self.retain_turns:  # counted now: memory stays bounded
-                self._folded_totals().add(unfolded.pop(0))
-        if self._sinks is not None:
-            self._sinks.emit(snapshot)
-        return snapshot
-
-    @property
-    def summary(self) -> list[TurnSnapshot]:
-        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        kept = self._summary
-        return [] if kept is None else kept
-
-    def session_summary(self) -> SessionSummary:
-        """Totals over every turn snapshot taken so far (also those no longer kept)."""
-        return self._folded().summary(self.session_id, retained_turns=len(self.summary))
-
-    def _folded_totals(self) -> SessionTotals:
-        if self._totals is None:
-            self._totals = SessionTotals()
-        return self._totals
-
-    def _folded(self) -> SessionTotals:
-        """The session's totals, the turns not added yet added now (in order)."""
-        totals, unfolded = self._folded_totals(), self._unfolded
-        while unfolded:  # (None before the first snapshot)
-            totals.add(unfolded[0])
-            del unfolded[0]
-        return totals
-
-    def adopt_telemetry(self, previous: ContextCompiler[T]) -> None:
-        """Carry another engine's kept snapshots and totals over (one session, new engine)."""
-        self._totals = previous._folded().copy()
-        summary = self._summary = list(previous.summary)
-        if self.retain_turns is not None:
-            del summary[: max(0, len(summary) - self.retain_turns)]
 
     # -- lifecycle -------------------------------------------------------------
 
