@@ -70,6 +70,9 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.01, jitt
 ONCE = RetryPolicy(max_attempts=1)
 TIMEOUT = 0.2
 """The client's timeout in the slow-server cases (seconds)."""
+PATIENT = 5.0
+"""The client's timeout where the fault is not a slow server: on a loaded machine the
+short one fires before a reset or a cut arrives, and the test would see a timeout."""
 SLOW = 1.0
 """How long the slow server waits before answering."""
 
@@ -404,6 +407,11 @@ async def test_slow_server_is_a_model_timeout(adapter: Adapter, server: Server) 
 # --- failures after content reached the engine --------------------------------------
 
 
+def patience(fault: str) -> float:
+    """The client's timeout for a mid-stream ``fault``: short only where it is the fault."""
+    return TIMEOUT if fault == "stall" else PATIENT
+
+
 def midstream(adapter: Adapter, fault: str) -> Reply:
     if fault == "reset":
         # A pause first, so the client reads the text before the RST discards it.
@@ -416,10 +424,10 @@ def midstream(adapter: Adapter, fault: str) -> Reply:
 
 
 @asynccontextmanager
-async def timed_model(adapter: Adapter, url: str) -> AsyncIterator[Model]:
-    """A model whose HTTP client gives up after ``TIMEOUT`` seconds."""
-    async with httpx2.AsyncClient(timeout=TIMEOUT) as client:
-        yield make_model(adapter, url, http_client=client, timeout=TIMEOUT)
+async def timed_model(adapter: Adapter, url: str, seconds: float = TIMEOUT) -> AsyncIterator[Model]:
+    """A model whose HTTP client gives up after ``seconds``."""
+    async with httpx2.AsyncClient(timeout=seconds) as client:
+        yield make_model(adapter, url, http_client=client, timeout=seconds)
 
 
 async def _turn(session: Session, text: str) -> list[object]:
@@ -444,7 +452,7 @@ async def test_midstream_failure_is_surfaced_not_retried(
 ) -> None:
     server.script.play(midstream(adapter, fault), success(adapter))
 
-    async with timed_model(adapter, server.url) as model:
+    async with timed_model(adapter, server.url, patience(fault)) as model:
         exc = await raises(model)
 
     assert isinstance(exc, kind)
@@ -458,7 +466,7 @@ async def test_midstream_failure_leaves_no_partial_content(
 ) -> None:
     server.script.play(midstream(adapter, fault), success(adapter))
 
-    async with timed_model(adapter, server.url) as model:
+    async with timed_model(adapter, server.url, patience(fault)) as model:
         session = Session(Agent(model=model))
         failed = await _turn(session, "first")
 
