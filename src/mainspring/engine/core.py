@@ -351,7 +351,7 @@ class Engine:
         self.members.drop_scope(scope)
 
     def _ended(self, scope: RunScope, paused: bool) -> None:
-        """A run or call of ``scope`` ended (``paused``: it waits on a decision)."""
+        """An agent run of ``scope`` ended (``paused``: it waits on a decision)."""
         if not paused and scope.scope not in self._scopes:  # its own scope: nobody can reuse it
             self.members.drop_scope(scope.scope)
 
@@ -435,8 +435,7 @@ class Engine:
     def _tool_result(
         self, caller: Caller, name: str, call: DirectCall, scope: RunScope
     ) -> ToolCallResult:
-        self._ended(scope, paused=call.pending is not None)
-        if call.pending is not None:
+        if call.pending is not None:  # (a direct call makes no subagent sessions to drop)
             paused = _Paused(caller.key, call=call, name=name, scope=scope)
             self._paused[call.pending.attempt_id] = paused
             return ToolCallResult(name=name, pending=call.pending)
