@@ -80,9 +80,9 @@ def test_the_offline_example_shows_the_approval_and_the_edit() -> None:
     assert "needs approval: pay" in expected and "sent $15.00 to alice" in expected
 
 
-def mentioned_names() -> set[str]:
+def mentioned_names(text: str = TEXT) -> set[str]:
     """CamelCase names and called snake_case names in backticks, outside code blocks."""
-    prose = re.sub(r"```.*?```", "", TEXT, flags=re.DOTALL)
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     names: set[str] = set()
     for span in re.findall(r"`([^`]+)`", prose):
         names.update(re.findall(r"(?<![\w.:/\-])([A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*)\b", span))
