@@ -1,4 +1,4 @@
-.PHONY: check test test-fast lint format types bench demo
+.PHONY: check test test-fast lint format types bench demo docs docs-serve
 
 # The same steps as CI (.ci/run), in the same order of cost.
 check: lint types test
@@ -26,3 +26,10 @@ bench:
 
 demo:
 	mainspring demo
+
+# The documentation site (pip install -e ".[docs]"): built strict, as CI does; served at :8000.
+docs:
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
+
+docs-serve:
+	NO_MKDOCS_2_WARNING=1 mkdocs serve
