@@ -53,6 +53,7 @@ class ClientResult:
 
 
 Decision: TypeAlias = Approve | Reject | ClientResult
+"""What ``Session.resume`` takes for a pending action."""
 
 
 def decision_kind(decision: Decision) -> str:

@@ -50,6 +50,7 @@ StopReason: TypeAlias = Literal[
     "interrupted",
     "steered",
 ]
+"""Why a turn ended (``TurnComplete.stop_reason``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -290,8 +291,10 @@ Event: TypeAlias = (
     | TurnComplete
     | ErrorEvent
 )
+"""Any event a run yields; ``type`` tells them apart."""
 
 TERMINAL_EVENT_TYPES = frozenset({"turn_complete", "error"})
+"""The ``type`` of the event every stream ends with, exactly once."""
 
 # Built on every step: a faster constructor (the same instances).
 fast_init(TextDelta)

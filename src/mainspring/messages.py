@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["user", "assistant", "tool"]
+"""Who a message is from."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +92,7 @@ class ThinkingPart:
 
 
 Part: TypeAlias = TextPart | ImagePart | ToolCallPart | ToolResultPart | ThinkingPart
+"""Any part of a message; ``type`` tells them apart."""
 
 
 class _EmptyMeta(dict[str, JsonValue]):

@@ -143,6 +143,7 @@ if TYPE_CHECKING:
     from mainspring.context.history import Microcompact, ToolResultBudget
     from mainspring.context.layers import BaseSystemPrompt, ContextBlock, MemoryRecall, SkillRecipe
     from mainspring.context.lifecycle import CompilerRegistry
+    from mainspring.context.options import ContextOptions
     from mainspring.context.pipeline import (
         PHASES,
         SLOTS,

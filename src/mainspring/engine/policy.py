@@ -21,6 +21,7 @@ from mainspring.principals import Caller
 __all__ = ["ManagementPolicy", "Visibility"]
 
 Visibility = Literal["private", "protected", "public"]
+"""Who may call an engine's exported members besides its managers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

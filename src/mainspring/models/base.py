@@ -117,6 +117,7 @@ class ModelStop:
 ModelEvent: TypeAlias = (
     TextDelta | ThinkingDelta | ThinkingDone | ToolCallDelta | ToolCallEnd | ModelUsage | ModelStop
 )
+"""Any event a model streams; the last is always ``ModelStop``."""
 
 
 @runtime_checkable

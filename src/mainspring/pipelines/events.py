@@ -89,3 +89,4 @@ class PipelineHalted:
 PipelineEvent: TypeAlias = (
     StageStart | ContextLoaded | StageEvent | StageOutput | StageFinished | PipelineHalted
 )
+"""Any event a pipeline run yields."""
