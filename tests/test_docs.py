@@ -148,6 +148,30 @@ def test_every_name_a_page_mentions_is_importable(page: Path) -> None:
     assert not missing, f"{page.name} names what no public module exports: {missing}"
 
 
+LONGEST_PARAGRAPH = 1_200  # characters; the README once had one of 5,137
+
+
+def paragraphs(text: str) -> list[str]:
+    """Prose paragraphs and list items (not code, tables or headings)."""
+    found: list[str] = []
+    for block in re.sub(r"```.*?```", "", text, flags=re.DOTALL).split("\n\n"):
+        block = block.strip()
+        if block and not re.match(r"^(\||#|<!--)", block):
+            found.extend(re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", block))
+    return found
+
+
+def test_the_paragraph_finder_splits_lists() -> None:
+    text = "One.\nTwo.\n\n- a\n  b\n- c\n\n| x |\n\n```python\ncode\n```\n"
+    assert paragraphs(text) == ["One.\nTwo.", "- a\n  b", "- c"]
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=[str(p.relative_to(ROOT)) for p in USER_PAGES])
+def test_no_wall_of_text(page: Path) -> None:
+    longest = max(paragraphs(page.read_text()), key=len, default="")
+    assert len(longest) <= LONGEST_PARAGRAPH, f"{page.name}: break up {longest[:80]!r}…"
+
+
 def test_a_name_no_module_exports_is_caught() -> None:
     modules = [importlib.import_module(m) for m in DOCS_MODULES]
     names = mentioned_names("Use `SessionFactory` or `make_session(…)`, like `Session`.")
@@ -207,6 +231,11 @@ def test_links_between_pages_point_at_pages() -> None:
 
 
 # ------------------------------------------------------------------ the README
+
+
+def test_the_readme_has_no_wall_of_text() -> None:
+    longest = max(paragraphs((ROOT / "README.md").read_text()), key=len)
+    assert len(longest) <= LONGEST_PARAGRAPH
 
 
 def test_the_readme_is_a_front_page_under_10_kb() -> None:
