@@ -35,6 +35,7 @@ PUBLIC_MODULES = (
     "mainspring.skills",
     "mainspring.devtools",
     "mainspring.models.openai",
+    "mainspring.models.retry",
     "mainspring.stores.redis",
     "mainspring.stores.postgres",
 )
