@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted((ROOT / "docs" / "how-to").glob("*.md")) + [ROOT / "docs" / "coming-from.md"]
+PAGES = [*sorted((ROOT / "docs" / "how-to").glob("*.md")), ROOT / "docs" / "coming-from.md"]
 PUBLIC_MODULES = (
     "mainspring",
     "mainspring.models",
