@@ -39,23 +39,14 @@ PUBLIC_MODULES = (
     "mainspring.stores.redis",
     "mainspring.stores.postgres",
 )
-# Names the pages use that are not imports: wire names, fields, other frameworks' names.
+# Names the pages use that are not imports: header names, other libraries' names.
 NOT_IMPORTS = {
     "Authorization",
     "Bearer",
-    "Last",
-    "Retry",
-    "Accept",
-    "EventSource",
-    "ReadableStream",
-    # error types in the server's JSON answers
-    "NotFound",
-    "Unauthorized",
-    "InvalidRequest",
-    # the names of other libraries the guides work with (the AI SDK, AG-UI, Starlette)
-    "DefaultChatTransport",
-    "RunAgentInput",
-    "HTTPConnection",
+    "Last",  # Last-Event-ID
+    "Retry",  # Retry-After
+    "DefaultChatTransport",  # the AI SDK
+    "RunAgentInput",  # AG-UI
 }
 
 
