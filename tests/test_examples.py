@@ -175,7 +175,18 @@ def test_testing_an_agent_tests_pass(tmp_path: Path) -> None:
     """The example's own test file passes under pytest, run as its README says."""
     test_file = EXAMPLES / "testing-an-agent" / "test_agent.py"
     done = run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
+        # (the repository's own addopts, e.g. for parallel runs, are not the example's)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-o",
+            "addopts=",
+            "-p",
+            "no:cacheprovider",
+            str(test_file),
+        ],
         ROOT,
         timeout=300,
     )
@@ -194,6 +205,17 @@ def test_workspace_tools(tmp_path: Path) -> None:
     assert out.endswith(
         'after approval, greet.py is:\ndef greet(name):\n    return f"hello, {name}!"\n'
     )
+
+
+def test_engine_multi_agent(tmp_path: Path) -> None:
+    out = run_example("engine-multi-agent", tmp_path)
+    assert "bob may see: ['front_desk'] []" in out, "private members are not listed"
+    assert "bob runs the private researcher: refused" in out
+    assert "alice's run waits: refund {'order': 'A1'}" in out
+    assert "bob cannot decide alice's refund (UnknownAttempt)" in out
+    assert "alice approves: Your refund is on its way." in out
+    assert "the researcher saw ['user:bob: B7 (a chair)']" in out, "the caller reached the tool"
+    assert out.rstrip().endswith("refunds: ['A1 for user:alice']")
 
 
 def test_blog_pipeline(tmp_path: Path) -> None:
@@ -220,6 +242,7 @@ TESTED: dict[str, Callable[[Path], None]] = {
     "mcp-tools": test_mcp_tools,
     "testing-an-agent": test_testing_an_agent_tests_pass,
     "workspace-tools": test_workspace_tools,
+    "engine-multi-agent": test_engine_multi_agent,
     "blog-pipeline": test_blog_pipeline,
 }
 """Each example folder and the test that runs it."""
