@@ -234,6 +234,26 @@ def test_blog_pipeline(tmp_path: Path) -> None:
         assert (workspace / "stages" / artifact).read_text().strip(), artifact
 
 
+@pytest.mark.parametrize("name", ["approvals", "token-accounting", "mcp-tools", "testing-an-agent"])
+def test_a_real_model_without_its_key_is_a_one_line_usage_error(name: str, tmp_path: Path) -> None:
+    """``--model`` takes a model string; a missing key says so (exit 2), and nothing runs."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name / "main.py"), "--model", "openai:gpt-4.1"],
+        cwd=tmp_path,
+        env=offline_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "main.py: error: openai:gpt-4.1 needs OPENAI_API_KEY in the environment"
+    )
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
 TESTED: dict[str, Callable[[Path], None]] = {
     "approvals": test_approvals,
     "durable-resume": test_durable_resume_continues_in_another_process,

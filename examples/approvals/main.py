@@ -14,6 +14,7 @@ import anyio
 from mainspring import (
     Agent,
     Approve,
+    ConfigError,
     DecisionConflict,
     FieldNotModifiable,
     Reject,
@@ -23,7 +24,7 @@ from mainspring import (
     Session,
     tool,
 )
-from mainspring.models import Model
+from mainspring.models import Model, model_from_string
 from mainspring.testing import collect, pending_of
 
 PAYMENTS: list[str] = []  # what really left the account: the tool appends here
@@ -52,7 +53,7 @@ def scripted_model() -> ScriptedModel:
     )
 
 
-async def main(model: Model | str) -> None:
+async def main(model: Model) -> None:
     """Ask for two payments: approve the first with a lower amount, deny the second."""
     session = Session(Agent(model=model, tools=[send_payment]))
 
@@ -87,4 +88,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a model string such as openai:gpt-4.1 (default: offline)")
     args = parser.parse_args()
-    anyio.run(main, args.model or scripted_model())
+    try:
+        model = model_from_string(args.model) if args.model else scripted_model()
+    except (ConfigError, ImportError) as exc:  # no key, or the provider's extra is missing
+        parser.error(str(exc))
+    anyio.run(main, model)

@@ -14,9 +14,17 @@ from pathlib import Path
 
 import anyio
 
-from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, ToolResult
+from mainspring import (
+    Agent,
+    ConfigError,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    Session,
+    ToolResult,
+)
 from mainspring.mcp import McpClientManager, McpServerConfig
-from mainspring.models import Model
+from mainspring.models import Model, model_from_string
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,7 +53,7 @@ def scripted_model() -> ScriptedModel:
     return ScriptedModel([ScriptedResponse(tool_calls=calls), "Noon UTC is 21:00 in Tokyo."])
 
 
-async def main(model: Model | str) -> None:
+async def main(model: Model) -> None:
     """Start both servers, show their tools and policies, and let an agent use them."""
     async with McpClientManager([TIME, SHOP]) as manager:
         tools = manager.tools()
@@ -65,4 +73,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a model string such as openai:gpt-4.1 (default: offline)")
     args = parser.parse_args()
-    anyio.run(main, args.model or scripted_model())
+    try:
+        model = model_from_string(args.model) if args.model else scripted_model()
+    except (ConfigError, ImportError) as exc:  # no key, or the provider's extra is missing
+        parser.error(str(exc))
+    anyio.run(main, model)

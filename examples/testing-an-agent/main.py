@@ -13,8 +13,8 @@ import argparse
 import anyio
 from support_agent import Shop, build_agent
 
-from mainspring import Approve, ScriptedCall, ScriptedModel, ScriptedResponse, Session
-from mainspring.models import Model
+from mainspring import Approve, ConfigError, ScriptedCall, ScriptedModel, ScriptedResponse, Session
+from mainspring.models import Model, model_from_string
 from mainspring.testing import collect, pending_of
 
 
@@ -31,7 +31,7 @@ def scripted_model() -> ScriptedModel:
     )
 
 
-async def main(model: Model | str) -> None:
+async def main(model: Model) -> None:
     """One conversation: the refund is approved as asked."""
     shop = Shop()
     session = Session(build_agent(model, shop))
@@ -45,4 +45,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="a model string such as openai:gpt-4.1 (default: offline)")
     args = parser.parse_args()
-    anyio.run(main, args.model or scripted_model())
+    try:
+        model = model_from_string(args.model) if args.model else scripted_model()
+    except (ConfigError, ImportError) as exc:  # no key, or the provider's extra is missing
+        parser.error(str(exc))
+    anyio.run(main, model)

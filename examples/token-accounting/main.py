@@ -18,6 +18,7 @@ import anyio
 
 from mainspring import (
     Agent,
+    ConfigError,
     ContextOptions,
     ModelPrice,
     ScriptedCall,
@@ -29,7 +30,7 @@ from mainspring import (
 )
 from mainspring.context import Accounting, CallSnapshot, InMemorySink, JsonlSink
 from mainspring.devtools import write_report
-from mainspring.models import Model
+from mainspring.models import Model, model_from_string
 from mainspring.stores import InMemoryMemoryStore
 
 # USD per million tokens; cache reads are cheap, cache writes cost a little more.
@@ -81,7 +82,7 @@ def print_call(call: CallSnapshot) -> None:
     print(f"  cost: ${call.cost.usd:.6f} ({call.cost.price_source} prices)")
 
 
-async def main(model: Model | str, out: Path) -> None:
+async def main(model: Model, out: Path) -> None:
     """Run one turn with accounting on; print the figures; write the report into ``out``."""
     session_file = out / "tokens.jsonl"
     memory = InMemoryMemoryStore()
@@ -115,4 +116,8 @@ if __name__ == "__main__":
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tokens.jsonl").unlink(missing_ok=True)  # a fresh session file each run
-    anyio.run(main, args.model or scripted_model(), args.out)
+    try:
+        model = model_from_string(args.model) if args.model else scripted_model()
+    except (ConfigError, ImportError) as exc:  # no key, or the provider's extra is missing
+        parser.error(str(exc))
+    anyio.run(main, model, args.out)
