@@ -110,13 +110,14 @@ async def main() -> None:
             signing_key=secrets.token_bytes(32),  # signs approval ids; share it across workers
         )
         app = create_app(make_agent(), config)
-        listener = socket.create_server(("127.0.0.1", 0))  # bound now: no wait for start-up
-        port = listener.getsockname()[1]
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve, [listener])
-            await client(f"http://127.0.0.1:{port}", key)
-            server.should_exit = True
+        # Bound and listening before the server starts: the client can connect at once.
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            port = listener.getsockname()[1]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(server.serve, [listener])
+                await client(f"http://127.0.0.1:{port}", key)
+                server.should_exit = True  # a graceful stop, as on Ctrl-C
     print(f"payments that ran: {PAYMENTS}")
 
 
