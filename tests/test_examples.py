@@ -162,6 +162,12 @@ def test_mcp_tools(tmp_path: Path) -> None:
     assert '"datetime": "' in out
     assert "T21:00:00+09:00" in out, "noon UTC converted to Tokyo by the real server"
     assert "mcp__shop__stock ->\nA1: 3 in stock" in out
+    results = re.findall(r"^(\S+) ->$", out, flags=re.MULTILINE)
+    assert results == [
+        "mcp__time__get_current_time",
+        "mcp__time__convert_time",
+        "mcp__shop__stock",
+    ], "three calls in parallel, their results in the model's order"
     assert "the model said: Noon UTC is 21:00 in Tokyo." in out
 
 

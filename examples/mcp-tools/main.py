@@ -21,7 +21,6 @@ from mainspring import (
     ScriptedModel,
     ScriptedResponse,
     Session,
-    ToolResult,
 )
 from mainspring.mcp import McpClientManager, McpServerConfig
 from mainspring.models import Model, model_from_string
@@ -63,9 +62,11 @@ async def main(model: Model) -> None:
                 print(f"{t.name}: {kind} ({t.meta['permission_source']})")
 
         session = Session(Agent(model=model, tools=tools))
-        async for event in session.send("What time is it in Tokyo at noon UTC? Any A1 left?"):
-            if isinstance(event, ToolResult):
-                print(f"\n{event.name} ->\n{event.content}")
+        async for _ in session.send("What time is it in Tokyo at noon UTC? Any A1 left?"):
+            pass  # the three calls run in parallel; their results go back in the model's order
+        for message in session.messages:
+            for result in message.tool_results_parts:
+                print(f"\n{result.name} ->\n{result.content}")
         print(f"\nthe model said: {session.messages[-1].text}")
 
 
