@@ -54,6 +54,7 @@ def run_example(name: str, cwd: Path, *args: str) -> str:
 
 def test_approvals(tmp_path: Path) -> None:
     out = run_example("approvals", tmp_path)
+    check_documented("approvals", out)
     assert "waiting: send_payment({'to': 'alice', 'amount_usd': 120.0})" in out
     assert "payments so far: []" in out, "nothing runs before the decision"
     assert "approved with an edit -> ['sent $100.00 to alice']" in out
@@ -67,6 +68,7 @@ def test_approvals(tmp_path: Path) -> None:
 
 def test_durable_resume_continues_in_another_process(tmp_path: Path) -> None:
     out = run_example("durable-resume", tmp_path)
+    check_documented("durable-resume", out)
     steps = re.findall(r"^\$ main\.py (\w+)$", out, flags=re.MULTILINE)
     assert steps == ["ask", "approve", "replay"]
     assert "paused for approval of pay {'to': 'bob', 'amount_usd': 5.0}" in out
@@ -116,6 +118,7 @@ def test_durable_resume_steps_run_by_hand(tmp_path: Path) -> None:
 def test_web_approvals(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
     out = run_example("web-approvals", tmp_path)
+    check_documented("web-approvals", out)
     first, second = re.findall(r"^events: (.*)$", out, flags=re.MULTILINE)
     assert first.split()[0] == "stream_started"
     assert first.split()[-2:] == ["pending_action", "turn_complete"]
@@ -130,7 +133,8 @@ def test_web_approvals(tmp_path: Path) -> None:
 
 
 def test_token_accounting(tmp_path: Path) -> None:
-    out = run_example("token-accounting", tmp_path, "--out", "report")
+    out = run_example("token-accounting", tmp_path, "--out", "token-report")  # as its README
+    check_documented("token-accounting", out)
     calls = out.split("\ncall ")[1:]
     assert len(calls) == 2
     first, second = calls
@@ -143,10 +147,10 @@ def test_token_accounting(tmp_path: Path) -> None:
     shares = [float(s) for s in re.findall(r"(\d+\.\d)%$", second, flags=re.MULTILINE)]
     assert sum(shares) == pytest.approx(100, abs=0.5)
     assert "turn total: 611 tokens, $0.002110" in out
-    html = (tmp_path / "report" / "report.html").read_text()
+    html = (tmp_path / "token-report" / "report.html").read_text()
     assert html.startswith("<!DOCTYPE html>")
     assert "Token accounting example" in html
-    lines = (tmp_path / "report" / "tokens.jsonl").read_text().splitlines()
+    lines = (tmp_path / "token-report" / "tokens.jsonl").read_text().splitlines()
     kinds = [json.loads(line).get("type", "turn") for line in lines]
     assert kinds == ["turn", "session_summary"], "one turn's snapshot, then the session's summary"
 
@@ -155,6 +159,7 @@ def test_mcp_tools(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
     pytest.importorskip("mcp_server_time")
     out = run_example("mcp-tools", tmp_path)
+    check_documented("mcp-tools", out)
     assert "mcp__time__get_current_time: read (annotations: readOnlyHint)" in out
     assert "mcp__shop__stock: read (annotations: readOnlyHint)" in out
     assert "mcp__shop__order" not in out, "a confirm-tier tool is not served by default"
@@ -173,6 +178,7 @@ def test_mcp_tools(tmp_path: Path) -> None:
 
 def test_testing_an_agent_main(tmp_path: Path) -> None:
     out = run_example("testing-an-agent", tmp_path)
+    check_documented("testing-an-agent", out)
     assert "waiting for approval: refund {'order_id': 'A1', 'amount_usd': 40.0}" in out
     assert "refunds: [('A1', 40.0)]; the agent said: Refunded order A1." in out
 
@@ -204,6 +210,7 @@ def test_testing_an_agent_tests_pass(tmp_path: Path) -> None:
 
 def test_workspace_tools(tmp_path: Path) -> None:
     out = run_example("workspace-tools", tmp_path)
+    check_documented("workspace-tools", out)
     assert "refused: tool 'read_file' failed: WorkspaceError: '../outside.txt'" in out
     assert "read: greet.py: lines 1-2 of 2" in out
     assert "apply_patch waits for approval:" in out
@@ -215,6 +222,7 @@ def test_workspace_tools(tmp_path: Path) -> None:
 
 def test_engine_multi_agent(tmp_path: Path) -> None:
     out = run_example("engine-multi-agent", tmp_path)
+    check_documented("engine-multi-agent", out)
     assert "bob may see: ['front_desk'] []" in out, "private members are not listed"
     assert "bob runs the private researcher: refused" in out
     assert "alice's run waits: refund {'order': 'A1'}" in out
@@ -295,6 +303,25 @@ def test_the_gallery_links_nothing_outside_the_docs() -> None:
     """mkdocs --strict refuses a link to a file outside docs/: folders are named as code."""
     links = re.findall(r"\]\(([^)]+)\)", GALLERY.read_text())
     assert not [link for link in links if link.startswith("..")]
+
+
+VOLATILE = re.compile(r"^(session|stream)=|\"(datetime|day_of_week)\"|^\s*(\.\.\.|…)$")
+"""Lines of documented output that differ from run to run (ids, clocks) or stand for others."""
+
+
+def check_documented(name: str, out: str) -> None:
+    """Every line the example's README and its gallery section show as output, it printed."""
+    printed = set(out.splitlines())
+    readme = (EXAMPLES / name / "README.md").read_text()
+    for where, text in (("README.md", readme), ("gallery section", gallery_sections()[name])):
+        shown = [
+            line
+            for block in re.findall(r"```text\n(.*?)```", text, flags=re.DOTALL)
+            for line in block.splitlines()
+            if line.strip() and not VOLATILE.search(line)
+        ]
+        missing = [line for line in shown if line not in printed]
+        assert not missing, f"examples/{name}: its {where} shows what it does not print: {missing}"
 
 
 def gallery_sections() -> dict[str, str]:
