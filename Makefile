@@ -13,6 +13,8 @@ format:
 
 types:
 	mypy
+	# Each example folder on its own: several have a main.py, one module name for mypy.
+	for d in examples/*/; do set -- $$d*.py; [ -e "$$1" ] || continue; mypy "$$@" || exit 1; done
 
 test:
 	python -m pytest
