@@ -38,14 +38,8 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_render import (
-    Debug,
-    Renderer,
-    approval_panel,
-    failing_cleanly,
-    show_failure,
-    styled,
-)
+from mainspring._cli_exit import Debug, failing_cleanly, show_failure
+from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import demo_agent

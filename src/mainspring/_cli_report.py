@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from mainspring._cli_render import Debug, error_line, failing_cleanly
+from mainspring._cli_exit import Debug, error_line, failing_cleanly
 
 __all__ = ["report"]
 

@@ -7,6 +7,7 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -21,18 +22,12 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._cli_chat import chat
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
 from mainspring._cli_mcp import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
 from mainspring._cli_mcp import mcp_app
 from mainspring._cli_mcp import mcp_serve as mcp_serve
 from mainspring._cli_pipeline import run_pipeline
-from mainspring._cli_render import (
-    Debug,
-    Renderer,
-    approval_panel,
-    error_line,
-    failing_cleanly,
-    styled,
-)
+from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring._cli_report import report
 from mainspring._cli_serve import serve
 from mainspring._cli_sessions import sessions_app
@@ -173,28 +168,32 @@ async def _converse(
                 elif isinstance(event, ErrorEvent):
                     failed = True
         if failed:
-            return 1
+            return ExitCode.FAILURE
         if pending is None:
-            return 0
+            return ExitCode.OK
         try:
             decision = _ask(console, pending, yes=yes)
         except _NoTerminal:
             if store_url is None:
                 raise
-            if store_url.startswith("memory:"):  # gone when this process exits
-                later = "an in-memory store does not outlive this process; use sqlite:///…"
-            else:
+            if not durable(store_url, session):
                 later = (
-                    f"continue later with mainspring demo --store {store_url} "
-                    f"--session {session.session_id}"
+                    f"{store_url} keeps no sessions beyond this process; "
+                    "use --store sqlite:///demo.db (or postgresql://…)"
                 )
+            else:
+                again = shlex.join(
+                    ["mainspring", "demo", "--store", store_url, "--session", session.session_id]
+                )
+                later = f"continue later with {again} (add --yes to approve without a prompt)"
             console.print(
                 styled(
                     ("waiting for approval", "yellow"),
                     f" (session {session.session_id}): {later}",
-                )
+                ),
+                soft_wrap=True,
             )
-            return 0
+            return ExitCode.OK
         stream = session.resume(pending.attempt_id, decision)
 
 
@@ -317,15 +316,21 @@ def _finance(
 
 
 async def _start(
-    agent: Agent, message: str, stores: Stores | None, session_id: str | None, *, yes: bool
+    agent: Agent, message: str | None, stores: Stores | None, session_id: str | None, *, yes: bool
 ) -> tuple[Session, AsyncIterator[Event]]:
     """A new session sending ``message``, or a stored paused one approved (``--yes``)."""
     kwargs = stores.session_kwargs() if stores is not None else {}
     if session_id is None:
+        if message is None:
+            raise ConfigError("say something: mainspring run AGENT MESSAGE (or --session ID --yes)")
         session = Session(agent, **kwargs)
         return session, session.send(message)
     if stores is None or stores.sessions is None:
-        raise ConfigError("--session needs --store with a session store")
+        raise ConfigError(
+            "--session needs --store with a session store (sqlite:///… or postgresql://…)"
+        )
+    if message is not None:
+        raise ConfigError("--session continues a waiting turn: drop the message, add --yes")
     session = await Session.load(
         agent,
         stores.sessions,
@@ -334,15 +339,18 @@ async def _start(
         run_lock=stores.locks,
     )
     pending = session.pending
-    if pending is None or not yes:
-        raise ConfigError(f"session {session_id} is not waiting for a decision, or no --yes")
+    if pending is None:
+        raise ConfigError(f"session {session_id} is not waiting for a decision")
+    if not yes:
+        raise ConfigError(f"session {session_id} waits for {pending.name}: add --yes to approve it")
     return session, session.resume(pending.attempt_id, Approve())
 
 
 async def _run_agent(
     agent: Agent,
-    message: str,
+    message: str | None,
     *,
+    spec: str,
     as_json: bool,
     yes: bool,
     store_url: str | None,
@@ -363,23 +371,30 @@ async def _run_agent(
                     render.show(event)
                 pending = event if isinstance(event, PendingAction) else pending
                 if isinstance(event, ErrorEvent):
-                    return 1
+                    return ExitCode.FAILURE
             if pending is None:
-                return 0
+                return ExitCode.OK
             if not yes:
-                holds = store_url is not None and not store_url.startswith("memory:")
-                hint = f"; continue with --store {store_url} --session {session.session_id} --yes"
-                _note(
-                    console,
-                    as_json,
-                    f"waiting for a decision on {pending.name} (session {session.session_id})"
-                    + (hint if holds else ""),
-                )
-                return 3
+                waiting = f"waiting for a decision on {pending.name} (session {session.session_id})"
+                if store_url is not None and durable(store_url, session):
+                    again = ["mainspring", "run", spec, "--store", store_url]
+                    again += ["--session", session.session_id, "--yes"]
+                    waiting += f"; approve it with: {shlex.join(again)}"
+                else:
+                    waiting += (
+                        "; nothing keeps it: use --store sqlite:///agent.db to continue later"
+                    )
+                _note(console, as_json, waiting)
+                return ExitCode.WAITING
             stream = session.resume(pending.attempt_id, Approve())
     finally:
         if stores is not None:
             await stores.aclose()
+
+
+def durable(store_url: str, session: Session) -> bool:
+    """Whether ``session`` outlives this process (its store keeps it, not in memory)."""
+    return session.session_store is not None and not store_url.startswith("memory:")
 
 
 def _note(console: Console, as_json: bool, text: str) -> None:
@@ -391,7 +406,10 @@ def _note(console: Console, as_json: bool, text: str) -> None:
 @app.command()
 def run(
     agent: Annotated[str, typer.Argument(help="The agent, as package.module:attribute.")],
-    message: Annotated[str, typer.Argument(help="What the user says.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="What the user says (none with --session: that continues a turn)."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every event as one JSON line (for scripts).")
     ] = False,
@@ -410,16 +428,20 @@ def run(
 
     Exit codes: 0 the turn completed; 1 the run ended in an error (or an
     internal error: one line, the traceback with --debug); 2 a usage or
-    configuration error; 3 the turn waits for a decision (the session id is
-    printed); 130 interrupted.
+    configuration error; 3 the turn waits for a decision (the line gives the
+    command that approves it); 4 the store cannot be reached; 130 interrupted.
+    With --json a failure is also one JSON object on stdout.
     """
     console = Console(highlight=False)
-    with failing_cleanly(debug=debug):
+    with failing_cleanly(debug=debug, as_json=as_json):
+        if session is not None and store is None:
+            raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
         chosen = load_agent(agent)
         code = anyio.run(
             lambda: _run_agent(
                 chosen,
                 message,
+                spec=agent,
                 as_json=as_json,
                 yes=yes,
                 store_url=store,
@@ -523,6 +545,29 @@ def _resolve_model(model: str) -> Model | None:
     return None if model == "scripted" else load_model(model)
 
 
+_CLICK = sys.modules[typer.BadParameter.__module__]
+"""Click's exceptions, wherever this typer keeps them (click itself, or its own copy)."""
+
+
 def main() -> None:
-    """Entry point of the ``mainspring`` script."""
-    app()
+    """Entry point of the ``mainspring`` script: every exit code is an :class:`ExitCode`.
+
+    A usage mistake click catches (an unknown option, a port out of range, a
+    missing argument) is one line too, naming the ``--help`` to read.
+    """
+    command = typer.main.get_command(app)
+    err = Console(stderr=True)
+    try:
+        code = command.main(prog_name="mainspring", standalone_mode=False)
+    except typer.Abort:
+        err.print("interrupted", style="yellow", highlight=False)
+        code = ExitCode.INTERRUPTED
+    except _CLICK.ClickException as exc:
+        code = ExitCode.USAGE
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # the help itself: nothing was asked yet
+        else:
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+            error_line(err, f"{exc.format_message()}{where}")
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)
