@@ -38,7 +38,7 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_exit import Debug, failing_cleanly, show_failure
+from mainspring._cli_exit import Debug, failing_cleanly, require_database, show_failure
 from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
@@ -149,8 +149,12 @@ class _Chat:
 
     @property
     def durable(self) -> bool:
-        """Whether the store outlives this process (so "continue later" is true)."""
-        return self.store_url is not None and not self.store_url.startswith("memory:")
+        """Whether the store keeps sessions past this process (so "continue later" is true)."""
+        return (
+            self.store_url is not None
+            and self.stores.sessions is not None
+            and not self.store_url.startswith("memory:")
+        )
 
     def _current(self) -> Session:
         assert self.session is not None, "open() comes first"
@@ -345,7 +349,7 @@ class _Chat:
         self._current().cancel()
 
     async def _stream(self, start: Callable[[], AsyncGenerator[Event, None]]) -> None:
-        render = Renderer(self.console)
+        render = Renderer(self.console, debug=self.debug)
         spinner = _Spinner(self.console)
         failure: list[Exception] = []
         async with aclosing(start()) as events, anyio.create_task_group() as tg:
@@ -431,8 +435,10 @@ class _Chat:
             self._show_pending(loaded.pending)
 
     def _again(self, session_id: str) -> str:
-        agent = f" {self.spec}" if self.spec else ""
-        return f"mainspring chat{agent} --store {self.store_url} --session {session_id}"
+        """The command that continues ``session_id`` (quoted: it works when pasted)."""
+        agent = [self.spec] if self.spec else []
+        store = ["--store", self.store_url or ""]
+        return shlex.join(["mainspring", "chat", *agent, *store, "--session", session_id])
 
     def _farewell(self) -> None:
         session = self.session
@@ -500,8 +506,10 @@ def chat(
         chosen = load_agent(agent) if agent else demo_agent()
         if model is not None and model != "scripted":
             chosen = replace(chosen, model=load_model(model))
-        if session is not None and store is None:
-            raise ConfigError("--session needs --store, e.g. --store sqlite:///chat.db")
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///chat.db")
+            require_database(store)
         code = _chat(
             chosen, spec=agent, store_url=store, session_id=session, console=console, debug=debug
         )

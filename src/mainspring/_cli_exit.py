@@ -20,13 +20,15 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from mainspring.errors import ConfigError, MainspringError, StoreError
+from mainspring.errors import ConfigError, MainspringError, SessionNotFound, StoreError
+from mainspring.stores.urls import sqlite_file
 
 __all__ = [
     "EXTRAS",
@@ -38,6 +40,7 @@ __all__ = [
     "failing_cleanly",
     "missing_extra",
     "problem_of",
+    "require_database",
     "show_failure",
 ]
 
@@ -112,7 +115,7 @@ def exit_code_of(exc: BaseException) -> ExitCode:
     """The exit code for ``exc`` (see :class:`ExitCode`)."""
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED
-    if isinstance(exc, ConfigError | ImportError):
+    if isinstance(exc, ConfigError | ImportError | SessionNotFound):
         return ExitCode.USAGE
     if isinstance(exc, StoreError):
         return ExitCode.UNAVAILABLE
@@ -123,12 +126,28 @@ def problem_of(exc: BaseException, *, debug: bool) -> str:
     """The one line that says what went wrong (an internal error says so)."""
     if isinstance(exc, ImportError):
         return missing_extra(exc)
-    if isinstance(exc, StoreError):
+    if isinstance(exc, StoreError) and not isinstance(exc, SessionNotFound):
         return f"store unavailable: {exc}"
     if isinstance(exc, MainspringError):
         return str(exc)
     hint = "" if debug else " (--debug shows the traceback)"
     return f"internal error: {type(exc).__name__}: {exc}{hint}"
+
+
+def require_database(url: str | None) -> None:
+    """Refuse a ``sqlite:///`` file that is not there, rather than make an empty one.
+
+    For commands that read what a store already holds (``sessions``, ``--session``):
+    a mistyped path must not leave a new database behind.
+
+    Raises:
+        ConfigError: The file is missing (the line names the working directory).
+    """
+    path = sqlite_file(url)
+    if path is not None and path != ":memory:" and not Path(path).is_file():
+        raise ConfigError(
+            f"no database at {path} ({url}): check the path (relative to {Path.cwd()})"
+        )
 
 
 def error_line(console: Console, problem: object) -> None:

@@ -124,6 +124,9 @@ def mcp_serve(
     """
     with failing_cleanly(debug=debug):
         chosen = load_agent(agent) if agent is not None else demo_agent()
+        for folder in skills or []:
+            if not Path(folder).is_dir():
+                raise ConfigError(f"--skills {folder}: no such folder (give a folder of skills)")
         token = _mcp_token(token_file) if http else None
         if http:
             from mainspring.mcp._http_guard import is_loopback

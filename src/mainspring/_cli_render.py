@@ -54,8 +54,10 @@ def approval_panel(action: PendingAction) -> Panel:
 class Renderer:
     """Prints events as they stream."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, debug: bool = False) -> None:
         self.console = console
+        self.debug = debug
+        """With ``--debug`` the log shows an internal error's traceback: no hint then."""
         self.thinking = False
         self.at_line_start = True
 
@@ -105,5 +107,12 @@ class Renderer:
                 )
             )
         elif isinstance(event, ErrorEvent):
-            self._newline()
-            c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
+            self._error(event)
+
+    def _error(self, event: ErrorEvent) -> None:
+        """One line: the code, the message, and for a bug where its traceback is."""
+        self._newline()
+        internal = event.code == "internal_error" and not self.debug
+        hint = " (--debug shows the traceback)" if internal else ""
+        line = Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}{hint}")
+        self.console.print(line, soft_wrap=True)

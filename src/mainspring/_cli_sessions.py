@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, TypeVar
 
 import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring.errors import ConfigError, StoreError
 from mainspring.stores.base import SessionStore
-from mainspring.stores.urls import open_session_store, sqlite_file
+from mainspring.stores.urls import open_session_store
 
 __all__ = ["sessions_app"]
 
@@ -47,11 +46,7 @@ def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]], *, 
                 f"{url} lives inside one process: nothing is there for this command; "
                 "use the sqlite:///… or postgresql://… store the sessions were kept in"
             )
-        path = sqlite_file(url)
-        if path is not None and path != ":memory:" and not Path(path).is_file():
-            raise ConfigError(
-                f"no database at {path} ({url}): check the path (relative to {Path.cwd()})"
-            )
+        require_database(url)
         result = anyio.run(go)
     return result
 

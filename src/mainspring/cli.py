@@ -22,7 +22,7 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._cli_chat import chat
-from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring._cli_mcp import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
 from mainspring._cli_mcp import mcp_app
 from mainspring._cli_mcp import mcp_serve as mcp_serve
@@ -263,6 +263,10 @@ def demo(
     with failing_cleanly(debug=debug):
         if which not in ("wallet", "coding", "finance"):
             raise ConfigError(f"unknown demo {which!r}; choose 'wallet', 'coding' or 'finance'")
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///demo.db")
+            require_database(store)
         if model == "auto":
             from mainspring._cli_finance import auto_model
 
@@ -352,6 +356,7 @@ async def _run_agent(
     *,
     spec: str,
     as_json: bool,
+    debug: bool,
     yes: bool,
     store_url: str | None,
     session_id: str | None,
@@ -360,7 +365,7 @@ async def _run_agent(
     stores: Stores | None = await open_stores(store_url) if store_url else None
     try:
         session, stream = await _start(agent, message, stores, session_id, yes=yes)
-        render = Renderer(console)
+        render = Renderer(console, debug=debug)
         while True:
             pending = None
             async for event in stream:
@@ -434,8 +439,10 @@ def run(
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug, as_json=as_json):
-        if session is not None and store is None:
-            raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
+            require_database(store)
         chosen = load_agent(agent)
         code = anyio.run(
             lambda: _run_agent(
@@ -443,6 +450,7 @@ def run(
                 message,
                 spec=agent,
                 as_json=as_json,
+                debug=debug,
                 yes=yes,
                 store_url=store,
                 session_id=session,
