@@ -185,7 +185,7 @@ async def _converse(
                 again = shlex.join(
                     ["mainspring", "demo", "--store", store_url, "--session", session.session_id]
                 )
-                later = f"continue later with {again} (add --yes to approve without a prompt)"
+                later = f"continue later with {again} --yes (without --yes a terminal asks)"
             console.print(
                 styled(
                     ("waiting for approval", "yellow"),
