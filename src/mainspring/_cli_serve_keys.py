@@ -59,7 +59,7 @@ def _kept_beside(database: str) -> tuple[str, Path, bool]:
     Raises:
         ConfigError: The file is readable by others, unreadable, or not a key.
     """
-    path = Path(database + KEY_SUFFIX)
+    path = Path(database + KEY_SUFFIX).resolve()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
