@@ -48,15 +48,13 @@ def load_named(spec: str, kind: type[T], what: str) -> T:
     if not sep or not module_name or not attribute:
         raise ConfigError(f"{what} is named 'package.module:attribute', not {spec!r}")
     if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
-        module = Path(module_name).with_suffix("").name
+        module, where = _module_of(module_name)
         raise ConfigError(
-            f"{spec!r} names a file; name its module instead: {module}:{attribute} "
-            "(run from the folder that holds it)"
+            f"{spec!r} names a file; name its module instead: {module}:{attribute}{where}"
         )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = _import(module_name, spec)
-    value: object = module
+    value: object = _import(module_name, spec)
     for part in attribute.split("."):
         try:
             value = getattr(value, part)
@@ -74,6 +72,15 @@ def load_named(spec: str, kind: type[T], what: str) -> T:
     if not isinstance(value, kind):
         raise ConfigError(f"{spec!r} is of type {type(value).__name__}, not {what}")
     return value
+
+
+def _module_of(file: str) -> tuple[str, str]:
+    """The module a file path names, and where to run from to import it so."""
+    path = Path(file).with_suffix("")
+    parts = [part for part in path.parts if part != "."]
+    if path.is_absolute() or ".." in parts:
+        return path.name, f" (run from {path.parent})"
+    return ".".join(parts), ""
 
 
 def _import(module_name: str, spec: str) -> ModuleType:
