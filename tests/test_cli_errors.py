@@ -447,3 +447,10 @@ def test_a_usage_mistake_click_catches_is_one_line_too(
 ) -> None:
     ran = mainspring(*args, cwd=here)
     assert ran.code == ExitCode.USAGE and fragment in ran.line
+
+
+def test_the_documented_exit_codes_are_the_ones_in_the_code() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    table = page.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.MULTILINE)}
+    assert documented == {int(code) for code in ExitCode}

@@ -11,7 +11,8 @@ session takes the next message.
 
 Exit codes: 0 after ``/exit`` or Ctrl-D; 130 after Ctrl-C on an empty prompt
 (on a line with text, Ctrl-C only clears it); 2 a usage or configuration error
-at start (agent, model or store); 1 any other failure at start. An error inside
+at start (agent, model or store); 4 the store cannot be reached; 1 any other
+failure at start (see :class:`~mainspring._cli_exit.ExitCode`). An error inside
 the chat (a bad command, an unknown session, an edit the tool refuses) is one
 line, and the chat goes on.
 """
@@ -38,7 +39,7 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_exit import Debug, failing_cleanly, require_database, show_failure
+from mainspring._cli_exit import Debug, ExitCode, failing_cleanly, require_database, show_failure
 from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
@@ -186,13 +187,13 @@ class _Chat:
             except (EOFError, KeyboardInterrupt) as leaving:
                 self.console.print()
                 self._farewell()
-                return 130 if isinstance(leaving, KeyboardInterrupt) else 0
+                return ExitCode.INTERRUPTED if isinstance(leaving, KeyboardInterrupt) else 0
             if line is None or not line.strip():
                 continue
             try:
                 if self._handle(line.strip(), pending):
                     self._farewell()
-                    return 0
+                    return ExitCode.OK
             except Exception as exc:  # one line, and the chat goes on
                 show_failure(self.err, exc, debug=self.debug)
 
@@ -499,7 +500,8 @@ def chat(
     """Talk to an agent: streamed answers, approvals at the prompt, /help for commands.
 
     Ctrl-C cancels a run in progress; Ctrl-D or /exit leaves (exit 0), Ctrl-C on
-    an empty prompt too (exit 130). Exit 2: a usage or configuration error at start.
+    an empty prompt too (exit 130). Exit 2: a usage or configuration error at
+    start; 4: the store cannot be reached.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio.to_thread
 from rich.console import Console
 
+from mainspring._cli_exit import ExitCode
 from mainspring._cli_render import Renderer, styled
 from mainspring.decisions import Approve, Decision
 from mainspring.errors import ConfigError
@@ -70,17 +71,17 @@ async def run_finance_demo(
         stream = session.send(text)
         while True:
             if not await _show(stream, render):
-                return 1
+                return ExitCode.FAILURE
             pending = session.pending
             if pending is None:
-                return 0
+                return ExitCode.OK
             if pending.can_regenerate:
                 console.print(styled(("refreshing the quote before you confirm", "yellow")))
                 if not await _show(session.regenerate(pending.attempt_id), render):
-                    return 1
+                    return ExitCode.FAILURE
                 pending = session.pending
                 if pending is None:
-                    return 0
+                    return ExitCode.OK
             decision = ask(console, pending)
             if isinstance(decision, Approve):
                 if pending.client_executed:

@@ -123,6 +123,10 @@ def mcp_serve(
     port is taken, the mcp extra is missing…); 1 a failure.
     """
     with failing_cleanly(debug=debug):
+        try:
+            import mainspring.mcp.server  # noqa: F401 - fails first, naming the extra
+        except ImportError as exc:
+            raise ImportError('mainspring mcp serve needs: pip install "mainspring[mcp]"') from exc
         chosen = load_agent(agent) if agent is not None else demo_agent()
         for folder in skills or []:
             if not Path(folder).is_dir():

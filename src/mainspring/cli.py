@@ -257,7 +257,8 @@ def demo(
     ``--model auto`` (finance) picks a real model when a provider key is set.
 
     Exit codes: 0 done (or waiting for approval in a store); 1 no terminal to ask
-    on without --yes, or a failure; 2 a usage or configuration error; 130 interrupted.
+    on without --yes, or a failure; 2 a usage or configuration error; 4 the store
+    cannot be reached; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
@@ -292,7 +293,7 @@ def demo(
                 )
         except _NoTerminal as exc:
             error_line(Console(stderr=True), exc)
-            raise typer.Exit(1) from None
+            raise typer.Exit(ExitCode.FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -525,7 +526,8 @@ def pipeline_run(
     """Run a workspace's stages in order (offline with the scripted model by default).
 
     A write a stage asks approval for is asked at the terminal. Exit codes: 0
-    done; 1 a stage halted, or a failure; 2 a configuration error; 130 interrupted.
+    done; 1 a stage halted, or a failure; 2 a folder that is not a workspace, or
+    another configuration error; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
