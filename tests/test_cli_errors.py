@@ -251,6 +251,20 @@ def test_the_run_hint_works_when_pasted(here: Path) -> None:
     assert "paid $5" in done.out and "Done: the payment went through." in done.out
 
 
+def test_the_chat_hint_works_when_pasted(here: Path) -> None:
+    from mainspring.demo import DEMO_MESSAGE
+
+    left = mainspring(
+        "chat", "--store", "sqlite:///c.db", cwd=here, stdin=f"{DEMO_MESSAGE}\n/exit\n"
+    )
+    assert left.code == ExitCode.OK, left
+    hint = re.search(r"waits for a decision\): (mainspring chat .*)$", left.out, re.MULTILINE)
+    assert hint is not None, left.out
+    back = mainspring(*shlex.split(hint.group(1))[1:], cwd=here, stdin="y\n/exit\n")
+    assert back.code == ExitCode.OK, back
+    assert "← send_payment" in back.out and "new balance is $130.00" in back.out
+
+
 def test_a_pause_without_a_store_says_how_to_keep_it(here: Path) -> None:
     paused = mainspring("run", "tests.cli_agents:paying", "pay", cwd=here)
     assert paused.code == ExitCode.WAITING

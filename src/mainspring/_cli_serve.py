@@ -29,6 +29,12 @@ DEFAULT_STORE = "sqlite:///mainspring.db"
 """Where ``serve`` keeps sessions unless told otherwise: a file in the working directory."""
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_SHOWN = {
+    "memory": "memory://",
+    "sqlite": "sqlite:///file.db",
+    "postgresql": "postgresql://…",
+    "redis": "redis://host:port",
+}
 
 
 def _read(path: Path, option: str) -> str:
@@ -108,6 +114,17 @@ def _roles(store: str, sessions: str | None, checkpoints: str | None, locks: str
     """
     for url in (store, sessions, checkpoints, locks):
         sqlite_file(url)  # checks the scheme of every URL given
+    for option, url, holds in (
+        ("--sessions", sessions, ("memory", "sqlite", "postgresql", "postgres")),
+        ("--checkpoints", checkpoints, ("memory", "sqlite", "redis", "rediss")),
+        ("--locks", locks, ("memory", "sqlite", "redis", "rediss")),
+    ):
+        scheme = (url or "").partition("://")[0]
+        if url is not None and scheme not in holds:
+            raise ConfigError(
+                f"{option} {url}: {scheme}:// cannot hold {option.removeprefix('--')}; "
+                f"use {', '.join(_SHOWN[s] for s in holds if s in _SHOWN)}"
+            )
     scheme = store.partition("://")[0]
     if scheme in ("memory", "sqlite"):
         return _Stores(sessions or store, checkpoints or store, locks or store)

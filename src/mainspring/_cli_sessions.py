@@ -54,7 +54,7 @@ def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]], *, 
 @sessions_app.command("list")
 def list_sessions(
     store: Store,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 100,
     debug: Debug = False,
 ) -> None:
     """The ids of the stored sessions, one a line."""

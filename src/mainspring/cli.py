@@ -264,6 +264,10 @@ def demo(
     with failing_cleanly(debug=debug):
         if which not in ("wallet", "coding", "finance"):
             raise ConfigError(f"unknown demo {which!r}; choose 'wallet', 'coding' or 'finance'")
+        if which != "wallet" and (store is not None or session is not None):
+            raise ConfigError(f"--store and --session keep the wallet demo, not {which}")
+        if which != "finance" and ledger is not None:
+            raise ConfigError("--ledger is the finance demo's: mainspring demo finance --ledger …")
         if session is not None:
             if store is None:
                 raise ConfigError("--session needs --store, e.g. --store sqlite:///demo.db")
@@ -531,6 +535,8 @@ def pipeline_run(
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
+        if stage is not None and resume:
+            raise ConfigError("--stage re-runs one stage, --resume the rest: choose one")
         chosen = _resolve_model(model)
         workspace = load_workspace(directory)
         runner = PipelineRunner(
