@@ -137,6 +137,8 @@ def test_a_redis_store_keeps_no_demo_session_and_says_what_does(
         (["finance", "--ledger", "/proc/nowhere/l.db", "--yes"], "cannot open the ledger"),
         (["--model", "anthropic:claude-x"], "needs ANTHROPIC_API_KEY"),
         (["--model", "nope:x"], "unknown model provider 'nope'"),
+        (["coding", "--store", "sqlite:///x.db"], "keep the wallet demo, not coding"),
+        (["--ledger", "l.db"], "--ledger is the finance demo's"),
     ],
 )
 def test_demo_mistakes(here: Path, args: list[str], fragment: str) -> None:
@@ -329,6 +331,9 @@ def test_a_store_without_its_extra_names_the_install(
         (["--engine", "nowhere_module:engine"], "cannot import"),
         (["--host", "999.1.1.1"], "unknown --host '999.1.1.1'"),
         (["--store", "memory://", "--workers", "2"], "several workers need shared stores"),
+        (["--checkpoints", "postgresql://x"], "postgresql:// cannot hold checkpoints"),
+        (["--sessions", "redis://127.0.0.1:1"], "redis:// cannot hold sessions"),
+        (["--lock-ttl", "0"], "Invalid value for '--lock-ttl'"),
     ],
 )
 def test_serve_mistakes_fail_before_serving(here: Path, args: list[str], fragment: str) -> None:
@@ -422,6 +427,8 @@ def test_a_pipeline_folder_that_is_not_one(here: Path) -> None:
     ]:
         ran = mainspring("pipeline", "run", folder, cwd=here)
         assert ran.code == ExitCode.USAGE and fragment in ran.line, ran
+    both = mainspring("pipeline", "run", "empty", "--stage", "1", "--resume", cwd=here)
+    assert both.code == ExitCode.USAGE and "choose one" in both.line
 
 
 @pytest.mark.parametrize(

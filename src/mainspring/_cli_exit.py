@@ -194,14 +194,15 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 
 @contextmanager
-def failing_cleanly(*, debug: bool, as_json: bool = False) -> Iterator[None]:
+def failing_cleanly(*, debug: bool, as_json: bool = False, server: bool = False) -> Iterator[None]:
     """A command's body: any failure becomes one line on stderr and its exit code.
 
     Typer's own exits (``typer.Exit``, ``typer.Abort``) pass through untouched.
-    With ``as_json`` the failure is also one JSON object on stdout.
+    With ``as_json`` the failure is also one JSON object on stdout. A ``server``
+    logs every record in full (tracebacks too): its console is the operator's log.
     """
     err = Console(stderr=True)
-    with cli_logging(debug=debug):
+    with cli_logging(debug=debug or server):
         try:
             yield
         except (typer.Exit, typer.Abort):

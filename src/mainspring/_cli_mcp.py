@@ -122,7 +122,7 @@ def mcp_serve(
     Ctrl-C stops it at once (exit 130). Exit codes: 2 a configuration error (the
     port is taken, the mcp extra is missing…); 1 a failure.
     """
-    with failing_cleanly(debug=debug):
+    with failing_cleanly(debug=debug, server=True):
         try:
             import mainspring.mcp.server  # noqa: F401 - fails first, naming the extra
         except ImportError as exc:

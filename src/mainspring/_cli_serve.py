@@ -236,7 +236,7 @@ def serve(
     configuration error (a busy port, a bad URL, the server extra missing); 4 a
     store cannot be reached; 1 a failure; 130 interrupted.
     """
-    with failing_cleanly(debug=debug):
+    with failing_cleanly(debug=debug, server=True):
         uvicorn = _import_server()
         if agent is not None:
             from mainspring._agent_spec import load_agent
