@@ -16,7 +16,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_exit import Debug, ExitCode, failing_cleanly
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
 from mainspring._cli_serve_keys import SIGNING_KEY_ENV, signing_key
 from mainspring.errors import ConfigError
 from mainspring.stores.urls import open_stores, sqlite_file
@@ -313,3 +313,8 @@ def serve(
             )
         except KeyboardInterrupt:
             raise typer.Exit(ExitCode.INTERRUPTED) from None
+        except SystemExit as stopped:  # uvicorn's own exit: 3 when the app failed to start
+            if stopped.code in (0, None):
+                raise typer.Exit(ExitCode.OK) from None
+            error_line(err, "the server stopped: it could not start (the lines above say why)")
+            raise typer.Exit(ExitCode.FAILURE) from None
