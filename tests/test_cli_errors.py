@@ -10,6 +10,7 @@ Hints the CLI prints are run as printed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -179,8 +180,6 @@ def test_an_internal_error_in_a_run_is_one_line_without_debug(here: Path) -> Non
 
 
 def test_an_internal_error_in_a_json_run_is_a_json_error_object(here: Path) -> None:
-    import json
-
     ran = mainspring("run", "tests.cli_agents:crashing", "hi", "--json", cwd=here)
     assert ran.code == ExitCode.FAILURE
     assert "Traceback" not in ran.out + ran.err and ran.err == ""
@@ -190,8 +189,6 @@ def test_an_internal_error_in_a_json_run_is_a_json_error_object(here: Path) -> N
 
 
 def test_a_json_run_that_cannot_start_says_so_in_json_too(here: Path) -> None:
-    import json
-
     ran = mainspring("run", "nowhere_module:agent", "hi", "--json", cwd=here)
     assert ran.code == ExitCode.USAGE and "cannot import" in ran.line
     failure = json.loads(ran.out)
@@ -302,6 +299,12 @@ def test_an_unreachable_store_is_exit_4(here: Path) -> None:
         ran = mainspring("run", "tests.cli_agents:paying", "hi", "--store", url, cwd=here)
         assert ran.code == ExitCode.UNAVAILABLE, ran
         assert ran.line.startswith("error: store unavailable: cannot reach")
+    as_json = mainspring(
+        "run", "tests.cli_agents:paying", "hi", "--json", "--store", f"redis://127.0.0.1:{closed}",
+        cwd=here,
+    )  # fmt: skip
+    assert as_json.code == ExitCode.UNAVAILABLE
+    assert json.loads(as_json.out)["code"] == "store_unavailable"
 
 
 @pytest.mark.parametrize(

@@ -171,17 +171,22 @@ def show_failure(console: Console, exc: BaseException, *, debug: bool) -> None:
     error_line(console, problem_of(exc, debug=debug))
 
 
+_JSON_CODES = {
+    ExitCode.USAGE: "usage_error",
+    ExitCode.UNAVAILABLE: "store_unavailable",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
 def _json_failure(code: ExitCode, message: str) -> None:
     """The failure as one JSON object on stdout, for ``--json`` readers."""
-    name = {ExitCode.USAGE: "usage_error", ExitCode.UNAVAILABLE: "store_unavailable"}
+    internal = message.startswith("internal error:")
     record = {
         "type": "error",
-        "code": name.get(code, "interrupted" if code == ExitCode.INTERRUPTED else "cli_error"),
+        "code": _JSON_CODES.get(code, "internal_error" if internal else "failure"),
         "message": message,
         "exit_code": int(code),
     }
-    if record["code"] == "cli_error" and message.startswith("internal error:"):
-        record["code"] = "internal_error"
     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
