@@ -75,6 +75,8 @@ RANKS: dict[str, int] = {
     "namespaces": 1,
     "toolkits": 13,
     "_cli_render": 13,
+    "_cli_exit": 13,
+    "_cli_serve_keys": 14,
     "_cli_sessions": 14,
     "_cli_chat": 14,
     "_cli_serve": 16,

@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
+from types import ModuleType
 from typing import TypeVar
 
 from mainspring.agent import Agent
-from mainspring.errors import ConfigError
+from mainspring.errors import ConfigError, MainspringError
 from mainspring.models.base import Model
 from mainspring.models.registry import missing_credentials, model_from_string
 
@@ -45,23 +47,61 @@ def load_named(spec: str, kind: type[T], what: str) -> T:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(f"{what} is named 'package.module:attribute', not {spec!r}")
+    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+        module, where = _module_of(module_name)
+        raise ConfigError(
+            f"{spec!r} names a file; name its module instead: {module}:{attribute}{where}"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
-    value = module
+    value: object = _import(module_name, spec)
     for part in attribute.split("."):
         try:
             value = getattr(value, part)
         except AttributeError:
             raise ConfigError(f"{module_name!r} has no attribute {attribute!r}") from None
     if not isinstance(value, kind) and callable(value):
-        value = value()
+        try:
+            value = value()
+        except MainspringError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"calling {spec} to make {what} failed: {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(value, kind):
-        raise ConfigError(f"{spec!r} is a {type(value).__name__}, not {what}")
+        raise ConfigError(f"{spec!r} is of type {type(value).__name__}, not {what}")
     return value
+
+
+def _module_of(file: str) -> tuple[str, str]:
+    """The module a file path names, and where to run from to import it so."""
+    path = Path(file).with_suffix("")
+    parts = [part for part in path.parts if part != "."]
+    if path.is_absolute() or ".." in parts:
+        return path.name, f" (run from {path.parent})"
+    return ".".join(parts), ""
+
+
+def _import(module_name: str, spec: str) -> ModuleType:
+    """The module, or a :class:`ConfigError` that says why it cannot be imported."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            where = f"no module {module_name!r} here ({os.getcwd()}) or on the Python path"
+            raise ConfigError(f"cannot import {spec!r}: {where}") from exc
+        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r} for {spec!r}: {exc}") from exc
+    except SyntaxError as exc:
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else module_name
+        raise ConfigError(f"{where}: syntax error in {module_name!r}: {exc.msg}") from exc
+    except Exception as exc:
+        raise ConfigError(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc} "
+            "(--debug shows the traceback)"
+        ) from exc
 
 
 def load_model(spec: str) -> Model:

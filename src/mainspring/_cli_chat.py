@@ -11,7 +11,8 @@ session takes the next message.
 
 Exit codes: 0 after ``/exit`` or Ctrl-D; 130 after Ctrl-C on an empty prompt
 (on a line with text, Ctrl-C only clears it); 2 a usage or configuration error
-at start (agent, model or store); 1 any other failure at start. An error inside
+at start (agent, model or store); 4 the store cannot be reached; 1 any other
+failure at start (see :class:`~mainspring._cli_exit.ExitCode`). An error inside
 the chat (a bad command, an unknown session, an edit the tool refuses) is one
 line, and the chat goes on.
 """
@@ -38,14 +39,8 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_render import (
-    Debug,
-    Renderer,
-    approval_panel,
-    failing_cleanly,
-    show_failure,
-    styled,
-)
+from mainspring._cli_exit import Debug, ExitCode, failing_cleanly, require_database, show_failure
+from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import demo_agent
@@ -155,8 +150,12 @@ class _Chat:
 
     @property
     def durable(self) -> bool:
-        """Whether the store outlives this process (so "continue later" is true)."""
-        return self.store_url is not None and not self.store_url.startswith("memory:")
+        """Whether the store keeps sessions past this process (so "continue later" is true)."""
+        return (
+            self.store_url is not None
+            and self.stores.sessions is not None
+            and not self.store_url.startswith("memory:")
+        )
 
     def _current(self) -> Session:
         assert self.session is not None, "open() comes first"
@@ -188,13 +187,13 @@ class _Chat:
             except (EOFError, KeyboardInterrupt) as leaving:
                 self.console.print()
                 self._farewell()
-                return 130 if isinstance(leaving, KeyboardInterrupt) else 0
+                return ExitCode.INTERRUPTED if isinstance(leaving, KeyboardInterrupt) else 0
             if line is None or not line.strip():
                 continue
             try:
                 if self._handle(line.strip(), pending):
                     self._farewell()
-                    return 0
+                    return ExitCode.OK
             except Exception as exc:  # one line, and the chat goes on
                 show_failure(self.err, exc, debug=self.debug)
 
@@ -351,7 +350,7 @@ class _Chat:
         self._current().cancel()
 
     async def _stream(self, start: Callable[[], AsyncGenerator[Event, None]]) -> None:
-        render = Renderer(self.console)
+        render = Renderer(self.console, debug=self.debug)
         spinner = _Spinner(self.console)
         failure: list[Exception] = []
         async with aclosing(start()) as events, anyio.create_task_group() as tg:
@@ -437,8 +436,10 @@ class _Chat:
             self._show_pending(loaded.pending)
 
     def _again(self, session_id: str) -> str:
-        agent = f" {self.spec}" if self.spec else ""
-        return f"mainspring chat{agent} --store {self.store_url} --session {session_id}"
+        """The command that continues ``session_id`` (quoted: it works when pasted)."""
+        agent = [self.spec] if self.spec else []
+        store = ["--store", self.store_url or ""]
+        return shlex.join(["mainspring", "chat", *agent, *store, "--session", session_id])
 
     def _farewell(self) -> None:
         session = self.session
@@ -499,15 +500,18 @@ def chat(
     """Talk to an agent: streamed answers, approvals at the prompt, /help for commands.
 
     Ctrl-C cancels a run in progress; Ctrl-D or /exit leaves (exit 0), Ctrl-C on
-    an empty prompt too (exit 130). Exit 2: a usage or configuration error at start.
+    an empty prompt too (exit 130). Exit 2: a usage or configuration error at
+    start; 4: the store cannot be reached.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
         chosen = load_agent(agent) if agent else demo_agent()
         if model is not None and model != "scripted":
             chosen = replace(chosen, model=load_model(model))
-        if session is not None and store is None:
-            raise ConfigError("--session needs --store, e.g. --store sqlite:///chat.db")
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///chat.db")
+            require_database(store)
         code = _chat(
             chosen, spec=agent, store_url=store, session_id=session, console=console, debug=debug
         )

@@ -8,14 +8,17 @@ approval bound to the new input's hash); a client-executed transfer is
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import anyio.to_thread
 from rich.console import Console
 
+from mainspring._cli_exit import ExitCode
 from mainspring._cli_render import Renderer, styled
 from mainspring.decisions import Approve, Decision
+from mainspring.errors import ConfigError
 from mainspring.events import ErrorEvent, Event, PendingAction
 from mainspring.finance import FINANCE_MESSAGE, execute_client_transfer, finance_demo
 from mainspring.models.base import Model
@@ -52,9 +55,14 @@ async def run_finance_demo(
     """Converse once (with every approval the turn needs); the exit code.
 
     Raises:
-        ConfigError: ``tiers`` is not a preset.
+        ConfigError: ``tiers`` is not a preset, or the ledger cannot be opened.
     """
-    demo = await finance_demo(ledger, model=model, tiers=tiers)
+    try:
+        demo = await finance_demo(ledger, model=model, tiers=tiers)
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"cannot open the ledger {ledger}: {exc} (give --ledger a writable file path)"
+        ) from None
     try:
         session = Session(demo.agent)
         render = Renderer(console)
@@ -63,17 +71,17 @@ async def run_finance_demo(
         stream = session.send(text)
         while True:
             if not await _show(stream, render):
-                return 1
+                return ExitCode.FAILURE
             pending = session.pending
             if pending is None:
-                return 0
+                return ExitCode.OK
             if pending.can_regenerate:
                 console.print(styled(("refreshing the quote before you confirm", "yellow")))
                 if not await _show(session.regenerate(pending.attempt_id), render):
-                    return 1
+                    return ExitCode.FAILURE
                 pending = session.pending
                 if pending is None:
-                    return 0
+                    return ExitCode.OK
             decision = ask(console, pending)
             if isinstance(decision, Approve):
                 if pending.client_executed:

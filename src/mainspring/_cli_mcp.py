@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent
-from mainspring._cli_render import Debug, error_line, failing_cleanly
+from mainspring._cli_exit import Debug, ExitCode, failing_cleanly
 from mainspring.agent import Agent
 from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError
@@ -96,7 +96,9 @@ def mcp_serve(
     host: Annotated[
         str, typer.Option(help="HTTP host (loopback; another one needs a token).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="HTTP port (0: any free one).")
+    ] = 8000,
     token_file: Annotated[
         Path | None,
         typer.Option("--token-file", help=f"A file holding the bearer token (else ${TOKEN_ENV})."),
@@ -117,11 +119,18 @@ def mcp_serve(
     Over HTTP it prints its URL at start; with a token (``--token-file`` or
     ``$MAINSPRING_MCP_TOKEN``) every request needs ``Authorization: Bearer
     <token>``, and a non-loopback ``--host`` is refused without one.
-    Ctrl-C stops it at once (exit 130). Exit codes: 1 the port is taken or a
-    failure; 2 a configuration error or the mcp extra is missing.
+    Ctrl-C stops it at once (exit 130). Exit codes: 2 a configuration error (the
+    port is taken, the mcp extra is missing…); 1 a failure.
     """
-    with failing_cleanly(debug=debug):
+    with failing_cleanly(debug=debug, server=True):
+        try:
+            import mainspring.mcp.server  # noqa: F401 - fails first, naming the extra
+        except ImportError as exc:
+            raise ImportError('mainspring mcp serve needs: pip install "mainspring[mcp]"') from exc
         chosen = load_agent(agent) if agent is not None else demo_agent()
+        for folder in skills or []:
+            if not Path(folder).is_dir():
+                raise ConfigError(f"--skills {folder}: no such folder (give a folder of skills)")
         token = _mcp_token(token_file) if http else None
         if http:
             from mainspring.mcp._http_guard import is_loopback
@@ -148,7 +157,6 @@ def mcp_serve(
                 problem = f"{host}:{port} is in use; pick another --port"
             else:
                 problem = f"cannot listen on {host}:{port}: {exc.strerror or exc}"
-            error_line(Console(stderr=True), problem)
-            raise typer.Exit(1) from None
+            raise ConfigError(problem) from None
         except KeyboardInterrupt:
-            raise typer.Exit(130) from None  # a server stopped: nothing to report
+            raise typer.Exit(ExitCode.INTERRUPTED) from None  # a server stopped: nothing to say

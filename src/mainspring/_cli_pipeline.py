@@ -6,6 +6,7 @@ from contextlib import aclosing
 
 from rich.console import Console
 
+from mainspring._cli_exit import ExitCode
 from mainspring._cli_render import Renderer, styled
 from mainspring.pipelines import (
     ContextLoaded,
@@ -57,5 +58,5 @@ async def run_pipeline(
     async with aclosing(events) as stream:
         async for event in stream:
             if not _show_pipeline_event(console, render, event):
-                return 1
-    return 0
+                return ExitCode.FAILURE
+    return ExitCode.OK

@@ -1,28 +1,18 @@
-"""How the CLI shows a run: events as they stream, one-line messages, and failures.
+"""How the CLI shows a run: events as they stream, and approval panels.
 
 Nothing here parses rich markup out of text it did not write: an exception
 that says ``pip install "mainspring[anthropic]"`` prints with its brackets.
-
-Every command fails the same way (:func:`failing_cleanly`): one line on
-stderr and an exit code — 2 for a usage or configuration error (a bad agent
-or model string, a store URL, a missing extra), 1 for a failure or an internal
-error, 130 for Ctrl-C. ``--debug`` adds the traceback.
+How a command fails (one line, an exit code) is :mod:`mainspring._cli_exit`.
 """
 
 from __future__ import annotations
 
 import json
-import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from mainspring.errors import ConfigError, MainspringError
 from mainspring.events import (
     ErrorEvent,
     Event,
@@ -37,74 +27,12 @@ from mainspring.events import (
     UsageEvent,
 )
 
-__all__ = [
-    "Debug",
-    "Renderer",
-    "approval_panel",
-    "error_line",
-    "exit_code_of",
-    "failing_cleanly",
-    "show_failure",
-    "styled",
-]
-
-
-Debug = Annotated[
-    bool, typer.Option("--debug", help="Show the traceback of an error, not only its line.")
-]
-"""The ``--debug`` option every command that can fail takes."""
+__all__ = ["Renderer", "approval_panel", "styled"]
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Text with styled parts; never parsed as markup (``[anthropic]`` stays as it is)."""
     return Text.assemble(*parts)
-
-
-def error_line(console: Console, problem: object) -> None:
-    """One line, ``error: …``, the message exactly as written."""
-    console.print(styled(("error:", "red"), f" {problem}"), highlight=False, soft_wrap=True)
-
-
-def exit_code_of(exc: BaseException) -> int:
-    """2 for a usage or configuration error (a missing extra too), 130 for Ctrl-C, else 1."""
-    if isinstance(exc, KeyboardInterrupt):
-        return 130
-    return 2 if isinstance(exc, ConfigError | ImportError) else 1
-
-
-def show_failure(console: Console, exc: BaseException, *, debug: bool) -> None:
-    """One line for ``exc`` (after its traceback with ``debug``); internal errors say so."""
-    if debug:
-        console.print(
-            "".join(traceback.format_exception(exc)).rstrip(),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    if isinstance(exc, MainspringError | ImportError):
-        error_line(console, exc)
-    else:
-        hint = "" if debug else " (--debug shows the traceback)"
-        error_line(console, f"internal error: {type(exc).__name__}: {exc}{hint}")
-
-
-@contextmanager
-def failing_cleanly(*, debug: bool) -> Iterator[None]:
-    """A command's body: any failure becomes one line on stderr and its exit code.
-
-    Typer's own exits (``typer.Exit``, ``typer.Abort``) pass through untouched.
-    """
-    err = Console(stderr=True)
-    try:
-        yield
-    except (typer.Exit, typer.Abort):
-        raise
-    except KeyboardInterrupt:
-        err.print("interrupted", style="yellow", highlight=False)
-        raise typer.Exit(130) from None
-    except Exception as exc:
-        show_failure(err, exc, debug=debug)
-        raise typer.Exit(exit_code_of(exc)) from None
 
 
 def approval_panel(action: PendingAction) -> Panel:
@@ -126,8 +54,10 @@ def approval_panel(action: PendingAction) -> Panel:
 class Renderer:
     """Prints events as they stream."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, debug: bool = False) -> None:
         self.console = console
+        self.debug = debug
+        """With ``--debug`` the log shows an internal error's traceback: no hint then."""
         self.thinking = False
         self.at_line_start = True
 
@@ -177,5 +107,12 @@ class Renderer:
                 )
             )
         elif isinstance(event, ErrorEvent):
-            self._newline()
-            c.print(Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}"))
+            self._error(event)
+
+    def _error(self, event: ErrorEvent) -> None:
+        """One line: the code, the message, and for a bug where its traceback is."""
+        self._newline()
+        internal = event.code == "internal_error" and not self.debug
+        hint = " (--debug shows the traceback)" if internal else ""
+        line = Text.assemble(("error", "bold red"), f" ({event.code}): {event.message}{hint}")
+        self.console.print(line, soft_wrap=True)

@@ -9,7 +9,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from mainspring._cli_render import Debug, error_line, failing_cleanly
+from mainspring._cli_exit import Debug, failing_cleanly
+from mainspring.errors import ConfigError, TelemetryError
 
 __all__ = ["report"]
 
@@ -28,25 +29,30 @@ def report(
 
     The page (report.html in the working directory unless -o says otherwise)
     has inline CSS and SVG charts and loads nothing, so it opens offline.
-    Exits 2 when the session file is missing, 1 when it is malformed or cannot
-    be written.
+    Exits 2 when the session file is missing, unreadable or malformed, or the
+    page cannot be written.
     """
     from mainspring.devtools.report import read_snapshots, report_data, write_report
 
-    err = Console(stderr=True)
-    if not session_file.is_file():
-        error_line(err, f"no such file: {session_file}")
-        raise typer.Exit(2)
     with failing_cleanly(debug=debug):
+        if not session_file.is_file():
+            raise ConfigError(f"no such file: {session_file} (give a JSONL session file)")
         try:
             snapshots = read_snapshots(session_file)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {session_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"{session_file} is not UTF-8 text (a JSONL session file is)"
+            ) from None
+        except TelemetryError as exc:  # names the file and the line
+            raise ConfigError(str(exc)) from None
+        try:
             write_report(snapshots, output, title=title)
         except OSError as exc:
-            error_line(err, exc)
-            raise typer.Exit(1) from None
-        except UnicodeDecodeError:
-            error_line(err, f"{session_file} is not UTF-8 text (a JSONL session file is)")
-            raise typer.Exit(1) from None
+            raise ConfigError(
+                f"cannot write {output}: {exc.strerror or exc} (choose another -o)"
+            ) from None
     totals = report_data(snapshots)["totals"]
     Console(highlight=False, soft_wrap=True).print(
         Text(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar
 
@@ -10,10 +11,10 @@ import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_render import Debug, error_line, failing_cleanly
-from mainspring.errors import ConfigError
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
+from mainspring.errors import ConfigError, StoreError
 from mainspring.stores.base import SessionStore
-from mainspring.stores.urls import open_stores
+from mainspring.stores.urls import open_session_store
 
 __all__ = ["sessions_app"]
 
@@ -27,18 +28,25 @@ Store = Annotated[str, typer.Option("--store", help="The store, e.g. sqlite:///a
 
 
 def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]], *, debug: bool) -> T:
-    """Run ``action`` on the store's session store; errors are one line (exit 2 or 1)."""
+    """Run ``action`` on the store's session store; errors are one line (exit 2, 4 or 1).
+
+    A SQLite file that is not there is an error, not a new empty database.
+    """
 
     async def go() -> T:
-        stores = await open_stores(url)
+        sessions = await open_session_store(url)  # redis:// fails here: it holds no sessions
         try:
-            if stores.sessions is None:
-                raise ConfigError(f"{url} holds no sessions: use sqlite:///… or postgresql://…")
-            return await action(stores.sessions)
+            return await action(sessions)
         finally:
-            await stores.aclose()
+            await sessions.aclose()
 
     with failing_cleanly(debug=debug):
+        if url.startswith("memory:"):
+            raise ConfigError(
+                f"{url} lives inside one process: nothing is there for this command; "
+                "use the sqlite:///… or postgresql://… store the sessions were kept in"
+            )
+        require_database(url)
         result = anyio.run(go)
     return result
 
@@ -46,7 +54,7 @@ def _with_sessions(url: str, action: Callable[[SessionStore], Awaitable[T]], *, 
 @sessions_app.command("list")
 def list_sessions(
     store: Store,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 100,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 100,
     debug: Debug = False,
 ) -> None:
     """The ids of the stored sessions, one a line."""
@@ -63,8 +71,8 @@ def show(
     """A session as JSON: its agent, turns, messages, pending action, spend."""
     state = _with_sessions(store, lambda s: s.load(session_id), debug=debug)
     if state is None:
-        error_line(Console(stderr=True), f"no stored session {session_id!r}")
-        raise typer.Exit(1)
+        error_line(Console(stderr=True), _unknown(session_id, store))
+        raise typer.Exit(ExitCode.USAGE)
     pending = state.pending
     summary = {
         "session_id": state.session_id,
@@ -88,5 +96,24 @@ def delete(
     debug: Debug = False,
 ) -> None:
     """Forget a session and everything recorded for it."""
-    _with_sessions(store, lambda s: s.delete(session_id), debug=debug)
+
+    async def forget(sessions: SessionStore) -> bool:
+        try:
+            found = await sessions.load(session_id) is not None
+        except StoreError:
+            found = True  # there, though unreadable: it can still be deleted
+        if found:
+            await sessions.delete(session_id)
+        return found
+
+    if not _with_sessions(store, forget, debug=debug):
+        error_line(Console(stderr=True), _unknown(session_id, store))
+        raise typer.Exit(ExitCode.USAGE)
     typer.echo(f"deleted {session_id}")
+
+
+def _unknown(session_id: str, store: str) -> str:
+    return (
+        f"no stored session {session_id!r} in {store}: "
+        f"mainspring sessions list --store {shlex.quote(store)} lists them"
+    )

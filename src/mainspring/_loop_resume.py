@@ -251,6 +251,10 @@ def thinking_blocks(messages: list[Message]) -> int:
     return count
 
 
+_SAID = {"terminal_event": True}
+"""Marks a log record the stream's ``error`` event also carries (the CLI shows that one)."""
+
+
 def error_event(exc: BaseException) -> ErrorEvent:
     """The terminal ``error`` event for a run that failed with ``exc`` (typed by its class)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -259,12 +263,12 @@ def error_event(exc: BaseException) -> ErrorEvent:
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
     if isinstance(exc, LeaseLost):
-        log.error("run stopped: %s", exc)
+        log.error("run stopped: %s", exc, extra=_SAID)
         return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)
     if isinstance(exc, StoreError):
         # A store outage is worth retrying; corrupt or too-new data is not.
         retryable = not isinstance(exc, CheckpointCorrupt | SchemaTooNew)
-        log.error("run stopped: a store failed: %s", exc)
+        log.error("run stopped: a store failed: %s", exc, extra=_SAID)
         return ErrorEvent(code="store_error", message=str(exc), retryable=retryable)
-    log.error("run failed", exc_info=exc)
+    log.error("run failed", exc_info=exc, extra=_SAID)
     return ErrorEvent(code="internal_error", message=f"{type(exc).__name__}: {exc}")

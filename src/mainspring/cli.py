@@ -7,6 +7,7 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 import threading
@@ -21,18 +22,12 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._cli_chat import chat
+from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring._cli_mcp import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
 from mainspring._cli_mcp import mcp_app
 from mainspring._cli_mcp import mcp_serve as mcp_serve
 from mainspring._cli_pipeline import run_pipeline
-from mainspring._cli_render import (
-    Debug,
-    Renderer,
-    approval_panel,
-    error_line,
-    failing_cleanly,
-    styled,
-)
+from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring._cli_report import report
 from mainspring._cli_serve import serve
 from mainspring._cli_sessions import sessions_app
@@ -173,28 +168,32 @@ async def _converse(
                 elif isinstance(event, ErrorEvent):
                     failed = True
         if failed:
-            return 1
+            return ExitCode.FAILURE
         if pending is None:
-            return 0
+            return ExitCode.OK
         try:
             decision = _ask(console, pending, yes=yes)
         except _NoTerminal:
             if store_url is None:
                 raise
-            if store_url.startswith("memory:"):  # gone when this process exits
-                later = "an in-memory store does not outlive this process; use sqlite:///…"
-            else:
+            if not durable(store_url, session):
                 later = (
-                    f"continue later with mainspring demo --store {store_url} "
-                    f"--session {session.session_id}"
+                    f"{store_url} keeps no sessions beyond this process; "
+                    "use --store sqlite:///demo.db (or postgresql://…)"
                 )
+            else:
+                again = shlex.join(
+                    ["mainspring", "demo", "--store", store_url, "--session", session.session_id]
+                )
+                later = f"continue later with {again} --yes (without --yes a terminal asks)"
             console.print(
                 styled(
                     ("waiting for approval", "yellow"),
                     f" (session {session.session_id}): {later}",
-                )
+                ),
+                soft_wrap=True,
             )
-            return 0
+            return ExitCode.OK
         stream = session.resume(pending.attempt_id, decision)
 
 
@@ -258,12 +257,21 @@ def demo(
     ``--model auto`` (finance) picks a real model when a provider key is set.
 
     Exit codes: 0 done (or waiting for approval in a store); 1 no terminal to ask
-    on without --yes, or a failure; 2 a usage or configuration error; 130 interrupted.
+    on without --yes, or a failure; 2 a usage or configuration error; 4 the store
+    cannot be reached; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
         if which not in ("wallet", "coding", "finance"):
             raise ConfigError(f"unknown demo {which!r}; choose 'wallet', 'coding' or 'finance'")
+        if which != "wallet" and (store is not None or session is not None):
+            raise ConfigError(f"--store and --session keep the wallet demo, not {which}")
+        if which != "finance" and ledger is not None:
+            raise ConfigError("--ledger is the finance demo's: mainspring demo finance --ledger …")
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///demo.db")
+            require_database(store)
         if model == "auto":
             from mainspring._cli_finance import auto_model
 
@@ -289,7 +297,7 @@ def demo(
                 )
         except _NoTerminal as exc:
             error_line(Console(stderr=True), exc)
-            raise typer.Exit(1) from None
+            raise typer.Exit(ExitCode.FAILURE) from None
     raise typer.Exit(code)
 
 
@@ -317,15 +325,21 @@ def _finance(
 
 
 async def _start(
-    agent: Agent, message: str, stores: Stores | None, session_id: str | None, *, yes: bool
+    agent: Agent, message: str | None, stores: Stores | None, session_id: str | None, *, yes: bool
 ) -> tuple[Session, AsyncIterator[Event]]:
     """A new session sending ``message``, or a stored paused one approved (``--yes``)."""
     kwargs = stores.session_kwargs() if stores is not None else {}
     if session_id is None:
+        if message is None:
+            raise ConfigError("say something: mainspring run AGENT MESSAGE (or --session ID --yes)")
         session = Session(agent, **kwargs)
         return session, session.send(message)
     if stores is None or stores.sessions is None:
-        raise ConfigError("--session needs --store with a session store")
+        raise ConfigError(
+            "--session needs --store with a session store (sqlite:///… or postgresql://…)"
+        )
+    if message is not None:
+        raise ConfigError("--session continues a waiting turn: drop the message, add --yes")
     session = await Session.load(
         agent,
         stores.sessions,
@@ -334,16 +348,20 @@ async def _start(
         run_lock=stores.locks,
     )
     pending = session.pending
-    if pending is None or not yes:
-        raise ConfigError(f"session {session_id} is not waiting for a decision, or no --yes")
+    if pending is None:
+        raise ConfigError(f"session {session_id} is not waiting for a decision")
+    if not yes:
+        raise ConfigError(f"session {session_id} waits for {pending.name}: add --yes to approve it")
     return session, session.resume(pending.attempt_id, Approve())
 
 
 async def _run_agent(
     agent: Agent,
-    message: str,
+    message: str | None,
     *,
+    spec: str,
     as_json: bool,
+    debug: bool,
     yes: bool,
     store_url: str | None,
     session_id: str | None,
@@ -352,7 +370,7 @@ async def _run_agent(
     stores: Stores | None = await open_stores(store_url) if store_url else None
     try:
         session, stream = await _start(agent, message, stores, session_id, yes=yes)
-        render = Renderer(console)
+        render = Renderer(console, debug=debug)
         while True:
             pending = None
             async for event in stream:
@@ -363,23 +381,30 @@ async def _run_agent(
                     render.show(event)
                 pending = event if isinstance(event, PendingAction) else pending
                 if isinstance(event, ErrorEvent):
-                    return 1
+                    return ExitCode.FAILURE
             if pending is None:
-                return 0
+                return ExitCode.OK
             if not yes:
-                holds = store_url is not None and not store_url.startswith("memory:")
-                hint = f"; continue with --store {store_url} --session {session.session_id} --yes"
-                _note(
-                    console,
-                    as_json,
-                    f"waiting for a decision on {pending.name} (session {session.session_id})"
-                    + (hint if holds else ""),
-                )
-                return 3
+                waiting = f"waiting for a decision on {pending.name} (session {session.session_id})"
+                if store_url is not None and durable(store_url, session):
+                    again = ["mainspring", "run", spec, "--store", store_url]
+                    again += ["--session", session.session_id, "--yes"]
+                    waiting += f"; approve it with: {shlex.join(again)}"
+                else:
+                    waiting += (
+                        "; nothing keeps it: use --store sqlite:///agent.db to continue later"
+                    )
+                _note(console, as_json, waiting)
+                return ExitCode.WAITING
             stream = session.resume(pending.attempt_id, Approve())
     finally:
         if stores is not None:
             await stores.aclose()
+
+
+def durable(store_url: str, session: Session) -> bool:
+    """Whether ``session`` outlives this process (its store keeps it, not in memory)."""
+    return session.session_store is not None and not store_url.startswith("memory:")
 
 
 def _note(console: Console, as_json: bool, text: str) -> None:
@@ -391,7 +416,10 @@ def _note(console: Console, as_json: bool, text: str) -> None:
 @app.command()
 def run(
     agent: Annotated[str, typer.Argument(help="The agent, as package.module:attribute.")],
-    message: Annotated[str, typer.Argument(help="What the user says.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(help="What the user says (none with --session: that continues a turn)."),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print every event as one JSON line (for scripts).")
     ] = False,
@@ -410,17 +438,24 @@ def run(
 
     Exit codes: 0 the turn completed; 1 the run ended in an error (or an
     internal error: one line, the traceback with --debug); 2 a usage or
-    configuration error; 3 the turn waits for a decision (the session id is
-    printed); 130 interrupted.
+    configuration error; 3 the turn waits for a decision (the line gives the
+    command that approves it); 4 the store cannot be reached; 130 interrupted.
+    With --json a failure is also one JSON object on stdout.
     """
     console = Console(highlight=False)
-    with failing_cleanly(debug=debug):
+    with failing_cleanly(debug=debug, as_json=as_json):
+        if session is not None:
+            if store is None:
+                raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
+            require_database(store)
         chosen = load_agent(agent)
         code = anyio.run(
             lambda: _run_agent(
                 chosen,
                 message,
+                spec=agent,
                 as_json=as_json,
+                debug=debug,
                 yes=yes,
                 store_url=store,
                 session_id=session,
@@ -495,10 +530,13 @@ def pipeline_run(
     """Run a workspace's stages in order (offline with the scripted model by default).
 
     A write a stage asks approval for is asked at the terminal. Exit codes: 0
-    done; 1 a stage halted, or a failure; 2 a configuration error; 130 interrupted.
+    done; 1 a stage halted, or a failure; 2 a folder that is not a workspace, or
+    another configuration error; 130 interrupted.
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
+        if stage is not None and resume:
+            raise ConfigError("--stage re-runs one stage, --resume the rest: choose one")
         chosen = _resolve_model(model)
         workspace = load_workspace(directory)
         runner = PipelineRunner(
@@ -523,6 +561,29 @@ def _resolve_model(model: str) -> Model | None:
     return None if model == "scripted" else load_model(model)
 
 
+_CLICK = sys.modules[typer.BadParameter.__module__]
+"""Click's exceptions, wherever this typer keeps them (click itself, or its own copy)."""
+
+
 def main() -> None:
-    """Entry point of the ``mainspring`` script."""
-    app()
+    """Entry point of the ``mainspring`` script: every exit code is an :class:`ExitCode`.
+
+    A usage mistake click catches (an unknown option, a port out of range, a
+    missing argument) is one line too, naming the ``--help`` to read.
+    """
+    command = typer.main.get_command(app)
+    err = Console(stderr=True)
+    try:
+        code = command.main(prog_name="mainspring", standalone_mode=False)
+    except typer.Abort:
+        err.print("interrupted", style="yellow", highlight=False)
+        code = ExitCode.INTERRUPTED
+    except _CLICK.ClickException as exc:
+        code = ExitCode.USAGE
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # the help itself: nothing was asked yet
+        else:
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+            error_line(err, f"{exc.format_message()}{where}")
+    sys.exit(code if isinstance(code, int) else ExitCode.OK)

@@ -47,7 +47,8 @@ MainspringError
     ├── CheckpointCorrupt  .stream_id .offset
     ├── LeaseLost          a run lost its session's lock: it stopped, recording nothing more
     ├── SchemaTooNew       the store was written by a newer mainspring
-    └── ArtifactNotFound   no artifact at that reference (also a KeyError)
+    ├── ArtifactNotFound   no artifact at that reference (also a KeyError)
+    └── SessionNotFound    .session_id: the store holds no such session (also a KeyError)
 ```
 
 A failure the model should see (bad arguments, a tool that raised) is not an
@@ -94,6 +95,7 @@ __all__ = [
     "ServerError",
     "SessionBusy",
     "SessionClosed",
+    "SessionNotFound",
     "SignatureRejected",
     "SkillNotFound",
     "SkillPathError",
@@ -385,6 +387,17 @@ class CheckpointCorrupt(StoreError):
 
 class ArtifactNotFound(StoreError, KeyError):
     """No artifact at the reference given."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SessionNotFound(StoreError, KeyError):
+    """The store holds no session with this id (``Session.load``)."""
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""

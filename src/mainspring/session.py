@@ -30,7 +30,7 @@ from mainspring.errors import (
     ConfigError,
     DecisionConflict,
     SessionBusy,
-    StoreError,
+    SessionNotFound,
 )
 from mainspring.events import (
     Event,
@@ -190,11 +190,11 @@ class Session(SessionRuns):
         """Continue a saved session (e.g. one paused on a pending action, in a new process).
 
         Raises:
-            StoreError: No session with this id is stored.
+            SessionNotFound: No session with this id is stored (a StoreError).
         """
         state = await store.load(session_id)
         if state is None:
-            raise StoreError(f"no stored session {session_id!r}")
+            raise SessionNotFound(f"no stored session {session_id!r}", session_id=session_id)
         return cls(agent, state=state, session_store=store, **kwargs)
 
     # ------------------------------------------------------------ properties

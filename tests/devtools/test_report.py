@@ -359,7 +359,7 @@ def test_cli_fails_cleanly_on_a_missing_or_malformed_file(tmp_path: Path) -> Non
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{oops\n")
     result = runner.invoke(app, ["report", str(bad), "-o", str(tmp_path / "r.html")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a file that is not what it should be: a usage error
     assert "line 1" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "r.html").exists()
 

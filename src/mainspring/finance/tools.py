@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 
 import anyio.to_thread
-from pydantic import JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from mainspring.finance.ledger import Ledger, LedgerError
 from mainspring.tools.define import Tool, client_tool, tool
@@ -31,6 +31,16 @@ QUOTE_ROUTE = ["checking (USD)", "demo-dex USD/{asset} pool", "holdings ({asset}
 
 class QuoteBook(dict[str, float]):
     """When each quote id was made (the ``fresh_quote`` guard reads it)."""
+
+
+class SendToContact(BaseModel):
+    """``send_to_contact``'s input: a model, so the demo needs no JSON Schema validator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(description="The contact's name.")
+    amount_usd: float = Field(description="How much.")
+    account: str = Field("checking", description="From which account.")
 
 
 def _usd(args: ToolInput) -> float | None:
@@ -354,15 +364,7 @@ def _writes(ledger: Ledger, quotes: QuoteBook) -> list[Tool]:
             "Send USD to a contact: the user signs the transfer in their wallet "
             "(executed by the client)."
         ),
-        input_schema={
-            "type": "object",
-            "properties": {
-                "to": {"type": "string", "description": "The contact's name."},
-                "amount_usd": {"type": "number", "description": "How much."},
-                "account": {"type": "string", "description": "From which account."},
-            },
-            "required": ["to", "amount_usd"],
-        },
+        input_schema=SendToContact,
         modifiable_fields=("amount_usd",),
         flags={Flag.MUTATING, Flag.REQUIRES_BALANCE, Flag.IRREVERSIBLE},
         preflight=known_contact,

@@ -61,7 +61,12 @@ class WorkspaceFiles:
         try:
             self._confined = Confinement(root, max_file_bytes=max_bytes)
         except ConfigError:
-            raise PipelineError("workspace folder does not exist", path=root) from None
+            problem = (
+                "not a folder (a workspace is a folder with AGENT.md)"
+                if root.exists()
+                else "workspace folder does not exist"
+            )
+            raise PipelineError(problem, path=root) from None
         self.root = root
         self.max_bytes = max_bytes
 
