@@ -1,4 +1,4 @@
-.PHONY: check test test-fast lint format types bench demo docs docs-serve
+.PHONY: check test test-fast test-nightly lint format types bench demo docs docs-serve
 
 # The same steps as CI (.ci/run), in the same order of cost.
 check: lint types test
@@ -21,7 +21,11 @@ test:
 
 # Everything but the tests marked slow (crash, property and fresh-install tests).
 test-fast:
-	python -m pytest -m "not slow"
+	python -m pytest -m "not slow and not nightly"
+
+# The exhaustive depth of the properties whose quick depth every run has.
+test-nightly:
+	python -m pytest -m nightly
 
 bench:
 	python bench/bench.py

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import get_args
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from pydantic import JsonValue
@@ -43,6 +44,24 @@ from mainspring.usage import Usage
 
 PROPERTY = settings(max_examples=150, deadline=None, database=None)
 """Modest example counts, no timing flakiness, no example database on disk."""
+
+
+def depths(quick: int, nightly: int) -> pytest.MarkDecorator:
+    """Run a property twice as deep as it needs: ``[quick]`` always, ``[nightly]`` nightly.
+
+    For the costly properties that only prove a fast path matches its reference
+    (a hand-written encoder against pydantic's): the test takes ``examples`` and
+    runs its own ``@given`` check with that many. The ``[nightly]`` case carries
+    the ``nightly`` marker, deselected by default (``make test-nightly``).
+    """
+    return pytest.mark.parametrize(
+        "examples",
+        [
+            pytest.param(quick, id="quick"),
+            pytest.param(nightly, id="nightly", marks=pytest.mark.nightly),
+        ],
+    )
+
 
 NASTY_PIECES = (
     "\n",

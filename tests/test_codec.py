@@ -39,6 +39,7 @@ from tests.strategies import (
     ONE_OF_EACH_EVENT,
     PART_STRATEGIES,
     PROPERTY,
+    depths,
     events,
     ids,
     json_objects,
@@ -494,33 +495,45 @@ def session_states(draw: st.DrawFn) -> SessionState:
     )
 
 
-@settings(parent=PROPERTY, max_examples=100)
-@given(state=session_states())
-def test_session_state_round_trip_property(state: SessionState) -> None:
-    data: JsonValue = json.loads(json.dumps(encode(state)))
-    assert decode(SessionState, data) == state
+@depths(quick=25, nightly=100)
+def test_session_state_round_trip_property(examples: int) -> None:
+    @settings(parent=PROPERTY, max_examples=examples)
+    @given(state=session_states())
+    def check(state: SessionState) -> None:
+        data: JsonValue = json.loads(json.dumps(encode(state)))
+        assert decode(SessionState, data) == state
+
+    check()
 
 
-@settings(max_examples=200, deadline=None, database=None)
-@given(event=events)
-def test_the_fast_encoding_path_matches_the_adapter(event: Event) -> None:
+@depths(quick=40, nightly=200)
+def test_the_fast_encoding_path_matches_the_adapter(examples: int) -> None:
     from pydantic import TypeAdapter
 
     from mainspring.events import Event as EventUnion
 
-    expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
-    assert event_to_dict(event) == expected
-    assert list(event_to_dict(event)) == list(expected)  # same key order on the wire
+    @settings(parent=PROPERTY, max_examples=examples)
+    @given(event=events)
+    def check(event: Event) -> None:
+        expected = TypeAdapter(EventUnion).dump_python(event, mode="json")
+        assert event_to_dict(event) == expected
+        assert list(event_to_dict(event)) == list(expected)  # same key order on the wire
+
+    check()
 
 
-@settings(max_examples=200, deadline=None, database=None)
-@given(message=messages)
-def test_the_fast_message_encoding_matches_the_adapter(message: Message) -> None:
+@depths(quick=40, nightly=200)
+def test_the_fast_message_encoding_matches_the_adapter(examples: int) -> None:
     from pydantic import TypeAdapter
 
-    expected = TypeAdapter(Message).dump_python(message, mode="json")
-    assert message_to_dict(message) == expected
-    assert json.dumps(message_to_dict(message)) == json.dumps(expected)  # key order too
+    @settings(parent=PROPERTY, max_examples=examples)
+    @given(message=messages)
+    def check(message: Message) -> None:
+        expected = TypeAdapter(Message).dump_python(message, mode="json")
+        assert message_to_dict(message) == expected
+        assert json.dumps(message_to_dict(message)) == json.dumps(expected)  # key order too
+
+    check()
 
 
 def test_the_fast_message_encoding_matches_the_adapter_for_every_part() -> None:
@@ -598,15 +611,19 @@ def headed_states(draw: st.DrawFn) -> SessionState:
     return state
 
 
-@settings(max_examples=200, deadline=None, database=None)
-@given(state=headed_states())
-def test_the_fast_header_encoding_matches_the_adapter(state: SessionState) -> None:
+@depths(quick=25, nightly=200)
+def test_the_fast_header_encoding_matches_the_adapter(examples: int) -> None:
     from mainspring.codec import encode_without
     from mainspring.stores._transcript import header
 
-    expected = encode_without(state, {"messages", "decided", "writes"})
-    assert header(state) == expected
-    assert json.dumps(header(state)) == json.dumps(expected)  # key order too
+    @settings(parent=PROPERTY, max_examples=examples)
+    @given(state=headed_states())
+    def check(state: SessionState) -> None:
+        expected = encode_without(state, {"messages", "decided", "writes"})
+        assert header(state) == expected
+        assert json.dumps(header(state)) == json.dumps(expected)  # key order too
+
+    check()
 
 
 @pytest.mark.parametrize("cost", [float("inf"), float("nan")])

@@ -87,7 +87,7 @@ async def test_reads_run_in_parallel() -> None:
         started += 1
         if started == 2:
             both.set()
-        with anyio.fail_after(5):  # sequential execution would deadlock here
+        with anyio.fail_after(60):  # sequential execution would deadlock here
             await both.wait()
         return n
 

@@ -69,7 +69,7 @@ async def test_a_cancelled_consumer_commit_leaves_its_ledger_entry_for_the_next(
         saved.set()
 
     consumer = anyio.CancelScope()
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             tg.start_soon(journal.save)  # the run's first commit, held by the database
             await anyio.wait_all_tasks_blocked()

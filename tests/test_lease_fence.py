@@ -18,7 +18,7 @@ import pytest
 
 from mainspring import Agent, ErrorEvent, Message, Session, tool
 from mainspring.models import ToolSpec
-from mainspring.stores import open_stores
+from mainspring.stores import InMemoryRunLock, RunLock, SQLiteRunLock, open_stores
 from mainspring.testing import ScriptedCall, ScriptedModel, ScriptedResponse, check_events
 
 pytestmark = pytest.mark.anyio
@@ -101,7 +101,7 @@ async def test_a_lease_lost_while_a_read_runs_stops_the_run_with_lease_lost(
 
     agent = Agent(model=ScriptedModel(_script), tools=[steal_lock], name="fence")
     session = holder["session"] = Session(agent, **stores.session_kwargs(), lock_ttl=0.3)
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):  # (only a hang)
         events = [event async for event in session.send("go")]
     check_events(events)
     terminal = events[-1]
@@ -114,10 +114,60 @@ async def test_a_lease_lost_while_a_read_runs_stops_the_run_with_lease_lost(
     await stores.aclose()
 
 
-async def test_a_run_longer_than_its_lease_keeps_renewing_it(stores_url: str) -> None:
-    """The lease is renewed every third of its time to live: no other worker can take it."""
+class LockClock:
+    """The lock's clock, moved only by the test: a lease expires when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class WatchedLock:
+    """A run lock that signals each renewal (``renewed``), so a test can wait for one."""
+
+    def __init__(self, inner: RunLock) -> None:
+        self.inner = inner
+        self.renewed = anyio.Event()
+
+    async def acquire(self, key: str, owner: str, *, ttl: float) -> bool:
+        return await self.inner.acquire(key, owner, ttl=ttl)
+
+    async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
+        kept = await self.inner.refresh(key, owner, ttl=ttl)
+        self.renewed.set()
+        self.renewed = anyio.Event()
+        return kept
+
+    async def release(self, key: str, owner: str) -> None:
+        await self.inner.release(key, owner)
+
+    async def holder(self, key: str) -> str | None:
+        return await self.inner.holder(key)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_run_longer_than_its_lease_keeps_renewing_it(
+    stores_url: str, tmp_path: Path
+) -> None:
+    """The lease is renewed every third of its time to live: no other worker can take it.
+
+    The lock's clock moves only when the test moves it, two thirds of a lease
+    after each renewal the test has seen: six rounds are four lease lifetimes,
+    so the lease outlives them only by its renewals — and no stall of the
+    machine can expire it meanwhile.
+    """
     stores = await open_stores(stores_url)
-    assert stores.locks is not None
+    clock = LockClock()
+    inner: RunLock = (
+        await SQLiteRunLock.open(tmp_path / "ms.db", clock=clock)
+        if stores_url.startswith("sqlite")
+        else InMemoryRunLock(clock=clock)
+    )
+    lock = WatchedLock(inner)
     holder: dict[str, Session] = {}
     taken: list[bool] = []
 
@@ -125,10 +175,10 @@ async def test_a_run_longer_than_its_lease_keeps_renewing_it(stores_url: str) ->
     async def slow_read() -> str:
         """Outlast the lease several times over, trying to take the session meanwhile."""
         session = holder["session"]
-        assert stores.locks is not None
         for _ in range(6):
-            await anyio.sleep(0.15)
-            taken.append(await stores.locks.acquire(session.session_id, "intruder", ttl=60))
+            await lock.renewed.wait()
+            clock.now += 0.2
+            taken.append(await lock.acquire(session.session_id, "intruder", ttl=60))
         return "read"
 
     def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
@@ -137,11 +187,18 @@ async def test_a_run_longer_than_its_lease_keeps_renewing_it(stores_url: str) ->
         return "done"
 
     agent = Agent(model=ScriptedModel(script), tools=[slow_read], name="renew")
-    session = holder["session"] = Session(agent, **stores.session_kwargs(), lock_ttl=0.3)
-    with anyio.fail_after(10):
+    session = holder["session"] = Session(
+        agent,
+        session_store=stores.sessions,
+        checkpoint_store=stores.checkpoints,
+        run_lock=lock,
+        lock_ttl=0.3,
+    )
+    with anyio.fail_after(60):  # (only a hang: nothing here waits on the clock)
         events = [event async for event in session.send("go")]
     check_events(events)
     assert events[-1].type == "turn_complete"
-    assert taken == [False] * 6  # held all along (0.9 s, three lease lifetimes)
-    assert await stores.locks.holder(session.session_id) is None  # released at the end
+    assert taken == [False] * 6  # held all along (1.2 s on the lock's clock, four lifetimes)
+    assert await lock.holder(session.session_id) is None  # released at the end
+    await lock.aclose()
     await stores.aclose()

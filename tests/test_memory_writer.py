@@ -54,7 +54,7 @@ async def test_a_failing_store_is_logged_and_counted_never_raised(
 async def test_a_hanging_store_is_timed_out() -> None:
     writer = MemoryWriter(Hanging(), timeout=0.05)
     writer.remember("never lands")
-    with anyio.fail_after(10):  # a bound for the test itself, not a timing assertion
+    with anyio.fail_after(60):  # a bound for the test itself, not a timing assertion
         await writer.drain()
     assert writer.failures == 1
 

@@ -89,9 +89,21 @@ class FlakyCheckpoints(InMemoryCheckpointStore):
         await super().append_many(stream_id, events)
 
 
+class StoppedClock:
+    """The lock's clock: it moves only when the test moves it, so no lease runs
+    out because the machine is slow."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class FlakyLock(InMemoryRunLock):
     def __init__(self, faults: Faults) -> None:
-        super().__init__()
+        self.clock = StoppedClock()
+        super().__init__(clock=self.clock)
         self.faults = faults
 
     async def release(self, key: str, owner: str) -> None:
@@ -173,12 +185,14 @@ async def test_a_store_failing_at_any_operation_ends_with_one_typed_error(fail_a
 async def test_a_failing_lock_release_does_not_leave_the_session_running() -> None:
     faults = Faults()
     lock = FlakyLock(faults)
-    session = Session(agent(), run_lock=lock, lock_ttl=0.2, when_busy="wait")
+    session = Session(agent(), run_lock=lock, lock_ttl=5, when_busy="wait")
     faults.fail_at = 1  # the first release fails
     events = await collect(session.send("pay bob"))
     assert isinstance(events[-1], TurnComplete)
     assert not session.running
-    again = await collect(session.send("again"))  # waits out the stale lease, then runs
+    assert await lock.holder(session.session_id) == session.owner  # the stale lease
+    # Its own stale lease does not hold the session's next run back (re-entrant).
+    again = await collect(session.send("again"))
     assert isinstance(again[-1], TurnComplete | ErrorEvent)
 
 

@@ -53,3 +53,26 @@ def test_lint_and_types_are_ci_steps_not_tests() -> None:
     for path in (ROOT / "tests").rglob("*.py"):
         text = path.read_text()
         assert '"mypy"' not in text or path.name == Path(__file__).name, path
+
+
+def test_the_suite_runs_in_parallel_and_leaves_the_nightly_depth_out() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    addopts = config["addopts"]
+    assert "-n auto" in addopts and "--dist worksteal" in addopts, addopts
+    assert "-m 'not nightly'" in addopts, addopts
+    assert any(m.startswith("nightly:") for m in config["markers"])
+    makefile = (ROOT / "Makefile").read_text()
+    assert "test-nightly:\n\tpython -m pytest -m nightly\n" in makefile
+
+
+def test_node_packages_are_installed_only_under_the_file_lock() -> None:
+    """Parallel workers share the npm caches: one installs, the others wait (tests/npm.py)."""
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path.name not in ("npm.py", Path(__file__).name)
+        and '"install", "--prefix"' in path.read_text()
+    ]
+    assert not found, "npm install outside tests/npm.py: " + ", ".join(found)

@@ -270,7 +270,7 @@ def test_otel_omits_cache_hit_rate_when_none(
     assert attrs["mainspring.tokens_sent"] == 0
 
 
-@pytest.mark.parametrize("started_at", [0.0, time.time() + 3600])
+@pytest.mark.parametrize("started_at", [0.0, time.time() + 3600], ids=["zero", "in-an-hour"])
 def test_otel_unusable_start_time_falls_back_to_now(
     otel: tuple[OpenTelemetrySink, InMemorySpanExporter], started_at: float
 ) -> None:

@@ -16,7 +16,13 @@ import anyio
 from mainspring import Approve, Session
 from mainspring.codec import event_to_json
 from mainspring.stores.urls import open_stores
-from tests.crash.scenario import CrashingCheckpoints, CrashingSessions, make_agent, maybe_crash
+from tests.crash.scenario import (
+    CHILD_LEASE,
+    CrashingCheckpoints,
+    CrashingSessions,
+    make_agent,
+    maybe_crash,
+)
 
 
 async def main(argv: list[str]) -> None:
@@ -35,7 +41,7 @@ async def main(argv: list[str]) -> None:
             session_store=sessions,
             checkpoint_store=checkpoints,
             run_lock=stores.locks,
-            lock_ttl=1.0,
+            lock_ttl=CHILD_LEASE,
         )
         stream = session.send("go")
     else:
@@ -45,7 +51,7 @@ async def main(argv: list[str]) -> None:
             session_id,
             checkpoint_store=checkpoints,
             run_lock=stores.locks,
-            lock_ttl=1.0,
+            lock_ttl=CHILD_LEASE,
         )
         stream = session.resume(rest[0], Approve())
     async for event in stream:

@@ -33,6 +33,11 @@ from mainspring.tools import Tool, ToolInput, ToolOutput
 
 PHASE = os.environ.get("CRASH_PHASE", "")
 
+CHILD_LEASE = 3600.0
+"""The child's ``lock_ttl``: it never runs out during a test, however slow the
+machine, so a stalled child never loses its lease; the parent takes the session
+over only once it has seen the child die (``test_crash.release_dead_worker``)."""
+
 
 def maybe_crash(point: str) -> None:
     """SIGKILL this process if ``point`` (prefixed with the phase) is the crash point."""

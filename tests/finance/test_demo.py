@@ -191,7 +191,7 @@ async def test_a_transfer_between_accounts_and_a_durable_session(tmp_path: Path)
 async def test_skills_are_served_as_mcp_prompts(anyio_backend: str) -> None:
     d = await demo()
     server = build_mcp_server(d.agent, skills=d.skills)
-    with anyio.fail_after(15):
+    with anyio.fail_after(60):
         async with http_session(server) as client:
             prompts = {p.name for p in (await client.list_prompts()).prompts}
             assert prompts == {"pay-down-debt", "swap-safely", "weekly-review"}

@@ -1,8 +1,9 @@
 """The MCP server driven by a second published client: the official TypeScript SDK, in node.
 
 The SDK is installed once with npm into ``tests/.cache/node-mcp`` (ignored by
-git); without node and npm, or without the package, the test skips (under
-``MAINSPRING_CI=1`` such a skip fails).
+git; one worker installs it, under a file lock: ``tests/npm.py``); without node
+and npm, or without the package, the test skips (under ``MAINSPRING_CI=1`` such
+a skip fails).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ pytest.importorskip("mcp")
 from mainspring import Agent, ScriptedModel
 from mainspring.mcp.server import build_mcp_server, serve_http
 from tests.mcp.test_server import add, crunch, delete_account, deleted
+from tests.npm import npm_install
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -38,20 +40,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def ts_sdk() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip(f"{NEEDS} (node and npm are not installed)")
-    if not (SDK / "package.json").exists():
-        package = "@modelcontextprotocol/sdk"
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(CACHE), package, "--no-audit", "--no-fund"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        if done.returncode != 0 or not (SDK / "package.json").exists():
-            pytest.skip(f"{NEEDS} (npm install failed: {done.stderr.strip()[-300:]})")
+    why_not = npm_install(CACHE, "@modelcontextprotocol/sdk", SDK / "package.json")
+    if why_not is not None:
+        pytest.skip(f"{NEEDS} ({why_not})")
     return SDK
 
 

@@ -292,7 +292,7 @@ def request() -> ModelRequest:
 
 
 async def drain(events: AsyncIterator[ModelEvent]) -> list[ModelEvent]:
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         return [event async for event in events]
 
 
@@ -431,7 +431,7 @@ async def timed_model(adapter: Adapter, url: str, seconds: float = TIMEOUT) -> A
 
 
 async def _turn(session: Session, text: str) -> list[object]:
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         return list(await collect(session.send(text)))
 
 

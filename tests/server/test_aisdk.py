@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from mainspring.events import (
     TurnComplete,
 )
 from mainspring.server._aisdk import UIMessageStream
+from tests.npm import npm_install
 from tests.server.uiservers import (
     ALICE,
     Served,
@@ -68,20 +68,10 @@ def server() -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def ai_package() -> Path:
     """The ``ai`` npm package's directory, installed into the cache when missing."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("needs node and npm (apt-get install nodejs npm)")
     package = AI_CACHE / "node_modules" / "ai"
-    if not (package / "dist" / "index.mjs").exists():
-        AI_CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(AI_CACHE), "--no-audit", "--no-fund", AI_VERSION],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0 or not (package / "dist" / "index.mjs").exists():
-            pytest.skip(f"needs the ai npm package (npm install failed: {done.stderr[-300:]})")
+    why_not = npm_install(AI_CACHE, AI_VERSION, package / "dist" / "index.mjs")
+    if why_not is not None:
+        pytest.skip(f"needs the ai npm package ({why_not})")
     return package
 
 

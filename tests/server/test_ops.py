@@ -69,7 +69,8 @@ async def test_access_logs_are_json_lines_without_prompt_text(
                 json_body={"message": "Pay Alice $20, secret memo"},
             )
             await client.get(f"/v1/sessions/{sid}/state")
-        for _ in range(500):  # the line of a stream is written after its last byte
+        # the line of a stream is written after its last byte (60 s: only a hang)
+        for _ in range(6000):
             if any("messages" in r.getMessage() for r in caplog.records):
                 break
             await anyio.sleep(0.01)

@@ -1,4 +1,10 @@
-"""Two worker processes on Redis + PostgreSQL: one dies mid-stream, the other finishes it."""
+"""Two worker processes on Redis + PostgreSQL: one dies mid-stream, the other finishes it.
+
+The workers' leases (``--lock-ttl``) outlive the test, so a worker the machine
+stalls never loses its run; once the test has seen worker A die (it waited on
+its SIGKILL), it drops A's lease as a supervisor would (``release`` with A's
+name, a no-op unless A still holds it), and B takes over at once.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 60.0
+LEASE = "3600"
+"""Seconds a worker's run lease lasts: longer than any test, however slow the machine."""
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -71,7 +79,7 @@ def workers(
                 sys.executable, "-m", "mainspring", "serve", "tests.server.worker_agent:agent",
                 "--port", str(port), "--sessions", _as_url(postgres_url),
                 "--checkpoints", redis_server.url, "--locks", redis_server.url,
-                "--lock-ttl", "2",
+                "--lock-ttl", LEASE,
             ]  # fmt: skip
             path = tmp_path / f"worker-{port}.log"
             log = path.open("wb")
@@ -119,8 +127,23 @@ def _as_url(conninfo: str) -> str:
     return f"postgresql:///{dbname}?{urlencode(params, quote_via=quote)}"
 
 
+async def release_dead_worker(locks_url: str, session_id: str) -> None:
+    """Drop the session's lease, held by a worker this test saw die."""
+    from mainspring.stores.urls import open_stores
+
+    stores = await open_stores(locks=locks_url)
+    try:
+        assert stores.locks is not None
+        owner = await stores.locks.holder(session_id)
+        assert owner is not None  # the dead worker's run still held it
+        await stores.locks.release(session_id, owner)
+    finally:
+        await stores.aclose()
+
+
 async def test_a_worker_killed_mid_stream_the_client_finishes_on_the_other(
     workers: tuple[list[str], list[subprocess.Popen[bytes]], Path, Path],
+    redis_server: RedisServer,
 ) -> None:
     (a, b), (process_a, _), ledger, gate = workers
     async with client_for(a, ALICE) as on_a, client_for(b, ALICE) as on_b:
@@ -135,6 +158,7 @@ async def test_a_worker_killed_mid_stream_the_client_finishes_on_the_other(
         assert seen[-1].event == "tool_result"
         process_a.send_signal(signal.SIGKILL)
         process_a.wait(timeout=10)
+        await release_dead_worker(redis_server.url, sid)
         gate.touch()
         # The client reconnects to B with the last id it saw.
         rest = await read_sse(

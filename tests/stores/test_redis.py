@@ -135,19 +135,22 @@ async def test_a_corrupt_record_names_stream_and_offset(
 async def test_a_stream_expires_ttl_after_its_last_append(
     redis_server: RedisServer, raw: aioredis.Redis, prefix: str
 ) -> None:
-    store = await RedisCheckpointStore.open(redis_server.url, prefix=prefix, ttl=0.5)
+    # Time passes on the server's clock only: the test ages the key (PEXPIRE), so
+    # no assertion depends on how fast a busy machine runs it.
+    store = await RedisCheckpointStore.open(redis_server.url, prefix=prefix, ttl=60)
     try:
         key = f"{prefix}stream:s"
         await store.append("s", TextDelta(text="a"))
-        assert 0 < await raw.pttl(key) <= 500
-        await anyio.sleep(0.25)
-        assert await raw.pttl(key) <= 250
+        assert 1_000 < await raw.pttl(key) <= 60_000
+        await raw.pexpire(key, 1_000)  # most of its time to live has passed
         await store.append("s", TextDelta(text="b"))  # slides the expiry
-        assert await raw.pttl(key) > 250
+        assert await raw.pttl(key) > 1_000
         assert await store.load("s") == [TextDelta(text="a"), TextDelta(text="b")]
-        with anyio.fail_after(5):
-            while await store.load("s"):  # noqa: ASYNC110  # polling an expiry
-                await anyio.sleep(0.05)
+        await raw.pexpire(key, 1)  # all of it has passed
+        with anyio.fail_after(60):  # (only a hang)
+            while await raw.exists(key):  # noqa: ASYNC110  # polling the server's expiry
+                await anyio.sleep(0.01)
+        assert await store.load("s") == []
         assert await raw.exists(key) == 0
     finally:
         await store.aclose()
@@ -210,13 +213,14 @@ async def test_a_lease_is_a_key_with_the_lease_ttl(
 ) -> None:
     lock = await RedisRunLock.open(redis_server.url, prefix=prefix)
     try:
-        assert await lock.acquire("sess", "w1", ttl=5)
+        # Minutes apart, so no stall of a busy machine between two calls blurs them.
+        assert await lock.acquire("sess", "w1", ttl=600)
         assert await raw.get(f"{prefix}lock:sess") == b"w1"
-        assert 4000 < await raw.pttl(f"{prefix}lock:sess") <= 5000
-        assert await lock.refresh("sess", "w1", ttl=60)
-        assert 59000 < await raw.pttl(f"{prefix}lock:sess") <= 60000
-        assert await lock.acquire("sess", "w1", ttl=5)  # re-acquiring sets the new ttl
-        assert await raw.pttl(f"{prefix}lock:sess") <= 5000
+        assert 300_000 < await raw.pttl(f"{prefix}lock:sess") <= 600_000
+        assert await lock.refresh("sess", "w1", ttl=3600)
+        assert 1_800_000 < await raw.pttl(f"{prefix}lock:sess") <= 3_600_000
+        assert await lock.acquire("sess", "w1", ttl=600)  # re-acquiring sets the new ttl
+        assert await raw.pttl(f"{prefix}lock:sess") <= 600_000
         await lock.release("sess", "w1")
         assert await raw.exists(f"{prefix}lock:sess") == 0
     finally:
