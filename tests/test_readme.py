@@ -126,3 +126,4 @@ def test_quick_start_has_exactly_two_commands() -> None:
     assert len(commands) == 2
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1].strip() in ci, ".ci/run must run the README's test command"
+    assert commands[0].strip() in ci, ".ci/run must run the README's demo command"
