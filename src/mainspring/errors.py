@@ -191,8 +191,11 @@ class ModelTimeout(ModelError, TimeoutError):
 
 
 class ModelUnreachable(ModelError):
-    """The provider could not be reached: no connection, or it broke before any of
-    the answer arrived (refused, reset, a name that does not resolve); retryable."""
+    """The provider could not be reached; retryable.
+
+    No connection was made (refused, a name that does not resolve), or it broke
+    before any of the answer arrived.
+    """
 
 
 class ModelOutputError(ModelError):
