@@ -1,4 +1,4 @@
-.PHONY: check test test-fast test-nightly lint format types bench demo docs docs-serve
+.PHONY: check test test-fast test-nightly lint format types bench demo docs docs-serve lock test-min test-latest
 
 # The same steps as CI (.ci/run), in the same order of cost.
 check: lint types test
@@ -39,3 +39,21 @@ docs:
 
 docs-serve:
 	NO_MKDOCS_2_WARNING=1 mkdocs serve
+
+# The installs (CONTRIBUTING.md, "Versions"): constraints/test.txt, the versions the
+# suite passes with, and constraints/minimum.txt, pyproject's lower bounds.
+lock:
+	python .ci/lock.py
+
+# The lowest versions pyproject.toml allows, in a fresh .venv-min: the tests that
+# exercise dependencies, one line per adapter or store.
+test-min:
+	python3 -m venv --clear .venv-min
+	.venv-min/bin/pip install -q -c constraints/minimum.txt -e ".[test]"
+	MAINSPRING_CI=1 .venv-min/bin/python .ci/by_component.py
+
+# The newest versions of everything, in a fresh .venv-latest: which adapter or store broke.
+test-latest:
+	python3 -m venv --clear .venv-latest
+	.venv-latest/bin/pip install -q -U --upgrade-strategy eager -e ".[test]"
+	MAINSPRING_CI=1 .venv-latest/bin/python .ci/by_component.py

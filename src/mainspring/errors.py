@@ -15,6 +15,7 @@ MainspringError
 │   │   ├── Overloaded            503, 529
 │   │   └── ServerError           other 5xx
 │   ├── ModelTimeout       no answer in time (also a TimeoutError)
+│   ├── ModelUnreachable   no connection, or it broke before any of the answer arrived
 │   └── ModelOutputError   malformed or cut-off stream
 ├── ToolError              .tool
 │   ├── ToolTimeout        (also a TimeoutError)
@@ -84,6 +85,7 @@ __all__ = [
     "ModelNotFound",
     "ModelOutputError",
     "ModelTimeout",
+    "ModelUnreachable",
     "Overloaded",
     "PermissionDenied",
     "PrefixMutationError",
@@ -188,6 +190,14 @@ class ServerError(ModelHTTPError):
 
 class ModelTimeout(ModelError, TimeoutError):
     """No answer in time; retryable."""
+
+
+class ModelUnreachable(ModelError):
+    """The provider could not be reached; retryable.
+
+    No connection was made (refused, a name that does not resolve), or it broke
+    before any of the answer arrived.
+    """
 
 
 class ModelOutputError(ModelError):

@@ -31,6 +31,7 @@ from mainspring.errors import (
     ModelError,
     ModelOutputError,
     ModelTimeout,
+    ModelUnreachable,
     Overloaded,
     RateLimited,
     ServerError,
@@ -89,10 +90,11 @@ def anyio_backend() -> str:
 class Reply:
     """One scripted answer.
 
-    ``head`` is sent in full; then, by ``end``: ``"close"`` closes the socket
-    cleanly (a close-delimited body just ends), ``"reset"`` aborts it with an
-    RST. ``delay`` seconds pass before anything is sent; ``stall`` seconds pass
-    between ``head`` and the end.
+    ``head`` is sent in full (after the status line and headers, unless
+    ``silent``: then nothing at all is sent); then, by ``end``: ``"close"``
+    closes the socket cleanly (a close-delimited body just ends), ``"reset"``
+    aborts it with an RST. ``delay`` seconds pass before anything is sent;
+    ``stall`` seconds pass between ``head`` and the end.
     """
 
     status: int = 200
@@ -101,6 +103,7 @@ class Reply:
     end: Literal["close", "reset"] = "close"
     delay: float = 0.0
     stall: float = 0.0
+    silent: bool = False
 
 
 @dataclass
@@ -147,12 +150,13 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
         def _answer(self, reply: Reply) -> None:
             if script.stop.wait(reply.delay):
                 return
-            self.send_response(reply.status)
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(reply.head)
-            self.wfile.flush()
+            if not reply.silent:
+                self.send_response(reply.status)
+                for name, value in reply.headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(reply.head)
+                self.wfile.flush()
             if script.stop.wait(reply.stall):
                 return
             if reply.end == "reset":
@@ -370,6 +374,89 @@ async def test_empty_stream_is_a_retryable_output_error(adapter: Adapter, server
     assert isinstance(exc, ModelOutputError)
     assert exc.retryable
     assert server.script.requests == 3
+
+
+# --- the connection fails: before the answer, or after its first bytes ------------
+
+
+def closed_port() -> str:
+    """The URL of a loopback port nothing listens on (a connection is refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def first_bytes(adapter: Adapter) -> str:
+    """The answer's first frame cut in half: bytes arrived, no event can have."""
+    first = frames(adapter)[0]
+    return first[: len(first) // 2]
+
+
+RESET_BEFORE = Reply(silent=True, end="reset")
+"""The server takes the request, then resets the connection before answering a byte."""
+
+# What a reset after the status line and half a frame is. The Gemini SDK sends its
+# request when its stream is first read, so the adapter sees the answer begin only
+# with the first whole chunk; before that, a reset looks like an unreachable server.
+# Retryable either way, and retried: nothing reached the engine yet.
+AFTER_FIRST_BYTES: dict[Adapter, type[ModelError]] = {
+    "anthropic": ModelOutputError,
+    "chat": ModelOutputError,
+    "responses": ModelOutputError,
+    "gemini": ModelUnreachable,
+}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_refused_connection_is_an_unreachable_server(adapter: Adapter) -> None:
+    exc = await raises(make_model(adapter, closed_port(), retry=ONCE))
+
+    assert type(exc) is ModelUnreachable
+    assert exc.retryable
+    assert str(exc).startswith("could not reach ")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_reset_before_the_answer_is_an_unreachable_server(
+    adapter: Adapter, server: Server
+) -> None:
+    server.script.play(RESET_BEFORE)
+
+    exc = await raises(make_model(adapter, server.url, retry=ONCE))
+
+    assert type(exc) is ModelUnreachable
+    assert exc.retryable
+    assert server.script.requests == 1
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_reset_after_the_first_bytes_is_a_broken_stream(
+    adapter: Adapter, server: Server
+) -> None:
+    server.script.play(stream(first_bytes(adapter), end="reset", stall=0.05))
+
+    exc = await raises(make_model(adapter, server.url, retry=ONCE))
+
+    assert type(exc) is AFTER_FIRST_BYTES[adapter]
+    assert exc.retryable
+    if type(exc) is ModelOutputError:
+        assert "stream broke off" in str(exc)
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before-answer", "after-first-bytes"])
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_reset_before_any_event_is_retried(
+    adapter: Adapter, before: bool, server: Server
+) -> None:
+    fault = RESET_BEFORE if before else stream(first_bytes(adapter), end="reset", stall=0.05)
+    server.script.play(fault, success(adapter))
+
+    events = await drain(make_model(adapter, server.url).stream(request()))
+
+    assert isinstance(events[-1], ModelStop)
+    assert text_of(events)
+    assert server.script.requests == 2
 
 
 # --- a server slower than the client's timeout --------------------------------------

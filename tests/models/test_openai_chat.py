@@ -40,6 +40,7 @@ from mainspring.errors import (
     ModelError,
     ModelNotFound,
     ModelOutputError,
+    ModelUnreachable,
     Overloaded,
     RateLimited,
     ServerError,
@@ -737,14 +738,15 @@ async def test_malformed_sse_frame_is_output_error() -> None:
     assert info.value.retryable
 
 
-async def test_connection_error_is_a_retryable_cut_stream() -> None:
+async def test_a_refused_connection_is_a_retryable_unreachable_server() -> None:
     def handler(request: httpx2.Request) -> httpx2.Response:
         raise httpx2.ConnectError("connection refused", request=request)
 
-    with pytest.raises(ModelOutputError) as info:
+    with pytest.raises(ModelUnreachable) as info:
         await collect(_stream_model(handler).stream(plain()))
     assert info.value.retryable
     assert info.value.provider == "openai"
+    assert "could not reach openai" in str(info.value) and "connection refused" in str(info.value)
 
 
 def test_openai_without_key_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,6 @@ from mainspring.errors import (
     ModelError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeout,
 )
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (
@@ -54,6 +53,7 @@ from mainspring.messages import (
     ToolResultPart,
 )
 from mainspring.models._http import http_error, retry_after_seconds
+from mainspring.models._transport import transport_error
 from mainspring.models.base import (
     Effort,
     ModelEvent,
@@ -158,6 +158,7 @@ class AnthropicModel:
             rest.pop("messages"),
         )
         translator = _Translator(self._model)
+        received = False  # the status line came back: a network failure now breaks a stream
         try:
             stream = await self._client.messages.create(
                 model=str(model),
@@ -166,12 +167,13 @@ class AnthropicModel:
                 stream=True,
                 extra_body=rest,
             )
+            received = True
             async with stream:
                 async for event in stream:
                     for out in translator.feed(event):
                         yield out
-        except (anthropic.APIError, httpx2.TransportError, json.JSONDecodeError) as exc:
-            raise map_error(exc) from exc
+        except (anthropic.APIError, httpx2.HTTPError, OSError, json.JSONDecodeError) as exc:
+            raise map_error(exc, received=received) from exc
         if not translator.done:
             raise ModelOutputError(
                 "the Anthropic stream ended before message_stop", provider=PROVIDER, retryable=True
@@ -428,20 +430,24 @@ class _Translator:
 # --- errors ------------------------------------------------------------------
 
 
-def map_error(exc: Exception) -> ModelError:
-    """The typed mainspring error for an SDK, transport or decoding failure."""
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ModelTimeout(
-            f"Anthropic did not answer in time: {exc}", provider=PROVIDER, retryable=True
-        )
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ModelTimeout(f"could not reach Anthropic: {exc}", provider=PROVIDER, retryable=True)
-    if isinstance(exc, httpx2.TransportError):
-        return ModelOutputError(
-            f"the Anthropic stream broke off: {exc!r}", provider=PROVIDER, retryable=True
-        )
+def map_error(exc: Exception, *, received: bool = False) -> ModelError:
+    """The typed mainspring error for an SDK, transport or decoding failure.
+
+    ``received``: whether any of the response had arrived (a network failure is
+    then a broken-off stream, not an unreachable server).
+    """
     if isinstance(exc, anthropic.APIStatusError):
         return _status_error(exc)
+    network = transport_error(
+        exc,
+        provider=PROVIDER,
+        name="Anthropic",
+        received=received,
+        timeouts=(anthropic.APITimeoutError,),
+        connections=(anthropic.APIConnectionError,),
+    )
+    if network is not None:
+        return network
     if isinstance(exc, json.JSONDecodeError):
         return ModelOutputError(
             f"malformed Anthropic stream: {exc}", provider=PROVIDER, retryable=True

@@ -56,6 +56,7 @@ from mainspring.messages import (
     ToolResultPart,
 )
 from mainspring.models._http import http_error
+from mainspring.models._transport import transport_error
 from mainspring.models.base import (
     Effort,
     ModelEvent,
@@ -167,6 +168,9 @@ class GeminiModel:
 
     async def _stream_once(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         decoder = _Decoder(self.model, first_call=_count_calls(request.messages))
+        # The SDK sends the request when the stream is first read, so the first
+        # chunk is the first sign of the response this adapter can see.
+        received = False
         try:
             chunks = await self._client.aio.models.generate_content_stream(
                 model=self.model,
@@ -175,6 +179,7 @@ class GeminiModel:
             )
             try:
                 async for chunk in chunks:
+                    received = True
                     for event in decoder.feed(chunk):
                         yield event
             finally:
@@ -183,16 +188,15 @@ class GeminiModel:
                     await aclose()
         except genai_errors.APIError as exc:
             raise error_from_api(exc) from exc
-        except httpx2.TimeoutException as exc:
-            raise ModelTimeout(f"gemini: {exc!r}", provider=PROVIDER, retryable=True) from exc
-        except httpx2.TransportError as exc:  # e.g. a reset: the stream was cut off
-            raise ModelOutputError(
-                f"gemini: connection lost: {exc!r}", provider=PROVIDER, retryable=True
-            ) from exc
         except (json.JSONDecodeError, ValidationError, genai_errors.UnknownApiResponseError) as exc:
             raise ModelOutputError(
                 f"gemini: malformed stream chunk: {exc}", provider=PROVIDER, retryable=True
             ) from exc
+        except Exception as exc:  # the HTTP library's own (httpx2's or aiohttp's)
+            network = transport_error(exc, provider=PROVIDER, name="Gemini", received=received)
+            if network is None:
+                raise
+            raise network from exc
         for event in decoder.finish():
             yield event
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mainspring.embeddings import Vector, check_count
-from mainspring.errors import ConfigError, ModelOutputError, ModelTimeout
+from mainspring.errors import ConfigError, ModelOutputError
+from mainspring.models._transport import transport_error
 from mainspring.models.gemini import PROVIDER, error_from_api
 from mainspring.models.retry import RetryPolicy, retrying_call
 
@@ -115,12 +116,12 @@ class GeminiEmbedder:
             )
         except genai_errors.APIError as exc:
             raise error_from_api(exc) from exc
-        except httpx2.TimeoutException as exc:
-            raise ModelTimeout(f"gemini: {exc!r}", provider=PROVIDER, retryable=True) from exc
-        except httpx2.TransportError as exc:
-            raise ModelOutputError(
-                f"gemini: connection lost: {exc!r}", provider=PROVIDER, retryable=True
-            ) from exc
+        except Exception as exc:  # the HTTP library's own (httpx2's or aiohttp's)
+            # One answer, not a stream: a network failure before it is whole leaves nothing.
+            network = transport_error(exc, provider=PROVIDER, name="Gemini", received=False)
+            if network is None:
+                raise
+            raise network from exc
         embeddings = response.embeddings or []
         if len(embeddings) != len(texts):
             raise ModelOutputError(

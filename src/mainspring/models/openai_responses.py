@@ -136,7 +136,7 @@ class OpenAIResponsesModel:
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         try:
             stream = await self._client.responses.create(**params)
-        except openai.OpenAIError as exc:
+        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
             raise map_error(exc) from exc
         reader = _StreamReader(model=self.model)
         try:
@@ -145,8 +145,9 @@ class OpenAIResponsesModel:
                     yield out
                 if reader.finished:
                     break
-        except openai.OpenAIError as exc:
-            raise map_error(exc) from exc
+        except (openai.OpenAIError, httpx2.HTTPError, OSError) as exc:
+            # The status line came back: a network failure now breaks a stream.
+            raise map_error(exc, received=True) from exc
         except ValueError as exc:  # malformed JSON in an SSE frame
             raise ModelOutputError(
                 f"malformed Responses stream: {exc}", provider=PROVIDER, retryable=True
@@ -485,10 +486,14 @@ def _failure(error: Any) -> ModelError:
     return ModelError(text, provider=PROVIDER)
 
 
-def map_error(exc: openai.OpenAIError) -> ModelError:
-    """The typed mainspring error for an SDK exception (shared with Chat Completions)."""
+def map_error(exc: Exception, *, received: bool = False) -> ModelError:
+    """The typed mainspring error for an SDK exception (shared with Chat Completions).
+
+    ``received``: whether any of the response had arrived (a network failure is
+    then a broken-off stream, not an unreachable server).
+    """
     if isinstance(exc, openai.APIError) and not isinstance(
         exc, openai.APIStatusError | openai.APIConnectionError
     ):  # an error frame inside the stream
         return _failure(exc.body if isinstance(exc.body, Mapping) else exc)
-    return map_openai_error(exc, PROVIDER)
+    return map_openai_error(exc, PROVIDER, received=received)

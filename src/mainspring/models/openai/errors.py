@@ -11,9 +11,9 @@ from mainspring.errors import (
     ModelError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeout,
 )
 from mainspring.models._http import http_error, retry_after_seconds
+from mainspring.models._transport import transport_error
 
 __all__ = ["map_openai_error"]
 
@@ -50,18 +50,24 @@ def _status_error(exc: openai.APIStatusError, provider: str) -> ModelHTTPError:
     )
 
 
-def map_openai_error(exc: Exception, provider: str) -> ModelError:
-    """The typed mainspring error for an exception raised by the ``openai`` SDK."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout(f"{provider}: request timed out", provider=provider, retryable=True)
-    if isinstance(exc, openai.APIConnectionError):  # refused, or reset mid-stream
-        return ModelOutputError(
-            f"{provider}: connection lost: {exc.__cause__ or exc!r}",
-            provider=provider,
-            retryable=True,
-        )
+def map_openai_error(exc: Exception, provider: str, *, received: bool = False) -> ModelError:
+    """The typed mainspring error for an exception raised by the ``openai`` SDK.
+
+    ``received``: whether any of the response had arrived (a network failure is
+    then a broken-off stream, not an unreachable server).
+    """
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, provider)
+    network = transport_error(
+        exc,
+        provider=provider,
+        name=provider,
+        received=received,
+        timeouts=(openai.APITimeoutError,),
+        connections=(openai.APIConnectionError,),
+    )
+    if network is not None:
+        return network
     if isinstance(exc, openai.APIError):  # an error object inside the stream
         return _stream_error(exc, provider)
     return ModelOutputError(

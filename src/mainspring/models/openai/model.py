@@ -124,18 +124,20 @@ class OpenAIChatModel:
 
     async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         reader = ChunkReader(provider=self._provider, new_call_id=self._new_call_id)
+        received = False  # the status line came back: a network failure now breaks a stream
         try:
             stream = cast(
                 "openai.AsyncStream[ChatCompletionChunk]",
                 # Fields the SDK has no parameter for (dialect extras) go in extra_body.
                 await self._client.chat.completions.create(**_sdk_kwargs(body)),
             )
+            received = True
             async with stream:
                 async for chunk in stream:
                     for event in reader.read(chunk):
                         yield event
-        except (openai.OpenAIError, ValueError) as exc:
-            raise map_openai_error(exc, self._provider) from exc
+        except (openai.OpenAIError, httpx2.HTTPError, OSError, ValueError) as exc:
+            raise map_openai_error(exc, self._provider, received=received) from exc
         if reader.finish is None:
             raise ModelOutputError(
                 f"{self._provider} stream ended without a finish_reason",
