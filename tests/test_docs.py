@@ -137,12 +137,13 @@ def test_every_python_block_runs_offline(
 
 
 def prose_of(page: Path) -> str:
-    """A page's prose; on the "coming from" page, less its tables' first column.
+    """A page's prose, less quoted CLI messages; on "coming from", less its tables' first column.
 
     That column names the other frameworks' APIs (``RunState``, ``InMemorySaver``…),
     which no mainspring module exports; the columns beside it name mainspring's.
     """
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    text = re.sub(r"`error: [^`]*`", "", text)  # a message the CLI prints, quoted whole
     if page.name != "coming-from.md":
         return text
     return "\n".join(
