@@ -1,0 +1,1 @@
+"""Attack corpus: one file per class of hostile input (issue C)."""
