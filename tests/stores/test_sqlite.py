@@ -23,6 +23,7 @@ from mainspring.stores import (
     SQLiteRunLock,
     SQLiteSessionStore,
 )
+from mainspring.stores._sqlite import Database
 from tests import strategies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,6 +131,37 @@ async def test_unusable_paths(tmp_path: Path) -> None:
     for path in (":memory:", ""):
         with pytest.raises(ConfigError, match="needs a file path"):
             await SQLiteSessionStore.open(path)
+
+
+@pytest.mark.anyio
+async def test_an_open_that_meets_a_lock_tries_again_and_other_errors_do_not(
+    tmp_path: Path,
+) -> None:
+    # Opening a file others are creating can meet a lock SQLite's busy handler does
+    # not wait for (seen on loaded machines as "database is locked" from the switch
+    # to WAL). `prepare` runs first on every attempt, so it stands in for the lock.
+    attempts: list[int] = []
+
+    def locked_twice(conn: sqlite3.Connection) -> None:
+        attempts.append(len(attempts))
+        if len(attempts) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+
+    db = await Database.open(tmp_path / "busy.db", prepare=locked_twice)
+    try:
+        assert len(attempts) == 3
+        assert await db.run(lambda c: c.execute("PRAGMA journal_mode").fetchone()[0]) == "wal"
+    finally:
+        await db.aclose()
+
+    def broken(conn: sqlite3.Connection) -> None:
+        attempts.append(len(attempts))
+        raise sqlite3.OperationalError("no such module: vec0")
+
+    attempts.clear()
+    with pytest.raises(StoreError, match="no such module"):
+        await Database.open(tmp_path / "broken.db", prepare=broken)
+    assert len(attempts) == 1
 
 
 @pytest.mark.anyio

@@ -22,6 +22,7 @@ import anyio
 import anyio.to_thread
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.stores._wal import LOG_LIMIT, WalCheckpointer
@@ -221,18 +222,61 @@ Prepare = Callable[[sqlite3.Connection], None]
 
 
 def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3.Connection:
-    """Open ``path``, switch it to WAL and check or create the schema."""
+    """Open ``path``, switch it to WAL and check or create the schema.
+
+    Opening races other processes opening the same file: switching a new file to
+    WAL and creating its tables need locks that SQLite's busy handler does not
+    always wait for, so a busy open is tried again, with growing random pauses,
+    for up to :data:`BUSY_TIMEOUT` seconds.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn: sqlite3.Connection = driver.connect(
-            str(path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-        )
-    except (OSError, driver.Error) as exc:
+    except OSError as exc:
         raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
+    retrying = Retrying(
+        retry=retry_if_exception(lambda exc: _busy(exc, driver)),
+        stop=stop_after_delay(BUSY_TIMEOUT),
+        wait=wait_random_exponential(multiplier=0.005, max=0.25),
+        reraise=True,
+    )
+    try:
+        conn: sqlite3.Connection = retrying(_open_once, path, driver, prepare)
+    except OSError as exc:
+        raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
+    except driver.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT) or (
+            code is None and "not a database" in str(exc)
+        ):
+            raise StoreError(
+                f"{str(path)!r} is not a SQLite database (or is damaged): {exc}"
+            ) from exc
+        raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
+    conn.execute("PRAGMA busy_timeout=0")  # waits happen in worker threads only (_run_guarded)
+    return conn
+
+
+def _busy(exc: BaseException, driver: ModuleType) -> bool:
+    """Whether ``exc`` says another connection holds a lock (worth trying again)."""
+    if not isinstance(exc, driver.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _open_once(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3.Connection:
+    """One attempt of :func:`_connect`; driver errors propagate as they are."""
+    conn: sqlite3.Connection = driver.connect(
+        str(path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+    )
     try:
         if prepare is not None:
             prepare(conn)
-        (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if str(mode).lower() != "wal":  # WAL is kept in the file: only its creator switches
+            (mode,) = conn.execute("PRAGMA journal_mode=WAL").fetchone()
         if str(mode).lower() != "wal":
             raise StoreError(f"SQLite store {str(path)!r} cannot use WAL (journal mode {mode})")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -242,20 +286,9 @@ def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3
             _check_schema(conn, path)
             for ddl in _TABLES:
                 conn.execute(ddl)
-    except driver.DatabaseError as exc:
-        conn.close()
-        code = getattr(exc, "sqlite_errorcode", None)
-        if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT) or (
-            code is None and "not a database" in str(exc)
-        ):
-            raise StoreError(
-                f"{str(path)!r} is not a SQLite database (or is damaged): {exc}"
-            ) from exc
-        raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
     except BaseException:
         conn.close()
         raise
-    conn.execute("PRAGMA busy_timeout=0")  # waits happen in worker threads only (_run_guarded)
     return conn
 
 
