@@ -749,9 +749,9 @@ def test_processes_racing_for_a_decision_have_one_winner_each(tmp_path: Path) ->
             proc.stdin.flush()
         outputs = [proc.communicate(timeout=30) for proc in procs]
     finally:
-        for proc in procs:
+        for proc in procs:  # communicate() also closes the pipes a failure would leak
             proc.kill()
-            proc.wait()
+            proc.communicate()
     assert [proc.returncode for proc in procs] == [0] * 4, outputs
     wins = [out.split() for out, _ in outputs]
     for i in range(5):
