@@ -193,8 +193,31 @@ async def test_each_tool_has_its_own_storage_namespace() -> None:
     engine = shop()
     await engine.tool_call(BOB, "remember", {"text": "mine"})
     assert (await engine.tool_call(BOB, "recall", {})).content == "None"
-    assert engine.storage.get(("tool", "remember"), "note") == "mine"
-    assert engine.storage.keys(("tool", "recall")) == []
+    assert engine.storage.get(("tool", "remember", "user", "bob"), "note") == "mine"
+    assert engine.storage.keys(("tool", "recall", "user", "bob")) == []
+    assert engine.storage.keys(("tool", "remember")) == []  # nothing shared by default
+
+
+async def test_a_tools_storage_is_per_caller_unless_shared_on_purpose() -> None:
+    @tool
+    def keep(text: str, ctx: ToolContext) -> str:
+        """Keep a text for this caller, and count it for everyone."""
+        ctx.storage.put("mine", text)
+        ctx.shared_storage.put("count", (ctx.shared_storage.get("count") or 0) + 1)
+        return "kept"
+
+    @tool(read_only=True)
+    def peek(ctx: ToolContext) -> str:
+        """This caller's text."""
+        return repr(ctx.storage.get("mine"))
+
+    engine = Engine("kv", policy=ManagementPolicy(visibility="public"))
+    engine.add_tool(keep, export=True).add_tool(peek, export=True)
+    await engine.tool_call(ALICE, "keep", {"text": "alice's secret"})
+    await engine.tool_call(BOB, "keep", {"text": "bob's"})
+    assert engine.storage.get(("tool", "keep"), "count") == 2
+    assert engine.storage.get(("tool", "keep", "user", "alice"), "mine") == "alice's secret"
+    assert engine.storage.get(("tool", "keep", "user", "bob"), "mine") == "bob's"
 
 
 async def test_one_run_per_caller() -> None:
