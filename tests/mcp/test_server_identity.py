@@ -14,6 +14,11 @@ from tests.mcp.test_server import http_session, text_of
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # uvicorn serves on asyncio
+
+
 @tool(read_only=True)
 def whoami(ctx: ToolContext) -> str:
     """Who is calling."""

@@ -176,9 +176,7 @@ async def test_bob_cannot_list_read_write_or_stop_alices_shell_session(
     try:
         async with client_for(base, ALICE) as alice, client_for(base, BOB) as bob:
             a, a2, b = await _session(alice), await _session(alice), await _session(bob)
-            started = await _call(
-                alice, a, "shell_session", action="start", command="cat", wait=0
-            )
+            started = await _call(alice, a, "shell_session", action="start", command="cat", wait=0)
             sid = started.split()[1].rstrip(":")
             assert sid.startswith("sh_") and "running" in started
             assert await _call(bob, b, "shell_session", action="list") == "no shell sessions"

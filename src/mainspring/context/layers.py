@@ -178,7 +178,6 @@ class MemoryRecall(LastUserProcessor):
         ctx.turn_cache[key] = text
         return text
 
-
     def _scope(self) -> str:
         if self.memory_scope is not None:
             return self.memory_scope

@@ -128,6 +128,72 @@ class SessionHost:
         self._starting: dict[str | None, int] = {}
         """Runs being started, by principal (admitted, not yet in ``runs``)."""
 
+    # ------------------------------------------------------------ sessions
+
+    def _session(self, state: SessionState) -> Session:
+        return Session(
+            self.agent,
+            state=state,
+            **self.stores.session_kwargs(),
+            lock_ttl=self.config.lock_ttl,
+            owner=self.worker,
+        )
+
+    async def create(self, principal: Principal, session_id: str | None = None) -> Session:
+        """A new session owned by ``principal``, saved before it is handed out.
+
+        ``session_id`` names it (a UI protocol's chat or thread id; the caller
+        makes sure no session has it yet); a UUID4 by default.
+        """
+        state = SessionState(
+            session_id=session_id or str(uuid.uuid4()),
+            agent_name=self.agent.name,
+            principal=principal.id,
+        )
+        session = self._session(state)
+        await session.save()
+        return session
+
+    async def open(self, principal: Principal, session_id: str) -> Session:
+        """``principal``'s session ``session_id``: the live one if it runs here.
+
+        Raises:
+            NotFound: No such session, or it belongs to someone else.
+        """
+        run = self.runs.active(session_id)
+        if run is not None:
+            if run.session.state.principal != principal.id:
+                raise NotFound(f"no session {session_id!r}")
+            return run.session
+        assert self.stores.sessions is not None
+        state = await self.stores.sessions.load(session_id)
+        if state is None or state.principal != principal.id or state.agent_name != self.agent.name:
+            raise NotFound(f"no session {session_id!r}")
+        return self._session(state)
+
+    async def list(self, principal: Principal, *, limit: int) -> list[str]:
+        """The ids of ``principal``'s sessions."""
+        assert self.stores.sessions is not None
+        return await self.stores.sessions.session_ids(limit=limit, principal=principal.id)
+
+    async def delete(self, principal: Principal, session_id: str) -> None:
+        """Forget ``principal``'s session (refused while it runs).
+
+        Raises:
+            NotFound: No such session of this principal.
+            SessionBusy: It is running.
+        """
+        session = await self.open(principal, session_id)
+        if self.runs.active(session_id) is not None:
+            raise SessionBusy(f"session {session_id!r} is running; cancel it first")
+        assert self.stores.sessions is not None
+        holder = await self.stores.locks.holder(session_id) if self.stores.locks else None
+        if holder is not None:
+            raise SessionBusy(f"session {session_id!r} is running on another worker")
+        await self.stores.sessions.delete(session.session_id)
+
+    # ---------------------------------------------------------------- runs
+
     def scoped(
         self, session: Session, stream: AsyncGenerator[Event, None]
     ) -> AsyncGenerator[Event, None]:
@@ -172,8 +238,6 @@ class SessionHost:
                 f"{queued} steering messages of yours wait (at most {limit} per principal):"
                 " wait for the running turns to take them"
             )
-
-    # ---------------------------------------------------------------- runs
 
     async def start(self, session: Session, stream: AsyncGenerator[Event, None]) -> LiveRun:
         """Run ``stream`` in the worker's task group, past the request's end.

@@ -4,8 +4,8 @@
 theirs beside it: a :class:`ToolDataStore` holds JSON values under
 ``(namespace, key)``. Notes use ``notes/<caller's data scope>`` with
 sequential keys, todo lists ``todo`` keyed by the caller and the session id —
-a session reloaded from its session store (same id) finds its list again. :class:`SQLiteToolDataStore`
-can share the session store's file (its one table is
+a session reloaded from its session store (same id) finds its list again.
+:class:`SQLiteToolDataStore` can share the session store's file (its one table is
 ``mainspring_tool_data``).
 """
 

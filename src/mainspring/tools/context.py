@@ -184,7 +184,7 @@ class ToolContext:
 
     @property
     def data_scope(self) -> str:
-        """Where this caller's data with this agent lives (:func:`~mainspring.principals.data_scope`).
+        """Where this caller's data with this agent lives (see ``principals.data_scope``).
 
         ``principal/<kind>/<id>/agent/<agent>``, each part injectively encoded:
         the default namespace of memories, notes and artifacts.
