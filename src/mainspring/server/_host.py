@@ -206,8 +206,8 @@ class SessionHost:
         )
         return _as_caller(stream, scope)
 
-    def _mine(self, principal: str | None) -> list[LiveRun]:
-        return [r for r in self.runs.live() if r.session.state.principal == principal]
+    def _mine(self, principal: str | None) -> tuple[LiveRun, ...]:
+        return tuple(r for r in self.runs.live() if r.session.state.principal == principal)
 
     def admit(self, session: Session) -> None:
         """Refuse (:class:`TooManyRuns`) a new run past the principal's limit on this worker.
