@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 
@@ -16,7 +18,10 @@ from mainspring.engine import (
     agent_storage,
 )
 from mainspring.errors import AccessDenied, CallerBusy, ConfigError, UnknownAttempt
+from mainspring.events import ToolResult
 from mainspring.guards import Guard
+from mainspring.messages import Message
+from mainspring.models.base import ToolSpec
 from mainspring.permissions import PermissionRules
 from mainspring.tools.context import ToolContext
 
@@ -266,19 +271,28 @@ async def test_agent_runs_are_checked_and_paused_like_tool_calls() -> None:
     assert getattr(done, "text", "") == "Ordered."
 
 
-async def test_an_agent_has_its_own_storage() -> None:
+async def test_an_agent_has_its_own_storage_per_caller() -> None:
     @tool
     def note(text: str) -> str:
-        """Keep a note in the agent's storage."""
+        """Keep a note in the agent's storage; say what this caller kept before."""
+        before = agent_storage().get("last")
         agent_storage().put("last", text)
-        return "kept"
+        agent_storage(shared=True).put("last", text)  # the one every caller shares
+        return repr(before)
 
-    model = ScriptedModel(
-        [ScriptedResponse(tool_calls=[ScriptedCall("note", {"text": "hi"})]), "ok"]
-    )
-    engine = Engine("e", policy=ManagementPolicy(controller=ALICE))
-    engine.add_agent(Agent(model=model, name="scribe", tools=[note]))
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        if messages[-1].role == "user":
+            return ScriptedResponse(tool_calls=[ScriptedCall("note", {"text": "hi"})])
+        return ScriptedResponse(text="ok")
+
+    engine = Engine("e", policy=ManagementPolicy(visibility="public"))
+    scribe = Agent(model=ScriptedModel(script), name="scribe", tools=[note])
+    engine.add_agent(scribe, export=True)
     await engine.agent_run(ALICE, "note hi")
+    bob = await engine.agent_run(BOB, "note hi")
+    assert "None" in [e.content for e in bob.events if isinstance(e, ToolResult)]
+    assert engine.storage.get(("agent", "scribe", "user", "alice"), "last") == "hi"
+    assert engine.storage.get(("agent", "scribe", "user", "bob"), "last") == "hi"
     assert engine.storage.get(("agent", "scribe"), "last") == "hi"
     with pytest.raises(ConfigError):
         agent_storage()

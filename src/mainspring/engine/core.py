@@ -572,8 +572,12 @@ class Engine:
         return await self._drive(caller, paused.session, stream, scope)
 
 
-def agent_storage() -> Namespace:
-    """The running engine agent's own storage namespace (``("agent", name)``).
+def agent_storage(*, shared: bool = False) -> Namespace:
+    """The running engine agent's own storage for the run's caller.
+
+    ``("agent", name, caller kind, caller id)``: one caller never reads
+    another's. ``shared=True`` is the agent's storage every caller shares
+    (``("agent", name)``), an explicit opt-in.
 
     Raises:
         ConfigError: Not inside an engine agent's run.
@@ -581,4 +585,6 @@ def agent_storage() -> Namespace:
     scope = current_scope()
     if scope is None or not scope.agent:
         raise ConfigError("agent_storage() is available only inside an engine agent's run")
-    return scope.namespace("agent", scope.agent)
+    if shared:
+        return scope.namespace("agent", scope.agent)
+    return scope.caller_namespace("agent", scope.agent)
