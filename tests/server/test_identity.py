@@ -386,3 +386,20 @@ async def test_the_signed_engine_route_runs_tools_as_the_calling_engine_and_boun
     assert served._scopes == {first: "engine:engine-a", second: "engine:engine-a"}  # intact
     await remote._request("DELETE", f"/scopes/{first}")
     assert (await remote._request("POST", "/scopes", {}))["scope"] not in (first, second)
+
+
+@pytest.mark.parametrize("field", ["max_runs_per_principal", "max_steering_per_principal"])
+def test_a_negative_limit_is_a_config_error(field: str) -> None:
+    from mainspring.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=field):
+        config(**{field: -1})
+    assert getattr(config(**{field: 0}), field) == 0  # 0: no limit
+
+
+def test_an_engine_needs_room_for_one_scope() -> None:
+    from mainspring.engine import Engine
+    from mainspring.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_scopes_per_caller"):
+        Engine("e", max_scopes_per_caller=0)
