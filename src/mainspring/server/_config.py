@@ -64,9 +64,9 @@ class ServerConfig:
     """Activities (tool calls, retries, events…) kept per recorded run."""
     trace_content: bool = False
     """Let the trace recorder keep raw text (messages, tool data, prompt segments)."""
-    max_runs_per_principal: int = 16
+    max_runs_per_principal: int = 64
     """Runs one principal may have going on this worker at once; past it 429 (0: no limit)."""
-    max_steering_per_principal: int = 32
+    max_steering_per_principal: int = 64
     """Steering messages one principal may have waiting on this worker's runs; past it 429
     (0: no limit)."""
 
