@@ -235,6 +235,7 @@ class Agent:
                 context_block=self.context_block,
                 skill_recipe=self.skill_recipe,
                 memory=self.memory,
+                agent=self.name,
             )
             object.__setattr__(self, "_context_plan", plan)
         return plan.compiler(messages, session_id=session_id)

@@ -251,7 +251,7 @@ async def test_the_five_layers() -> None:
     engine = ContextCompiler(
         messages=[Message.user("hello"), Message.assistant("hi"), Message.user("what about tea")],
         processors=[
-            MemoryRecall(),
+            MemoryRecall(scope="default"),
             SkillRecipe("Recipe: brew for 3 minutes"),
             ContextBlock("balance 10", title="Account"),
             BaseSystemPrompt(lambda: "You are a butler."),
@@ -286,7 +286,7 @@ async def test_async_text_sources() -> None:
 async def test_memory_is_recalled_once_per_turn() -> None:
     store = CountingStore()
     await store.remember("tea is good")
-    recall = MemoryRecall(store)
+    recall = MemoryRecall(store, scope="default")
     engine = ContextCompiler(messages=[Message.user("tea please")], processors=[recall])
     one = await engine.compile(turn_index=1, step=1)
     engine.append([call("c1"), result("c1", "done")])

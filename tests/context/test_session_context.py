@@ -32,6 +32,7 @@ from mainspring.devtools import read_snapshots, render_html
 from mainspring.events import ErrorEvent, TurnComplete
 from mainspring.memory import InMemoryMemoryStore, MemoryItem
 from mainspring.messages import TextPart
+from mainspring.principals import Caller, data_scope
 from mainspring.tokens import EstimateTokenizer
 from mainspring.usage import Usage
 from tests.helpers import send
@@ -56,8 +57,10 @@ def _user_texts(message_parts: Sequence[object]) -> list[str]:
 
 async def test_the_five_layers_reach_the_model_in_cache_order() -> None:
     memory = InMemoryMemoryStore()
-    await memory.remember("The user's base currency is EUR.")
-    await memory.remember("The user dislikes phone calls.")
+    own = data_scope(Caller("local", kind="service"), "agent")  # the caller's own, by default
+    await memory.remember("The user's base currency is EUR.", scope=own)
+    await memory.remember("The user dislikes phone calls.", scope=own)
+    await memory.remember("Another caller's EUR phone secret.")  # the shared "default" scope
     model = ScriptedModel(["hello", "again"])
     agent = Agent(
         model=model,
@@ -78,6 +81,7 @@ async def test_the_five_layers_reach_the_model_in_cache_order() -> None:
     texts = _user_texts(last_user.parts)
     assert texts[0] == "What currency do I use?"
     assert "base currency is EUR" in texts[1]
+    assert "Another caller" not in texts[1]  # only the caller's own scope is recalled
     # The transcript is untouched: memory is compiled in, never committed.
     assert _user_texts(session.messages[0].parts) == ["What currency do I use?"]
     # Turn 2 sends turn 1's user message without the old recall.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 
@@ -16,7 +18,10 @@ from mainspring.engine import (
     agent_storage,
 )
 from mainspring.errors import AccessDenied, CallerBusy, ConfigError, UnknownAttempt
+from mainspring.events import ToolResult
 from mainspring.guards import Guard
+from mainspring.messages import Message
+from mainspring.models.base import ToolSpec
 from mainspring.permissions import PermissionRules
 from mainspring.tools.context import ToolContext
 
@@ -193,8 +198,31 @@ async def test_each_tool_has_its_own_storage_namespace() -> None:
     engine = shop()
     await engine.tool_call(BOB, "remember", {"text": "mine"})
     assert (await engine.tool_call(BOB, "recall", {})).content == "None"
-    assert engine.storage.get(("tool", "remember"), "note") == "mine"
-    assert engine.storage.keys(("tool", "recall")) == []
+    assert engine.storage.get(("tool", "remember", "user", "bob"), "note") == "mine"
+    assert engine.storage.keys(("tool", "recall", "user", "bob")) == []
+    assert engine.storage.keys(("tool", "remember")) == []  # nothing shared by default
+
+
+async def test_a_tools_storage_is_per_caller_unless_shared_on_purpose() -> None:
+    @tool
+    def keep(text: str, ctx: ToolContext) -> str:
+        """Keep a text for this caller, and count it for everyone."""
+        ctx.storage.put("mine", text)
+        ctx.shared_storage.put("count", (ctx.shared_storage.get("count") or 0) + 1)
+        return "kept"
+
+    @tool(read_only=True)
+    def peek(ctx: ToolContext) -> str:
+        """This caller's text."""
+        return repr(ctx.storage.get("mine"))
+
+    engine = Engine("kv", policy=ManagementPolicy(visibility="public"))
+    engine.add_tool(keep, export=True).add_tool(peek, export=True)
+    await engine.tool_call(ALICE, "keep", {"text": "alice's secret"})
+    await engine.tool_call(BOB, "keep", {"text": "bob's"})
+    assert engine.storage.get(("tool", "keep"), "count") == 2
+    assert engine.storage.get(("tool", "keep", "user", "alice"), "mine") == "alice's secret"
+    assert engine.storage.get(("tool", "keep", "user", "bob"), "mine") == "bob's"
 
 
 async def test_one_run_per_caller() -> None:
@@ -243,19 +271,28 @@ async def test_agent_runs_are_checked_and_paused_like_tool_calls() -> None:
     assert getattr(done, "text", "") == "Ordered."
 
 
-async def test_an_agent_has_its_own_storage() -> None:
+async def test_an_agent_has_its_own_storage_per_caller() -> None:
     @tool
     def note(text: str) -> str:
-        """Keep a note in the agent's storage."""
+        """Keep a note in the agent's storage; say what this caller kept before."""
+        before = agent_storage().get("last")
         agent_storage().put("last", text)
-        return "kept"
+        agent_storage(shared=True).put("last", text)  # the one every caller shares
+        return repr(before)
 
-    model = ScriptedModel(
-        [ScriptedResponse(tool_calls=[ScriptedCall("note", {"text": "hi"})]), "ok"]
-    )
-    engine = Engine("e", policy=ManagementPolicy(controller=ALICE))
-    engine.add_agent(Agent(model=model, name="scribe", tools=[note]))
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+        if messages[-1].role == "user":
+            return ScriptedResponse(tool_calls=[ScriptedCall("note", {"text": "hi"})])
+        return ScriptedResponse(text="ok")
+
+    engine = Engine("e", policy=ManagementPolicy(visibility="public"))
+    scribe = Agent(model=ScriptedModel(script), name="scribe", tools=[note])
+    engine.add_agent(scribe, export=True)
     await engine.agent_run(ALICE, "note hi")
+    bob = await engine.agent_run(BOB, "note hi")
+    assert "None" in [e.content for e in bob.events if isinstance(e, ToolResult)]
+    assert engine.storage.get(("agent", "scribe", "user", "alice"), "last") == "hi"
+    assert engine.storage.get(("agent", "scribe", "user", "bob"), "last") == "hi"
     assert engine.storage.get(("agent", "scribe"), "last") == "hi"
     with pytest.raises(ConfigError):
         agent_storage()

@@ -146,7 +146,9 @@ def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
 
     anyio.run(run)
     event(f"memo sessions: {min(len(engine.members.keys()), 2)}")
-    event(f"stored: {bool(engine.storage.keys(('tool', 'put')))}")
+    stored = [engine.storage.keys(("tool", "put", c.kind, c.id)) for c in CALLERS]
+    event(f"stored: {any(stored)}")
+    assert engine.storage.keys(("tool", "put")) == []  # per caller, never shared
     event(f"hidden ran: {bool(hidden_calls)}")
     assert all(key == MANAGER.key for key in hidden_calls)  # only a manager's direct call
     for namespace in (("tool", "get"), ("tool", "hidden"), ("agent", "host"), ("agent", "memo")):

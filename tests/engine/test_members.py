@@ -248,13 +248,9 @@ async def test_closing_a_scope_drops_its_sessions_and_only_its_caller_may() -> N
     assert engine.members.keys() == () and published == []
 
 
-async def test_a_caller_holds_a_bounded_number_of_open_scopes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import mainspring.engine.core as core
-
-    monkeypatch.setattr(core, "MAX_SCOPES", 3)
+async def test_a_caller_holds_a_bounded_number_of_open_scopes() -> None:
     engine = newsroom([])
+    engine.max_scopes_per_caller = 3
     scopes = [engine.new_scope(BOB) for _ in range(3)]
     with pytest.raises(CallerBusy, match="close one"):
         engine.new_scope(BOB)

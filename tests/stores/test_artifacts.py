@@ -146,10 +146,18 @@ async def test_a_local_store_never_writes_outside_its_directory(tmp_path: Path) 
     assert [p for p in everything if root not in p.parents and p != root] == []
 
 
-def test_agent_namespace_is_always_valid() -> None:
+def test_agent_namespace_is_always_valid_and_never_shared() -> None:
     assert agent_namespace("helper") == "agent/helper"
-    assert agent_namespace("../../etc") == "agent/_.._etc"
-    assert agent_namespace("") == "agent/_"
+    assert agent_namespace("../../etc") == "agent/_2e_2e_2f_2e_2e_2fetc"
+    assert agent_namespace("") == "agent/_z"
+    names = ("team x", "team/x", "team_x", "team-x", "team_2fx", "team__x", "team.x")
+    assert len({agent_namespace(n) for n in names}) == len(names)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_two_agent_names_share_a_namespace_only_when_they_are_equal(a: str, b: str) -> None:
+    assert (agent_namespace(a) == agent_namespace(b)) == (a == b)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))

@@ -18,6 +18,7 @@ from mainspring import (
     ToolResult,
     tool,
 )
+from mainspring.principals import Caller, data_scope
 from mainspring.stores.artifacts import ArtifactStore
 from mainspring.testing import collect
 from mainspring.toolkits.artifacts import artifact_result, artifact_tools
@@ -59,8 +60,9 @@ async def test_a_large_result_becomes_a_reference_the_host_can_fetch() -> None:
 
 async def test_the_model_reads_its_artifact_in_pages_but_not_another_agents() -> None:
     store = ArtifactStore.memory()
-    ref = await store.put("agent/analyst", BIG, content_type="text/csv")
-    foreign = await store.put("agent/other", b"secret")
+    own = data_scope(Caller("local", kind="service"), "analyst")  # (no engine: the local caller)
+    ref = await store.put(own, BIG, content_type="text/csv")
+    foreign = await store.put(data_scope(Caller("local", kind="service"), "other"), b"secret")
     tools = artifact_tools(store)
     agent = Agent(
         name="analyst",
@@ -75,5 +77,5 @@ async def test_the_model_reads_its_artifact_in_pages_but_not_another_agents() ->
     page, denied, listing = [e for e in events if isinstance(e, ToolResult)]
     assert page.content.startswith(f"[bytes 0-20 of {len(BIG)}; more from offset 20]")
     assert BIG[:20].decode() in page.content
-    assert denied.is_error and "another agent" in denied.content
+    assert denied.is_error and "not one of yours" in denied.content
     assert ref.uri in listing.content and foreign.uri not in listing.content

@@ -68,6 +68,7 @@ class ContextPlan:
         context_block: TextSource | None = None,
         skill_recipe: TextSource | None = None,
         memory: MemoryStore | None = None,
+        agent: str = "",
     ) -> None:
         """Check the options and make what the sessions share (ConfigError when invalid)."""
         self.options = options
@@ -89,6 +90,7 @@ class ContextPlan:
                     memory,
                     k=options.memory_k,
                     scope=options.memory_scope,
+                    agent=agent,
                     timeout=options.memory_timeout,
                 )
             )

@@ -127,12 +127,18 @@ class MemoryRecall(LastUserProcessor):
         store: MemoryStore | None = None,
         *,
         k: int = 5,
-        scope: str = "default",
+        scope: str | None = None,
+        agent: str = "",
         id: str = "memory-recall",
         heading: str = "Relevant memories:",
         timeout: float = 5.0,
     ) -> None:
         """Recall from ``store`` (default: the engine's ``"memory"`` service).
+
+        ``scope`` ``None`` (the default) is the running caller's own with
+        ``agent`` (:func:`~mainspring.principals.data_scope`, the scope
+        ``memory_tools`` saves to by default); a string is that scope, for
+        every caller alike.
 
         A recall that takes more than ``timeout`` seconds is abandoned: the
         turn goes on without memories (counted in :attr:`failures`).
@@ -146,6 +152,7 @@ class MemoryRecall(LastUserProcessor):
         self._store = store
         self.k = k
         self.memory_scope = scope
+        self.agent = agent
         self.heading = heading
         self.failures = 0
         """How many recalls failed (the turn went on without memories)."""
@@ -162,7 +169,7 @@ class MemoryRecall(LastUserProcessor):
         if store is not None and query.strip():
             try:
                 with anyio.fail_after(self.timeout):
-                    items = await store.recall(query, k=self.k, scope=self.memory_scope)
+                    items = await store.recall(query, k=self.k, scope=self._scope())
             except Exception:  # degrade honestly: log it and go on without the layer
                 self.failures += 1
                 log.warning("memory recall failed; the turn goes on without it", exc_info=True)
@@ -170,6 +177,14 @@ class MemoryRecall(LastUserProcessor):
             text = _render(self.heading, items)
         ctx.turn_cache[key] = text
         return text
+
+    def _scope(self) -> str:
+        if self.memory_scope is not None:
+            return self.memory_scope
+        from mainspring.principals import data_scope
+        from mainspring.tools.context import current_caller
+
+        return data_scope(current_caller(), self.agent)
 
 
 def _render(heading: str, items: Sequence[MemoryItem]) -> str:

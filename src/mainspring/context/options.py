@@ -36,8 +36,10 @@ class ContextOptions:
     """Writes compaction summaries when pruning old tool results is not enough."""
     memory_k: int = 5
     """Items the memory layer recalls for each turn's user message."""
-    memory_scope: str = "default"
-    """The memory store's scope the layer recalls from."""
+    memory_scope: str | None = None
+    """The memory store's scope the layer recalls from: ``None`` is the running caller's
+    own with this agent (where ``memory_tools`` saves by default); a string is one scope
+    for every caller (``"default"`` holds memories saved before they were per caller)."""
     memory_timeout: float = 5.0
     """Seconds the memory layer waits for a recall before the turn goes on without it."""
     modules: Sequence[Module | Callable[[], Module]] = ()

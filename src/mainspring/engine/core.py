@@ -121,7 +121,7 @@ class _Paused:
 
 
 MAX_SCOPES = 1_000
-"""Scopes one caller may hold open at once (:meth:`Engine.new_scope`)."""
+"""Scopes one caller may hold open at once by default (:meth:`Engine.new_scope`)."""
 
 
 class _NoModel:
@@ -158,12 +158,17 @@ class Engine:
         guards: Sequence[Guard] = (),
         hooks: Hooks = Hooks(),
         one_run_per_caller: bool = False,
+        max_scopes_per_caller: int = MAX_SCOPES,
     ) -> None:
         """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
 
         ``storage`` keeps the components' namespaces (in memory by default);
-        ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy).
+        ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy);
+        ``max_scopes_per_caller`` bounds the scopes a caller holds open (CallerBusy,
+        409 on the signed routes).
         """
+        if max_scopes_per_caller < 1:
+            raise ConfigError("max_scopes_per_caller must be at least 1")
         self.name = name
         self.policy = policy
         self.storage: KeyValueStore = storage if storage is not None else InMemoryKeyValueStore()
@@ -171,6 +176,7 @@ class Engine:
         self.guards = tuple(guards)
         self.hooks = hooks
         self.one_run_per_caller = one_run_per_caller
+        self.max_scopes_per_caller = max_scopes_per_caller
         self._agents: dict[str, _Member] = {}
         self._tools: dict[str, _Entry] = {}
         self._default: str | None = None
@@ -314,11 +320,12 @@ class Engine:
 
         Raises:
             AccessDenied: The caller may not use this engine.
-            CallerBusy: The caller holds :data:`MAX_SCOPES` open scopes already.
+            CallerBusy: The caller holds ``max_scopes_per_caller`` (:data:`MAX_SCOPES`
+                by default) open scopes already.
         """
         self.policy.check_caller(caller, self.name)
         held = self._scope_counts.get(caller.key, 0)
-        if held >= MAX_SCOPES:
+        if held >= self.max_scopes_per_caller:
             raise CallerBusy(
                 f"caller {caller.key!r} holds {held} open scopes in engine {self.name!r}:"
                 " close one first (close_scope)"
@@ -565,8 +572,12 @@ class Engine:
         return await self._drive(caller, paused.session, stream, scope)
 
 
-def agent_storage() -> Namespace:
-    """The running engine agent's own storage namespace (``("agent", name)``).
+def agent_storage(*, shared: bool = False) -> Namespace:
+    """The running engine agent's own storage for the run's caller.
+
+    ``("agent", name, caller kind, caller id)``: one caller never reads
+    another's. ``shared=True`` is the agent's storage every caller shares
+    (``("agent", name)``), an explicit opt-in.
 
     Raises:
         ConfigError: Not inside an engine agent's run.
@@ -574,4 +585,6 @@ def agent_storage() -> Namespace:
     scope = current_scope()
     if scope is None or not scope.agent:
         raise ConfigError("agent_storage() is available only inside an engine agent's run")
-    return scope.namespace("agent", scope.agent)
+    if shared:
+        return scope.namespace("agent", scope.agent)
+    return scope.caller_namespace("agent", scope.agent)

@@ -25,6 +25,12 @@ approval prompt for such tools; expose them only to a client that does.
 A client-executed tool has no body here, so calling it is an error result.
 Tools matching the agent's ``permissions.deny`` patterns are never exposed.
 
+Identity. Every call runs as one caller, ``principal`` (``service:mcp`` by
+default): the tools' ``ctx.caller``, and the key of what the toolkits keep
+(memories, notes, artifacts, todo lists, shell sessions). A stdio server has
+one client; over HTTP every holder of the bearer token is that one caller, so
+serve one server (or one token) per principal whose data must stay apart.
+
 Both protocol eras, as the SDK negotiates them. On a 2025-era connection
 (the initialize handshake) a call that needs approval asks the client's user
 by elicitation, mid-request. On a 2026-07-28 connection (``server/discover``,
@@ -71,7 +77,10 @@ from mainspring.events import Event, PendingAction, ToolProgress
 from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
 from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
+from mainspring.namespaces import InMemoryKeyValueStore
+from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
+from mainspring.tools.context import RunScope, run_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
@@ -309,6 +318,7 @@ def build_mcp_server(
     expose_confirm: bool = False,
     name: str = "mainspring",
     request_state_security: RequestStateSecurity | None = None,
+    principal: Caller | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -321,12 +331,17 @@ def build_mcp_server(
             approval round trip is sealed (the SDK's; default: a key of this
             process, ten minutes). Several workers behind one URL need
             ``RequestStateSecurity(keys=[…])`` shared by all.
+        principal: The caller every call runs as (``ctx.caller``; default
+            ``Caller("mcp", kind="service")``): the toolkits key its data by it.
     """
     from mainspring._version import __version__
 
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
     caller = DirectCaller(agent, caller="mcp")  # one dispatch path, spend carried across calls
+    scope = RunScope(
+        caller=principal or Caller("mcp", kind="service"), storage=InMemoryKeyValueStore()
+    )
 
     async def list_tools(
         ctx: _ServerContext, params: types.PaginatedRequestParams | None
@@ -342,7 +357,8 @@ def build_mcp_server(
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        return await _run(caller, ctx, tool, params, rounds)
+        with run_scope(scope):
+            return await _run(caller, ctx, tool, params, rounds)
 
     list_prompts, get_prompt = _skill_prompts(skills) if skills is not None else (None, None)
     server: Server[Any] = Server(

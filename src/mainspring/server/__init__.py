@@ -16,6 +16,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from mainspring.server._auth import ANONYMOUS, ApiKeys, Authenticator, Principal
 from mainspring.server._config import ServerConfig
+from mainspring.server._host import TooManyRuns
 from mainspring.server._recorder import TraceRecorder, trace_event
 from mainspring.server._signing import ApprovalSigner, BadApproval
 from mainspring.server.app import create_app
@@ -28,6 +29,7 @@ __all__ = [
     "BadApproval",
     "Principal",
     "ServerConfig",
+    "TooManyRuns",
     "TraceRecorder",
     "create_app",
     "trace_event",

@@ -292,7 +292,8 @@ async def post_steer(
 
     The turn's stream says when it took it (``steering_taken``). 409 when no
     turn runs, or it runs on another worker (steering is held by the worker
-    that runs the turn).
+    that runs the turn); 429 when the principal has ``max_steering_per_principal``
+    messages waiting already.
     """
     await host.open(caller, session_id)
     run = host.runs.active(session_id)
@@ -301,6 +302,7 @@ async def post_steer(
         if await host.stores.locks.holder(session_id) is not None:
             raise SessionBusy(f"session {session_id!r} runs on another worker; steer it there")
         raise SessionBusy(f"session {session_id!r} has no running turn: send the message")
+    host.admit_steering(run.session)
     return {"steering_id": run.session.steer(body.message, mode=body.mode)}
 
 

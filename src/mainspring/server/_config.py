@@ -64,6 +64,11 @@ class ServerConfig:
     """Activities (tool calls, retries, events…) kept per recorded run."""
     trace_content: bool = False
     """Let the trace recorder keep raw text (messages, tool data, prompt segments)."""
+    max_runs_per_principal: int = 64
+    """Runs one principal may have going on this worker at once; past it 429 (0: no limit)."""
+    max_steering_per_principal: int = 64
+    """Steering messages one principal may have waiting on this worker's runs; past it 429
+    (0: no limit)."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:
@@ -74,5 +79,7 @@ class ServerConfig:
             raise ConfigError("lock_ttl must be positive; shutdown_grace, keep_finished >= 0")
         if self.trace_runs < 0 or self.trace_activities < 1:
             raise ConfigError("trace_runs must be >= 0 and trace_activities >= 1")
+        if self.max_runs_per_principal < 0 or self.max_steering_per_principal < 0:
+            raise ConfigError("max_runs_per_principal and max_steering_per_principal must be >= 0")
         if self.store is None and self.sessions is None:
             raise ConfigError("a server needs a session store: store= or sessions=")

@@ -5,6 +5,13 @@ from the session store (the durable recipe: nothing about a session lives
 only in a worker), except that a run going on in this worker is reached
 through its live :class:`~mainspring.session.Session`. A session belongs to
 the principal that created it; to anyone else it does not exist (404).
+
+Every run is pumped inside a :func:`~mainspring.tools.context.run_scope` for
+the session's principal (:func:`caller_of`), whichever door started it, so a
+tool's ``ctx.caller`` is that principal and the toolkits keep each
+principal's data apart. A principal has at most ``max_runs_per_principal``
+runs going on a worker and ``max_steering_per_principal`` steering messages
+queued on them; past either, :class:`TooManyRuns` (429) and nothing changes.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from mainspring.codec import event_to_dict
 from mainspring.decisions import Approve, ClientResult, Decision, canonical_input_hash
 from mainspring.errors import DecisionConflict, SessionBusy, StoreError, UnknownAttempt
 from mainspring.events import Event, PendingAction, StreamStarted
+from mainspring.namespaces import InMemoryKeyValueStore
+from mainspring.principals import ANONYMOUS as ANONYMOUS_CALLER
+from mainspring.principals import Caller
 from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._runs import LiveRun, Runs
@@ -32,8 +42,17 @@ from mainspring.server._telemetry import RunSpans, tracer_of
 from mainspring.session import Session
 from mainspring.state import SessionState
 from mainspring.stores import Stores
+from mainspring.tools.context import RunScope, run_scope
 
-__all__ = ["CANCEL_POLL", "NotFound", "Observer", "SessionHost", "StaleApproval"]
+__all__ = [
+    "CANCEL_POLL",
+    "NotFound",
+    "Observer",
+    "SessionHost",
+    "StaleApproval",
+    "TooManyRuns",
+    "caller_of",
+]
 
 log = logging.getLogger("mainspring.server")
 
@@ -47,6 +66,33 @@ class NotFound(LookupError):
 
 class StaleApproval(DecisionConflict):
     """The approval id was signed for arguments that are no longer the pending ones."""
+
+
+class TooManyRuns(Exception):
+    """A principal's limit of live runs or queued steering on this worker is reached (429)."""
+
+
+def caller_of(principal_id: str | None) -> Caller:
+    """The :class:`~mainspring.principals.Caller` tools see for a session's principal.
+
+    ``user:<id>`` for an authenticated principal, the anonymous caller for
+    ``--public`` callers without a credential (all of them one principal).
+    """
+    if principal_id is None:
+        return Caller("local", kind="service")
+    if principal_id == ANONYMOUS_CALLER.id:
+        return ANONYMOUS_CALLER
+    return Caller(principal_id, kind="user")
+
+
+async def _as_caller(
+    stream: AsyncGenerator[Event, None], scope: RunScope
+) -> AsyncGenerator[Event, None]:
+    """``stream`` driven inside ``scope``: its tools run as the scope's caller."""
+    with run_scope(scope):
+        async with aclosing(stream) as events:
+            async for event in events:
+                yield event
 
 
 class SessionHost:
@@ -76,6 +122,11 @@ class SessionHost:
         self._observe = observe
         self.stopping = anyio.Event()
         """Set when the worker shuts down: running streams are cancelled to a terminal."""
+        self.storage = InMemoryKeyValueStore()
+        """The tools' ``ctx.storage`` on this worker (each keyed by caller)."""
+        self._caches: dict[tuple[str, ...], dict[str, object]] = {}
+        self._starting: dict[str | None, int] = {}
+        """Runs being started, by principal (admitted, not yet in ``runs``)."""
 
     # ------------------------------------------------------------ sessions
 
@@ -143,12 +194,73 @@ class SessionHost:
 
     # ---------------------------------------------------------------- runs
 
+    def scoped(
+        self, session: Session, stream: AsyncGenerator[Event, None]
+    ) -> AsyncGenerator[Event, None]:
+        """``stream`` of ``session`` run as the session's principal (see :func:`caller_of`)."""
+        scope = RunScope(
+            caller=caller_of(session.state.principal),
+            storage=self.storage,
+            caches=self._caches,
+            agent=self.agent.name,
+        )
+        return _as_caller(stream, scope)
+
+    def _mine(self, principal: str | None) -> tuple[LiveRun, ...]:
+        return tuple(r for r in self.runs.live() if r.session.state.principal == principal)
+
+    def admit(self, session: Session) -> None:
+        """Refuse (:class:`TooManyRuns`) a new run past the principal's limit on this worker.
+
+        A session running here takes a message as steering: that counts
+        against the principal's queued steering instead (:meth:`admit_steering`).
+        """
+        if self.runs.active(session.session_id) is not None:
+            self.admit_steering(session)
+            return
+        principal = session.state.principal
+        limit = self.config.max_runs_per_principal
+        going = len(self._mine(principal)) + self._starting.get(principal, 0)
+        if limit and going >= limit:
+            raise TooManyRuns(
+                f"{going} runs of yours are going on (at most {limit} per principal):"
+                " wait for one to end or cancel it"
+            )
+
+    def admit_steering(self, session: Session) -> None:
+        """Refuse (:class:`TooManyRuns`) a steering message past the principal's limit."""
+        principal = session.state.principal
+        limit = self.config.max_steering_per_principal
+        queued = sum(len(r.session.steering_queued) for r in self._mine(principal))
+        queued += self._starting.get(principal, 0)
+        if limit and queued >= limit:
+            raise TooManyRuns(
+                f"{queued} steering messages of yours wait (at most {limit} per principal):"
+                " wait for the running turns to take them"
+            )
+
     async def start(self, session: Session, stream: AsyncGenerator[Event, None]) -> LiveRun:
         """Run ``stream`` in the worker's task group, past the request's end.
 
         Raises:
+            TooManyRuns: The principal's limit of runs (or queued steering) is reached;
+                ``stream`` was not started.
             Exception: What refused the run before its first event.
         """
+        self.admit(session)
+        principal = session.state.principal
+        self._starting[principal] = self._starting.get(principal, 0) + 1
+        try:
+            return await self._start(session, stream)
+        finally:
+            left = self._starting[principal] - 1
+            if left:
+                self._starting[principal] = left
+            else:
+                del self._starting[principal]
+
+    async def _start(self, session: Session, stream: AsyncGenerator[Event, None]) -> LiveRun:
+        stream = self.scoped(session, stream)
         if self._observe is not None:
             stream = self._observe(session, stream)
         spans = None
@@ -161,7 +273,11 @@ class SessionHost:
         return run
 
     async def send(self, session: Session, message: str) -> LiveRun:
-        """Start a turn of ``session`` with a user message."""
+        """Start a turn of ``session`` with a user message.
+
+        Raises:
+            TooManyRuns: The principal's limit of runs (or queued steering) is reached.
+        """
         return await self.start(session, session.send(message))
 
     def pending_for(self, session: Session, approval_id: str) -> PendingAction:
@@ -234,7 +350,7 @@ class SessionHost:
             return run.follow(after)
         session = await self.open(principal, session_id)
         await self._check_stream(session, stream_id)
-        replay = session.send(resume_stream_id=stream_id)
+        replay = self.scoped(session, session.send(resume_stream_id=stream_id))
         return self._replayed(session_id, stream_id, replay, after)
 
     async def _check_stream(self, session: Session, stream_id: str) -> None:

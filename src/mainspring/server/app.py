@@ -45,7 +45,7 @@ from mainspring.server._api import router
 from mainspring.server._auth import ApiKeys, Authenticator
 from mainspring.server._config import ServerConfig
 from mainspring.server._deps import RateLimitedRequest, Unauthorized
-from mainspring.server._host import NotFound, SessionHost
+from mainspring.server._host import NotFound, SessionHost, TooManyRuns
 from mainspring.server._limits import BodyLimit, RateLimiter
 from mainspring.server._ops import AccessLog, ops_router
 from mainspring.server._pages import pages_router, recorder_for
@@ -73,6 +73,7 @@ _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (ApprovalError, 422),
     (ConfigError, 400),
     (RateLimitedRequest, 429),
+    (TooManyRuns, 429),
     (StoreError, 503),
 )
 

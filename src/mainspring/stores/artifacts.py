@@ -9,8 +9,8 @@
     ref = await artifacts.put("agent/helper", data, name="report.csv", content_type="text/csv")
     data = await artifacts.get(ref.uri)                        # checked against ref.sha256
 
-An artifact lives under a namespace (``agent/<name>`` for a tool's results:
-per-agent namespaces) at ``<namespace>/<sha256>``, with a small JSON
+An artifact lives under a namespace (for a tool's results the caller's own with
+the agent, ``principal/<kind>/<id>/agent/<name>``) at ``<namespace>/<sha256>``, with a small JSON
 description beside it (``<sha256>.json``: name, content type, size). The same
 bytes put twice are stored once. Every read is checked against its hash, so a
 damaged or swapped object is an error, never silently wrong data. ``max_bytes``
@@ -82,9 +82,16 @@ def check_namespace(namespace: object) -> str:
 
 
 def agent_namespace(agent_name: str) -> str:
-    """The namespace of an agent's own artifacts: ``agent/<name>`` (unsafe characters as ``_``)."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", agent_name)[:128].strip(".") or "_"
-    return f"agent/{safe}"
+    """The namespace of an agent's artifacts: ``agent/<name>``, the name injectively encoded.
+
+    Distinct names give distinct namespaces (``team x``, ``team/x`` and
+    ``team_x`` are three; see :func:`~mainspring.principals.encode_segment`).
+    The artifact tools file a caller's artifacts under its own data scope
+    (``principal/<kind>/<id>/agent/<name>``) instead.
+    """
+    from mainspring.principals import encode_segment
+
+    return f"agent/{encode_segment(agent_name)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

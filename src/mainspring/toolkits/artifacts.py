@@ -15,12 +15,15 @@ with :func:`artifact_result` and returns what that gives back::
 The model gets ``summary`` plus the ``artifact://`` reference; the host fetches
 the bytes with :meth:`ArtifactStore.get`. :func:`artifact_tools` lets the model
 page through its own artifacts (``artifact_read``) and list them
-(``artifact_list``): per-agent namespaces, so one agent never reads another's.
+(``artifact_list``). Artifacts are filed under the caller's data scope with the
+agent (``ctx.data_scope``: ``principal/<kind>/<id>/agent/<agent>``, every part
+injectively encoded), so neither another agent nor another principal reads
+or lists them.
 """
 
 from __future__ import annotations
 
-from mainspring.stores.artifacts import ArtifactRef, ArtifactStore, agent_namespace
+from mainspring.stores.artifacts import ArtifactRef, ArtifactStore
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput, tool
 
@@ -48,20 +51,18 @@ async def artifact_result(
     name: str = "",
     content_type: str = "application/octet-stream",
 ) -> ToolOutput:
-    """Put ``data`` in the calling agent's namespace; the tool output that refers to it.
+    """Put ``data`` in the caller's namespace with this agent; the tool output referring to it.
 
     Raises:
         ConfigError: ``data`` is larger than the store allows.
         StoreError: The store failed (the tool call becomes an error result).
     """
-    ref = await store.put(
-        agent_namespace(ctx.agent_name), data, name=name, content_type=content_type
-    )
+    ref = await store.put(ctx.data_scope, data, name=name, content_type=content_type)
     return ToolOutput(content=reference_text(ref, summary))
 
 
 def artifact_tools(store: ArtifactStore) -> list[Tool]:
-    """``artifact_read`` and ``artifact_list`` over the calling agent's own artifacts."""
+    """``artifact_read`` and ``artifact_list`` over the caller's own artifacts with this agent."""
 
     @tool(name="artifact_read", read_only=True)
     async def artifact_read(uri: str, ctx: ToolContext, offset: int = 0, length: int = 4000) -> str:
@@ -74,8 +75,8 @@ def artifact_tools(store: ArtifactStore) -> list[Tool]:
             length: Bytes to read (at most 16000).
         """
         namespace, _ = ArtifactRef.parse(uri)
-        if namespace != agent_namespace(ctx.agent_name):
-            raise PermissionError("that artifact belongs to another agent")
+        if namespace != ctx.data_scope:
+            raise PermissionError("that artifact is not one of yours")
         ref = await store.describe(uri)
         chunk = await store.read(uri, offset=max(0, offset), length=max(1, min(length, MAX_READ)))
         end = max(0, offset) + len(chunk)
@@ -90,7 +91,7 @@ def artifact_tools(store: ArtifactStore) -> list[Tool]:
         Args:
             ctx: The run context (not shown to the model).
         """
-        refs = await store.list(agent_namespace(ctx.agent_name), limit=50)
+        refs = await store.list(ctx.data_scope, limit=50)
         if not refs:
             return "no artifacts"
         return "\n".join(

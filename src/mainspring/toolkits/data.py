@@ -2,10 +2,10 @@
 
 ``SessionState`` has no room for a tool's own data, so the toolkits keep
 theirs beside it: a :class:`ToolDataStore` holds JSON values under
-``(namespace, key)``. Notes use ``notes:<agent name>`` with sequential keys,
-todo lists ``todo`` keyed by session id — a session reloaded from its
-session store (same id) finds its list again. :class:`SQLiteToolDataStore`
-can share the session store's file (its one table is
+``(namespace, key)``. Notes use ``notes/<caller's data scope>`` with
+sequential keys, todo lists ``todo`` keyed by the caller and the session id —
+a session reloaded from its session store (same id) finds its list again.
+:class:`SQLiteToolDataStore` can share the session store's file (its one table is
 ``mainspring_tool_data``).
 """
 

@@ -13,10 +13,15 @@ rules, guards, hooks, the approval gate)::
 - ``forget`` is confirm-tier and irreversible: it pauses the turn with a
   pending action until the user approves.
 
-``scope`` names the memory namespace: a string, or a function of the call's
-:class:`~mainspring.tools.context.ToolContext` (e.g. one namespace per agent:
-``scope=lambda ctx: f"agent:{ctx.agent_name}"``). Recall in the per-turn
-memory layer uses ``ContextOptions.memory_scope``: give both the same.
+``scope`` names the memory namespace. By default it is the caller's own with
+this agent (``ctx.data_scope``: ``principal/<kind>/<id>/agent/<agent>``), so a
+server's principals never recall, or forget, each other's memories; the
+per-turn memory layer (``ContextOptions.memory_scope=None``, its default)
+recalls from the same one. A string is one namespace shared by every caller,
+an explicit choice (``scope=DEFAULT_SCOPE`` reaches memories saved before
+memories were kept per caller); a function of the call's
+:class:`~mainspring.tools.context.ToolContext` picks its own (give the
+memory layer the same).
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mainspring.errors import ConfigError
-from mainspring.memory import DEFAULT_SCOPE, MemoryStore, MemoryWriter
+from mainspring.memory import MemoryStore, MemoryWriter
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, tool
 from mainspring.tools.policy import Flag
 
-__all__ = ["MAX_MEMORY_CHARS", "memory_tools"]
+__all__ = ["MAX_MEMORY_CHARS", "memory_tools", "own_scope"]
 
 MAX_MEMORY_CHARS = 2_000
 """The longest text ``remember`` accepts."""
@@ -37,10 +42,15 @@ MAX_MEMORY_CHARS = 2_000
 Scope = str | Callable[[ToolContext], str]
 
 
+def own_scope(ctx: ToolContext) -> str:
+    """The default memory scope: the caller's own with this agent (``ctx.data_scope``)."""
+    return ctx.data_scope
+
+
 def memory_tools(
     store: MemoryStore,
     *,
-    scope: Scope = DEFAULT_SCOPE,
+    scope: Scope = own_scope,
     writer: MemoryWriter | None = None,
     max_results: int = 10,
     max_item_chars: int = 500,
@@ -49,7 +59,9 @@ def memory_tools(
 
     Args:
         store: Where memories live.
-        scope: The namespace, or a function of the call's context returning it.
+        scope: The caller's own namespace with this agent by default; a string
+            is one namespace every caller shares (an explicit opt-in), a
+            function of the call's context returns the namespace to use.
         writer: Writes ``remember`` calls in the background (default: a
             :class:`MemoryWriter` on ``store`` with its default timeout).
         max_results: The most items one ``recall`` returns.

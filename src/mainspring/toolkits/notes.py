@@ -1,8 +1,11 @@
-"""Notes: an agent's own persistent notes (add, list by page, read by id, search).
+"""Notes: a caller's own persistent notes with an agent (add, list by page, read, search).
 
-Notes belong to the agent (``ToolContext.agent_name``), not the session, so
-they outlast conversations; they live in a :class:`ToolDataStore` under
-``notes:<agent name>``.
+Notes belong to the caller and the agent (``ToolContext.data_scope``), not the
+session, so they outlast conversations; they live in a :class:`ToolDataStore`
+under ``notes/principal/<kind>/<id>/agent/<agent>``: on a server, one
+principal never lists, reads or finds another's notes. ``shared=True`` keeps
+one list per agent for every caller (``notes:<agent name>``, where notes were
+kept before they were per caller): an explicit opt-in.
 """
 
 from __future__ import annotations
@@ -20,7 +23,11 @@ MAX_NOTES = 10_000
 PAGE = 20
 
 
-def _namespace(ctx: ToolContext) -> str:
+def _own(ctx: ToolContext) -> str:
+    return f"notes/{ctx.data_scope}"
+
+
+def _shared(ctx: ToolContext) -> str:
     return f"notes:{ctx.agent_name}"
 
 
@@ -32,12 +39,17 @@ def _line(key: str, value: object) -> str:
     return f"{int(key)}: {title} ({note.get('created', '?')})"
 
 
-def notes_tools(store: ToolDataStore) -> list[Tool]:
-    """``notes_add``, ``notes_list``, ``notes_read``, ``notes_search`` over ``store``."""
+def notes_tools(store: ToolDataStore, *, shared: bool = False) -> list[Tool]:
+    """``notes_add``, ``notes_list``, ``notes_read``, ``notes_search`` over ``store``.
+
+    Each caller has its own notes with each agent; ``shared=True`` gives every
+    caller of an agent the same notes (an explicit opt-in).
+    """
+    _namespace = _shared if shared else _own
 
     @tool(name="notes_add")
     async def notes_add(text: str, ctx: ToolContext, title: str = "") -> str:
-        """Save a note for later conversations (this agent's own notes).
+        """Save a note for later conversations (your own notes).
 
         Args:
             text: The note.

@@ -9,8 +9,12 @@ for ``wait`` seconds (returning early when the command ends) while its total
 ``timeout`` keeps running; at that deadline the process group is killed even
 if nobody is polling.
 
-A :class:`Shell` holds at most ``max_sessions`` (64) sessions; finished ones
-make room first, and a start is refused when all of them are running. Every
+Sessions belong to the conversation that started them (the caller and the
+session, ``ToolContext.conversation``): another conversation, or another
+principal, neither lists, polls, reads, writes to nor stops them — to it they
+do not exist. A :class:`Shell` holds at most ``max_sessions`` (64) sessions;
+finished ones make room first, and a start is refused when all of them are
+running, or when the caller already runs ``max_sessions_per_caller`` (8). Every
 process group is killed on stop, when the call that owns it is cancelled,
 when the shell is closed, and when the interpreter exits.
 """
@@ -34,10 +38,11 @@ from mainspring.toolkits.confine import Workspace
 from mainspring.toolkits.files import Roots, workspace_of
 from mainspring.toolkits.process import Process
 from mainspring.toolkits.sandbox import SandboxPolicy, child_env
+from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, tool
 from mainspring.tools.policy import Flag, Permission, ToolInput
 
-__all__ = ["Shell", "ShellLimits", "ShellResult", "shell_tools"]
+__all__ = ["HOST", "Shell", "ShellLimits", "ShellOwner", "ShellResult", "shell_tools"]
 
 Action = Literal["start", "poll", "write", "close_stdin", "stop", "list", "log"]
 
@@ -47,6 +52,8 @@ class ShellLimits:
     """Bounds on commands and sessions."""
 
     max_sessions: int = 64
+    max_sessions_per_caller: int = 8
+    """Sessions one caller (``ToolContext.caller``) may have running at once."""
     log_quota: int = 1024 * 1024
     """Bytes of output a session keeps (the newest; the first ``preview_head`` always)."""
     preview_head: int = 6_000
@@ -79,6 +86,22 @@ class ShellError(ToolError):
     def __init__(self, message: str) -> None:
         super().__init__(message, tool="shell_session")
 
+
+@dataclass(frozen=True, slots=True)
+class ShellOwner:
+    """Who a session belongs to: a caller (its key) and one of its conversations."""
+
+    caller: str
+    conversation: str
+
+    @classmethod
+    def of(cls, ctx: ToolContext) -> ShellOwner:
+        """The conversation of a tool call (its caller and session)."""
+        return cls(ctx.caller.key, ctx.conversation)
+
+
+HOST = ShellOwner("", "")
+"""The owner of sessions the host starts on a :class:`Shell` itself (not through a tool)."""
 
 _SHELLS: weakref.WeakSet[Shell] = weakref.WeakSet()
 
@@ -121,6 +144,7 @@ class Shell:
         self._sessions: dict[str, Process] = {}
         self._commands: dict[str, str] = {}
         self._cursor: dict[str, int] = {}
+        self._owners: dict[str, ShellOwner] = {}
         self._lock = threading.Lock()
         _SHELLS.add(self)
 
@@ -180,8 +204,13 @@ class Shell:
 
     # ------------------------------------------------------------ sessions
 
-    def _admit(self, proc: Process, command: str) -> str:
+    def _admit(self, proc: Process, command: str, owner: ShellOwner) -> str:
         with self._lock:
+            try:
+                self._check_room(owner)
+            except ShellError:
+                proc.kill("refused")
+                raise
             if len(self._sessions) >= self.limits.max_sessions:
                 done = [sid for sid, p in self._sessions.items() if not p.running]
                 if not done:
@@ -194,21 +223,38 @@ class Shell:
             self._sessions[sid] = proc
             self._commands[sid] = command
             self._cursor[sid] = 0
+            self._owners[sid] = owner
             return sid
 
     def _forget(self, sid: str) -> None:
         self._sessions.pop(sid, None)
         self._commands.pop(sid, None)
         self._cursor.pop(sid, None)
+        self._owners.pop(sid, None)
 
-    def _get(self, sid: str | None) -> Process:
+    def _get(self, sid: str | None, owner: ShellOwner) -> Process:
         proc = self._sessions.get(sid or "")
-        if proc is None:
+        if proc is None or self._owners.get(sid or "") != owner:  # another's: not there
             raise ShellError(f"no shell session {sid!r}; list them with action='list'")
         return proc
 
     def _running_count(self) -> int:
         return sum(p.running for p in self._sessions.values())
+
+    def _check_room(self, owner: ShellOwner) -> None:
+        """Refuse a start past ``max_sessions`` running, or the caller's own limit (locked)."""
+        if self._running_count() >= self.limits.max_sessions:
+            raise ShellError(f"{self.limits.max_sessions} sessions are running; stop one first")
+        mine = sum(
+            p.running
+            for sid, p in self._sessions.items()
+            if self._owners.get(sid, HOST).caller == owner.caller
+        )
+        if owner != HOST and mine >= self.limits.max_sessions_per_caller:
+            raise ShellError(
+                f"you have {mine} shell sessions running (at most"
+                f" {self.limits.max_sessions_per_caller} per caller); stop one first"
+            )
 
     async def start(
         self,
@@ -217,19 +263,20 @@ class Shell:
         cwd: str = ".",
         wait: float = 5.0,
         timeout_seconds: float | None = None,
+        owner: ShellOwner = HOST,
     ) -> str:
-        """Start a session; wait up to ``wait`` seconds in the foreground; report its state.
+        """Start a session of ``owner``'s; wait up to ``wait`` seconds; report its state.
 
-        Refused (and nothing started) when ``max_sessions`` sessions are running.
+        Refused (and nothing started) when ``max_sessions`` sessions are
+        running, or ``owner``'s caller runs ``max_sessions_per_caller``.
         Cancelled during the wait, the session is stopped.
         """
         with self._lock:
-            if self._running_count() >= self.limits.max_sessions:
-                raise ShellError(f"{self.limits.max_sessions} sessions are running; stop one first")
+            self._check_room(owner)
         proc = await anyio.to_thread.run_sync(
             lambda: self.spawn(command, cwd=cwd, timeout_seconds=timeout_seconds)
         )
-        sid = self._admit(proc, command)
+        sid = self._admit(proc, command, owner)
         try:
             await anyio.to_thread.run_sync(proc.wait_ended, max(0.0, wait), abandon_on_cancel=True)
         except BaseException:
@@ -250,32 +297,32 @@ class Shell:
             notes.append(f"more output from offset {chunk.next_offset} (action='log')")
         return "; ".join(notes) + "\n" + text
 
-    async def poll(self, sid: str | None, *, wait: float = 5.0) -> str:
+    async def poll(self, sid: str | None, *, wait: float = 5.0, owner: ShellOwner = HOST) -> str:
         """New output since the last poll (waiting up to ``wait`` seconds for some)."""
-        proc = self._get(sid)
+        proc = self._get(sid, owner)
         seen = self._cursor.get(sid or "", 0)
         await anyio.to_thread.run_sync(
             lambda: proc.wait_changed(max(0.0, wait), seen=seen), abandon_on_cancel=True
         )
         return self._report(sid or "", proc)
 
-    async def write(self, sid: str | None, data: str) -> str:
+    async def write(self, sid: str | None, data: str, *, owner: ShellOwner = HOST) -> str:
         """Send ``data`` to the session's stdin."""
-        proc = self._get(sid)
+        proc = self._get(sid, owner)
         raw = data.encode()
         if len(raw) > self.limits.max_input:
             raise ShellError(f"input is over {self.limits.max_input} bytes")
         await anyio.to_thread.run_sync(proc.write_stdin, raw, abandon_on_cancel=True)
         return f"session {sid}: wrote {len(raw)} bytes"
 
-    def close_stdin(self, sid: str | None) -> str:
+    def close_stdin(self, sid: str | None, *, owner: ShellOwner = HOST) -> str:
         """Close the session's stdin (end of input)."""
-        self._get(sid).close_stdin()
+        self._get(sid, owner).close_stdin()
         return f"session {sid}: stdin closed"
 
-    async def stop(self, sid: str | None) -> str:
+    async def stop(self, sid: str | None, *, owner: ShellOwner = HOST) -> str:
         """Kill the session's process group and forget the session; its last output."""
-        proc = self._get(sid)
+        proc = self._get(sid, owner)
         await anyio.to_thread.run_sync(proc.kill, "stop")
         await anyio.to_thread.run_sync(proc.wait_ended, 5.0)
         report = self._report(sid or "", proc)
@@ -283,18 +330,26 @@ class Shell:
             self._forget(sid or "")
         return report
 
-    def list(self) -> str:
-        """One line per session: id, state, output size, command."""
+    def list(self, *, owner: ShellOwner = HOST) -> str:
+        """One line per session of ``owner``'s: id, state, output size, command."""
         with self._lock:
             rows = [
                 f"{sid}: {p.status()}, {p.log.total} bytes of output, {self._commands[sid][:80]!r}"
                 for sid, p in self._sessions.items()
+                if self._owners.get(sid) == owner
             ]
         return "\n".join(rows) if rows else "no shell sessions"
 
-    def log(self, sid: str | None, *, offset: int = 0, limit: int | None = None) -> str:
+    def log(
+        self,
+        sid: str | None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        owner: ShellOwner = HOST,
+    ) -> str:
         """The session's output from byte ``offset`` (bounded)."""
-        proc = self._get(sid)
+        proc = self._get(sid, owner)
         size = min(limit or self.limits.max_log_read, self.limits.max_log_read)
         chunk = proc.log.read(offset, size)
         head = f"session {sid}: bytes {chunk.offset}-{chunk.next_offset} of {proc.log.total}"
@@ -313,24 +368,27 @@ class Shell:
         wait: float = 5.0,
         timeout_seconds: float | None = None,
         cwd: str = ".",
+        owner: ShellOwner = HOST,
     ) -> str:
-        """One ``shell_session`` action (``wait`` is kept within 0-60 seconds)."""
+        """One ``shell_session`` action of ``owner``'s (``wait`` is kept within 0-60 seconds)."""
         wait = min(max(wait, 0.0), 60.0)
         if action == "start":
             if not command:
                 raise ShellError("start needs a command")
-            return await self.start(command, cwd=cwd, wait=wait, timeout_seconds=timeout_seconds)
+            return await self.start(
+                command, cwd=cwd, wait=wait, timeout_seconds=timeout_seconds, owner=owner
+            )
         if action == "poll":
-            return await self.poll(session_id, wait=wait)
+            return await self.poll(session_id, wait=wait, owner=owner)
         if action == "write":
-            return await self.write(session_id, input or "")
+            return await self.write(session_id, input or "", owner=owner)
         if action == "close_stdin":
-            return self.close_stdin(session_id)
+            return self.close_stdin(session_id, owner=owner)
         if action == "stop":
-            return await self.stop(session_id)
+            return await self.stop(session_id, owner=owner)
         if action == "log":
-            return self.log(session_id, offset=offset)
-        return self.list()
+            return self.log(session_id, offset=offset, owner=owner)
+        return self.list(owner=owner)
 
     def close(self) -> None:
         """Kill every session's process group."""
@@ -339,6 +397,7 @@ class Shell:
             self._sessions.clear()
             self._commands.clear()
             self._cursor.clear()
+            self._owners.clear()
         for proc in procs:
             proc.kill("close")
 
@@ -358,7 +417,8 @@ def shell_tools(
     """``shell`` and ``shell_session`` for one :class:`Shell` (sandboxed by default).
 
     Starting a command or writing to one is ``permission`` (confirm by default);
-    polling, reading logs, listing, closing stdin and stopping never ask.
+    polling, reading logs, listing, closing stdin and stopping never ask. A
+    session is its conversation's alone (see the module docstring).
     """
     if isinstance(roots, Shell):
         if sandbox is not None or env_keys or env:
@@ -384,6 +444,7 @@ def shell_tools(
     @tool(name="shell_session", permission=tier, flags={Flag.MUTATING}, max_result_chars=20_000)
     async def shell_session(
         action: Action,
+        ctx: ToolContext,
         command: str | None = None,
         session_id: str | None = None,
         input: str | None = None,
@@ -396,6 +457,7 @@ def shell_tools(
 
         Args:
             action: What to do.
+            ctx: The run context (not shown to the model).
             command: For start: the /bin/sh command line.
             session_id: For every action but start and list.
             input: For write: text sent to the command's stdin.
@@ -413,6 +475,7 @@ def shell_tools(
             wait=wait,
             timeout_seconds=timeout_seconds,
             cwd=cwd,
+            owner=ShellOwner.of(ctx),
         )
 
     return [shell, shell_session]

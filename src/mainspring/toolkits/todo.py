@@ -1,8 +1,10 @@
 """Todo: a validated task list per session, updated incrementally.
 
 The list lives in a :class:`ToolDataStore` under ``todo`` keyed by the
-session id, so a session loaded again from its session store (in another
-process) continues with the same list. At most one item is in progress.
+conversation (``ToolContext.conversation``: the caller and the session id), so
+a session loaded again from its session store (in another process) continues
+with the same list, and no other caller's session ever reaches it. At most
+one item is in progress.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def todo_tools(store: ToolDataStore) -> list[Tool]:
     """``todo_read`` and ``todo_write`` over ``store`` (one list per session)."""
 
     async def load(ctx: ToolContext) -> list[TodoItem]:
-        raw = await store.get(NAMESPACE, ctx.session_id)
+        raw = await store.get(NAMESPACE, ctx.conversation)
         return [] if raw is None else _ITEMS.validate_python(raw)
 
     @tool(name="todo_read", read_only=True)
@@ -107,7 +109,7 @@ def todo_tools(store: ToolDataStore) -> list[Tool]:
                 }
             )
         _validate(items)
-        await store.put(NAMESPACE, ctx.session_id, _ITEMS.dump_python(items, mode="json"))
+        await store.put(NAMESPACE, ctx.conversation, _ITEMS.dump_python(items, mode="json"))
         return _render(items)
 
     return [todo_read, todo_write]

@@ -6,6 +6,14 @@ components' namespaces live in. The engine enters it with :func:`run_scope`
 around the run; every ToolContext made inside reads it, so a tool sees its
 caller (``ctx.caller``) and its own namespace (``ctx.storage``,
 ``ctx.component_cache``) whichever door the call came through.
+
+The server enters a scope for the request's principal the same way, so
+``ctx.caller`` is who made the request through every door. What a tool keeps
+for a caller is keyed by that caller: ``ctx.storage`` is the tool's storage
+*for this caller* (``ctx.shared_storage`` is the one every caller shares, an
+explicit choice), and ``ctx.data_scope`` / ``ctx.conversation`` are the
+injective keys the default toolkits file memories, notes, artifacts, todo
+lists and shell sessions under.
 """
 
 from __future__ import annotations
@@ -20,12 +28,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from mainspring._json import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
 from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespace
-from mainspring.principals import Caller
+from mainspring.principals import Caller, data_scope, encode_segment
 
 if TYPE_CHECKING:
     from mainspring.decisions import Decision
 
-__all__ = ["RunScope", "ToolContext", "ToolSuspended", "current_scope", "run_scope"]
+__all__ = [
+    "RunScope",
+    "ToolContext",
+    "ToolSuspended",
+    "current_caller",
+    "current_scope",
+    "run_scope",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +60,12 @@ class RunScope:
     """The engine agent the run is for (empty for a direct tool call)."""
 
     def namespace(self, kind: str, name: str) -> Namespace:
-        """The storage of component ``name`` of ``kind`` (``"tool"``, ``"agent"``)."""
+        """The storage of component ``name`` of ``kind`` (``"tool"``, ``"agent"``), all callers'."""
         return Namespace(self.storage, (kind, name))
+
+    def caller_namespace(self, kind: str, name: str) -> Namespace:
+        """The storage of component ``name`` of ``kind`` for this scope's caller alone."""
+        return Namespace(self.storage, (kind, name, self.caller.kind, self.caller.id))
 
     def cache(self, kind: str, name: str) -> dict[str, Any]:
         """The in-memory cache of component ``name`` of ``kind``."""
@@ -61,6 +80,11 @@ _LOCAL = RunScope(caller=Caller("local", kind="service"))
 def current_scope() -> RunScope | None:
     """The scope an engine entered for the running code, if any."""
     return _SCOPE.get()
+
+
+def current_caller() -> Caller:
+    """The caller the running code acts for (``Caller("local", kind="service")`` outside any)."""
+    return (_SCOPE.get() or _LOCAL).caller
 
 
 @contextmanager
@@ -92,6 +116,7 @@ class ToolContext:
         "_charge",
         "_emit",
         "_loop_thread",
+        "_scope",
         "agent_name",
         "cache",
         "caller",
@@ -128,13 +153,14 @@ class ToolContext:
         self.turn_index = turn_index
         self.cache = cache
         """Shared by every tool call of the current turn, then dropped."""
-        scope = _SCOPE.get() or _LOCAL
+        scope = self._scope = _SCOPE.get() or _LOCAL
         self.caller: Caller = scope.caller
         """The verified caller (``Caller("local", kind="service")`` outside an engine)."""
         self.metadata: Mapping[str, str] = scope.metadata
         """Request metadata: informational, never an authorization source."""
-        self.storage: Namespace = scope.namespace("tool", tool_name)
-        """This tool's own storage: no other tool or agent reads or writes it."""
+        self.storage: Namespace = scope.caller_namespace("tool", tool_name)
+        """This tool's own storage for this caller: no other tool, and no other caller,
+        reads or writes it (namespace ``("tool", name, caller kind, caller id)``)."""
         self.component_cache: dict[str, Any] = scope.cache("tool", tool_name)
         """This tool's own in-memory cache, kept across calls and turns."""
         self.decision: Decision | None = decision
@@ -146,6 +172,32 @@ class ToolContext:
         self._charge = charge
         self._loop_thread = threading.get_ident()
         self._cancelled = False
+
+    @property
+    def shared_storage(self) -> Namespace:
+        """This tool's storage shared by every caller (``("tool", name)``): an explicit opt-in.
+
+        Whatever one caller puts here every other caller of the tool can read;
+        use :attr:`storage` unless the data is meant for everyone.
+        """
+        return self._scope.namespace("tool", self.tool_name)
+
+    @property
+    def data_scope(self) -> str:
+        """Where this caller's data with this agent lives (see ``principals.data_scope``).
+
+        ``principal/<kind>/<id>/agent/<agent>``, each part injectively encoded:
+        the default namespace of memories, notes and artifacts.
+        """
+        return data_scope(self.caller, self.agent_name)
+
+    @property
+    def conversation(self) -> str:
+        """This caller's conversation: ``principal/<kind>/<id>/session/<session id>``.
+
+        The key of per-conversation data (a todo list, shell sessions).
+        """
+        return f"principal/{self.caller.path}/session/{encode_segment(self.session_id)}"
 
     @property
     def cancelled(self) -> bool:
