@@ -336,11 +336,15 @@ async def test_namespacing_is_injective(tmp_path: Path) -> None:
     assert {"mcp__a_b__echo", "mcp__a__echo"} <= set(names)
 
 
-async def test_a_name_collision_is_a_config_error_at_connect(tmp_path: Path) -> None:
+async def test_a_name_listed_twice_is_refused_and_the_rest_stays(tmp_path: Path) -> None:
     before = children()
-    manager = McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "twice", "dup")])
-    with pytest.raises(ConfigError, match=r"'mcp__twice__echo' is not unique"):
-        await manager.start()
+    async with McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "twice", "dup")]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__twice__echo" not in names
+        assert {"mcp__ok__echo", "mcp__twice__count"} <= names
+        why = manager.skipped_tools["mcp__twice__echo"]
+        assert "server 'twice' tool 'echo'" in why
+        assert "not unique" in why
     assert children() <= before
 
 

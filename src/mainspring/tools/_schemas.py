@@ -157,7 +157,7 @@ def _dialect(schema: Mapping[str, Any] | bool, subject: str) -> str:
 
 def _check_references(schema: Mapping[str, Any] | bool, dialect: str) -> None:
     """Resolve every reference the schema can reach, now (raises ``Unresolvable``)."""
-    from jsonschema_specifications import REGISTRY
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]  # no py.typed
     from referencing.jsonschema import specification_with
 
     specification = specification_with(dialect)
@@ -210,7 +210,7 @@ def _refuse(uri: str) -> Resource[Any]:
     """The registry's retrieve function: nothing outside the schema is ever fetched."""
     from referencing.exceptions import NoSuchResource
 
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(uri)
 
 
 def _registry() -> Any:
