@@ -228,13 +228,17 @@ async def test_server_exiting_mid_call_then_reconnects(tmp_path: Path) -> None:
 
 
 async def test_big_result_truncated_raw_kept(tmp_path: Path) -> None:
-    async with McpClientManager([fake(tmp_path, "f", output_budget=1000)]) as manager:
+    manager = McpClientManager([fake(tmp_path, "f", output_budget=1000)], audit_chars=6_000_000)
+    async with manager:
         out = await manager.call_tool("f", "big", {})
         assert out.content.startswith("x" * 1000)
         assert "[truncated: showing 1000 of 5000000 characters" in out.content
+        assert "the full result is kept for audit" in out.content
         assert len(out.content) < 1200
         raw = manager.raw_results[-1]
         assert raw.truncated
+        assert raw.complete
+        assert raw.size == 5_000_000
         assert raw.tool == "big"
         block = raw.result.content[0]
         assert getattr(block, "text", "") == "x" * 5_000_000

@@ -127,7 +127,7 @@ def compile_schema(
         ) from None
     except RecursionError:
         raise ConfigError(
-            f"{owner} has an {kind} too deep or referring to itself without end"
+            f"{owner} has an {kind} that is too deep or refers to itself without end"
         ) from None
     return CompiledSchema(schema, validator, dialect)
 
