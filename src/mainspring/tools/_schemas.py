@@ -18,6 +18,7 @@ validator per call, and its failures are always :class:`ToolInputError`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,9 @@ def compile_schema(
         )
     dialect = _dialect(schema, f"{owner} has an {kind}")
     cls = jsonschema.validators.validator_for({"$schema": dialect})
+    key = _key(schema)
+    if key is not None and key in _COMPILED:  # checked already: the meta-schema check is slow
+        return CompiledSchema(schema, cls(schema, registry=_registry()), dialect)
     try:
         cls.check_schema(schema)
         validator = cls(schema, registry=_registry())
@@ -129,7 +133,26 @@ def compile_schema(
         raise ConfigError(
             f"{owner} has an {kind} that is too deep or refers to itself without end"
         ) from None
+    if key is not None:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = None
     return CompiledSchema(schema, validator, dialect)
+
+
+_COMPILED: dict[str, None] = {}
+"""Schemas (as canonical JSON) that compiled: a tool list read again skips the meta-schema
+check (milliseconds a tool). Oldest first; bounded in entries and in each key's size."""
+_COMPILED_MAX = 512
+_KEY_MAX_CHARS = 32_768
+
+
+def _key(schema: Mapping[str, Any] | bool) -> str | None:
+    try:
+        key = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return key if len(key) <= _KEY_MAX_CHARS else None
 
 
 def compile_or_unusable(schema: object, *, owner: str = "a tool") -> CompiledSchema:
