@@ -128,7 +128,8 @@ def validation(quick: bool) -> None:
         after = per_call_us(partial(offered.parse, args), calls, repeats)
         ratios.append(before / after)
         print(
-            f"  {name:<22} {compile_us:>9.1f} {before:>9.1f} {after:>9.1f} {before / after:>6.1f}x"
+            f"  {name:<22} {first_us:>9.0f} {compile_us:>9.1f} {before:>9.1f} {after:>9.1f}"
+            f" {before / after:>6.1f}x"
         )
     print(f"  geometric mean: after is {statistics.geometric_mean(ratios):.1f}x faster")
 
