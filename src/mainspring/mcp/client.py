@@ -102,7 +102,7 @@ class McpClientManager:
         configs: Sequence[McpServerConfig],
         *,
         audit_limit: int = 32,
-        audit_chars: int = 1_000_000,
+        audit_chars: int = 200_000,
         artifacts: ArtifactStore | None = None,
         on_elicit: OnElicit | None = None,
         sampling: McpSampling | None = None,
