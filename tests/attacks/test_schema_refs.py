@@ -23,6 +23,7 @@ from mainspring import (
     ToolResult,
     TurnComplete,
 )
+from mainspring._json import JsonValue
 from mainspring.errors import ConfigError
 from mainspring.mcp import McpClientManager
 from mainspring.tools import Tool, client_tool
@@ -124,23 +125,26 @@ async def test_a_raw_schema_never_fetches_and_a_bad_one_is_an_error_result() -> 
         async def run(**kwargs: Any) -> ToolOutput:
             return ToolOutput(content="ran")
 
-        remote = {"type": "object", "properties": {"x": {"$ref": f"{server.url}/x.json"}}}
+        remote: dict[str, JsonValue] = {
+            "type": "object",
+            "properties": {"x": {"$ref": f"{server.url}/x.json"}},
+        }
         with pytest.raises(ConfigError, match="does not resolve inside the schema"):
             client_tool("pay", description="Pay.", input_schema=remote)
+        schemas: list[tuple[str, dict[str, JsonValue]]] = [
+            ("remote", remote),
+            ("dangling", {"type": "object", "properties": {"x": {"$ref": "#/nope"}}}),
+            (
+                "loop",
+                {
+                    "type": "object",
+                    "$defs": {"a": {"$ref": "#/$defs/a"}},
+                    "properties": {"x": {"$ref": "#/$defs/a"}},
+                },
+            ),
+        ]
         tools = [
-            Tool(name=n, description=n, input_schema=s, fn=run, is_async=True)
-            for n, s in [
-                ("remote", remote),
-                ("dangling", {"type": "object", "properties": {"x": {"$ref": "#/nope"}}}),
-                (
-                    "loop",
-                    {
-                        "type": "object",
-                        "$defs": {"a": {"$ref": "#/$defs/a"}},
-                        "properties": {"x": {"$ref": "#/$defs/a"}},
-                    },
-                ),
-            ]
+            Tool(name=n, description=n, input_schema=s, fn=run, is_async=True) for n, s in schemas
         ]
         calls = [ScriptedCall(t.name, {"x": "a"}) for t in tools]
         model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
@@ -186,6 +190,6 @@ async def test_the_dialect_follows_dollar_schema(tmp_path: Path) -> None:
 
 
 def test_an_unknown_dialect_is_refused_by_name() -> None:
-    schema = {"$schema": "http://127.0.0.1:1/meta.json", "type": "object"}
+    schema: dict[str, JsonValue] = {"$schema": "http://127.0.0.1:1/meta.json", "type": "object"}
     with pytest.raises(ConfigError, match="unsupported dialect"):
         client_tool("pay", description="Pay.", input_schema=schema)
