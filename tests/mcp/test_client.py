@@ -228,13 +228,17 @@ async def test_server_exiting_mid_call_then_reconnects(tmp_path: Path) -> None:
 
 
 async def test_big_result_truncated_raw_kept(tmp_path: Path) -> None:
-    async with McpClientManager([fake(tmp_path, "f", output_budget=1000)]) as manager:
+    manager = McpClientManager([fake(tmp_path, "f", output_budget=1000)], audit_chars=6_000_000)
+    async with manager:
         out = await manager.call_tool("f", "big", {})
         assert out.content.startswith("x" * 1000)
         assert "[truncated: showing 1000 of 5000000 characters" in out.content
+        assert "the full result is kept for audit" in out.content
         assert len(out.content) < 1200
         raw = manager.raw_results[-1]
         assert raw.truncated
+        assert raw.complete
+        assert raw.size == 5_000_000
         assert raw.tool == "big"
         block = raw.result.content[0]
         assert getattr(block, "text", "") == "x" * 5_000_000
@@ -336,11 +340,15 @@ async def test_namespacing_is_injective(tmp_path: Path) -> None:
     assert {"mcp__a_b__echo", "mcp__a__echo"} <= set(names)
 
 
-async def test_a_name_collision_is_a_config_error_at_connect(tmp_path: Path) -> None:
+async def test_a_name_listed_twice_is_refused_and_the_rest_stays(tmp_path: Path) -> None:
     before = children()
-    manager = McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "twice", "dup")])
-    with pytest.raises(ConfigError, match=r"'mcp__twice__echo' is not unique"):
-        await manager.start()
+    async with McpClientManager([fake(tmp_path, "ok"), fake(tmp_path, "twice", "dup")]) as manager:
+        names = {t.name for t in manager.tools()}
+        assert "mcp__twice__echo" not in names
+        assert {"mcp__ok__echo", "mcp__twice__count"} <= names
+        why = manager.skipped_tools["mcp__twice__echo"]
+        assert "server 'twice' tool 'echo'" in why
+        assert "not unique" in why
     assert children() <= before
 
 

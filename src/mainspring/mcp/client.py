@@ -16,14 +16,14 @@ reconnection; the next call starts it again.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import typing
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
@@ -47,20 +47,19 @@ from mainspring.mcp._connection import (
     modern,
 )
 from mainspring.mcp._input_rounds import DETAILS_KEY, Asker, InputRoundsError, call_in_rounds
+from mainspring.mcp._listing import checked_schema, clashes, full_name
 from mainspring.mcp._paused_calls import Flight, await_flight, check_answer, pending_for
 from mainspring.mcp._prompts import McpPrompt, prompt_text, prompts_of
 from mainspring.mcp._requests import ElicitAnswer, McpElicitation, McpSampling, OnElicit
 from mainspring.mcp._resources import list_page_text, read_output, resource_tools
-from mainspring.mcp._results import (
-    Progress,
-    RawResult,
-    output_of,
-    progress_callback,
-)
+from mainspring.mcp._results import Audit, Progress, RawResult, progress_callback
 from mainspring.mcp._trust import trust
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput, client_tool
 from mainspring.tools.registry import namespaced
+
+if TYPE_CHECKING:
+    from mainspring.stores.artifacts import ArtifactStore
 
 try:
     import mcp.types as mcp_types
@@ -103,6 +102,8 @@ class McpClientManager:
         configs: Sequence[McpServerConfig],
         *,
         audit_limit: int = 32,
+        audit_chars: int = 200_000,
+        artifacts: ArtifactStore | None = None,
         on_elicit: OnElicit | None = None,
         sampling: McpSampling | None = None,
         pause_on_elicit: bool = False,
@@ -117,7 +118,14 @@ class McpClientManager:
         :mod:`mainspring.mcp._paused_calls`); ``sampling`` lets servers sample
         a model, bounded. Without them the client does not offer either, and
         servers cannot ask.
+
+        The latest ``audit_limit`` results are kept in :attr:`raw_results`,
+        each of at most ``audit_chars`` characters; a larger one is kept cut
+        (its full size recorded) and, given ``artifacts``, stored whole as an
+        artifact in namespace ``mcp/<server>``, whose URI the model is told.
         """
+        if audit_limit < 0 or audit_chars < 0:
+            raise ConfigError("audit_limit and audit_chars must be >= 0")
         if not math.isfinite(elicit_timeout) or elicit_timeout <= 0:
             raise ConfigError(f"elicit_timeout must be a positive number, got {elicit_timeout}")
         names = [c.name for c in configs]
@@ -141,8 +149,9 @@ class McpClientManager:
         """Servers that could not start (optional ones) or whose tools were skipped."""
         self.skipped_tools: dict[str, str] = {}
         """``mcp__server__tool`` names left out, with the reason (e.g. a malformed schema)."""
-        self.raw_results: deque[RawResult] = deque(maxlen=audit_limit)
-        """The latest results, untruncated, for audit."""
+        self._audit = Audit(limit=audit_limit, max_chars=audit_chars, artifacts=artifacts)
+        self.raw_results: deque[RawResult] = self._audit.results
+        """The latest results, for audit (each cut to ``audit_chars``; see :class:`RawResult`)."""
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -171,7 +180,6 @@ class McpClientManager:
 
         Raises:
             McpStartupError: A required server failed or timed out (others are closed).
-            ConfigError: Two tools would get the same ``mcp__…`` name.
         """
         if self._tg is not None:
             raise ConfigError("McpClientManager is already started")
@@ -189,7 +197,8 @@ class McpClientManager:
                     f"required MCP server {name!r} failed to start: {self.failures[name]}",
                     server=name,
                 )
-            self._check_names()
+            for name, why in clashes(self._listed()).items():
+                logger.warning("MCP tool %r refused: %s", name, why)
         except BaseException:
             await self.aclose()
             raise
@@ -226,46 +235,30 @@ class McpClientManager:
         # Each session task closes its own transport (the stdio shutdown is shielded).
         await tg.__aexit__(None, None, None)
 
-    def _check_names(self) -> None:
-        """Refuse two tools mapping to one ``mcp__…`` name.
-
-        Server names cannot cause it (no ``__``, no ``_`` at either end), so the
-        split at the first ``__`` after the prefix is unique; a server listing
-        one tool twice can.
-        """
-        seen: dict[str, str] = {}
-        for conn in self._connections.values():
-            for spec in conn.tools:
-                name = f"mcp__{conn.config.name}__{spec.name}"
-                if name in seen:
-                    raise ConfigError(
-                        f"MCP tool name {name!r} is not unique: {seen[name]} and "
-                        f"server {conn.config.name!r} tool {spec.name!r} both map to it"
-                    )
-                seen[name] = f"server {conn.config.name!r} tool {spec.name!r}"
-
     def tools(self) -> list[Tool]:
         """The tools of every connected server, named ``mcp__<server>__<tool>``.
 
-        A name seen twice (a server's list changed into a clash) keeps its
-        first tool; the other is in :attr:`skipped_tools`.
+        A tool whose schema cannot be compiled offline, or whose name is
+        claimed twice (a server listing it twice), is left out; why is in
+        :attr:`skipped_tools` (see :mod:`mainspring.mcp._listing`).
         """
         found: list[Tool] = []
-        names: set[str] = set()
+        refused = clashes(self._listed())
+        self.skipped_tools.update(refused)
         for conn in self._connections.values():
             for spec in conn.tools:
                 if not conn.config.wants(spec.name):
                     continue
+                if full_name(conn.config.name, spec.name) in refused:
+                    continue
                 made = self._make_tool(conn, spec)
-                if made is None:
-                    continue
-                if made.name in names:
-                    self.skipped_tools[made.name] = "another tool has this name"
-                    continue
-                names.add(made.name)
-                found.append(made)
+                if made is not None:
+                    found.append(made)
             found.extend(self._resource_tools(conn))
         return found
+
+    def _listed(self) -> list[tuple[McpServerConfig, list[mcp_types.Tool]]]:
+        return [(conn.config, conn.tools) for conn in self._connections.values()]
 
     def _resource_tools(self, conn: Connection) -> list[Tool]:
         session = conn.session
@@ -343,15 +336,15 @@ class McpClientManager:
             )
             return None
         try:
-            schema = json.loads(json.dumps(spec.input_schema))
+            compiled = checked_schema(cfg.name, spec)
             base = client_tool(
                 name,
                 description=spec.description or spec.title or spec.name,
-                input_schema=schema,
+                input_schema=typing.cast(dict[str, JsonValue], compiled.schema),
             )
-        except (ConfigError, TypeError, ValueError) as exc:
+        except ConfigError as exc:
             self.skipped_tools[name] = str(exc)
-            logger.warning("MCP tool %r skipped: %s", name, exc)
+            logger.warning("MCP tool %r refused: %s", name, exc)
             return None
         meta: dict[str, JsonValue] = {"mcp_server": cfg.name, "mcp_tool": spec.name}
         meta.update(spec.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -522,17 +515,13 @@ class McpClientManager:
                 content=f"MCP tool {tool!r} on {server!r} timed out after {cfg.call_timeout:g} s",
                 is_error=True,
             )
-        output, truncated = output_of(
-            result, server=server, resources=cfg.resources, budget=cfg.output_budget
-        )
-        self.raw_results.append(
-            RawResult(
-                server=server,
-                tool=tool,
-                arguments=to_jsonable_python(arguments),
-                result=result,
-                truncated=truncated,
-            )
+        output = await self._audit.output(
+            result,
+            server=server,
+            tool=tool,
+            arguments=to_jsonable_python(arguments),
+            resources=cfg.resources,
+            budget=cfg.output_budget,
         )
         if cacheable and conn.session is session:
             conn.cache.put(tool, arguments, output)

@@ -22,6 +22,7 @@ from mainspring._lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
+from mainspring.tools._schemas import CompiledSchema, compile_or_unusable, compile_schema
 from mainspring.tools.policy import (
     DEFAULT_MAX_RESULT_CHARS,
     Details,
@@ -78,6 +79,9 @@ class Tool:
     is_async: bool = False
     meta: dict[str, JsonValue] = field(default_factory=dict)
     """Origin metadata (e.g. an MCP server's annotations), kept as is."""
+    schema_check: CompiledSchema | None = field(default=None, compare=False, repr=False)
+    """``input_schema`` compiled (tools without an ``input_model``); compiled on first
+    use when not given, and again if ``input_schema`` is replaced."""
 
     @property
     def client_executed(self) -> bool:
@@ -127,8 +131,16 @@ class Tool:
                 value, mode="json"
             )
             return dumped, {name: getattr(value, name) for name in _field_names(type(value))}
-        _validate_json_schema(self.name, self.input_schema, args)
+        self._compiled().check(self.name, args)
         return typing.cast(dict[str, JsonValue], args), dict(args)
+
+    def _compiled(self) -> CompiledSchema:
+        check = self.schema_check
+        if check is None or check.schema is not self.input_schema:
+            check = compile_or_unusable(self.input_schema, owner=f"tool {self.name!r}")
+            # a cache of what input_schema says, not state: set once on this frozen record
+            object.__setattr__(self, "schema_check", check)
+        return check
 
     async def call(
         self,
@@ -211,47 +223,6 @@ def _input_error(tool_name: str, exc: ValidationError) -> ToolInputError:
         tool=tool_name,
         field=first,
     )
-
-
-def _jsonschema() -> Any:
-    try:  # lazy: only tools declared by a raw JSON schema need it
-        import jsonschema
-    except ImportError as exc:
-        raise ConfigError(
-            'tools declared by a raw JSON schema need: pip install "mainspring[jsonschema]"'
-        ) from exc
-    return jsonschema
-
-
-def _check_json_schema(tool_name: str, schema: dict[str, JsonValue]) -> None:
-    jsonschema = _jsonschema()
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ConfigError(
-            f"tool {tool_name!r} has an invalid input schema: {exc.message}"
-        ) from None
-
-
-def _validate_json_schema(tool_name: str, schema: dict[str, JsonValue], args: object) -> None:
-    jsonschema = _jsonschema()
-    validator = jsonschema.Draft202012Validator(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
-    if error is not None:
-        path = [str(x) for x in error.absolute_path]
-        if error.validator == "required" and isinstance(error.instance, dict):
-            missing = [k for k in error.validator_value if k not in error.instance]
-            path += missing[:1]
-        elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = error.schema.get("properties", {})
-            extra = [k for k in error.instance if k not in allowed]
-            path += [str(k) for k in extra[:1]]
-        loc = ".".join(path)
-        raise ToolInputError(
-            f"invalid arguments for tool {tool_name!r}: {loc or '(input)'}: {error.message}",
-            tool=tool_name,
-            field=loc,
-        )
 
 
 def _check_name(name: str) -> None:
@@ -460,13 +431,14 @@ def client_tool(
     """
     _check_name(name)
     model: type[BaseModel] | None = None
+    check: CompiledSchema | None = None
     if isinstance(input_schema, type):
         model = input_schema
         schema = _clean_schema(model.model_json_schema())
     else:
         if input_schema.get("type", "object") != "object":
             raise ConfigError(f"client tool {name!r}: input_schema must describe an object")
-        _check_json_schema(name, input_schema)
+        check = compile_schema(input_schema, owner=f"client tool {name!r}")
         schema = input_schema
     props = schema.get("properties")
     known = set(props) if isinstance(props, dict) else set[str]()
@@ -486,5 +458,10 @@ def client_tool(
         post_write_refresh=tuple(post_write_refresh),
     )
     return Tool(
-        name=name, description=description, input_schema=schema, policy=policy, input_model=model
+        name=name,
+        description=description,
+        input_schema=schema,
+        policy=policy,
+        input_model=model,
+        schema_check=check,
     )

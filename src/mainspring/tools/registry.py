@@ -17,9 +17,20 @@ __all__ = ["ToolRegistry", "matches", "matches_any", "namespaced"]
 
 
 def namespaced(group: str, name: str, *, prefix: str = "mcp") -> str:
-    """The registry name of a grouped tool: ``prefix__group__name``."""
-    if "__" in group:
-        raise ConfigError(f"group name {group!r} must not contain '__'")
+    """The registry name of a grouped tool: ``prefix__group__name``.
+
+    One name, one tool: a group holds no ``__`` and neither starts nor ends
+    with ``_``, so the name splits back at its first ``__`` after the prefix
+    (group ``a_`` with tool ``pay`` would read as group ``a`` with tool
+    ``_pay``, and pass an allowlist written for group ``a``).
+
+    Raises:
+        ConfigError: The group name could make two tools one name.
+    """
+    if not group or "__" in group or group.startswith("_") or group.endswith("_"):
+        raise ConfigError(
+            f"group name {group!r} must not contain '__', be empty, or start or end with '_'"
+        )
     return f"{prefix}__{group}__{name}"
 
 
