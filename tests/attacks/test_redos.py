@@ -65,7 +65,7 @@ def test_a_glob_bomb_is_answered_at_once(ws: Workspace) -> None:
 
 def test_runs_of_stars_collapse() -> None:
     matcher = compile_glob("*" * 400 + ".py", using="re2")
-    assert matcher.fullmatch("src/deep/x.py") and not matcher.fullmatch("src/x.pyc")
+    assert matcher.matches("src/deep/x.py") and not matcher.matches("src/x.pyc")
 
 
 def test_pattern_and_glob_lengths_are_capped(ws: Workspace) -> None:

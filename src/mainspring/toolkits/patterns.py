@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import AnyStr, Literal, Protocol, TypeVar, cast
 
 from mainspring.toolkits.confine import WorkspaceError
 
@@ -29,7 +30,8 @@ __all__ = [
     "MAX_GLOB_CHARS",
     "MAX_PATTERN_CHARS",
     "Engine",
-    "Matcher",
+    "LinePattern",
+    "PathGlob",
     "compile_glob",
     "compile_pattern",
     "engine",
@@ -46,24 +48,74 @@ _RE2_MAX_MEM = 64 * 1024 * 1024
 Engine = Literal["re2", "re"]
 
 
-class Match(Protocol):
-    """A match: where it starts (what the search reads of it)."""
-
-    def start(self) -> int:
-        """Offset of the match's first character."""
-        ...
+class _Match(Protocol):
+    def start(self) -> int: ...
 
 
-class Matcher(Protocol):
-    """What both engines' compiled patterns offer the search."""
+_Text = TypeVar("_Text", str, bytes, contravariant=True)
 
-    def finditer(self, text: str) -> Iterator[Match]:
-        """Every non-overlapping match in ``text``."""
-        ...
 
-    def fullmatch(self, text: str) -> Match | None:
-        """A match of the whole of ``text`` (how a glob is matched)."""
-        ...
+class _Compiled(Protocol[_Text]):
+    """What both engines' compiled patterns offer (RE2's over bytes, ``re``'s over str)."""
+
+    def finditer(self, text: _Text) -> Iterator[_Match]: ...
+
+    def fullmatch(self, text: _Text) -> _Match | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LinePattern:
+    """A compiled search pattern: the lines of a file it matches."""
+
+    engine: Engine
+    _regex: _Compiled[bytes] | _Compiled[str]
+
+    def lines(self, data: bytes) -> Iterator[tuple[int, str]]:
+        """``(line number, line)`` of each line with a match, first to last.
+
+        RE2 reads the file's bytes as UTF-8 (no decoding: invalid bytes match
+        no character); ``re`` reads them decoded, invalid bytes replaced.
+        """
+        if self.engine == "re2":
+            regex = cast("_Compiled[bytes]", self._regex)
+            for number, line in _matching_lines(regex, data, b"\n"):
+                yield number, line.decode("utf-8", errors="replace")
+        else:
+            text = data.decode("utf-8", errors="replace")
+            yield from _matching_lines(cast("_Compiled[str]", self._regex), text, "\n")
+
+
+def _matching_lines(
+    regex: _Compiled[AnyStr], text: AnyStr, nl: AnyStr
+) -> Iterator[tuple[int, AnyStr]]:
+    line_no, scanned, last_line = 1, 0, -1
+    for match in regex.finditer(text):
+        start = match.start()
+        line_no += text.count(nl, scanned, start)
+        scanned = start
+        if line_no == last_line:
+            continue
+        last_line = line_no
+        begin = text.rfind(nl, 0, start) + 1
+        end = text.find(nl, start)
+        yield line_no, text[begin : end if end != -1 else len(text)]
+
+
+@dataclass(frozen=True, slots=True)
+class PathGlob:
+    """A compiled glob: whether a ``/``-separated relative path matches it whole."""
+
+    engine: Engine
+    _regex: _Compiled[bytes] | _Compiled[str] | None
+    """``None``: every path (the glob ``*``)."""
+
+    def matches(self, path: str) -> bool:
+        """Whether ``path`` matches the glob."""
+        if self._regex is None:
+            return True
+        if self.engine == "re2":
+            return cast("_Compiled[bytes]", self._regex).fullmatch(path.encode()) is not None
+        return cast("_Compiled[str]", self._regex).fullmatch(path) is not None
 
 
 def engine() -> Engine:
@@ -75,7 +127,7 @@ def engine() -> Engine:
     return "re2"
 
 
-def compile_pattern(pattern: str, *, ignore_case: bool = False, using: Engine) -> Matcher:
+def compile_pattern(pattern: str, *, ignore_case: bool = False, using: Engine) -> LinePattern:
     """``pattern`` compiled for ``using`` (``ignore_case`` as the ``(?i)`` flag).
 
     Raises:
@@ -87,7 +139,9 @@ def compile_pattern(pattern: str, *, ignore_case: bool = False, using: Engine) -
             f"a search pattern must be at most {MAX_PATTERN_CHARS} characters (got {len(pattern)})",
             path=".",
         )
-    return _compile(pattern, ignore_case=ignore_case, using=using, what="pattern")
+    return LinePattern(
+        using, _compile(pattern, ignore_case=ignore_case, using=using, what="pattern")
+    )
 
 
 def glob_source(glob: str) -> str:
@@ -133,16 +187,20 @@ def glob_source(glob: str) -> str:
     return "".join(out)
 
 
-def compile_glob(glob: str, *, using: Engine) -> Matcher:
-    """``glob`` (see :func:`glob_source`) compiled for ``using``; ``.fullmatch`` a relative path.
+def compile_glob(glob: str, *, using: Engine) -> PathGlob:
+    """``glob`` (see :func:`glob_source`) compiled for ``using``.
 
     Raises:
         WorkspaceError: too long, or a bracket expression the engine refuses.
     """
-    return _compile(glob_source(glob), ignore_case=False, using=using, what="glob")
+    if glob == "*":  # the default: any name in any directory
+        return PathGlob(using, None)
+    return PathGlob(using, _compile(glob_source(glob), ignore_case=False, using=using, what="glob"))
 
 
-def _compile(source: str, *, ignore_case: bool, using: Engine, what: str) -> Matcher:
+def _compile(
+    source: str, *, ignore_case: bool, using: Engine, what: str
+) -> _Compiled[bytes] | _Compiled[str]:
     if using == "re2":
         import re2  # lazy: only a search needs it
 
@@ -151,7 +209,7 @@ def _compile(source: str, *, ignore_case: bool, using: Engine, what: str) -> Mat
         options.case_sensitive = not ignore_case
         options.log_errors = False  # the error is raised, not written to stderr
         try:
-            compiled: Matcher = re2.compile(source, options)
+            compiled: _Compiled[bytes] = re2.compile(source, options)
         except re2.error as exc:
             reason = exc.args[0] if exc.args else exc
             if isinstance(reason, bytes):

@@ -23,7 +23,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from mainspring.toolkits.confine import Location, Workspace, WorkspaceError
-from mainspring.toolkits.patterns import Engine, Matcher, compile_glob, compile_pattern, engine
+from mainspring.toolkits.patterns import (
+    Engine,
+    LinePattern,
+    PathGlob,
+    compile_glob,
+    compile_pattern,
+    engine,
+)
 
 __all__ = ["MAX_OUTPUT_CHARS", "Bounds", "scan", "search_files"]
 
@@ -163,8 +170,8 @@ def _search(ws: Workspace, query: _Query, *, using: Engine) -> str:
 def scan(
     ws: Workspace,
     *,
-    regex: Matcher | None,
-    names: Matcher,
+    regex: LinePattern | None,
+    names: PathGlob,
     path: str = ".",
     hidden: bool = False,
     bounds: Bounds,
@@ -181,7 +188,7 @@ def scan(
     cut = ""
     with ws.open_dir(location) as root_fd:
         for dir_fd, loc, rel in _walk(ws, root_fd, location, "", hidden, 64):
-            if not names.fullmatch(rel):
+            if not names.matches(rel):
                 continue
             if regex is None:
                 hits = [loc.display]
@@ -214,22 +221,10 @@ def scan(
     return (text + "\n" if text else "") + "(" + "; ".join(notes) + ")"
 
 
-def _grep(regex: Matcher, data: bytes, display: str, bounds: Bounds) -> list[str]:
-    content = data.decode("utf-8", errors="replace")
+def _grep(regex: LinePattern, data: bytes, display: str, bounds: Bounds) -> list[str]:
     hits: list[str] = []
-    line_no = 1
-    scanned = 0
-    last_line = -1
-    for match in regex.finditer(content):
-        start = match.start()
-        line_no += content.count("\n", scanned, start)
-        scanned = start
-        if line_no == last_line:
-            continue
-        last_line = line_no
-        begin = content.rfind("\n", 0, start) + 1
-        end = content.find("\n", start)
-        line = content[begin : end if end != -1 else len(content)].rstrip("\r")
+    for line_no, text in regex.lines(data):
+        line = text.rstrip("\r")
         if len(line) > 300:
             line = line[:300] + "…"
         hits.append(f"{display}:{line_no}: {line}")
