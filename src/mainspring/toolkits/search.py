@@ -6,7 +6,7 @@ output size and seconds. Patterns and globs are hostile input
 (:mod:`mainspring.toolkits.patterns`): with RE2 the search runs in this
 process (the tool's worker thread), in time linear in what it reads, and
 checks its deadline between files. Without RE2, Python's ``re`` runs in a
-child process (``python -m mainspring.toolkits.search``) that is killed at
+child process (:func:`child_main`) that is killed at
 the deadline: a backtracking pattern costs that child, never the caller's
 thread, its GIL or its event loop, and the search is an error naming the
 deadline.
@@ -246,7 +246,7 @@ def _in_child(ws: Workspace, query: _Query) -> str:
     }
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "mainspring.toolkits.search"],
+            [sys.executable, "-P", "-c", _CHILD],
             input=json.dumps(request),
             capture_output=True,
             text=True,
@@ -270,7 +270,12 @@ def _in_child(ws: Workspace, query: _Query) -> str:
     return str(answer["text"])
 
 
-def _child_main() -> None:  # pragma: no cover - runs in the child process
+_CHILD = "from mainspring.toolkits.search import child_main; child_main()"
+"""The child's program (``-P``: nothing from the working directory is imported)."""
+
+
+def child_main() -> None:  # pragma: no cover - runs in the child process
+    """The child of a search without RE2: a request on stdin, the answer on stdout."""
     request = json.loads(sys.stdin.read())
     ws = Workspace(request["roots"], max_file_bytes=request["max_file_bytes"])
     try:
@@ -280,7 +285,3 @@ def _child_main() -> None:  # pragma: no cover - runs in the child process
     else:
         answer = {"text": text}
     sys.stdout.write(json.dumps(answer))
-
-
-if __name__ == "__main__":  # pragma: no cover - the child of _in_child
-    _child_main()
