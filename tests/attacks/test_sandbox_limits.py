@@ -20,6 +20,7 @@ import pytest
 
 from mainspring.errors import ConfigError
 from mainspring.toolkits import SandboxLimits, SandboxPolicy, Shell
+from mainspring.toolkits import cgroup as cgroup_module
 from mainspring.toolkits.cgroup import process_bound
 from tests.toolkits.test_shell import gone_eventually, live_with
 
@@ -81,6 +82,18 @@ def test_limits_are_validated() -> None:
     with pytest.raises(ConfigError, match="must be >= 1"):
         SandboxLimits(processes=0)
     assert SandboxLimits.unlimited().rlimits(nproc=None) == ()
+
+
+def test_without_a_cgroup_the_rlimit_sits_above_the_users_own_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert cgroup_module.user_tasks(os.getuid()) >= 1  # this test's own process at least
+    monkeypatch.setattr(cgroup_module, "pids_cgroup", lambda limit: None)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    assert cgroup_module.process_bound(32) == (None, None)  # root: the kernel ignores it
+    unused = 2**31 - 7  # a uid with no tasks
+    monkeypatch.setattr(os, "getuid", lambda: unused)
+    assert cgroup_module.process_bound(32) == (None, 32)
 
 
 async def test_the_default_sandbox_has_documented_limits(root: Path, shells: list[Shell]) -> None:
