@@ -13,7 +13,6 @@ caches of its own (verdicts, parsed arguments, live tool contexts).
 from __future__ import annotations
 
 import inspect
-import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -570,15 +569,9 @@ class Dispatcher:
         write: bool,
         kwargs: dict[str, Any] | None,
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
-        timeout = tool.policy.timeout
-        if timeout is None and not write:
-            try:  # the common read: no scope needed
-                return await tool.call(args, ctx, kwargs=kwargs), "done"
-            except ToolSuspended:
-                raise
-            except Exception as exc:
-                return failed(tool, exc), "done"
-        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        # Every call has a deadline: its tool's own, else the agent's tool_timeout.
+        timeout = tool.policy.timeout or self.agent.limits.tool_timeout
+        deadline = anyio.current_time() + timeout
         scope = anyio.CancelScope(shield=write, deadline=deadline)
         output: ToolOutput | None = None
         try:

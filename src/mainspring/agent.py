@@ -68,6 +68,9 @@ class Limits:
     """Per-session spend limit; the run stops cleanly once it is reached."""
     write_cancel_grace: float = 30.0
     """Seconds a running write may keep going after ``Session.cancel()``."""
+    tool_timeout: float = 600.0
+    """Seconds a tool call may run when its own ``timeout`` is unset; past it the call
+    is an error result and the turn goes on (a synchronous read's thread is abandoned)."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -76,6 +79,8 @@ class Limits:
             raise ConfigError("budget_usd must not be negative")
         if self.write_cancel_grace < 0:
             raise ConfigError("write_cancel_grace must not be negative")
+        if not self.tool_timeout > 0:
+            raise ConfigError("tool_timeout must be positive")
 
 
 @dataclass(frozen=True, kw_only=True)

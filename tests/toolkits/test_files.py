@@ -31,12 +31,12 @@ from mainspring.toolkits.confine import Location
 from mainspring.toolkits.files import (
     apply,
     edit_text,
-    glob_regex,
     list_entries,
     read_text,
     search_files,
     write_text,
 )
+from mainspring.toolkits.patterns import Engine, compile_glob
 from mainspring.toolkits.text import Text
 from mainspring.tools import Tool
 
@@ -101,13 +101,14 @@ def test_list_a_directory(ws: Workspace) -> None:
     assert any(line.startswith("link") for line in listing.splitlines())
 
 
-def test_glob_patterns() -> None:
-    assert glob_regex("*.py").match("a/b/c.py")
-    assert not glob_regex("src/*.py").match("src/a/b.py")
-    assert glob_regex("src/**/*.py").match("src/a/b.py")
-    assert glob_regex("src/**/*.py").match("src/b.py")
-    assert glob_regex("[!a]*.txt").match("b.txt")
-    assert not glob_regex("[!a]*.txt").match("a.txt")
+@pytest.mark.parametrize("using", ["re2", "re"])
+def test_glob_patterns(using: Engine) -> None:
+    assert compile_glob("*.py", using=using).matches("a/b/c.py")
+    assert not compile_glob("src/*.py", using=using).matches("src/a/b.py")
+    assert compile_glob("src/**/*.py", using=using).matches("src/a/b.py")
+    assert compile_glob("src/**/*.py", using=using).matches("src/b.py")
+    assert compile_glob("[!a]*.txt", using=using).matches("b.txt")
+    assert not compile_glob("[!a]*.txt", using=using).matches("a.txt")
 
 
 def test_search_by_glob_and_by_regex(ws: Workspace) -> None:

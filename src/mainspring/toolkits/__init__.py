@@ -2,12 +2,14 @@
 
 - Files (:func:`file_tools`, :func:`readonly_file_tools`): read, list, search,
   write and edit, confined to roots through directory handles and no-follow
-  opens (:class:`Workspace`).
+  opens (:class:`Workspace`); search patterns and globs on a linear-time
+  engine (RE2, extra ``re2``), else in a child process killed at a deadline.
 - :func:`patch_tools`: ``apply_patch`` in the ``*** Begin Patch`` format,
   checked whole (exact, unique context; versions) before its first write.
 - :func:`shell_tools`: ``shell`` and ``shell_session`` on a :class:`Shell`,
   in a bubblewrap sandbox (:class:`SandboxPolicy`) with an allowlisted
-  environment; process groups cleaned up on stop, cancel and exit.
+  environment and resource limits (:class:`SandboxLimits`); process groups
+  cleaned up on stop, cancel and exit.
 - :func:`notes_tools` (per agent) and :func:`todo_tools` (per session) over a
   :class:`ToolDataStore` (:class:`InMemoryToolDataStore`,
   :class:`SQLiteToolDataStore`).
@@ -39,7 +41,7 @@ from mainspring.toolkits.notes import notes_tools
 from mainspring.toolkits.patch import patch_tools
 from mainspring.toolkits.patch_format import PatchError, PatchLimits
 from mainspring.toolkits.preview import PREVIEW_SOURCE, preview_of
-from mainspring.toolkits.sandbox import SandboxPolicy, SandboxUnavailable
+from mainspring.toolkits.sandbox import SandboxLimits, SandboxPolicy, SandboxUnavailable
 from mainspring.toolkits.shell import Shell, ShellLimits, ShellResult, shell_tools
 from mainspring.toolkits.todo import TodoChange, TodoItem, todo_tools
 
@@ -51,6 +53,7 @@ __all__ = [
     "PatchError",
     "PatchLimits",
     "SQLiteToolDataStore",
+    "SandboxLimits",
     "SandboxPolicy",
     "SandboxUnavailable",
     "Shell",

@@ -11,14 +11,14 @@ file's encoding and line ends.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
 
 from mainspring.toolkits.confine import Location, Workspace, WorkspaceError
+from mainspring.toolkits.search import MAX_OUTPUT_CHARS, search_files
 from mainspring.toolkits.text import BinaryFile, Text, decode_text, diff_preview, encode_text
 from mainspring.tools.define import Tool, tool
 from mainspring.tools.policy import Flag, Permission, ToolInput
@@ -34,8 +34,6 @@ __all__ = [
     "write_text",
 ]
 
-MAX_OUTPUT_CHARS = 40_000
-"""What one read, listing or search returns at most (below the default result budget)."""
 _NEW_FILE_MODE = 0o644
 Roots = Workspace | Sequence[str | os.PathLike[str]] | str | os.PathLike[str]
 
@@ -110,163 +108,6 @@ def _entry_row(fd: int, entry: os.DirEntry[str]) -> str:
     else:
         kind, size = "other", ""
     return f"{kind:<5} {size:>10}  {entry.name}{'/' if kind == 'dir' else ''}"
-
-
-# ---------------------------------------------------------------- searching
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob as a regular expression over ``/``-separated paths (``**`` spans directories).
-
-    A pattern without ``/`` matches the file's name in any directory.
-    """
-    if "/" not in pattern:
-        pattern = "**/" + pattern
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-@dataclass(slots=True)
-class _Budget:
-    files: int
-    bytes: int
-    results: int
-
-
-def _walk(
-    ws: Workspace, fd: int, location: Location, prefix: str, hidden: bool, depth: int
-) -> Iterator[tuple[int, Location, str]]:
-    """Regular files below the directory ``fd`` as (parent fd, location, relative path)."""
-    with os.scandir(fd) as it:
-        entries = sorted(
-            (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
-            for e in it
-            if hidden or not e.name.startswith(".")
-        )
-    for name, is_dir, is_file in entries:
-        rel = prefix + name
-        if is_dir:
-            if depth <= 0:
-                continue
-            try:  # no-follow: a directory swapped for a link since the listing is refused here
-                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError:
-                continue
-            try:
-                yield from _walk(ws, sub, ws.child(location, name), rel + "/", hidden, depth - 1)
-            finally:
-                os.close(sub)
-        elif is_file:
-            yield fd, ws.child(location, name), rel
-
-
-def search_files(
-    ws: Workspace,
-    *,
-    pattern: str | None = None,
-    glob: str = "*",
-    path: str = ".",
-    ignore_case: bool = False,
-    include_hidden: bool = False,
-    max_results: int = 200,
-    max_files: int = 20_000,
-    max_bytes: int = 256 * 1024 * 1024,
-) -> str:
-    """Files matching ``glob`` below ``path``; with ``pattern``, the lines matching it.
-
-    Bounded by results, files opened and bytes scanned; files over the
-    workspace's size limit, binary files and refused files are skipped.
-    """
-    if pattern is not None and len(pattern) > 1000:
-        raise WorkspaceError("a search pattern must be at most 1000 characters", path=path)
-    regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0) if pattern else None
-    names = glob_regex(glob)
-    budget = _Budget(max_files, max_bytes, max_results)
-    location = ws.locate(path)
-    out: list[str] = []
-    skipped = 0
-    size = 0
-    cut = ""
-    with ws.open_dir(location) as root_fd:
-        for dir_fd, loc, rel in _walk(ws, root_fd, location, "", include_hidden, 64):
-            if not names.match(rel):
-                continue
-            if regex is None:
-                hits = [loc.display]
-                budget.results -= 1
-            else:
-                try:
-                    found = ws.read_in(dir_fd, loc)
-                except WorkspaceError:
-                    skipped += 1
-                    continue
-                budget.files -= 1
-                if found is None or b"\x00" in found.data[:8192]:
-                    continue
-                budget.bytes -= len(found.data)
-                hits = _grep(regex, found.data, loc.display, budget)
-            out.extend(hits)
-            size += sum(len(h) + 1 for h in hits)
-            if budget.results <= 0 or budget.files <= 0 or budget.bytes <= 0:
-                cut = "stopped at a search bound; narrow the glob, path or pattern"
-                break
-            if size > MAX_OUTPUT_CHARS:
-                cut = "output cut; narrow the search"
-                break
-    text = "\n".join(out)
-    notes = [f"{len(out)} {'files' if regex is None else 'matches'}"]
-    if skipped:
-        notes.append(f"{skipped} files refused (too large, links or special)")
-    if cut:
-        notes.append(cut)
-    return (text + "\n" if text else "") + "(" + "; ".join(notes) + ")"
-
-
-def _grep(regex: re.Pattern[str], data: bytes, display: str, budget: _Budget) -> list[str]:
-    content = data.decode("utf-8", errors="replace")
-    hits: list[str] = []
-    line_no = 1
-    scanned = 0
-    last_line = -1
-    for match in regex.finditer(content):
-        start = match.start()
-        line_no += content.count("\n", scanned, start)
-        scanned = start
-        if line_no == last_line:
-            continue
-        last_line = line_no
-        begin = content.rfind("\n", 0, start) + 1
-        end = content.find("\n", start)
-        line = content[begin : end if end != -1 else len(content)].rstrip("\r")
-        if len(line) > 300:
-            line = line[:300] + "…"
-        hits.append(f"{display}:{line_no}: {line}")
-        budget.results -= 1
-        if budget.results <= 0:
-            break
-    return hits
 
 
 # ------------------------------------------------------------------ writing
@@ -409,8 +250,11 @@ def readonly_file_tools(roots: Roots) -> list[Tool]:
         """Find files by glob and, with a pattern, the lines matching a regular expression.
 
         Args:
-            pattern: A Python regular expression; without it, matching file names are listed.
-            glob: File glob (``*.py``, ``src/**/test_*.py``); without ``/`` it matches names.
+            pattern: A regular expression in RE2 syntax (Python's, without backreferences
+                or lookaround), at most 1000 characters; without it, matching file names
+                are listed.
+            glob: File glob (``*.py``, ``src/**/test_*.py``), at most 500 characters;
+                without ``/`` it matches names.
             path: The directory to search below.
             ignore_case: Case-insensitive pattern.
             max_results: At most this many lines (or files).

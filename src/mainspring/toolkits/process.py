@@ -17,9 +17,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from mainspring.toolkits.cgroup import PidsCgroup, process_bound
+from mainspring.toolkits.sandbox import SandboxLimits
 
 __all__ = ["Log", "LogSlice", "Process", "preview"]
 
@@ -94,6 +97,14 @@ def preview(first: bytes, last: bytes, *, tail_start: int) -> str:
     )
 
 
+def _chain(steps: list[Callable[[], None]]) -> Callable[[], None]:
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
 class Process:
     """One child process group, started at once, with its log and deadline."""
 
@@ -106,8 +117,14 @@ class Process:
         deadline: float,
         log_quota: int,
         grace: float = 2.0,
+        limits: SandboxLimits | None = None,
     ) -> None:
-        """Start ``argv``; ``deadline`` is a ``time.monotonic()`` instant for the group to die."""
+        """Start ``argv``; ``deadline`` is a ``time.monotonic()`` instant for the group to die.
+
+        ``limits`` are set in the child before it runs ``argv``; their process
+        count also by a ``pids`` cgroup where one can be made (removed, with
+        anything left in it, when the process ends).
+        """
         self.log = Log(quota=log_quota)
         self.deadline = deadline
         self.started = time.monotonic()
@@ -116,16 +133,31 @@ class Process:
         """``"deadline"``, ``"stop"`` or ``"cancel"`` when the group was killed."""
         self._grace = grace
         self._changed = threading.Condition()
-        self._proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
+        self._cgroup: PidsCgroup | None = None
+        steps: list[Callable[[], None]] = []
+        if limits is not None:
+            nproc = None
+            if limits.processes is not None:
+                self._cgroup, nproc = process_bound(limits.processes)
+            if self._cgroup is not None:
+                steps.append(self._cgroup.join())
+            steps.append(limits.preexec(nproc=nproc))
+        try:
+            self._proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_chain(steps) if steps else None,
+            )
+        except BaseException:
+            if self._cgroup is not None:
+                self._cgroup.remove()
+            raise
         self.pid = self._proc.pid
         """Also the process group ID."""
         self._reader = threading.Thread(target=self._read, name=f"shell-log-{self.pid}")
@@ -167,6 +199,8 @@ class Process:
             self.kill("deadline")
         self._proc.wait()
         self._signal_group(signal.SIGKILL)  # background jobs left behind die with the leader
+        if self._cgroup is not None:
+            self._cgroup.remove()  # and any that left the group, inside the cgroup
         self._reader.join(timeout=self._grace)
         self.close_stdin()
         with self._changed:

@@ -175,7 +175,12 @@ class Shell:
         argv = self.sandbox.command([*self._argv, command], cwd=where)
         deadline = time.monotonic() + self._timeout(timeout_seconds)
         return Process(
-            argv, cwd=where, env=dict(self._env), deadline=deadline, log_quota=self.limits.log_quota
+            argv,
+            cwd=where,
+            env=dict(self._env),
+            deadline=deadline,
+            log_quota=self.limits.log_quota,
+            limits=self.sandbox.limits,
         )
 
     def _result(self, proc: Process) -> ShellResult:
@@ -427,7 +432,13 @@ def shell_tools(
     else:
         sh = Shell(roots, sandbox=sandbox, env_keys=env_keys, env=env, limits=limits)
 
-    @tool(name="shell", permission=permission, flags={Flag.MUTATING}, max_result_chars=20_000)
+    @tool(
+        name="shell",
+        permission=permission,
+        flags={Flag.MUTATING},
+        max_result_chars=20_000,
+        timeout=sh.limits.max_timeout + 30.0,  # the command's own deadline comes first
+    )
     async def shell(command: str, cwd: str = ".", timeout_seconds: float | None = None) -> str:
         """Run a shell command in the workspace (sandboxed) and return its status and output.
 
