@@ -72,6 +72,7 @@ from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry
 from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.skills import SkillCatalog
+from mainspring.stores.base import SharedRecords
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
@@ -192,7 +193,7 @@ async def _run(
 
     elif params.request_state is not None:
         decide = retry_decider(
-            *rounds.decision(tool.name, params.request_state, params.input_responses)
+            *await rounds.decision(tool.name, params.request_state, params.input_responses)
         )
     else:
 
@@ -309,6 +310,7 @@ def build_mcp_server(
     expose_confirm: bool = False,
     name: str = "mainspring",
     request_state_security: RequestStateSecurity | None = None,
+    records: SharedRecords | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -321,6 +323,11 @@ def build_mcp_server(
             approval round trip is sealed (the SDK's; default: a key of this
             process, ten minutes). Several workers behind one URL need
             ``RequestStateSecurity(keys=[…])`` shared by all.
+        records: Where the approval nonces used are claimed: several workers
+            need a store they all share (``SharedRecords``: the session store of
+            ``open_stores("sqlite:///…")`` or ``"postgresql://…"``, or a
+            ``RedisRunLock``), so that a recorded approval retry replayed to
+            another worker is refused. Default: this process's memory.
     """
     from mainspring._version import __version__
 
@@ -334,7 +341,7 @@ def build_mcp_server(
         return types.ListToolsResult(tools=listed)
 
     security = request_state_security or RequestStateSecurity.ephemeral(ttl=600.0)
-    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA)
+    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA, records=records)
 
     async def call_tool(
         ctx: _ServerContext, params: types.CallToolRequestParams
