@@ -21,8 +21,8 @@ KEY = SigningKey.generate("engine-a")
 NOW = 1_900_000_000.0
 
 
-def verifier(**options: float) -> Verifier:
-    return Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, **options)
+def verifier(max_skew: float = 300.0) -> Verifier:
+    return Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, max_skew=max_skew)
 
 
 def reason(v: Verifier, method: str, path: str, body: bytes, headers: dict[str, str]) -> str:

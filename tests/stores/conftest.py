@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -127,7 +127,7 @@ async def shared_records(
         clients = await backend_redis.run_locks(request)
     try:
         assert all(isinstance(c, SharedRecords) for c in clients)
-        yield clients
+        yield cast("tuple[SharedRecords, SharedRecords]", clients)
     finally:
         for client in clients:
             await client.aclose()
