@@ -16,7 +16,7 @@ import pytest
 from mainspring import Approve, tool
 from mainspring.engine import Caller, Engine, ManagementPolicy, ToolCallResult
 from mainspring.engine import paused as paused_module
-from mainspring.errors import CallerBusy, UnknownAttempt
+from mainspring.errors import ApprovalError, CallerBusy, StoreError, UnknownAttempt
 from mainspring.stores import SQLiteSessionStore
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +107,24 @@ async def test_paused_calls_per_caller_are_bounded_with_a_clear_error(
     again = await a.tool_call(BOB, "close_account", {"account": "third"})  # room again
     assert again.pending is not None
     assert closed == ["n0"], "a refused pause never runs"
+
+
+async def test_a_refused_decision_on_one_worker_leaves_the_call_waiting_for_all(
+    two: tuple[Engine, Engine],
+) -> None:
+    a, b = two
+    first = await a.tool_call(BOB, "close_account", {"account": "acme"})
+    assert first.pending is not None
+    with pytest.raises(ApprovalError, match="not modifiable"):
+        await b.decide(BOB, first.pending.attempt_id, Approve(edits={"account": "other"}))
+    assert await a.pending(BOB) == (first.pending,) and closed == []
+    done = await a.decide(BOB, first.pending.attempt_id, Approve())
+    assert isinstance(done, ToolCallResult) and done.content == "closed acme"
+
+
+@pytest.mark.parametrize(
+    "text", ["", "[]", '{"kind": "call"}', '{"kind": "other", "name": "x"}', "{nope"]
+)
+def test_a_parked_record_that_cannot_be_decoded_is_a_store_error(text: str) -> None:
+    with pytest.raises(StoreError, match="cannot be decoded"):
+        paused_module.Parked.loads(text)

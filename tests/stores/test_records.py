@@ -129,3 +129,16 @@ async def test_bad_arguments_are_refused_and_store_nothing(
     with pytest.raises(ConfigError):
         await one.put_record(kind, "k", "v", owner="o", ttl=ttl, limit=limit)
     assert await two.owned_records("ok", "o") == []
+
+
+async def test_the_in_memory_table_refuses_rather_than_forgets_when_full() -> None:
+    from mainspring.stores.records import InMemoryRecords
+
+    now = [0.0]
+    table = InMemoryRecords(clock=lambda: now[0], max_records=3)
+    for n in range(3):
+        assert await table.put_record("nonce", f"n{n}", "", owner="", ttl=10) == "added"
+    assert await table.put_record("nonce", "n9", "", owner="", ttl=10) == "full"
+    assert await table.put_record("nonce", "n0", "", owner="", ttl=10) == "exists"  # still used
+    now[0] = 11.0  # every record expired: room again
+    assert await table.put_record("nonce", "n9", "", owner="", ttl=10) == "added"

@@ -46,11 +46,18 @@ def check_record_ttl(ttl: object, limit: object = None) -> float:
 
 
 class InMemoryRecords:
-    """:class:`~mainspring.stores.base.SharedRecords` in a dict: one process only."""
+    """:class:`~mainspring.stores.base.SharedRecords` in a dict: one process only.
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    It holds at most ``max_records`` live records: past that a put is refused
+    (``full``) rather than a live record forgotten (a used nonce must stay used).
+    """
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_records: int = 100_000
+    ) -> None:
         """An empty table (expiry measured on ``clock``)."""
         self._clock = clock
+        self.max_records = max_records
         self._records: dict[tuple[str, str], tuple[str, str, float]] = {}
         self._puts = 0
 
@@ -84,6 +91,10 @@ class InMemoryRecords:
             self._sweep()
         if self._live(kind, key) is not None:
             return "exists"
+        if len(self._records) >= self.max_records:
+            self._sweep()
+            if len(self._records) >= self.max_records:
+                return "full"
         if limit is not None:
             held = sum(1 for (k, _), r in self._records.items() if k == kind and r[0] == owner)
             if held >= limit:
