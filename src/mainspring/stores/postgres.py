@@ -114,8 +114,22 @@ _NOW = "extract(epoch from clock_timestamp())"
 # A bounded put holds its owner's advisory lock for the transaction, so two
 # workers counting the owner's records never both see room for one more.
 _RECORD_OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-_RECORD_SWEEP = f"DELETE FROM mainspring_records WHERE expires_at <= {_NOW}"
-_RECORD_COUNT = "SELECT count(*) FROM mainspring_records WHERE kind = %s AND owner = %s"
+# An expired record of the key goes first (one row: two puts of it serialize on
+# it); others expired go a few at a time, skipping rows another put holds, so
+# sweeps never wait on each other (nor deadlock).
+_RECORD_SWEEP_KEY = (
+    f"DELETE FROM mainspring_records WHERE kind = %s AND key = %s AND expires_at <= {_NOW}"
+)
+_RECORD_SWEEP_SOME = f"""
+    DELETE FROM mainspring_records WHERE ctid IN (
+        SELECT ctid FROM mainspring_records WHERE expires_at <= {_NOW}
+        LIMIT 64 FOR UPDATE SKIP LOCKED
+    )
+"""
+_RECORD_COUNT = (
+    "SELECT count(*) FROM mainspring_records"
+    f" WHERE kind = %s AND owner = %s AND expires_at > {_NOW}"
+)
 _RECORD_INSERT = f"""
     INSERT INTO mainspring_records (kind, key, owner, value, expires_at)
     VALUES (%s, %s, %s, %s, {_NOW} + %s)
@@ -505,7 +519,8 @@ class PostgresSessionStore:
         async with self._use(f"put of record {kind}/{key!r}") as conn, conn.transaction():
             if limit is not None:
                 await conn.execute(_RECORD_OWNER_LOCK, (f"{kind}/{owner}",))
-            await conn.execute(_RECORD_SWEEP)
+            await conn.execute(_RECORD_SWEEP_SOME)
+            await conn.execute(_RECORD_SWEEP_KEY, (kind, key))
             if limit is not None:
                 cur = await conn.execute(_RECORD_COUNT, (kind, owner))
                 row = await cur.fetchone()
@@ -513,7 +528,7 @@ class PostgresSessionStore:
                     exists = await conn.execute(
                         "SELECT 1 FROM mainspring_records WHERE kind = %s AND key = %s",
                         (kind, key),
-                    )
+                    )  # (an expired one was swept above)
                     return "exists" if await exists.fetchone() else "full"
             cur = await conn.execute(_RECORD_INSERT, (kind, key, owner, value, seconds))
             return "added" if cur.rowcount == 1 else "exists"
