@@ -378,9 +378,8 @@ class Engine:
 
     @contextmanager
     def _slot(self, caller: Caller, session: Session | None) -> Iterator[None]:
+        self._check_slot(caller)
         active = self._active.setdefault(caller.key, set())
-        if self.one_run_per_caller and active:
-            raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
         active.add(session)
         try:
             yield
@@ -388,6 +387,10 @@ class Engine:
             active.discard(session)
             if not active:
                 del self._active[caller.key]
+
+    def _check_slot(self, caller: Caller) -> None:
+        if self.one_run_per_caller and self._active.get(caller.key):
+            raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
 
     def cancel(self, caller: Caller) -> None:
         """Cancel the caller's running agent runs (their tools see ``ctx.cancelled``)."""
@@ -595,24 +598,29 @@ class Engine:
             )
         self._unparked(paused.scope)
         scope = self._scope_of(caller, paused)
-        try:
+        pending = paused.pending
+        assert pending is not None
+        member = self._agents.get(paused.name)
+        if paused.kind == "run" and member is None:
+            await self._park(caller, pending, paused)  # still waiting, for a worker that has it
+            raise ConfigError(f"engine {self.name!r} has no agent {paused.name!r}")
+        try:  # what may refuse the decision before anything of it is applied
+            self._check_slot(caller)
             if paused.kind == "call":
                 call = self._direct_caller(caller).resumed(
                     paused.name, paused.arguments, paused.state
                 )
                 with self._slot(caller, None), run_scope(scope):
-                    await call.decide(decision)
-                return await self._tool_result(caller, paused.name, paused.arguments, call, scope)
-            member = self._agents.get(paused.name)
-            if member is None:
-                raise ConfigError(f"engine {self.name!r} has no agent {paused.name!r}")
-            session = Session(self._runnable(member), state=paused.state)
-            stream = session.resume(attempt_id, decision)  # validates first
-        except (ApprovalError, ToolInputError):  # refused before anything ran: still waiting
-            pending = paused.pending
-            assert pending is not None
+                    await call.decide(decision)  # validates before it applies anything
+            else:
+                assert member is not None
+                session = Session(self._runnable(member), state=paused.state)
+                stream = session.resume(attempt_id, decision)  # validates first
+        except (ApprovalError, ToolInputError, CallerBusy):  # refused: still waiting
             await self._park(caller, pending, paused)
             raise
+        if paused.kind == "call":
+            return await self._tool_result(caller, paused.name, paused.arguments, call, scope)
         return await self._drive(caller, session, stream, scope)
 
     def _scope_of(self, caller: Caller, paused: Parked) -> RunScope:
