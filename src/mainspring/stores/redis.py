@@ -101,14 +101,23 @@ if longest < tonumber(ARGV[3]) then
 end
 return 'added'
 """
-# KEYS: the record; ARGV: the owners' set prefix, the record's key.
+# KEYS: the record; ARGV: the owners' set prefix, the record's key. A record
+# past its score (which the key's own expiry trails by under a millisecond) is
+# expired here too, as it is to _OWNED_RECORDS.
 _TAKE_RECORD = """
 local found = redis.call('HMGET', KEYS[1], 'owner', 'value')
 if not found[1] then
     return false
 end
 redis.call('DEL', KEYS[1])
-redis.call('ZREM', ARGV[1] .. found[1], ARGV[2])
+local owners = ARGV[1] .. found[1]
+local expires = redis.call('ZSCORE', owners, ARGV[2])
+redis.call('ZREM', owners, ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if expires and tonumber(expires) <= now then
+    return false
+end
 return found
 """
 # KEYS: the owner's set; ARGV: the record prefix, limit.
