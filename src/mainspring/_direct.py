@@ -112,6 +112,22 @@ class DirectCaller:
         self, name: str, arguments: dict[str, JsonValue], *, on_event: OnEvent | None = None
     ) -> DirectCall:
         """Start a call that may pause: the caller decides later with ``DirectCall.decide``."""
+        state = SessionState(
+            session_id=f"{self.caller}-{name}",
+            agent_name=self.agent.name,
+            auto_spent_usd=self._auto_spent,
+            cost_usd=self._cost,
+        )
+        running = self.resumed(name, arguments, state)
+        await running._run(
+            running.session.send(Message.user(f"{self.caller} calls {name}")), on_event
+        )
+        return running
+
+    def resumed(
+        self, name: str, arguments: dict[str, JsonValue], state: SessionState
+    ) -> DirectCall:
+        """The call of ``name`` whose session is ``state`` (one paused elsewhere, say)."""
         agent = replace(
             self.agent,
             model=_OneCall(name, json.dumps(arguments)),
@@ -121,17 +137,7 @@ class DirectCaller:
             memory=None,
             context=ContextOptions(budget=None),
         )
-        state = SessionState(
-            session_id=f"{self.caller}-{name}",
-            agent_name=self.agent.name,
-            auto_spent_usd=self._auto_spent,
-            cost_usd=self._cost,
-        )
-        running = DirectCall(self, Session(agent, state=state), write=self._is_write(name))
-        await running._run(
-            running.session.send(Message.user(f"{self.caller} calls {name}")), on_event
-        )
-        return running
+        return DirectCall(self, Session(agent, state=state), write=self._is_write(name))
 
     def _is_write(self, name: str) -> bool:
         tool = self.agent.tool(name)

@@ -144,7 +144,7 @@ async def test_a_confirm_tier_direct_call_pauses_until_the_caller_decides() -> N
     engine = shop()
     first = await engine.tool_call(BOB, "order", {"sku": "A1", "qty": 5})
     assert first.pending is not None and first.pending.name == "order" and ran == []
-    assert engine.pending(BOB) == (first.pending,)
+    assert await engine.pending(BOB) == (first.pending,)
     with pytest.raises(UnknownAttempt):  # another caller cannot decide it
         await engine.decide(ALICE, first.pending.attempt_id, Approve())
     done = await engine.decide(BOB, first.pending.attempt_id, Approve(edits={"qty": 2}))
@@ -152,7 +152,7 @@ async def test_a_confirm_tier_direct_call_pauses_until_the_caller_decides() -> N
     assert done.content == "ordered 2 of A1" and done.ran and ran == ["order A1 2"]
     with pytest.raises(UnknownAttempt):  # never applied twice
         await engine.decide(BOB, first.pending.attempt_id, Approve())
-    assert engine.pending(BOB) == ()
+    assert await engine.pending(BOB) == ()
 
 
 async def test_a_rejected_direct_call_does_not_run() -> None:
@@ -169,7 +169,7 @@ async def test_a_bad_edit_is_refused_and_the_call_still_waits() -> None:
     assert first.pending is not None
     with pytest.raises(Exception, match="not modifiable"):
         await engine.decide(BOB, first.pending.attempt_id, Approve(edits={"sku": "B"}))
-    assert engine.pending(BOB) == (first.pending,) and ran == []
+    assert await engine.pending(BOB) == (first.pending,) and ran == []
 
 
 async def test_direct_calls_meet_the_engines_rules_and_guards() -> None:

@@ -21,8 +21,8 @@ KEY = SigningKey.generate("engine-a")
 NOW = 1_900_000_000.0
 
 
-def verifier(**options: float) -> Verifier:
-    return Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, **options)
+def verifier(max_skew: float = 300.0) -> Verifier:
+    return Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, max_skew=max_skew)
 
 
 def reason(v: Verifier, method: str, path: str, body: bytes, headers: dict[str, str]) -> str:
@@ -98,3 +98,28 @@ def test_keys_round_trip_as_text_and_bad_text_is_refused() -> None:
         SigningKey.generate("has space")
     with pytest.raises(ValueError, match="max_skew"):
         Verifier({}, max_skew=0)
+
+
+def test_verifiers_sharing_a_store_admit_a_request_once() -> None:
+    import anyio
+
+    from mainspring.stores.records import InMemoryRecords
+
+    async def main() -> None:
+        shared = InMemoryRecords()
+        one = Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, records=shared)
+        two = Verifier({"engine-a": KEY.public_key}, clock=lambda: NOW, records=shared)
+        headers = KEY.sign("POST", "/tools/x/call", b"{}", now=NOW)
+        assert await one.admit("POST", "/tools/x/call", b"{}", headers) == "engine-a"
+        for worker in (two, one):
+            with pytest.raises(SignatureRejected) as refused:
+                await worker.admit("POST", "/tools/x/call", b"{}", headers)
+            assert refused.value.reason == "replayed"
+        tampered = {**headers, NONCE_HEADER: "n" * 32}  # refused before any claim
+        with pytest.raises(SignatureRejected, match="does not verify"):
+            await two.admit("POST", "/tools/x/call", b"{}", tampered)
+        assert await shared.owned_records("engine-nonce", "engine-a") == [
+            (f"engine-a/{headers[NONCE_HEADER]}", "")
+        ]
+
+    anyio.run(main)

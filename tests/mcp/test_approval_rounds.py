@@ -37,19 +37,22 @@ def test_a_minted_state_approves_once_and_only_its_tool_and_input() -> None:
     async def main() -> None:
         rounds = ApprovalRounds(ttl=60, schema={"type": "object"})
         state = mint(rounds, pending())
-        assert rounds.decision("other", state, YES)[1:] == (
+        assert (await rounds.decision("other", state, YES))[1:] == (
             False,
             "the request state is for another tool",
         )
-        wanted, approved, _ = rounds.decision("wipe", state, YES)
+        wanted, approved, _ = await rounds.decision("wipe", state, YES)
         assert approved
         decide = retry_decider(wanted, approved, "")
         assert isinstance(await decide(pending()), Approve)
         assert isinstance(await decide(pending(value="b")), Reject)
-        assert rounds.decision("wipe", state, YES)[1:] == (False, "this approval was already used")
+        assert (await rounds.decision("wipe", state, YES))[1:] == (
+            False,
+            "this approval was already used",
+        )
         no = {APPROVAL_KEY: mt.ElicitResult(action="accept", content={"approve": False})}
-        assert not rounds.decision("wipe", mint(rounds, pending()), no)[1]
-        assert not rounds.decision("wipe", mint(rounds, pending()), None)[1]
+        assert not (await rounds.decision("wipe", mint(rounds, pending()), no))[1]
+        assert not (await rounds.decision("wipe", mint(rounds, pending()), None))[1]
 
     anyio.run(main)
 
@@ -58,6 +61,23 @@ def test_a_minted_state_approves_once_and_only_its_tool_and_input() -> None:
 def test_no_other_state_approves(state: str) -> None:
     async def main() -> None:
         rounds = ApprovalRounds(ttl=60, schema={"type": "object"})
-        assert not rounds.decision("wipe", state, YES)[1] or '"nonce"' in state
+        assert not (await rounds.decision("wipe", state, YES))[1] or '"nonce"' in state
+
+    anyio.run(main)
+
+
+def test_rounds_sharing_a_store_use_an_approval_once() -> None:
+    from mainspring.stores.records import InMemoryRecords
+
+    async def main() -> None:
+        shared = InMemoryRecords()
+        one = ApprovalRounds(ttl=60, schema={"type": "object"}, records=shared)
+        two = ApprovalRounds(ttl=60, schema={"type": "object"}, records=shared)
+        state = mint(one, pending())
+        assert (await two.decision("wipe", state, YES))[1]
+        assert (await one.decision("wipe", state, YES))[1:] == (
+            False,
+            "this approval was already used",
+        )
 
     anyio.run(main)

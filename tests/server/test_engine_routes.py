@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -59,3 +60,41 @@ async def test_another_engine_calls_the_exported_tools_of_a_served_engine(
         assert r.status_code in (401, 403)
         r = await client.get("/v1/sessions")  # the sessions API still needs its credential
         assert r.status_code == 401
+
+
+@tool(permission="confirm")
+def refund(order: str) -> str:
+    """Refund an order (needs a decision)."""
+    return f"refunded {order}"
+
+
+async def test_paused_calls_per_caller_are_bounded_on_the_signed_route(
+    server_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mainspring.engine import paused
+
+    monkeypatch.setattr(paused, "MAX_PAUSED", 1)
+    trusted = SigningKey.generate("engine-a")
+    engine = Engine("shop", policy=ManagementPolicy(visibility="protected"))
+    base = server_for(
+        None,
+        config(
+            engine=engine.add_tool(refund, export=True),
+            engine_keys={trusted.key_id: public_key_text(trusted.public_key)},
+        ),
+    )
+    path = "/v1/engine/tools/refund/call"
+
+    async def call(client: httpx.AsyncClient, order: str) -> httpx.Response:
+        body = json.dumps({"arguments": {"order": order}}).encode()
+        headers = trusted.sign("POST", path, body)
+        return await client.post(path, content=body, headers=headers)
+
+    async with httpx.AsyncClient(base_url=base) as client:
+        first = await call(client, "o1")
+        assert first.status_code == 200 and first.json()["status"] == "pending"
+        second = await call(client, "o2")
+        assert second.status_code == 409, second.text
+        assert second.json()["error"] == "CallerBusy"
+        assert "paused calls" in second.json()["message"]
+    assert [p.name for p in await engine.pending(Caller("engine-a", kind="engine"))] == ["refund"]

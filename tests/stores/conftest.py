@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +21,7 @@ from mainspring.stores import (
     InMemorySessionStore,
     RunLock,
     SessionStore,
+    SharedRecords,
 )
 from tests.stores import backend_postgres, backend_redis, backend_sqlite
 
@@ -101,3 +103,31 @@ async def run_locks(
     finally:
         for lock in locks:
             await lock.aclose()
+
+
+RECORD_BACKENDS = ["memory", "sqlite", "postgres", "redis"]
+
+
+@pytest.fixture(params=RECORD_BACKENDS)
+async def shared_records(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[SharedRecords, SharedRecords]]:
+    """Two clients of one backend's shared records: two workers."""
+    backend: str = request.param
+    _only_asyncio(request, backend)
+    clients: tuple[Any, Any]
+    if backend == "memory":
+        one = InMemorySessionStore()
+        clients = (one, one)
+    elif backend == "sqlite":
+        clients = await backend_sqlite.session_stores(tmp_path)
+    elif backend == "postgres":
+        clients = await backend_postgres.session_stores(request)
+    else:
+        clients = await backend_redis.run_locks(request)
+    try:
+        assert all(isinstance(c, SharedRecords) for c in clients)
+        yield cast("tuple[SharedRecords, SharedRecords]", clients)
+    finally:
+        for client in clients:
+            await client.aclose()

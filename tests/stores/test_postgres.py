@@ -32,6 +32,7 @@ TABLES = {
     "mainspring_decisions",
     "mainspring_writes",
     "mainspring_spend",
+    "mainspring_records",
 }
 
 

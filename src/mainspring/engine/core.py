@@ -18,6 +18,7 @@ from mainspring._direct import DirectCall, DirectCaller
 from mainspring.agent import Agent
 from mainspring.decisions import Decision
 from mainspring.engine.members import MemberSessions, member_tool
+from mainspring.engine.paused import Parked, park, parked, unpark
 from mainspring.engine.policy import ManagementPolicy, Visibility
 from mainspring.errors import (
     AccessDenied,
@@ -25,6 +26,7 @@ from mainspring.errors import (
     CallerBusy,
     ConfigError,
     SessionBusy,
+    ToolInputError,
     UnknownAttempt,
 )
 from mainspring.events import ErrorEvent, Event, PendingAction, StopReason, TurnComplete
@@ -35,6 +37,8 @@ from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespac
 from mainspring.permissions import PermissionRules
 from mainspring.principals import Caller
 from mainspring.session import Session
+from mainspring.stores.base import SharedRecords
+from mainspring.stores.records import InMemoryRecords
 from mainspring.tools.context import RunScope, current_scope, run_scope
 from mainspring.tools.define import Tool
 
@@ -111,15 +115,6 @@ class _Entry:
     export: bool
 
 
-@dataclass(slots=True)
-class _Paused:
-    caller: str
-    session: Session | None = None
-    call: DirectCall | None = None
-    name: str = ""
-    scope: RunScope | None = None
-
-
 MAX_SCOPES = 1_000
 """Scopes one caller may hold open at once by default (:meth:`Engine.new_scope`)."""
 
@@ -159,6 +154,7 @@ class Engine:
         hooks: Hooks = Hooks(),
         one_run_per_caller: bool = False,
         max_scopes_per_caller: int = MAX_SCOPES,
+        records: SharedRecords | None = None,
     ) -> None:
         """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
 
@@ -166,6 +162,10 @@ class Engine:
         ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy);
         ``max_scopes_per_caller`` bounds the scopes a caller holds open (CallerBusy,
         409 on the signed routes).
+        ``records`` keeps paused calls and runs (:mod:`mainspring.engine.paused`):
+        a store every worker shares makes a pause on one worker decidable on
+        another (a server sets its own when none is given; this process's
+        memory otherwise).
         """
         if max_scopes_per_caller < 1:
             raise ConfigError("max_scopes_per_caller must be at least 1")
@@ -183,7 +183,11 @@ class Engine:
         self._caches: dict[tuple[str, ...], dict[str, Any]] = {}
         self._direct: dict[str, DirectCaller] = {}
         self._direct_agent: Agent | None = None
-        self._paused: dict[str, _Paused] = {}
+        self.records: SharedRecords = records if records is not None else InMemoryRecords()
+        """Where paused calls and runs wait (see :meth:`share`)."""
+        self._shared = records is not None
+        self._paused_scopes: dict[str, int] = {}
+        """Scopes of this process with paused calls or runs, and how many."""
         self._scopes: dict[str, str] = {}
         """The open scopes from :meth:`new_scope`, each with its caller's key."""
         self._scope_counts: dict[str, int] = {}
@@ -347,7 +351,7 @@ class Engine:
             raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
         if caller.key in self._active:
             raise CallerBusy(f"caller {caller.key!r} has a run under way in engine {self.name!r}")
-        if any(p.scope is not None and p.scope.scope == scope for p in self._paused.values()):
+        if self._paused_scopes.get(scope):
             raise SessionBusy(f"scope {scope!r} has a paused run or call: decide it first")
         del self._scopes[scope]
         held = self._scope_counts[caller.key] - 1
@@ -381,9 +385,8 @@ class Engine:
 
     @contextmanager
     def _slot(self, caller: Caller, session: Session | None) -> Iterator[None]:
+        self._check_slot(caller)
         active = self._active.setdefault(caller.key, set())
-        if self.one_run_per_caller and active:
-            raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
         active.add(session)
         try:
             yield
@@ -392,11 +395,37 @@ class Engine:
             if not active:
                 del self._active[caller.key]
 
+    def _check_slot(self, caller: Caller) -> None:
+        if self.one_run_per_caller and self._active.get(caller.key):
+            raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
+
     def cancel(self, caller: Caller) -> None:
         """Cancel the caller's running agent runs (their tools see ``ctx.cancelled``)."""
         for session in self._active.get(caller.key, ()):
             if session is not None:
                 session.cancel()
+
+    def share(self, records: SharedRecords) -> None:
+        """Keep paused calls and runs in ``records`` (a server's store).
+
+        A no-op when the engine was given its own. Call it before the engine
+        serves anyone.
+        """
+        if not self._shared:
+            self.records = records
+            self._shared = True
+
+    async def _park(self, caller: Caller, pending: PendingAction, parked_: Parked) -> None:
+        await park(self.records, self.name, caller.key, pending.attempt_id, parked_)
+        if parked_.scope in self._scopes:  # (a run's own scope can never be closed)
+            self._paused_scopes[parked_.scope] = self._paused_scopes.get(parked_.scope, 0) + 1
+
+    def _unparked(self, scope: str) -> None:
+        left = self._paused_scopes.get(scope, 0) - 1
+        if left > 0:
+            self._paused_scopes[scope] = left
+        else:
+            self._paused_scopes.pop(scope, None)
 
     # ---------------------------------------------------------- tool calls
 
@@ -427,25 +456,40 @@ class Engine:
         """Call tool ``name`` as the model's call would run (rules, guards, hooks, approvals).
 
         A call that needs a decision returns with ``pending`` set; decide it
-        with :meth:`decide`.
+        with :meth:`decide` (on any worker sharing :attr:`records`).
 
         Raises:
             AccessDenied: The caller may not call it (or it does not exist).
-            CallerBusy: One run per caller, and this caller has one.
+            CallerBusy: One run per caller, and this caller has one; or the call
+                paused and the caller holds ``MAX_PAUSED`` paused calls and runs
+                already (the call is then rejected: it never runs).
         """
         self._check_tool(caller, name)
         scope = self._scope(caller, metadata, None, "")
         with self._slot(caller, None), run_scope(scope):
             call = await self._direct_caller(caller).start(name, arguments)
-        return self._tool_result(caller, name, call, scope)
+        return await self._tool_result(caller, name, arguments, call, scope)
 
-    def _tool_result(
-        self, caller: Caller, name: str, call: DirectCall, scope: RunScope
+    async def _tool_result(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: dict[str, JsonValue],
+        call: DirectCall,
+        scope: RunScope,
     ) -> ToolCallResult:
-        if call.pending is not None:  # (a direct call makes no subagent sessions to drop)
-            paused = _Paused(caller.key, call=call, name=name, scope=scope)
-            self._paused[call.pending.attempt_id] = paused
-            return ToolCallResult(name=name, pending=call.pending)
+        pending = call.pending
+        if pending is not None:  # (a direct call makes no subagent sessions to drop)
+            parked_ = Parked(
+                kind="call",
+                name=name,
+                state=call.session.state.snapshot(),
+                scope=scope.scope,
+                metadata=dict(scope.metadata),
+                arguments=arguments,
+            )
+            await self._park(caller, pending, parked_)
+            return ToolCallResult(name=name, pending=pending)
         assert call.result is not None
         r = call.result
         return ToolCallResult(name=name, content=r.content, is_error=r.is_error, ran=r.ran)
@@ -509,9 +553,18 @@ class Engine:
             self._ended(scope, paused=session.pending is not None)
         pending = session.pending
         if pending is not None:
-            self._paused[pending.attempt_id] = _Paused(
-                caller.key, session=session, name=scope.agent, scope=scope
+            parked_ = Parked(
+                kind="run",
+                name=scope.agent,
+                state=session.state.snapshot(),
+                scope=scope.scope,
+                metadata=dict(scope.metadata),
             )
+            try:
+                await self._park(caller, pending, parked_)
+            except BaseException:  # not parked: nobody can decide it, nothing of it is kept
+                self._ended(scope, paused=False)
+                raise
         terminal = events[-1] if events else None
         last = next((m for m in reversed(session.messages) if m.role == "assistant"), None)
         return AgentRun(
@@ -527,49 +580,65 @@ class Engine:
 
     # ------------------------------------------------------------ decisions
 
-    def pending(self, caller: Caller) -> tuple[PendingAction, ...]:
-        """The actions of ``caller``'s paused calls and runs."""
-        out: list[PendingAction] = []
-        for p in self._paused.values():
-            if p.caller != caller.key:
-                continue
-            action = p.session.pending if p.session is not None else None
-            if p.call is not None:
-                action = p.call.pending
-            if action is not None:
-                out.append(action)
-        return tuple(out)
+    async def pending(self, caller: Caller) -> tuple[PendingAction, ...]:
+        """The actions of ``caller``'s paused calls and runs (on every worker), by attempt id."""
+        found = await parked(self.records, self.name, caller.key)
+        return tuple(action for p in found if (action := p.pending) is not None)
 
     async def decide(
         self, caller: Caller, attempt_id: str, decision: Decision
     ) -> AgentRun | ToolCallResult:
         """Decide a paused call's or run's action and go on (it may pause again).
 
+        The pause may have happened on another worker sharing :attr:`records`;
+        of two decisions of one attempt, one goes on (the other is unknown).
+
         Raises:
             UnknownAttempt: No paused call or run of this caller waits on it.
             DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``.
         """
-        paused = self._paused.get(attempt_id)
-        if paused is None or paused.caller != caller.key:
+        paused = await unpark(self.records, self.name, caller.key, attempt_id)
+        if paused is None:
             raise UnknownAttempt(
                 f"no paused call of this caller waits on attempt {attempt_id!r}",
                 attempt_id=attempt_id,
             )
-        scope = paused.scope
-        assert scope is not None
-        del self._paused[attempt_id]
-        try:
-            if paused.call is not None:
-                call = paused.call
+        self._unparked(paused.scope)
+        scope = self._scope_of(caller, paused)
+        pending = paused.pending
+        assert pending is not None
+        member = self._agents.get(paused.name)
+        if paused.kind == "run" and member is None:
+            await self._park(caller, pending, paused)  # still waiting, for a worker that has it
+            raise ConfigError(f"engine {self.name!r} has no agent {paused.name!r}")
+        try:  # what may refuse the decision before anything of it is applied
+            self._check_slot(caller)
+            if paused.kind == "call":
+                call = self._direct_caller(caller).resumed(
+                    paused.name, paused.arguments, paused.state
+                )
                 with self._slot(caller, None), run_scope(scope):
-                    await call.decide(decision)
-                return self._tool_result(caller, paused.name, call, scope)
-            assert paused.session is not None
-            stream = paused.session.resume(attempt_id, decision)  # validates first
-        except ApprovalError:
-            self._paused[attempt_id] = paused  # nothing was applied: still waiting
+                    await call.decide(decision)  # validates before it applies anything
+            else:
+                assert member is not None
+                session = Session(self._runnable(member), state=paused.state)
+                stream = session.resume(attempt_id, decision)  # validates first
+        except (ApprovalError, ToolInputError, CallerBusy):  # refused: still waiting
+            await self._park(caller, pending, paused)
             raise
-        return await self._drive(caller, paused.session, stream, scope)
+        if paused.kind == "call":
+            return await self._tool_result(caller, paused.name, paused.arguments, call, scope)
+        return await self._drive(caller, session, stream, scope)
+
+    def _scope_of(self, caller: Caller, paused: Parked) -> RunScope:
+        return RunScope(
+            caller=caller,
+            metadata=dict(paused.metadata),
+            storage=self.storage,
+            caches=self._caches,
+            scope=paused.scope,
+            agent=paused.name if paused.kind == "run" else "",
+        )
 
 
 def agent_storage(*, shared: bool = False) -> Namespace:

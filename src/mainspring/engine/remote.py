@@ -60,6 +60,7 @@ from mainspring.errors import (
     RemoteEngineError,
     SessionBusy,
     SignatureRejected,
+    StoreError,
     UnknownAttempt,
     WireFormatError,
 )
@@ -182,7 +183,7 @@ def _endpoint(
                 return _error(413, "too_large", f"the body is over {max_body} bytes")
         body = bytes(buffer)
         try:
-            caller = _caller(verifier, request, body)
+            caller = await _caller(verifier, request, body)
             data: object = json.loads(body) if body else {}
             if not isinstance(data, dict):
                 raise WireFormatError("the body is a JSON object")
@@ -195,6 +196,8 @@ def _endpoint(
             return _error(404, "unknown_attempt", str(exc))
         except (ApprovalError, SessionBusy) as exc:  # (CallerBusy is a SessionBusy)
             return _error(409, type(exc).__name__, str(exc))
+        except StoreError as exc:  # (before ValueError: nothing was admitted or parked)
+            return _error(503, "store_unavailable", str(exc))
         except (ValueError, WireFormatError) as exc:
             return _error(400, "bad_request", str(exc))
 
@@ -256,13 +259,13 @@ def engine_routes(
     ]
 
 
-def _caller(verifier: Verifier, request: Request, body: bytes) -> Caller:
+async def _caller(verifier: Verifier, request: Request, body: bytes) -> Caller:
     headers = request.headers
     signed = (KEY_HEADER, TIMESTAMP_HEADER, NONCE_HEADER, SIGNATURE_HEADER)
     if not any(h in headers for h in signed):
         return ANONYMOUS
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    key_id = verifier.verify(request.method, path, body, dict(headers))
+    key_id = await verifier.admit(request.method, path, body, dict(headers))
     return Caller(key_id, kind="engine")
 
 

@@ -9,14 +9,18 @@ refuses, with :class:`~mainspring.errors.SignatureRejected` naming why:
 - ``stale``: the timestamp is further than ``max_skew`` seconds from its clock;
 - ``bad_signature``: the signature does not verify (anything signed was changed);
 - ``replayed``: the nonce was already used (nonces are kept while their
-  timestamp is fresh, so memory stays bounded);
+  timestamp is fresh, so memory stays bounded). :meth:`Verifier.admit`
+  claims the nonce in a shared store (``SharedRecords``: the server's session
+  store), so a request captured once is admitted once by all the workers of a
+  deployment together; :meth:`Verifier.verify` remembers nonces in this
+  process only;
 - ``malformed``: a header is missing or not well formed.
 
 ```python
 key = SigningKey.generate("engine-a")
 headers = key.sign("POST", "/tools/lookup/call", body)
 verifier = Verifier({"engine-a": key.public_key})
-key_id = verifier.verify("POST", "/tools/lookup/call", body, headers)
+key_id = await verifier.admit("POST", "/tools/lookup/call", body, headers)
 ```
 """
 
@@ -30,8 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mainspring.errors import SignatureRejected
+
+if TYPE_CHECKING:
+    from mainspring.stores.base import SharedRecords
 
 try:
     from cryptography.exceptions import InvalidSignature
@@ -60,6 +68,8 @@ NONCE_HEADER = "x-mainspring-nonce"
 SIGNATURE_HEADER = "x-mainspring-signature"
 _KEY_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _NONCE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+NONCE_KIND = "engine-nonce"
+"""The kind of the shared records that hold used nonces (key: ``key id/nonce``)."""
 
 
 def _message(method: str, path: str, body: bytes, timestamp: str, nonce: str) -> bytes:
@@ -133,12 +143,19 @@ class Verifier:
         *,
         max_skew: float = 300.0,
         clock: Callable[[], float] = time.time,
+        records: SharedRecords | None = None,
     ) -> None:
-        """Trust ``keys`` by key id; a timestamp may be ``max_skew`` seconds off."""
+        """Trust ``keys`` by key id; a timestamp may be ``max_skew`` seconds off.
+
+        ``records`` is where :meth:`admit` claims nonces: a store every worker
+        shares (without one, this process's memory).
+        """
         if max_skew <= 0:
             raise ValueError("max_skew must be positive")
         self.keys = dict(keys)
         self.max_skew = max_skew
+        self.records = records
+        """Where :meth:`admit` claims nonces (a server sets its shared store here)."""
         self._clock = clock
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -149,12 +166,48 @@ class Verifier:
         return len(self._seen)
 
     def verify(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> str:
-        """The key id that signed this request.
+        """The key id that signed this request; its nonce is remembered in this process.
 
         Raises:
             SignatureRejected: With ``reason`` unknown_key, stale, bad_signature,
                 replayed or malformed.
         """
+        key_id, nonce, sent, now = self._checked(method, path, body, headers)
+        with self._lock:
+            self._forget(now)
+            seen = f"{key_id}/{nonce}"
+            if seen in self._seen:
+                raise SignatureRejected("the request was already received", reason="replayed")
+            self._seen[seen] = sent + self.max_skew
+        return key_id
+
+    async def admit(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> str:
+        """The key id that signed this request, once: its nonce is claimed in :attr:`records`.
+
+        The claim is the admission: of any number of copies of one request,
+        sent to any workers sharing the store, exactly one is admitted. The
+        nonce is kept twice ``max_skew`` (past its timestamp's freshness on
+        any worker whose clock is within ``max_skew``).
+
+        Raises:
+            SignatureRejected: With ``reason`` unknown_key, stale, bad_signature,
+                replayed or malformed.
+            StoreError: The store cannot be reached (nothing is admitted).
+        """
+        if self.records is None:
+            return self.verify(method, path, body, headers)
+        key_id, nonce, _, _ = self._checked(method, path, body, headers)
+        added = await self.records.put_record(
+            NONCE_KIND, f"{key_id}/{nonce}", "", owner=key_id, ttl=2 * self.max_skew
+        )
+        if added != "added":
+            raise SignatureRejected("the request was already received", reason="replayed")
+        return key_id
+
+    def _checked(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[str, str, int, float]:
+        """``(key id, nonce, timestamp, now)`` of a well-signed, fresh request."""
         key_id = headers.get(KEY_HEADER, "")
         timestamp = headers.get(TIMESTAMP_HEADER, "")
         nonce = headers.get(NONCE_HEADER, "")
@@ -184,13 +237,7 @@ class Verifier:
             raise SignatureRejected(
                 "the signature does not verify", reason="bad_signature"
             ) from None
-        with self._lock:
-            self._forget(now)
-            seen = f"{key_id}/{nonce}"
-            if seen in self._seen:
-                raise SignatureRejected("the request was already received", reason="replayed")
-            self._seen[seen] = sent + self.max_skew
-        return key_id
+        return key_id, nonce, sent, now
 
     def _forget(self, now: float) -> None:
         stale = [n for n, until in self._seen.items() if until < now]

@@ -15,32 +15,34 @@ dispatch path, judged again) only if:
   once), and
 - the answer is an ``accept`` with ``approve: true``.
 
-The nonces used are kept in memory for the state's TTL, bounded.
+A nonce is used by claiming it in a shared store (``SharedRecords``) for the
+state's TTL: with a store every worker shares, a recorded retry replayed to
+another worker is refused there too. Without one, this process's memory.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
-
 from mainspring.decisions import Approve, Decision, Reject, canonical_input_hash
 from mainspring.events import PendingAction
+from mainspring.stores.base import SharedRecords
+from mainspring.stores.records import InMemoryRecords
 
 try:
     import mcp_types as types
 except ImportError as exc:
     raise ImportError('the MCP server needs: pip install "mainspring[mcp]"') from exc
 
-__all__ = ["APPROVAL_KEY", "ApprovalRounds", "NeedsApproval", "retry_decider"]
+__all__ = ["APPROVAL_KEY", "NONCE_KIND", "ApprovalRounds", "NeedsApproval", "retry_decider"]
 
 APPROVAL_KEY = "mainspring_approval"
 """The key of the approval elicitation in ``inputRequests`` / ``inputResponses``."""
-_MAX_NONCES = 100_000
+NONCE_KIND = "mcp-approval"
+"""The kind of the shared records that hold used approval nonces."""
 
 
 class NeedsApproval(Exception):
@@ -54,11 +56,16 @@ class NeedsApproval(Exception):
 class ApprovalRounds:
     """Mints first-round states and judges retries; remembers used nonces."""
 
-    def __init__(self, *, ttl: float, schema: dict[str, Any]) -> None:
-        """States live ``ttl`` seconds; the elicitation asks with ``schema``."""
+    def __init__(
+        self, *, ttl: float, schema: dict[str, Any], records: SharedRecords | None = None
+    ) -> None:
+        """States live ``ttl`` seconds; the elicitation asks with ``schema``.
+
+        ``records`` is where used nonces are claimed (default: this process's memory).
+        """
         self.ttl = ttl
         self.schema = schema
-        self._used: OrderedDict[str, float] = OrderedDict()
+        self.records: SharedRecords = records if records is not None else InMemoryRecords()
 
     def input_required(self, pending: PendingAction, message: str) -> types.InputRequiredResult:
         """The first round's answer: ask for approval, remember what is approved."""
@@ -74,13 +81,20 @@ class ApprovalRounds:
             input_requests={APPROVAL_KEY: ask}, request_state=json.dumps(state)
         )
 
-    def decision(
+    async def decision(
         self,
         tool: str,
         request_state: str,
         responses: Mapping[str, types.InputResponse] | None,
     ) -> tuple[str, bool, str]:
-        """``(input hash, approved, why not)`` for a retry; consumes the state's nonce."""
+        """``(input hash, approved, why not)`` for a retry; consumes the state's nonce.
+
+        The nonce is claimed before the answer is read: a state is judged once,
+        whatever it carries, on whichever worker it reaches first.
+
+        Raises:
+            StoreError: The store cannot be reached (nothing is approved).
+        """
         try:
             state = json.loads(request_state)
             wanted, nonce = state["input"], state["nonce"]
@@ -89,7 +103,7 @@ class ApprovalRounds:
             return "", False, "the request state is not this server's"
         if named != tool or not isinstance(wanted, str) or not isinstance(nonce, str):
             return "", False, "the request state is for another tool"
-        if not self._consume(nonce):
+        if not await self._consume(nonce):
             return wanted, False, "this approval was already used"
         answer = (responses or {}).get(APPROVAL_KEY)
         if not isinstance(answer, types.ElicitResult):
@@ -98,14 +112,9 @@ class ApprovalRounds:
             return wanted, False, f"the client's user did not approve ({answer.action})"
         return wanted, True, ""
 
-    def _consume(self, nonce: str) -> bool:
-        now = anyio.current_time()
-        while self._used and next(iter(self._used.values())) < now:
-            self._used.popitem(last=False)
-        if nonce in self._used or len(self._used) >= _MAX_NONCES:
-            return False  # full of live approvals: refuse rather than forget a used one
-        self._used[nonce] = now + self.ttl
-        return True
+    async def _consume(self, nonce: str) -> bool:
+        added = await self.records.put_record(NONCE_KIND, nonce, "", owner="", ttl=self.ttl)
+        return added == "added"
 
 
 def retry_decider(

@@ -81,6 +81,7 @@ from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
 from mainspring.tools.context import RunScope, run_scope
+from mainspring.stores.base import SharedRecords
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
@@ -201,7 +202,7 @@ async def _run(
 
     elif params.request_state is not None:
         decide = retry_decider(
-            *rounds.decision(tool.name, params.request_state, params.input_responses)
+            *await rounds.decision(tool.name, params.request_state, params.input_responses)
         )
     else:
 
@@ -319,6 +320,7 @@ def build_mcp_server(
     name: str = "mainspring",
     request_state_security: RequestStateSecurity | None = None,
     principal: Caller | None = None,
+    records: SharedRecords | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -333,6 +335,11 @@ def build_mcp_server(
             ``RequestStateSecurity(keys=[…])`` shared by all.
         principal: The caller every call runs as (``ctx.caller``; default
             ``Caller("mcp", kind="service")``): the toolkits key its data by it.
+        records: Where the approval nonces used are claimed: several workers
+            need a store they all share (``SharedRecords``: the session store of
+            ``open_stores("sqlite:///…")`` or ``"postgresql://…"``, or a
+            ``RedisRunLock``), so that a recorded approval retry replayed to
+            another worker is refused. Default: this process's memory.
     """
     from mainspring._version import __version__
 
@@ -349,7 +356,7 @@ def build_mcp_server(
         return types.ListToolsResult(tools=listed)
 
     security = request_state_security or RequestStateSecurity.ephemeral(ttl=600.0)
-    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA)
+    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA, records=records)
 
     async def call_tool(
         ctx: _ServerContext, params: types.CallToolRequestParams

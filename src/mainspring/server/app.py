@@ -17,6 +17,7 @@ import math
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 from fastapi import FastAPI, Request
@@ -51,6 +52,11 @@ from mainspring.server._ops import AccessLog, ops_router
 from mainspring.server._pages import pages_router, recorder_for
 from mainspring.server._signing import ApprovalSigner, BadApproval
 from mainspring.stores import open_stores
+from mainspring.stores.records import shared_records
+
+if TYPE_CHECKING:
+    from mainspring.engine.signing import Verifier
+    from mainspring.stores.urls import Stores
 
 __all__ = ["CONFIG_ENV", "app_from_env", "create_app"]
 
@@ -141,6 +147,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
         agent = recorder.instrument(agent)
     if config.signing_key is None:
         log.info("no signing key configured: approval ids are valid on this process only")
+    engine_app = _engine_app(config) if config.engine is not None else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -156,6 +163,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                     "a server needs sessions, checkpoints and locks: "
                     "give store= one URL that holds them all, or each one"
                 )
+            if engine_app is not None:
+                _share_engine_state(config, engine_app[1], stores)
             async with anyio.create_task_group() as tg:
                 observe = recorder.observe if recorder is not None else None
                 host = SessionHost(agent, config, stores, signer, tg, observe=observe)
@@ -187,8 +196,8 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.include_router(agui_router)
     app.include_router(ops_router)
     app.include_router(a2a_router(agent, config))
-    if config.engine is not None:
-        app.mount("/v1/engine", _engine_app(config))
+    if engine_app is not None:
+        app.mount("/v1/engine", engine_app[0])
     app.include_router(pages_router)
     app.add_exception_handler(RequestValidationError, _on_invalid)
     app.add_exception_handler(StarletteHTTPException, _on_http)
@@ -209,16 +218,29 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     return app
 
 
-def _engine_app(config: ServerConfig) -> Starlette:
-    """The signed cross-engine routes of ``config.engine`` (their own authentication)."""
+def _share_engine_state(config: ServerConfig, verifier: Verifier, stores: Stores) -> None:
+    """Nonces and paused calls go where every worker sees them: the shared store."""
+    records = shared_records(stores.sessions, stores.locks)
+    if records is not None:
+        verifier.records = records
+        config.engine.share(records)
+
+
+def _engine_app(config: ServerConfig) -> tuple[Starlette, Verifier]:
+    """The signed cross-engine routes of ``config.engine``, and their verifier.
+
+    The routes authenticate requests themselves; the lifespan gives the
+    verifier (and the engine) the store every worker shares.
+    """
     from mainspring.engine import Engine
     from mainspring.engine.remote import engine_routes
-    from mainspring.engine.signing import public_key_from_text
+    from mainspring.engine.signing import Verifier, public_key_from_text
 
     if not isinstance(config.engine, Engine):
         raise ConfigError(f"ServerConfig.engine is an Engine, not {type(config.engine).__name__}")
     keys = {kid: public_key_from_text(text) for kid, text in (config.engine_keys or {}).items()}
-    return Starlette(routes=engine_routes(config.engine, keys))
+    verifier = Verifier(keys)
+    return Starlette(routes=engine_routes(config.engine, verifier)), verifier
 
 
 def app_from_env() -> FastAPI:

@@ -17,6 +17,7 @@ from mainspring.stores.base import (
     JointLease,
     RunLock,
     SessionStore,
+    SharedRecords,
     SpendKind,
     SpendLedger,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SQLiteRunLock",
     "SQLiteSessionStore",
     "SessionStore",
+    "SharedRecords",
     "SpendKind",
     "SpendLedger",
     "Stores",

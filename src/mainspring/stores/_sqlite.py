@@ -108,6 +108,17 @@ _TABLES = (
         owner TEXT NOT NULL,
         expires_at REAL NOT NULL
     ) WITHOUT ROWID""",
+    # Shared records (``SharedRecords``): nonces, used approvals, paused calls.
+    """CREATE TABLE IF NOT EXISTS mainspring_records (
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        value TEXT NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (kind, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS mainspring_records_owner ON mainspring_records (kind, owner)",
+    "CREATE INDEX IF NOT EXISTS mainspring_records_expiry ON mainspring_records (expires_at)",
 )
 
 

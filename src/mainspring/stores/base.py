@@ -18,6 +18,10 @@
 - **JointLease** (optional): a joint session store whose database also holds
   a run lock's leases (SQLite files), so the commit that ends a run drops its
   lease too.
+- **SharedRecords** (optional): small records every worker sees, each with an
+  owner and an expiry, added only when absent and taken once — the
+  at-most-once guards of the doors (a signed request's nonce, a used approval
+  round, a paused remote call) live there, not in one process's memory.
 
 Every implementation must pass ``tests/stores/test_contract.py``.
 """
@@ -25,7 +29,7 @@ Every implementation must pass ``tests/stores/test_contract.py``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from mainspring._frozen import dataclass
 from mainspring.events import Event
@@ -37,8 +41,10 @@ __all__ = [
     "Commit",
     "JointCommit",
     "JointLease",
+    "RecordAdded",
     "RunLock",
     "SessionStore",
+    "SharedRecords",
     "SpendKind",
     "SpendLedger",
 ]
@@ -229,5 +235,63 @@ class SpendLedger(Protocol):
         already knows was spent). With ``cap``, an add that would take the total
         over it is refused: nothing changes and the result is ``None``;
         otherwise the result is the new total, every worker's adds included.
+        """
+        ...
+
+
+RecordAdded = Literal["added", "exists", "full"]
+"""What :meth:`SharedRecords.put_record` did: added it, or refused it because a live
+record has that key (``exists``) or its owner holds ``limit`` live ones (``full``)."""
+
+
+@runtime_checkable
+class SharedRecords(Protocol):
+    """Small records shared by every worker of a deployment, each with an owner and an expiry.
+
+    A record lives under ``(kind, key)``; ``kind`` is a short name (letters,
+    digits, ``_``, ``-``) that keeps the users of the store apart. Each
+    operation is one atomic step in the store, so two workers putting the same
+    key are told apart (one ``added``, the other ``exists``), and two workers
+    taking the same record get it once. An expired record is as good as absent.
+
+    - A claim-once guard (a nonce, a used approval) is a record with an empty
+      value: ``put_record(...) == "added"`` admits the act, anything else refuses it.
+    - A parked item (a paused remote call) is a record with a value: put with
+      its owner and a per-owner ``limit``, listed by owner, taken once.
+    """
+
+    async def put_record(
+        self,
+        kind: str,
+        key: str,
+        value: str,
+        *,
+        owner: str,
+        ttl: float,
+        limit: int | None = None,
+    ) -> RecordAdded:
+        """Add the record for ``ttl`` seconds unless a live one has this key.
+
+        With ``limit``, it is refused (``full``) when ``owner`` already holds
+        that many live records of ``kind``. A refused put changes nothing.
+
+        Raises:
+            ConfigError: ``kind`` is not a short name, ``ttl`` not positive.
+        """
+        ...
+
+    async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
+        """Remove the live record and return ``(owner, value)``; ``None`` if there is none.
+
+        Of concurrent takes of one record, exactly one gets it.
+        """
+        ...
+
+    async def owned_records(
+        self, kind: str, owner: str, *, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key.
+
+        At most ``limit`` of them.
         """
         ...

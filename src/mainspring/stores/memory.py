@@ -28,6 +28,7 @@ from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._log import decode_log
 from mainspring.stores._transcript import common_prefix, header
 from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
+from mainspring.stores.records import InMemoryRecords
 
 __all__ = ["InMemoryCheckpointStore", "InMemoryRunLock", "InMemorySessionStore"]
 
@@ -124,8 +125,8 @@ class _Save:
         ]
 
 
-class InMemorySessionStore:
-    """Session states as JSON data in dicts.
+class InMemorySessionStore(InMemoryRecords):
+    """Session states as JSON data in dicts (and shared records: ``SharedRecords``).
 
     A save encodes the state's header and only the messages it has not stored
     (the transcript is append-only and messages are immutable): the messages
@@ -138,6 +139,7 @@ class InMemorySessionStore:
         With ``run_lock`` (``open_stores("memory://")`` passes its own), the commit
         of a run's end drops the run's lease there too (``JointLease``).
         """
+        super().__init__()
         self._run_lock = run_lock
         self._states: dict[str, dict[str, JsonValue]] = {}
         self._transcripts: dict[str, _Stored] = {}

@@ -19,6 +19,8 @@ Tables are created when missing, in the connection's first schema on
 - ``mainspring_decisions``: keyed by ``(session_id, attempt_id)``, so a
   decision is claimed once, by whichever worker inserts it first.
 - ``mainspring_writes``: the write ledger, upserted by ``(session_id, key)``.
+- ``mainspring_records``: shared records (``SharedRecords``: nonces, used
+  approvals, paused calls), keyed ``(kind, key)``, expiring on the server's clock.
 
 JSON is stored as ``text``, not ``jsonb``: jsonb rejects the NUL character
 (``\u0000``) that message text may contain.
@@ -57,7 +59,8 @@ from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
 from mainspring.stores._transcript import KnownTranscripts, Stored, common_prefix
-from mainspring.stores.base import SCHEMA_VERSION, SpendKind
+from mainspring.stores.base import SCHEMA_VERSION, RecordAdded, SpendKind
+from mainspring.stores.records import check_kind, check_record_ttl
 
 __all__ = ["PostgresSessionStore"]
 
@@ -96,7 +99,50 @@ _TABLES = (
         amount double precision NOT NULL,
         PRIMARY KEY (session_id, kind)
     )""",
+    """CREATE TABLE IF NOT EXISTS mainspring_records (
+        kind text NOT NULL,
+        key text NOT NULL,
+        owner text NOT NULL,
+        value text NOT NULL,
+        expires_at double precision NOT NULL,
+        PRIMARY KEY (kind, key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS mainspring_records_owner ON mainspring_records (kind, owner)",
+    "CREATE INDEX IF NOT EXISTS mainspring_records_expiry ON mainspring_records (expires_at)",
 )
+_NOW = "extract(epoch from clock_timestamp())"
+# A bounded put holds its owner's advisory lock for the transaction, so two
+# workers counting the owner's records never both see room for one more.
+_RECORD_OWNER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+# An expired record of the key goes first (one row: two puts of it serialize on
+# it); others expired go a few at a time, skipping rows another put holds, so
+# sweeps never wait on each other (nor deadlock).
+_RECORD_SWEEP_KEY = (
+    f"DELETE FROM mainspring_records WHERE kind = %s AND key = %s AND expires_at <= {_NOW}"
+)
+_RECORD_SWEEP_SOME = f"""
+    DELETE FROM mainspring_records WHERE ctid IN (
+        SELECT ctid FROM mainspring_records WHERE expires_at <= {_NOW}
+        LIMIT 64 FOR UPDATE SKIP LOCKED
+    )
+"""
+_RECORD_COUNT = (
+    "SELECT count(*) FROM mainspring_records"
+    f" WHERE kind = %s AND owner = %s AND expires_at > {_NOW}"
+)
+_RECORD_INSERT = f"""
+    INSERT INTO mainspring_records (kind, key, owner, value, expires_at)
+    VALUES (%s, %s, %s, %s, {_NOW} + %s)
+    ON CONFLICT (kind, key) DO NOTHING
+"""
+_RECORD_TAKE = f"""
+    DELETE FROM mainspring_records WHERE kind = %s AND key = %s
+    RETURNING owner, value, expires_at > {_NOW}
+"""
+_RECORD_OWNED = f"""
+    SELECT key, value FROM mainspring_records
+    WHERE kind = %s AND owner = %s AND expires_at > {_NOW} ORDER BY key COLLATE "C" LIMIT %s
+"""
 
 _DELETES = (
     "DELETE FROM mainspring_sessions WHERE session_id = %s",
@@ -456,6 +502,55 @@ class PostgresSessionStore:
         data = _dumps(encode(record))
         async with self._use(f"ledger write {record.key!r}") as conn:
             await conn.execute(_UPSERT_WRITE, (session_id, record.key, data))
+
+    async def put_record(
+        self,
+        kind: str,
+        key: str,
+        value: str,
+        *,
+        owner: str,
+        ttl: float,
+        limit: int | None = None,
+    ) -> RecordAdded:
+        """Add a shared record unless a live one has the key (``SharedRecords``)."""
+        seconds = check_record_ttl(ttl, limit)
+        check_kind(kind)
+        async with self._use(f"put of record {kind}/{key!r}") as conn, conn.transaction():
+            if limit is not None:
+                await conn.execute(_RECORD_OWNER_LOCK, (f"{kind}/{owner}",))
+            await conn.execute(_RECORD_SWEEP_SOME)
+            await conn.execute(_RECORD_SWEEP_KEY, (kind, key))
+            if limit is not None:
+                cur = await conn.execute(_RECORD_COUNT, (kind, owner))
+                row = await cur.fetchone()
+                if row is not None and int(row[0]) >= limit:
+                    exists = await conn.execute(
+                        "SELECT 1 FROM mainspring_records WHERE kind = %s AND key = %s",
+                        (kind, key),
+                    )  # (an expired one was swept above)
+                    return "exists" if await exists.fetchone() else "full"
+            cur = await conn.execute(_RECORD_INSERT, (kind, key, owner, value, seconds))
+            return "added" if cur.rowcount == 1 else "exists"
+
+    async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
+        """Remove and return a live shared record, ``(owner, value)``."""
+        check_kind(kind)
+        async with self._use(f"take of record {kind}/{key!r}") as conn:
+            cur = await conn.execute(_RECORD_TAKE, (kind, key))
+            row = await cur.fetchone()
+        if row is None or not row[2]:
+            return None
+        return str(row[0]), str(row[1])
+
+    async def owned_records(
+        self, kind: str, owner: str, *, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
+        check_kind(kind)
+        async with self._use(f"list of records {kind}") as conn:
+            cur = await conn.execute(_RECORD_OWNED, (kind, owner, max(limit, 0)))
+            return [(str(k), str(v)) for k, v in await cur.fetchall()]
 
     async def aclose(self) -> None:
         """Close the connection."""

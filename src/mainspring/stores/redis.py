@@ -14,6 +14,10 @@ Keys live under a prefix (``"mainspring:"`` by default):
 - ``<prefix>stream:<stream id>``: a list of events as JSON text; it expires
   ``ttl`` seconds after its last append.
 - ``<prefix>lock:<key>``: the owner of a lease; the key's TTL is the lease's.
+- ``<prefix>rec:<kind>:<key>``: a shared record (``SharedRecords``, held by
+  :class:`RedisRunLock`): a hash of its owner and value, with the record's TTL;
+  ``<prefix>recown:<kind>:<owner>``: a sorted set of the owner's record keys,
+  scored by their expiry (milliseconds of the server's clock).
 
 redis-py's asyncio client runs on asyncio only (not trio).
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import anyio
 
@@ -41,7 +45,8 @@ from mainspring.codec import event_to_json
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.events import Event
 from mainspring.stores._log import decode_log
-from mainspring.stores.base import SCHEMA_VERSION
+from mainspring.stores.base import SCHEMA_VERSION, RecordAdded
+from mainspring.stores.records import check_kind, check_record_ttl
 
 __all__ = ["DEFAULT_PREFIX", "RedisCheckpointStore", "RedisRunLock"]
 
@@ -71,6 +76,69 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
 end
 return 0
+"""
+
+
+# Shared records: one script each, so a put, a take or a count is one atomic step.
+# KEYS: the record, its owner's set; ARGV: owner, value, ttl ms, limit (0: none), key.
+_PUT_RECORD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 'exists'
+end
+local limit = tonumber(ARGV[4])
+if limit > 0 and redis.call('ZCARD', KEYS[2]) >= limit then
+    return 'full'
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'value', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[5])
+local longest = redis.call('PTTL', KEYS[2])
+if longest < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+end
+return 'added'
+"""
+# KEYS: the record; ARGV: the owners' set prefix, the record's key. A record
+# past its score (which the key's own expiry trails by under a millisecond) is
+# expired here too, as it is to _OWNED_RECORDS.
+_TAKE_RECORD = """
+local found = redis.call('HMGET', KEYS[1], 'owner', 'value')
+if not found[1] then
+    return false
+end
+redis.call('DEL', KEYS[1])
+local owners = ARGV[1] .. found[1]
+local expires = redis.call('ZSCORE', owners, ARGV[2])
+redis.call('ZREM', owners, ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if expires and tonumber(expires) <= now then
+    return false
+end
+return found
+"""
+# KEYS: the owner's set; ARGV: the record prefix, limit.
+_OWNED_RECORDS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local keys = redis.call('ZRANGE', KEYS[1], 0, -1)
+table.sort(keys)
+local out = {}
+for _, key in ipairs(keys) do
+    if #out >= tonumber(ARGV[2]) * 2 then
+        break
+    end
+    local value = redis.call('HGET', ARGV[1] .. key, 'value')
+    if value then
+        table.insert(out, key)
+        table.insert(out, value)
+    end
+end
+return out
 """
 
 
@@ -223,6 +291,9 @@ class RedisRunLock(_RedisStore):
         self._acquire = client.register_script(_ACQUIRE)
         self._refresh = client.register_script(_REFRESH)
         self._release = client.register_script(_RELEASE)
+        self._put_record = client.register_script(_PUT_RECORD)
+        self._take_record = client.register_script(_TAKE_RECORD)
+        self._owned_records = client.register_script(_OWNED_RECORDS)
 
     @classmethod
     async def open(
@@ -262,6 +333,59 @@ class RedisRunLock(_RedisStore):
         with self._errors(f"read of lock {key!r}"):
             owner = await self._client.get(self._key(key))
         return owner.decode() if isinstance(owner, bytes) else owner
+
+    async def put_record(
+        self,
+        kind: str,
+        key: str,
+        value: str,
+        *,
+        owner: str,
+        ttl: float,
+        limit: int | None = None,
+    ) -> RecordAdded:
+        """Add a shared record unless a live one has the key (``SharedRecords``).
+
+        Not idempotent: a put retried after a lost connection may answer
+        ``exists`` for the record it added (a claim refuses: the safe side).
+        """
+        ms = _milliseconds(check_record_ttl(ttl, limit))
+        kind = check_kind(kind)
+        keys = [self._record(kind, key), f"{self._prefix}recown:{kind}:{owner}"]
+        with self._errors(f"put of record {kind}/{key!r}"):
+            done = await self._put_record(keys=keys, args=[owner, value, ms, limit or 0, key])
+        text = done.decode() if isinstance(done, bytes) else str(done)
+        assert text in ("added", "exists", "full"), text
+        return cast(RecordAdded, text)
+
+    async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
+        """Remove and return a live shared record, ``(owner, value)``."""
+        kind = check_kind(kind)
+        owners = f"{self._prefix}recown:{kind}:"
+        with self._errors(f"take of record {kind}/{key!r}"):
+            found = await self._take_record(keys=[self._record(kind, key)], args=[owners, key])
+        if not found:
+            return None
+        owner, value = (v.decode() if isinstance(v, bytes) else str(v) for v in found)
+        return owner, value
+
+    async def owned_records(
+        self, kind: str, owner: str, *, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
+        kind = check_kind(kind)
+        if limit <= 0:
+            return []
+        with self._errors(f"list of records {kind}"):
+            flat = await self._owned_records(
+                keys=[f"{self._prefix}recown:{kind}:{owner}"],
+                args=[f"{self._prefix}rec:{kind}:", limit],
+            )
+        text = [v.decode() if isinstance(v, bytes) else str(v) for v in flat]
+        return list(zip(text[::2], text[1::2], strict=True))
+
+    def _record(self, kind: str, key: str) -> str:
+        return f"{self._prefix}rec:{kind}:{key}"
 
 
 def _where(client: aioredis.Redis) -> str:

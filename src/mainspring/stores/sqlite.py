@@ -61,6 +61,7 @@ from mainspring.stores._sqlite import (
     encoding,
     transaction,
 )
+from mainspring.stores._sqlite_records import list_owned, put_record, take_record
 from mainspring.stores._sqlite_rows import (
     ACQUIRE,
     REFRESH,
@@ -81,7 +82,8 @@ from mainspring.stores._sqlite_rows import (
     save_state,
 )
 from mainspring.stores._transcript import KnownTranscripts, Stored, header
-from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
+from mainspring.stores.base import CheckpointStore, Commit, RecordAdded, RunLock, SpendKind
+from mainspring.stores.records import check_kind, check_record_ttl
 
 __all__ = ["SQLiteCheckpointStore", "SQLiteRunLock", "SQLiteSessionStore"]
 
@@ -400,6 +402,41 @@ class SQLiteSessionStore:
         with encoding(f"ledger entry {record.key!r} of session {session_id!r}"):
             row = (session_id, check_text("ledger key", record.key), dumps(encode(record)))
         await self._db.run_grouped(commit_group_synced, Step([row], None, None, None, None))
+
+    async def put_record(
+        self,
+        kind: str,
+        key: str,
+        value: str,
+        *,
+        owner: str,
+        ttl: float,
+        limit: int | None = None,
+    ) -> RecordAdded:
+        """Add a shared record unless a live one has the key (``SharedRecords``); fsynced."""
+        now = time.time()
+        args = (
+            check_kind(kind),
+            check_text("key", key),
+            check_text("owner", owner),
+            check_text("value", value),
+            now + check_record_ttl(ttl, limit),
+            limit,
+            now,
+        )
+        return await self._db.run(put_record, args)
+
+    async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
+        """Remove and return a live shared record, ``(owner, value)``; fsynced."""
+        args = (check_kind(kind), check_text("key", key), time.time())
+        return await self._db.run(take_record, *args)
+
+    async def owned_records(
+        self, kind: str, owner: str, *, limit: int = 1000
+    ) -> list[tuple[str, str]]:
+        """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
+        args = (check_kind(kind), check_text("owner", owner), time.time(), max(limit, 0))
+        return await self._db.run_inline(list_owned, *args)
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""

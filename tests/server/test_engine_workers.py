@@ -1,0 +1,148 @@
+"""The signed engine route on two worker processes sharing one store.
+
+Two ``mainspring serve --engine`` processes (two workers, each on its own
+port so the test picks which one a request reaches) share SQLite on one
+machine, or PostgreSQL sessions with Redis checkpoints and locks. The tools
+log their own effects; the log, not mainspring, says what ran.
+
+- A signed request captured once and sent to both workers runs once.
+- A call paused on one worker is decided on the other (not 404), once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mainspring.engine.signing import SigningKey, public_key_text
+from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
+from tests.stores.servers import free_port
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = SigningKey.generate("engine-a")
+
+
+def _stores(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    if backend == "sqlite":
+        return ["--store", f"sqlite:///{tmp_path / 'shared.db'}"]
+    redis = request.getfixturevalue("redis_server").url
+    postgres = _as_url(request.getfixturevalue("postgres_url"))
+    return ["--sessions", postgres, "--checkpoints", redis, "--locks", redis]
+
+
+@pytest.fixture(params=["sqlite", "redis+postgres"])
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
+    effects = tmp_path / "effects.txt"
+    effects.touch()
+    trusted = tmp_path / "trusted.txt"
+    trusted.write_text(f"{KEY.key_id} {public_key_text(KEY.public_key)}\n")
+    env = {
+        **os.environ,
+        "MAINSPRING_API_KEYS": "alice=" + "k" * 32,
+        "MAINSPRING_SIGNING_KEY": "ab" * 32,
+        "MAINSPRING_TEST_EFFECTS": str(effects),
+    }
+    stores = _stores(request.param, request, tmp_path)
+    processes: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    logs: list[Any] = []
+
+    def start() -> None:
+        for attempt in range(3):
+            port = free_port()
+            command = [
+                sys.executable, "-m", "mainspring", "serve", "--port", str(port),
+                "--engine", "tests.server.worker_engine:engine", "--trusted-keys", str(trusted),
+                *stores,
+            ]  # fmt: skip
+            path = tmp_path / f"worker-{port}.log"
+            log = path.open("wb")
+            logs.append(log)
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            processes.append(process)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_ready(url, process, path)
+            except WorkerExited as exc:
+                processes.remove(process)
+                if attempt == 2 or not _lost_its_port(exc):
+                    raise
+                continue
+            urls.append(url)
+            return
+
+    try:
+        for _ in range(2):
+            start()
+        yield urls, effects
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        for log in logs:
+            log.close()
+
+
+def signed(path: str, body: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+    """A request to ``path`` as engine-a sends it: the body and its signed headers."""
+    content = json.dumps(body, separators=(",", ":")).encode()
+    headers = KEY.sign("POST", path, content)
+    headers["content-type"] = "application/json"
+    return content, headers
+
+
+def test_a_captured_signed_request_runs_once_across_workers(
+    workers: tuple[list[str], Path],
+) -> None:
+    (a, b), effects = workers
+    path = "/v1/engine/tools/transfer/call"
+    content, headers = signed(path, {"arguments": {"to": "mallory", "cents": 9900}})
+    first = httpx.post(a + path, content=content, headers=headers, timeout=30)
+    assert first.status_code == 200 and first.json()["ran"], first.text
+    replays = [
+        httpx.post(url + path, content=content, headers=headers, timeout=30) for url in (b, a)
+    ]
+    for replay in replays:
+        assert replay.status_code == 401, replay.text
+        assert replay.json()["reason"] == "replayed"
+    assert effects.read_text().splitlines() == ["transfer mallory 9900"]
+
+
+def test_a_call_paused_on_one_worker_is_decided_on_the_other_once(
+    workers: tuple[list[str], Path],
+) -> None:
+    (a, b), effects = workers
+    path = "/v1/engine/tools/close_account/call"
+    content, headers = signed(path, {"arguments": {"account": "acme"}})
+    paused = httpx.post(a + path, content=content, headers=headers, timeout=30)
+    assert paused.status_code == 200 and paused.json()["status"] == "pending", paused.text
+    attempt = paused.json()["pending"]["attempt_id"]
+    assert effects.read_text() == "", "nothing runs before the decision"
+    decide = f"/v1/engine/decisions/{attempt}"
+    content, headers = signed(decide, {"decision": {"kind": "approved"}})
+    done = httpx.post(b + decide, content=content, headers=headers, timeout=30)
+    assert done.status_code == 200, done.text
+    assert done.json()["ran"] and done.json()["content"] == "closed acme"
+    content, headers = signed(decide, {"decision": {"kind": "approved"}})  # a fresh request
+    again = httpx.post(a + decide, content=content, headers=headers, timeout=30)
+    assert again.status_code == 404 and again.json()["error"] == "unknown_attempt", again.text
+    assert effects.read_text().splitlines() == ["close acme"]
