@@ -80,8 +80,8 @@ from mainspring.mcp._stdin import stdin_lines
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
-from mainspring.tools.context import RunScope, run_scope
 from mainspring.stores.base import SharedRecords
+from mainspring.tools.context import RunScope, run_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
