@@ -159,6 +159,25 @@ def _check_stores(roles: _Stores) -> None:
     anyio.run(trial)
 
 
+def _hosts(host: str, allowed: list[str], err: Console) -> list[str]:
+    """The hosts requests may address besides loopback: ``--allowed-host`` and the address.
+
+    Raises:
+        ConfigError: A malformed ``--allowed-host``.
+    """
+    hosts = [*allowed, *served_address(host)]
+    allowed_hosts(hosts)  # a malformed name fails here
+    if host not in _LOOPBACK and not allowed:
+        also = "".join(f" or {address}" for address in served_address(host))
+        err.print(
+            f"warning: only requests addressed to a loopback host{also} are answered; "
+            "name this server's host names with --allowed-host",
+            style="yellow",
+            soft_wrap=True,
+        )
+    return hosts
+
+
 def _import_server() -> Any:
     """uvicorn, once the server extra is known to be there (else the ImportError names it)."""
     import mainspring.server  # noqa: F401 - its guard names the extra
@@ -282,16 +301,7 @@ def serve(
         signing = signing_key(sqlite_file(roles.sessions), in_memory=in_memory, workers=workers)
         if host not in _LOOPBACK and public:
             err.print(f"warning: serving {host} publicly, without credentials", style="yellow")
-        hosts = [*(allowed_host or ()), *served_address(host)]
-        allowed_hosts(hosts)  # a malformed name fails here
-        if host not in _LOOPBACK and not allowed_host:
-            also = "".join(f" or {address}" for address in served_address(host))
-            err.print(
-                f"warning: only requests addressed to a loopback host{also} are answered; "
-                "name this server's host names with --allowed-host",
-                style="yellow",
-                soft_wrap=True,
-            )
+        hosts = _hosts(host, allowed_host or [], err)
         fields: dict[str, Any] = {
             "store": store,
             "sessions": sessions,

@@ -51,7 +51,7 @@ _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _App = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 PREFLIGHTED_HEADERS = frozenset({"x-api-key", "x-requested-with", "x-mainspring-signature"})
-"""Headers that mark a ``POST`` as not a cross-site simple request (with ``Authorization: Bearer``)."""
+"""Headers that mark a ``POST`` as no cross-site simple request (and ``Authorization: Bearer``)."""
 
 
 def is_loopback(host: str) -> bool:

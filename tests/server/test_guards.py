@@ -151,7 +151,9 @@ async def test_allowed_hosts_and_cors_origins_are_answered(server_for: Any) -> N
         assert (await c.post("/v1/sessions", json={}, headers=same_site)).status_code == 201
         other = {"Origin": "https://other.example.test"}
         assert (await c.post("/v1/sessions", json={}, headers=other)).status_code == 403
-        assert (await c.post("/v1/sessions", json={}, headers={"Origin": "null"})).status_code == 403
+        assert (
+            await c.post("/v1/sessions", json={}, headers={"Origin": "null"})
+        ).status_code == 403
         sub = {"Host": "x.agents.example.test"}
         assert (await c.post("/v1/sessions", json={}, headers=sub)).status_code == 421
     assert len(await sessions_of(base, True)) == 3

@@ -76,6 +76,9 @@ class SessionHost:
         self._observe = observe
         self.stopping = anyio.Event()
         """Set when the worker shuts down: running streams are cancelled to a terminal."""
+        self._starting: set[str] = set()
+        """Sessions whose run is starting here: every run of a worker holds the session's
+        lock under the worker's name, so the lock cannot tell two of them apart."""
 
     # ------------------------------------------------------------ sessions
 
@@ -147,17 +150,26 @@ class SessionHost:
         """Run ``stream`` in the worker's task group, past the request's end.
 
         Raises:
+            SessionBusy: A run of the session is starting or going on in this worker.
             Exception: What refused the run before its first event.
         """
-        if self._observe is not None:
-            stream = self._observe(session, stream)
-        spans = None
-        if self.tracer is not None:
-            spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)
-        run = LiveRun(session, stream, spans=spans)
-        self._tg.start_soon(run.pump)
-        await run.started()
-        self.runs.add(run)
+        session_id = session.session_id
+        if session_id in self._starting or self.runs.active(session_id) is not None:
+            await stream.aclose()
+            raise SessionBusy(f"session {session_id!r} already has an active run")
+        self._starting.add(session_id)  # until it is in self.runs: no await in between
+        try:
+            if self._observe is not None:
+                stream = self._observe(session, stream)
+            spans = None
+            if self.tracer is not None:
+                spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session_id)
+            run = LiveRun(session, stream, spans=spans)
+            self._tg.start_soon(run.pump)
+            await run.started()
+            self.runs.add(run)
+        finally:
+            self._starting.discard(session_id)
         return run
 
     async def send(self, session: Session, message: str) -> LiveRun:

@@ -1,0 +1,412 @@
+"""Many workers, many doors, crashes: the promises hold (a property, through real processes).
+
+Two worker processes (:mod:`tests.server.fleet_worker`) serve
+:mod:`tests.server.fleet_agent` from one deployment's stores: one SQLite
+file, or PostgreSQL sessions with Redis checkpoints and locks. Hypothesis
+draws conversations (plans of reads, auto-tier and confirm-tier writes and
+client tools), the door and worker of each turn, decisions posted at once
+through random doors and workers (duplicates and conflicting ones among
+them), cancellations, and a SIGKILL of a worker just before a random store
+operation. The tools write the effect log themselves; the test judges by it:
+
+- no confirm-tier write runs before its decision (the test logs
+  ``approve-sent`` before it posts an approval);
+- every write runs at most once;
+- the auto-approved spend of a session never exceeds its cap;
+- every stream a client read to its end ends with exactly one terminal event;
+- whatever happened, any live worker can continue the session: decide what
+  waits, then a new turn that ends normally;
+- no request is answered with a 5xx.
+
+A killed worker is seen dead (its exit is waited on), then the test drops its
+leases as a supervisor would and starts a replacement.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.server.fleet_agent import SESSION_CAP_USD
+from tests.server.fleet_doors import DOORS, Door, Kind, Seen, decide, follow, send
+from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
+from tests.stores.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "fleet-key-0123456789abcdef"
+EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "5"))
+"""Per backend: each example is a conversation of a few turns on two real workers."""
+WORKERS = 2
+
+
+@dataclass
+class Worker:
+    name: str
+    process: subprocess.Popen[bytes]
+    url: str
+    log: IO[bytes]
+    armed: bool = False
+
+
+@dataclass
+class Fleet:
+    """The worker processes of one deployment, and what the test needs to run them."""
+
+    folder: Path
+    fields: dict[str, Any]
+    locks_url: str
+    effects: Path
+    workers: list[Worker] = field(default_factory=list)
+    started: int = 0
+
+    def start(self) -> Worker:
+        import json
+
+        for attempt in range(3):
+            self.started += 1
+            name = f"w{self.started}"
+            port = free_port()
+            config = {**self.fields, "worker": name}
+            env = {
+                **os.environ,
+                "MAINSPRING_SERVER_CONFIG": json.dumps(
+                    {"agent": "tests.server.fleet_agent:agent", "config": config}
+                ),
+                "MAINSPRING_TEST_EFFECTS": str(self.effects),
+                "FLEET_ARM_DIR": str(self.folder),
+            }
+            path = self.folder / f"{name}.log"
+            log = path.open("wb")
+            command = [sys.executable, "-m", "tests.server.fleet_worker", str(port)]
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_ready(url, process, path)
+            except WorkerExited as exc:
+                log.close()
+                if attempt == 2 or not _lost_its_port(exc):
+                    raise
+                continue
+            worker = Worker(name, process, url, log)
+            self.workers.append(worker)
+            return worker
+        raise AssertionError("unreachable")
+
+    def live(self) -> list[Worker]:
+        return [w for w in self.workers if w.process.poll() is None]
+
+    def arm(self, worker: Worker, operations: int) -> None:
+        (self.folder / str(worker.process.pid)).write_text(str(operations))
+        worker.process.send_signal(signal.SIGUSR1)
+        worker.armed = operations > 0
+
+    async def replace_dead(self, session_id: str) -> None:
+        """Wait for armed workers that died, drop their leases, start replacements."""
+        from mainspring.stores.urls import open_stores
+
+        dead = [w for w in self.workers if w.process.poll() is not None]
+        if not dead:
+            return
+        stores = await open_stores(locks=self.locks_url)
+        try:
+            assert stores.locks is not None
+            for worker in dead:
+                worker.process.wait(timeout=10)
+                for key in (session_id, f"{session_id}#create"):
+                    await stores.locks.release(key, worker.name)
+        finally:
+            await stores.aclose()
+        for worker in dead:
+            self.workers.remove(worker)
+            worker.log.close()
+            await anyio.to_thread.run_sync(self.start)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.process.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            try:
+                worker.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait(timeout=10)
+            worker.log.close()
+
+
+def _client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
+
+
+def _record(effects: Path, line: str) -> None:
+    fd = os.open(effects, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+STEPS = st.one_of(
+    st.just(["look"]),
+    st.tuples(st.just("spend"), st.sampled_from([10, 30, 45, 60])).map(list),
+    st.just(["sign"]),
+    st.just(["wallet"]),
+)
+DECISIONS = st.lists(
+    st.tuples(st.sampled_from(DOORS), st.integers(0, WORKERS - 1), st.sampled_from(["yes", "no"])),
+    min_size=1,
+    max_size=3,
+)
+Post = tuple[Door, int, str]
+
+
+@dataclass(frozen=True)
+class Script:
+    """One example, drawn whole before it runs (what happens then cannot change the draws)."""
+
+    steps: list[list[Any]]
+    kill_at: int
+    """Kill a worker just before its Nth store operation from the first turn on (0: none)."""
+    door: Door
+    rounds: list[tuple[list[Post], bool]]
+    """Per pause: the decisions posted at once, and whether a cancel goes with them."""
+    seed: int
+    """Which live worker each request goes to (the workers alive depend on the run)."""
+
+
+SCRIPTS = st.lists(STEPS, min_size=1, max_size=4).flatmap(
+    lambda steps: st.builds(
+        Script,
+        steps=st.just(steps),
+        kill_at=st.sampled_from([0, 1, 3, 6, 10, 15, 25, 40]),
+        door=st.sampled_from(DOORS),
+        rounds=st.lists(
+            st.tuples(DECISIONS, st.booleans()), min_size=len(steps), max_size=len(steps)
+        ),
+        seed=st.integers(0, 2**32 - 1),
+    )
+)
+
+
+@dataclass
+class Run:
+    """One example: its session, what its clients saw, and the fleet it ran on."""
+
+    fleet: Fleet
+    script: Script
+    client: httpx.AsyncClient
+    session_id: str = ""
+    seen: list[Seen] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.random = random.Random(self.script.seed)
+
+    def pick(self) -> Worker:
+        live = self.fleet.live()
+        assert live, "every worker died"
+        return self.random.choice(live)
+
+    def saw(self, seen: Seen) -> Seen:
+        assert seen.status is None or seen.status < 500, f"{seen.url}: {seen.status} {seen.body}"
+        self.seen.append(seen)
+        return seen
+
+    async def pending(self) -> dict[str, Any] | None:
+        for _ in range(3):
+            await self.fleet.replace_dead(self.session_id)
+            worker = self.pick()
+            try:
+                response = await self.client.get(
+                    f"{worker.url}/v1/sessions/{self.session_id}/pending"
+                )
+            except httpx.TransportError:
+                continue
+            assert response.status_code == 200, response.text
+            pending: dict[str, Any] | None = response.json()["pending"]
+            return pending
+        raise AssertionError("no worker answered")
+
+    def kind_of(self, pending: dict[str, Any], answer: str) -> Kind:
+        if answer == "no":
+            return "reject"
+        return "client" if pending.get("client_executed") else "approve"
+
+    async def decide_at_once(
+        self, pending: dict[str, Any], posts: list[Post], cancel: bool
+    ) -> None:
+        """Post the drawn decisions on ``pending`` concurrently (and maybe a cancel)."""
+        ref = str(pending["input"].get("ref", ""))
+        live = self.fleet.live()
+        if any(answer == "yes" for _, _, answer in posts):
+            _record(self.fleet.effects, f"approve-sent {ref}")
+
+        async def post(door: Door, index: int, answer: str) -> None:
+            worker = live[index % len(live)]
+            kind = self.kind_of(pending, answer)
+            seen = await decide(self.client, worker.url, door, self.session_id, pending, kind)
+            self.saw(seen)
+
+        async def cancel_it() -> None:
+            worker = live[0]
+            try:
+                response = await self.client.post(
+                    f"{worker.url}/v1/sessions/{self.session_id}/cancel", json={}
+                )
+            except httpx.TransportError:
+                return
+            assert response.status_code < 500, response.text
+
+        async with anyio.create_task_group() as tg:
+            for door, index, answer in posts:
+                tg.start_soon(post, door, index, answer)
+            if cancel:
+                tg.start_soon(cancel_it)
+
+    async def settle(self) -> None:
+        """Any live worker continues the session: decide what waits, then a turn that ends."""
+        for _ in range(12):
+            pending = await self.pending()
+            worker = self.pick()
+            if pending is not None:
+                kind = self.kind_of(pending, "yes")
+                if kind == "approve":
+                    _record(self.fleet.effects, f"approve-sent {pending['input'].get('ref')}")
+                self.saw(
+                    await decide(self.client, worker.url, "rest", self.session_id, pending, kind)
+                )
+                continue
+            seen = self.saw(await send(self.client, worker.url, "rest", self.session_id, "bye"))
+            if seen.status == 409:  # a turn still runs (or a decision's stream goes on)
+                self.saw(await follow(self.client, worker.url, self.session_id, None))
+                continue
+            if seen.status == 200 and seen.ended and seen.kinds[-1:] == ["turn_complete"]:
+                return
+        raise AssertionError(f"no worker could continue session {self.session_id}: {self.seen}")
+
+
+def _judge(effects: Path, seen: list[Seen]) -> None:
+    """The invariants, from the tools' own effect log and what the clients saw."""
+    approved: set[str] = set()
+    runs: Counter[str] = Counter()
+    auto: Counter[str] = Counter()
+    lines = effects.read_text().splitlines() if effects.exists() else []
+    for line in lines:
+        kind, ref, *rest = line.split()
+        session = ref.rsplit("-", 1)[0]
+        if kind == "approve-sent":
+            approved.add(ref)
+        elif kind in ("sign", "spend"):
+            runs[ref] += 1
+            assert runs[ref] == 1, f"the write {ref} ran twice"
+            if kind == "sign":
+                assert ref in approved, f"the confirm-tier write {ref} ran before its decision"
+            elif ref not in approved:
+                auto[session] += int(float(rest[0]))
+                assert auto[session] <= SESSION_CAP_USD, f"{session} spent {auto[session]} auto"
+    for one in seen:
+        if one.status == 200 and one.ended:
+            assert one.terminals == 1 and one.last_is_terminal, f"{one.url}: {one.kinds}"
+        # No lease runs out here (they outlive the test) and only dead workers' are dropped:
+        # a run that loses its lock was robbed by a live one.
+        assert "lease_lost" not in one.last_data, f"{one.url}: {one.last_data}"
+
+
+async def _example(fleet: Fleet, script: Script) -> None:
+    async with _client() as client:
+        run = Run(fleet, script, client)
+        worker = run.pick()
+        created = await client.post(f"{worker.url}/v1/sessions", json={})
+        assert created.status_code == 201, created.text
+        run.session_id = sid = created.json()["session_id"]
+        plan = [[step[0], f"{sid}-{i}", *step[1:]] for i, step in enumerate(script.steps)]
+        if script.kill_at:
+            fleet.arm(run.pick(), script.kill_at)
+        door = script.door
+        import json
+
+        run.saw(await send(client, run.pick().url, door, sid, "plan " + json.dumps(plan)))
+        for posts, cancel in script.rounds:
+            pending = await run.pending()
+            if pending is None:
+                break
+            await run.decide_at_once(pending, posts, cancel)
+        for live_worker in fleet.live():
+            if live_worker.armed:
+                fleet.arm(live_worker, 0)
+        await run.settle()
+    _judge(fleet.effects, run.seen)
+    if os.environ.get("FLEET_DEBUG"):
+        print("EXAMPLE", plan, script.kill_at, door, fleet.started)
+        for one in run.seen:
+            print(
+                "  ",
+                one.door,
+                one.url.split("/v1")[-1][:60],
+                one.status,
+                one.ended,
+                one.kinds[-3:],
+                one.body[:100],
+                one.last_data[:300] if one.kinds[-1:] == ["error"] else "",
+            )
+
+
+def _property(fleet: Fleet) -> None:
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(script=SCRIPTS)
+    def holds(script: Script) -> None:
+        anyio.run(_example, fleet, script)
+
+    holds()
+
+
+def _run_fleet(folder: Path, fields: dict[str, Any], locks_url: str) -> None:
+    fields = {
+        **fields,
+        "api_keys": {KEY: "alice"},
+        "signing_key": "cd" * 32,
+        "lock_ttl": 3600,
+    }
+    fleet = Fleet(folder, fields, locks_url, folder / "effects.log")
+    try:
+        for _ in range(WORKERS):
+            fleet.start()
+        _property(fleet)
+    finally:
+        fleet.stop()
+
+
+def test_the_promises_hold_across_sqlite_workers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    _run_fleet(tmp_path, {"store": url}, url)
+
+
+def test_the_promises_hold_across_redis_and_postgresql_workers(
+    tmp_path: Path, redis_server: RedisServer, postgres_url: str
+) -> None:
+    fields = {
+        "store": None,
+        "sessions": _as_url(postgres_url),
+        "checkpoints": redis_server.url,
+        "locks": redis_server.url,
+    }
+    _run_fleet(tmp_path, fields, redis_server.url)
