@@ -4,7 +4,8 @@ A user message ``plan [[kind, ref, amount], …]`` makes the model call one tool
 per step, in order: ``look`` (a read), ``spend`` (a USD write: auto-approved
 under $50 while the session's auto spend stays under $100, else asked),
 ``sign`` (a confirm-tier write) and ``wallet`` (a client-executed tool). Any
-other message gets a plain answer.
+other message gets a plain answer. :func:`engine` serves the same tools
+to other engines (signed requests) at ``/v1/engine``.
 
 Every tool appends one line to ``$MAINSPRING_TEST_EFFECTS`` itself (one
 ``write`` on an ``O_APPEND`` descriptor, so lines from several processes
@@ -29,6 +30,7 @@ from mainspring import (
     tool,
     usd,
 )
+from mainspring.engine import Engine, ManagementPolicy
 from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
 
@@ -91,6 +93,19 @@ def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedRe
     if done < len(steps):
         return ScriptedResponse(text=f"Step {done + 1}.", tool_calls=[_call(steps[done])])
     return ScriptedResponse(text="The plan is done.")
+
+
+def engine() -> Engine:
+    """The fleet's engine, served at ``/v1/engine``: the same tools, called directly."""
+    tiers = UsdTiers(auto_below_usd=AUTO_BELOW_USD, session_auto_cap_usd=SESSION_CAP_USD)
+    served = Engine(
+        "fleet",
+        policy=ManagementPolicy(visibility="protected"),
+        permissions=PermissionRules(usd_tiers=tiers),
+    )
+    for member in (look, spend, sign):
+        served.add_tool(member, export=True)
+    return served
 
 
 def agent() -> Agent:

@@ -166,3 +166,33 @@ async def decide(
 async def follow(client: httpx.AsyncClient, base: str, sid: str, last_id: str | None) -> Seen:
     """The REST stream of ``sid`` followed (from ``last_id``), on this worker or another."""
     return await stream(client, Seen("rest", f"{base}/v1/sessions/{sid}/stream"), "GET", last_id)
+
+
+# ------------------------------------------------------- the signed engine route
+
+
+@dataclass
+class Signed:
+    """One signed engine request, kept whole so the test can replay it byte for byte."""
+
+    path: str
+    content: bytes
+    headers: dict[str, str]
+
+
+def signed(key: Any, path: str, body: dict[str, Any]) -> Signed:
+    """``body`` posted to ``path`` (under ``/v1/engine``), signed by ``key``."""
+    content = json.dumps(body, separators=(",", ":")).encode()
+    headers = {**key.sign("POST", path, content), "content-type": "application/json"}
+    return Signed(path, content, headers)
+
+
+async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> Seen:
+    """Send a signed request to one worker; ``body`` is its JSON answer."""
+    seen = Seen("rest", f"{base}{request.path}")
+    try:
+        response = await client.post(seen.url, content=request.content, headers=request.headers)
+    except httpx.TransportError:
+        return seen
+    seen.status, seen.body, seen.ended = response.status_code, response.text, True
+    return seen

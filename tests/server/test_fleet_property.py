@@ -20,6 +20,13 @@ operation. The tools write the effect log themselves; the test judges by it:
 
 A killed worker is seen dead (its exit is waited on), then the test drops its
 leases as a supervisor would and starts a replacement.
+
+Two door sets, each on both backends: the session doors (REST, AI SDK,
+AG-UI: turns, decisions, kills, cancels, a settling turn), and the signed
+engine route (``/v1/engine``: concurrent direct calls of the same tools by one
+calling engine, each request maybe replayed byte for byte to another worker,
+decisions posted to any worker). Not here yet: A2A (its contexts are
+sessions of their own), the MCP server and an in-process ``Engine.tool_call``.
 """
 
 from __future__ import annotations
@@ -41,7 +48,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.server.fleet_agent import SESSION_CAP_USD
-from tests.server.fleet_doors import DOORS, Door, Kind, Seen, decide, follow, send
+from tests.server.fleet_doors import (
+    DOORS,
+    Door,
+    Kind,
+    Seen,
+    Signed,
+    decide,
+    follow,
+    post_signed,
+    send,
+    signed,
+)
 from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
 from tests.stores.servers import RedisServer, free_port
 
@@ -49,8 +67,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "fleet-key-0123456789abcdef"
-EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "5"))
-"""Per backend: each example is a conversation of a few turns on two real workers."""
+EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "4"))
+"""Per backend and door set (each a conversation on two real workers). Deeper:
+``FLEET_EXAMPLES=20 pytest --timeout 1200 tests/server/test_fleet_property.py``."""
 WORKERS = 2
 
 
@@ -307,7 +326,7 @@ def _judge(effects: Path, seen: list[Seen]) -> None:
     lines = effects.read_text().splitlines() if effects.exists() else []
     for line in lines:
         kind, ref, *rest = line.split()
-        session = ref.rsplit("-", 1)[0]
+        session = "engine" if ref.startswith("engine:") else ref.rsplit("-", 1)[0]
         if kind == "approve-sent":
             approved.add(ref)
         elif kind in ("sign", "spend"):
@@ -350,19 +369,108 @@ async def _example(fleet: Fleet, script: Script) -> None:
                 fleet.arm(live_worker, 0)
         await run.settle()
     _judge(fleet.effects, run.seen)
-    if os.environ.get("FLEET_DEBUG"):
-        print("EXAMPLE", plan, script.kill_at, door, fleet.started)
-        for one in run.seen:
-            print(
-                "  ",
-                one.door,
-                one.url.split("/v1")[-1][:60],
-                one.status,
-                one.ended,
-                one.kinds[-3:],
-                one.body[:100],
-                one.last_data[:300] if one.kinds[-1:] == ["error"] else "",
-            )
+
+
+# ------------------------------------------------- the signed engine route
+
+
+ENGINE_CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["sign", "spend"]), st.sampled_from([10, 30, 45, 60]), st.integers(0, 9)
+    ),
+    min_size=1,
+    max_size=4,
+)
+ENGINE_POSTS = st.lists(
+    st.tuples(st.integers(0, 9), st.sampled_from(["yes", "no"]), st.booleans()),
+    min_size=1,
+    max_size=3,
+)
+
+
+@dataclass(frozen=True)
+class EngineScript:
+    """Direct calls of the engine's tools, each maybe replayed, and their decisions."""
+
+    calls: list[tuple[str, int, int]]
+    """(tool, amount, worker): posted at once."""
+    replays: list[bool]
+    """Per call: the same signed request sent again, to the next worker."""
+    decisions: list[list[tuple[int, str, bool]]]
+    """Per call that pauses: (worker, answer, replayed) posted at once."""
+
+
+ENGINE_SCRIPTS = ENGINE_CALLS.flatmap(
+    lambda calls: st.builds(
+        EngineScript,
+        calls=st.just(calls),
+        replays=st.lists(st.booleans(), min_size=len(calls), max_size=len(calls)),
+        decisions=st.lists(ENGINE_POSTS, min_size=len(calls), max_size=len(calls)),
+    )
+)
+
+
+def _paused_calls(seen: list[Seen]) -> dict[int, tuple[str, str]]:
+    """Per call index: (ref, attempt id) of the calls that answered ``pending``."""
+    import json
+
+    paused: dict[int, tuple[str, str]] = {}
+    for one in seen:
+        answer = json.loads(one.body) if one.status == 200 else {}
+        if answer.get("status") == "pending":
+            ref = str(answer["pending"]["input"]["ref"])
+            paused[int(ref.rsplit("-", 1)[1])] = (ref, str(answer["pending"]["attempt_id"]))
+    return paused
+
+
+async def _engine_example(fleet: Fleet, key: Any, script: EngineScript) -> None:
+    """Signed direct calls at once, replays among them, then their decisions at once."""
+    import uuid
+
+    seen: list[Seen] = []
+    example = uuid.uuid4().hex[:8]
+    live = fleet.live()
+    paused: dict[int, tuple[str, str]] = {}
+
+    async def send(request: Signed, index: int) -> None:
+        one = await post_signed(client, live[index % len(live)].url, request)
+        assert one.status is None or one.status < 500, f"{one.url}: {one.status} {one.body}"
+        seen.append(one)
+
+    async def call(i: int, tool: str, amount: int, index: int) -> None:
+        ref = f"engine:{example}-{i}"
+        arguments: dict[str, Any] = {"ref": ref}
+        if tool == "spend":
+            arguments["amount_usd"] = amount
+        request = signed(key, f"/v1/engine/tools/{tool}/call", {"arguments": arguments})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, request, index)
+            if script.replays[i]:
+                tg.start_soon(send, request, index + 1)
+
+    async def decide(i: int, ref: str, attempt: str) -> None:
+        posts = script.decisions[i]
+        if any(answer == "yes" for _, answer, _ in posts):
+            _record(fleet.effects, f"approve-sent {ref}")
+        async with anyio.create_task_group() as tg:
+            for index, answer, replayed in posts:
+                kind = (
+                    {"kind": "approved", "edits": {}} if answer == "yes" else {"kind": "rejected"}
+                )
+                request = signed(key, f"/v1/engine/decisions/{attempt}", {"decision": kind})
+                tg.start_soon(send, request, index)
+                if replayed:
+                    tg.start_soon(send, request, index + 1)
+
+    async with _client() as client:
+        async with anyio.create_task_group() as tg:
+            for i, (tool, amount, index) in enumerate(script.calls):
+                tg.start_soon(call, i, tool, amount, index)
+        paused.update(_paused_calls(seen))
+        async with anyio.create_task_group() as tg:
+            for i, (ref, attempt) in paused.items():
+                tg.start_soon(decide, i, ref, attempt)
+    _judge(fleet.effects, seen)
 
 
 def _property(fleet: Fleet) -> None:
@@ -379,29 +487,57 @@ def _property(fleet: Fleet) -> None:
     holds()
 
 
-def _run_fleet(folder: Path, fields: dict[str, Any], locks_url: str) -> None:
+def _engine_property(fleet: Fleet, key: Any) -> None:
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(script=ENGINE_SCRIPTS)
+    def holds(script: EngineScript) -> None:
+        anyio.run(_engine_example, fleet, key, script)
+
+    holds()
+
+
+def _run_fleet(tmp_path: Path, fields: dict[str, Any], locks_url: str, *, engine: bool) -> None:
+    from mainspring.engine.signing import SigningKey, public_key_text
+
+    key = SigningKey.generate("fleet-peer")
     fields = {
         **fields,
         "api_keys": {KEY: "alice"},
         "signing_key": "cd" * 32,
         "lock_ttl": 3600,
+        "engine": "tests.server.fleet_agent:engine",
+        "engine_keys": {key.key_id: public_key_text(key.public_key)},
     }
-    fleet = Fleet(folder, fields, locks_url, folder / "effects.log")
+    fleet = Fleet(tmp_path, fields, locks_url, tmp_path / "effects.log")
     try:
         for _ in range(WORKERS):
             fleet.start()
-        _property(fleet)
+        if engine:
+            _engine_property(fleet, key)
+        else:
+            _property(fleet)
     finally:
         fleet.stop()
 
 
-def test_the_promises_hold_across_sqlite_workers(tmp_path: Path) -> None:
+DOOR_SETS = {"sessions": False, "engine": True}
+"""The session doors (REST, AI SDK, AG-UI), and the signed engine route's direct calls."""
+
+
+@pytest.mark.parametrize("doors", DOOR_SETS)
+def test_the_promises_hold_across_sqlite_workers(tmp_path: Path, doors: str) -> None:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
-    _run_fleet(tmp_path, {"store": url}, url)
+    _run_fleet(tmp_path, {"store": url}, url, engine=DOOR_SETS[doors])
 
 
+@pytest.mark.parametrize("doors", DOOR_SETS)
 def test_the_promises_hold_across_redis_and_postgresql_workers(
-    tmp_path: Path, redis_server: RedisServer, postgres_url: str
+    tmp_path: Path, redis_server: RedisServer, postgres_url: str, doors: str
 ) -> None:
     fields = {
         "store": None,
@@ -409,4 +545,4 @@ def test_the_promises_hold_across_redis_and_postgresql_workers(
         "checkpoints": redis_server.url,
         "locks": redis_server.url,
     }
-    _run_fleet(tmp_path, fields, redis_server.url)
+    _run_fleet(tmp_path, fields, redis_server.url, engine=DOOR_SETS[doors])
