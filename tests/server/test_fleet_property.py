@@ -63,11 +63,11 @@ from tests.server.fleet_doors import (
 from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
 from tests.stores.servers import RedisServer, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "fleet-key-0123456789abcdef"
-EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "3"))
 """Per backend and door set (each a conversation on two real workers). Deeper:
 ``FLEET_EXAMPLES=20 pytest --timeout 1200 tests/server/test_fleet_property.py``."""
 WORKERS = 2
