@@ -39,6 +39,8 @@ class Seen:
     ended: bool = False
     """The stream reached its end (the connection did not break)."""
     last_id: str | None = None
+    streamed: bool = True
+    """An SSE stream (a signed engine request is answered with one JSON body)."""
     last_data: str = ""
     """The stream's last (REST) or terminal event's data, as sent."""
     body: str = ""
@@ -189,7 +191,7 @@ def signed(key: Any, path: str, body: dict[str, Any]) -> Signed:
 
 async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> Seen:
     """Send a signed request to one worker; ``body`` is its JSON answer."""
-    seen = Seen("rest", f"{base}{request.path}")
+    seen = Seen("rest", f"{base}{request.path}", streamed=False)
     try:
         response = await client.post(seen.url, content=request.content, headers=request.headers)
     except httpx.TransportError:
