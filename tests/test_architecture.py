@@ -22,6 +22,7 @@ RANKS: dict[str, int] = {
     "_wakeup": 0,
     "_lazy": 0,
     "_json": 0,
+    "_http_guard": 1,
     "_version": 0,
     "thinking": 0,
     "messages": 1,

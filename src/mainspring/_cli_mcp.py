@@ -48,6 +48,7 @@ async def _serve_mcp(
     expose_confirm: bool,
     skills: list[str],
     token: str | None,
+    allowed_hosts: list[str],
 ) -> None:
     from mainspring.mcp.server import build_mcp_server, serve_stdio  # needs the extra
     from mainspring.skills import SkillCatalog
@@ -58,14 +59,18 @@ async def _serve_mcp(
         await serve_stdio(server)
         return
     try:
-        await _serve_mcp_http(server, host=host, port=port, token=token)
+        await _serve_mcp_http(
+            server, host=host, port=port, token=token, allowed_hosts=allowed_hosts
+        )
     except BaseExceptionGroup as group:  # the task group's: show the one failure plainly
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
 
 
-async def _serve_mcp_http(server: Any, *, host: str, port: int, token: str | None) -> None:
+async def _serve_mcp_http(
+    server: Any, *, host: str, port: int, token: str | None, allowed_hosts: list[str]
+) -> None:
     from mainspring.mcp.server import serve_http
 
     async with anyio.create_task_group() as tg:
@@ -76,6 +81,7 @@ async def _serve_mcp_http(server: Any, *, host: str, port: int, token: str | Non
                 port=port,
                 token=token,
                 allow_remote=token is not None,
+                allowed_hosts=allowed_hosts,
                 task_status=task_status,
             )
         )
@@ -112,13 +118,22 @@ def mcp_serve(
     skills: Annotated[
         list[str] | None, typer.Option("--skills", help="A skills folder (repeatable).")
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A host name HTTP requests may address besides loopback (repeatable).",
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Serve an agent's tools (and skills, as prompts) to MCP clients.
 
     Over HTTP it prints its URL at start; with a token (``--token-file`` or
     ``$MAINSPRING_MCP_TOKEN``) every request needs ``Authorization: Bearer
-    <token>``, and a non-loopback ``--host`` is refused without one.
+    <token>``, and a non-loopback ``--host`` is refused without one. Requests
+    must address a loopback host, the ``--host`` address or an
+    ``--allowed-host`` name (DNS rebinding), and a ``POST`` must be JSON.
     Ctrl-C stops it at once (exit 130). Exit codes: 2 a configuration error (the
     port is taken, the mcp extra is missing…); 1 a failure.
     """
@@ -132,8 +147,11 @@ def mcp_serve(
             if not Path(folder).is_dir():
                 raise ConfigError(f"--skills {folder}: no such folder (give a folder of skills)")
         token = _mcp_token(token_file) if http else None
+        hosts = list(allowed_host or ())
         if http:
-            from mainspring.mcp._http_guard import is_loopback
+            from mainspring._http_guard import allowed_hosts, is_loopback
+
+            allowed_hosts(hosts)  # a malformed name fails here
 
             if not is_loopback(host) and token is None:
                 raise ConfigError(
@@ -150,6 +168,7 @@ def mcp_serve(
                     expose_confirm=expose_confirm,
                     skills=skills or [],
                     token=token,
+                    allowed_hosts=hosts,
                 )
             )
         except OSError as exc:  # the address is taken or cannot be bound

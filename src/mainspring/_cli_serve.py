@@ -18,6 +18,7 @@ from rich.console import Console
 
 from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
 from mainspring._cli_serve_keys import SIGNING_KEY_ENV, signing_key
+from mainspring._http_guard import allowed_hosts, served_address
 from mainspring.errors import ConfigError
 from mainspring.stores.urls import open_stores, sqlite_file
 
@@ -158,6 +159,25 @@ def _check_stores(roles: _Stores) -> None:
     anyio.run(trial)
 
 
+def _hosts(host: str, allowed: list[str], err: Console) -> list[str]:
+    """The hosts requests may address besides loopback: ``--allowed-host`` and the address.
+
+    Raises:
+        ConfigError: A malformed ``--allowed-host``.
+    """
+    hosts = [*allowed, *served_address(host)]
+    allowed_hosts(hosts)  # a malformed name fails here
+    if host not in _LOOPBACK and not allowed:
+        also = "".join(f" or {address}" for address in served_address(host))
+        err.print(
+            f"warning: only requests addressed to a loopback host{also} are answered; "
+            "name this server's host names with --allowed-host",
+            style="yellow",
+            soft_wrap=True,
+        )
+    return hosts
+
+
 def _import_server() -> Any:
     """uvicorn, once the server extra is known to be there (else the ImportError names it)."""
     import mainspring.server  # noqa: F401 - its guard names the extra
@@ -222,6 +242,13 @@ def serve(
     cors_origin: Annotated[
         list[str] | None, typer.Option("--cors-origin", help="An origin CORS allows (repeatable).")
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A host name requests may address besides loopback (repeatable).",
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Serve an agent over HTTP: sessions, SSE streams, decisions (private by default).
@@ -232,7 +259,10 @@ def serve(
     ``--store`` says otherwise, and approvals are signed with a key kept beside
     it (or ``$MAINSPRING_SIGNING_KEY``), so both survive a restart. Several
     ``--workers`` need shared stores (SQLite on one machine; PostgreSQL sessions
-    with Redis checkpoints and locks across machines). Exit codes: 2 a usage or
+    with Redis checkpoints and locks across machines). Requests must address a
+    loopback host, the ``--host`` address or an ``--allowed-host`` name (DNS
+    rebinding), and a ``POST`` must be JSON or carry a key, also with
+    ``--public``. Exit codes: 2 a usage or
     configuration error (a busy port, a bad URL, the server extra missing); 4 a
     store cannot be reached; 1 a failure; 130 interrupted.
     """
@@ -271,6 +301,7 @@ def serve(
         signing = signing_key(sqlite_file(roles.sessions), in_memory=in_memory, workers=workers)
         if host not in _LOOPBACK and public:
             err.print(f"warning: serving {host} publicly, without credentials", style="yellow")
+        hosts = _hosts(host, allowed_host or [], err)
         fields: dict[str, Any] = {
             "store": store,
             "sessions": sessions,
@@ -280,6 +311,7 @@ def serve(
             "public": public,
             "lock_ttl": lock_ttl,
             "cors_origins": list(cors_origin or ()),
+            "allowed_hosts": hosts,
             "engine": engine,
             "trace_content": trace_content,
             "engine_keys": engine_keys or None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -59,11 +60,18 @@ def ipv6_loopback() -> bool:
 
 
 @asynccontextmanager
-async def served(host: str, token: str | None = None) -> AsyncIterator[str]:
+async def served(
+    host: str, token: str | None = None, allowed_hosts: tuple[str, ...] = ()
+) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tg:
         port = await tg.start(
             lambda task_status: serve_http(
-                build_mcp_server(agent()), host=host, port=0, token=token, task_status=task_status
+                build_mcp_server(agent()),
+                host=host,
+                port=0,
+                token=token,
+                allowed_hosts=allowed_hosts,
+                task_status=task_status,
             )
         )
         try:
@@ -92,6 +100,22 @@ async def test_rebinding_is_refused_on_every_loopback_address(host: str) -> None
             assert cross.status_code == 403
             same = await post(url, Origin=f"http://{host}:{port}")
             assert same.status_code == 200
+
+
+async def test_allowed_hosts_are_answered_and_cross_site_posts_refused() -> None:
+    with anyio.fail_after(20):
+        async with served("127.0.0.1", allowed_hosts=("mcp.example.test",)) as url:
+            port = url.rsplit(":", 1)[1].split("/")[0]
+            assert (await post(url, Host=f"mcp.example.test:{port}")).status_code == 200
+            assert (await post(url, Host=f"evil.example:{port}")).status_code == 421
+            other = await post(url, Origin="https://mcp.example.test")
+            assert other.status_code == 200
+            async with httpx2.AsyncClient(timeout=10) as client:
+                form = await client.post(
+                    url, content=json.dumps(INIT), headers={**ACCEPT, "Content-Type": "text/plain"}
+                )
+            assert form.status_code == 415
+            assert "cross-site" in form.json()["error"]["message"]
 
 
 async def test_bearer_token_required_when_set() -> None:

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def _session(client: httpx.AsyncClient) -> str:
-    response = await client.post("/v1/sessions")
+    response = await client.post("/v1/sessions", json={})
     assert response.status_code == 201, response.text
     sid: str = response.json()["session_id"]
     return sid
@@ -166,7 +166,7 @@ async def test_private_by_default_no_credential_is_401_and_others_sessions_are_4
 ) -> None:
     async with client_for(base, key=None) as anonymous:
         for method, url in (("POST", "/v1/sessions"), ("GET", "/v1/sessions")):
-            r = await anonymous.request(method, url)
+            r = await anonymous.request(method, url, json={} if method == "POST" else None)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
     async with client_for(base, key="not-a-key-we-know-at-all") as stranger:
         assert (await stranger.get("/v1/sessions")).status_code == 401

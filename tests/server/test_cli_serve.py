@@ -116,6 +116,7 @@ def test_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ([], {"MAINSPRING_API_KEYS": "no-equals-sign-here"}, "principal=key"),
         ([], {"MAINSPRING_SIGNING_KEY": "zz"}, "must be hex"),
         (["nowhere.module:agent"], {}, "cannot import"),
+        (["--allowed-host", "https://a.example"], {}, "bare host name"),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(
@@ -126,6 +127,29 @@ def test_bad_configuration_is_one_line_and_exit_2(
     assert process.returncode == 2, out
     assert out.strip().startswith("error:") and message in out, out
     assert len(out.strip().splitlines()) == 1 and "serving" not in out
+
+
+def test_a_public_server_answers_only_its_hosts_and_json(tmp_path: Path) -> None:
+    port = free_port()
+    process = _serve(
+        "--public", "--store", "memory://", "--port", str(port),
+        "--allowed-host", "agents.example.test", cwd=tmp_path,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _ready(base, process)
+        named = {"Host": f"agents.example.test:{port}"}
+        made = httpx.post(f"{base}/v1/sessions", json={}, headers=named, timeout=30)
+        assert made.status_code == 201, made.text
+        rebound = {"Host": f"evil.example:{port}"}
+        assert httpx.post(f"{base}/v1/sessions", json={}, headers=rebound).status_code == 421
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        refused = httpx.post(f"{base}/v1/sessions", content=b"a=1", headers=form, timeout=30)
+        assert refused.status_code == 415
+        assert len(httpx.get(f"{base}/v1/sessions", timeout=30).json()["sessions"]) == 1
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
 
 
 KEYS_ENV = {"MAINSPRING_API_KEYS": f"alice={ALICE}"}

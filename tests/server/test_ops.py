@@ -27,7 +27,7 @@ async def test_a_host_authenticator_decides_who_calls_and_sessions_follow_it(
     async with client_for(base, key=None) as client:
         assert (await client.get("/v1/sessions")).status_code == 401
         ann = {"x-user": "ann"}
-        sid = (await client.post("/v1/sessions", headers=ann)).json()["session_id"]
+        sid = (await client.post("/v1/sessions", headers=ann, json={})).json()["session_id"]
         assert (await client.get(f"/v1/sessions/{sid}", headers=ann)).status_code == 200
         assert (
             await client.get(f"/v1/sessions/{sid}", headers={"x-user": "ben"})

@@ -149,7 +149,7 @@ def test_the_page_asks_for_a_key_and_the_api_refuses_without_one(tab: Page, demo
     assert "script-src 'self'" in response.headers["content-security-policy"]
     key_box = page.get_by_label("API key for this server")
     assert key_box.is_visible()
-    assert httpx.post(demo_url + "/v1/sessions").status_code == 401
+    assert httpx.post(demo_url + "/v1/sessions", json={}).status_code == 401
     assert httpx.get(demo_url + "/v1/trace/runs").status_code == 401
     key_box.fill(KEY)
     key_box.press("Enter")

@@ -17,7 +17,8 @@ by ``Caller(key_id, kind="engine")``; a request with no signature headers is
 anonymous; a request whose signature fails is refused (401) whatever the
 engine's visibility. The engine's management policy then applies to that
 caller (403 when it refuses). ``metadata`` in a body is passed on as request
-metadata, never as identity.
+metadata, never as identity. A ``POST`` that is neither JSON nor signed is
+refused (415): a web page cannot make a browser post a form to it.
 
 A result is ``{"status": "done", ...}`` or ``{"status": "pending",
 "pending": {pending_action event}}``; a decision is ``{"kind": "approved",
@@ -43,6 +44,7 @@ from urllib.parse import urlsplit
 
 from pydantic import JsonValue
 
+from mainspring._http_guard import CROSS_SITE_MESSAGE, is_cross_site_simple
 from mainspring.codec import event_from_dict, event_to_dict
 from mainspring.decisions import Approve, ClientResult, Decision, Reject, decision_kind
 from mainspring.engine.core import AgentRun, Engine, ToolCallResult
@@ -176,6 +178,8 @@ def _endpoint(
     """Read the body (bounded), verify the caller, run ``handler``, map errors to statuses."""
 
     async def run(request: Request) -> JSONResponse:
+        if is_cross_site_simple(request.method, request.headers):  # mounted anywhere: still JSON
+            return _error(415, "cross_site_request", CROSS_SITE_MESSAGE)
         buffer = bytearray()
         async for chunk in request.stream():
             buffer += chunk

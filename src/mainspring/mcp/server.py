@@ -41,7 +41,8 @@ carries the approval: once, for that input (``mcp/_approval_rounds.py``).
 
 Runners: :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, loopback
 only unless ``allow_remote=True`` with a bearer ``token``; DNS-rebinding
-protection on every loopback address); :func:`http_app` is the ASGI app.
+protection and no cross-site form posts, on every host); :func:`http_app` is
+the ASGI app.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 try:
@@ -70,12 +71,18 @@ if TYPE_CHECKING:
     import uvicorn
 
 from mainspring._direct import DirectCaller
+from mainspring._http_guard import (
+    BearerAuth,
+    CrossSiteGuard,
+    HostGuard,
+    is_loopback,
+    served_address,
+)
 from mainspring.agent import Agent
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, ToolProgress
 from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
-from mainspring.mcp._http_guard import BearerAuth, LoopbackOnly, is_loopback
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
@@ -417,14 +424,17 @@ def http_app(
     path: str = "/mcp",
     allow_remote: bool = False,
     token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> Starlette:
     """The streamable HTTP ASGI app, guarded.
 
-    On a loopback host (any of 127.0.0.0/8, ``[::1]``, ``localhost``) requests
-    must name a loopback ``Host`` (else 421) and ``Origin`` (else 403): DNS
-    rebinding protection. With ``token``, every request needs
-    ``Authorization: Bearer <token>`` (else 401). A non-loopback host needs
-    ``allow_remote=True`` and a token.
+    Requests must name a ``Host`` that is loopback (any of 127.0.0.0/8,
+    ``[::1]``, ``localhost``), the address served on, or one of
+    ``allowed_hosts`` (else 421), and an ``Origin``, when sent, on one of them
+    (else 403): DNS rebinding protection. A ``POST`` without a JSON content type
+    (or a bearer token) is refused (415): no cross-site form post. With
+    ``token``, every request needs ``Authorization: Bearer <token>`` (else
+    401). A non-loopback host needs ``allow_remote=True`` and a token.
 
     Serve it once: its lifespan runs the SDK's session manager.
     """
@@ -438,10 +448,11 @@ def http_app(
     app = server.streamable_http_app(
         streamable_http_path=path, host=host, transport_security=unchecked
     )
+    app.add_middleware(CrossSiteGuard)
     if token is not None:
         app.add_middleware(BearerAuth, token=token.strip())
-    if is_loopback(host):
-        app.add_middleware(LoopbackOnly)  # the outermost: a rebound page learns nothing
+    hosts = [*allowed_hosts, *served_address(host)]
+    app.add_middleware(HostGuard, hosts=hosts)  # the outermost: a rebound page learns nothing
     return app
 
 
@@ -453,6 +464,7 @@ async def serve_http(
     path: str = "/mcp",
     allow_remote: bool = False,
     token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve over streamable HTTP at ``http://host:port/mcp`` until cancelled.
@@ -462,7 +474,14 @@ async def serve_http(
     """
     import uvicorn
 
-    app = http_app(server, host=host, path=path, allow_remote=allow_remote, token=token)
+    app = http_app(
+        server,
+        host=host,
+        path=path,
+        allow_remote=allow_remote,
+        token=token,
+        allowed_hosts=allowed_hosts,
+    )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

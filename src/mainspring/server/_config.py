@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mainspring._http_guard import allowed_hosts
 from mainspring.errors import ConfigError
 from mainspring.server._auth import Authenticator
 
@@ -16,7 +17,11 @@ class ServerConfig:
     """Settings of :func:`~mainspring.server.create_app`.
 
     Private by default: with neither ``api_keys`` nor ``authenticator`` (and
-    not ``public``), every request is refused with 401.
+    not ``public``), every request is refused with 401. Guarded always, also
+    when ``public``: a request must address a loopback host or one of
+    ``allowed_hosts`` (else 421; DNS rebinding), come from no ``Origin`` or one
+    on those hosts or in ``cors_origins`` (else 403), and a ``POST`` must be
+    JSON or carry a credential header (else 415; no cross-site form post).
     """
 
     store: str | None = "memory://"
@@ -37,6 +42,8 @@ class ServerConfig:
     """Signs approval ids; every worker must share it (random per process when unset)."""
     cors_origins: tuple[str, ...] = ()
     """Origins allowed by CORS; none (CORS off) by default."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names requests may address besides loopback (``api.example.com``): DNS rebinding."""
     max_body_bytes: int = 1_000_000
     """Bodies larger than this are refused with 413."""
     rate_per_minute: int = 600
@@ -81,5 +88,6 @@ class ServerConfig:
             raise ConfigError("trace_runs must be >= 0 and trace_activities >= 1")
         if self.max_runs_per_principal < 0 or self.max_steering_per_principal < 0:
             raise ConfigError("max_runs_per_principal and max_steering_per_principal must be >= 0")
+        allowed_hosts(self.allowed_hosts)  # a malformed name fails here
         if self.store is None and self.sessions is None:
             raise ConfigError("a server needs a session store: store= or sessions=")

@@ -127,6 +127,9 @@ class SessionHost:
         self._caches: dict[tuple[str, ...], dict[str, object]] = {}
         self._starting: dict[str | None, int] = {}
         """Runs being started, by principal (admitted, not yet in ``runs``)."""
+        self._starting_sessions: set[str] = set()
+        """Sessions whose run is starting here: every run of a worker holds the session's
+        lock under the worker's name, so the lock cannot tell two of them apart."""
 
     # ------------------------------------------------------------ sessions
 
@@ -245,6 +248,7 @@ class SessionHost:
         Raises:
             TooManyRuns: The principal's limit of runs (or queued steering) is reached;
                 ``stream`` was not started.
+            SessionBusy: A run of the session is starting or going on in this worker.
             Exception: What refused the run before its first event.
         """
         self.admit(session)
@@ -260,16 +264,24 @@ class SessionHost:
                 del self._starting[principal]
 
     async def _start(self, session: Session, stream: AsyncGenerator[Event, None]) -> LiveRun:
-        stream = self.scoped(session, stream)
-        if self._observe is not None:
-            stream = self._observe(session, stream)
-        spans = None
-        if self.tracer is not None:
-            spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session.session_id)
-        run = LiveRun(session, stream, spans=spans)
-        self._tg.start_soon(run.pump)
-        await run.started()
-        self.runs.add(run)
+        session_id = session.session_id
+        if session_id in self._starting_sessions or self.runs.active(session_id) is not None:
+            await stream.aclose()
+            raise SessionBusy(f"session {session_id!r} already has an active run")
+        self._starting_sessions.add(session_id)  # until it is in self.runs: no await between
+        try:
+            stream = self.scoped(session, stream)
+            if self._observe is not None:
+                stream = self._observe(session, stream)
+            spans = None
+            if self.tracer is not None:
+                spans = RunSpans(self.tracer, agent=self.agent.name, session_id=session_id)
+            run = LiveRun(session, stream, spans=spans)
+            self._tg.start_soon(run.pump)
+            await run.started()
+            self.runs.add(run)
+        finally:
+            self._starting_sessions.discard(session_id)
         return run
 
     async def send(self, session: Session, message: str) -> LiveRun:

@@ -27,6 +27,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
+from mainspring._http_guard import CrossSiteGuard, HostGuard
 from mainspring.agent import Agent
 from mainspring.errors import (
     ApprovalError,
@@ -212,6 +213,9 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "X-API-Key"],
         )
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(CrossSiteGuard)  # no state change from a cross-site form post
+    hosts, origins = config.allowed_hosts, config.cors_origins
+    app.add_middleware(HostGuard, hosts=hosts, origins=origins)  # DNS rebinding
     app.add_middleware(
         AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
     )
@@ -255,8 +259,9 @@ def app_from_env() -> FastAPI:
     fields = dict(raw.get("config", {}))
     if fields.get("signing_key"):
         fields["signing_key"] = bytes.fromhex(fields["signing_key"])
-    if "cors_origins" in fields:
-        fields["cors_origins"] = tuple(fields["cors_origins"])
+    for name in ("cors_origins", "allowed_hosts"):
+        if name in fields:
+            fields[name] = tuple(fields[name])
     if fields.get("engine"):
         fields["engine"] = load_engine(fields["engine"])
     spec = raw.get("agent")

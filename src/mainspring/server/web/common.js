@@ -73,6 +73,8 @@
       opts.body = JSON.stringify(opts.json);
       delete opts.json;
     }
+    // A POST must not look like a cross-site form post (the server refuses those).
+    if (opts.method !== "GET") headers.set("X-Requested-With", "mainspring");
     opts.headers = headers;
     const response = await fetch(path, opts);
     if (!response.ok) {

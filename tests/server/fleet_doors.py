@@ -1,0 +1,200 @@
+"""The doors of the fleet property test: one turn or one decision through each protocol.
+
+Each door posts to one worker and reads the whole stream, returning what a
+client saw: the status, the terminal events counted, whether the stream
+ended (or the connection broke: a killed worker), and the REST stream's last
+event id for a reconnect. A door never judges; the test does.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+from ag_ui.core import ResumeEntry, RunAgentInput
+
+Door = Literal["rest", "aisdk", "agui"]
+DOORS: tuple[Door, ...] = ("rest", "aisdk", "agui")
+Kind = Literal["approve", "reject", "client"]
+
+REST_TERMINALS = frozenset({"turn_complete", "error"})
+AISDK_TERMINALS = frozenset({"finish", "error"})
+AGUI_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+CLIENT_CONTENT = "signed by the wallet"
+
+
+@dataclass
+class Seen:
+    """What one request's client saw."""
+
+    door: Door
+    url: str
+    status: int | None = None
+    """None: no answer (the worker was gone, or died before answering)."""
+    kinds: list[str] = field(default_factory=list)
+    """The stream's event kinds in order (REST event names, chunk or event types)."""
+    ended: bool = False
+    """The stream reached its end (the connection did not break)."""
+    last_id: str | None = None
+    streamed: bool = True
+    """An SSE stream (a signed engine request is answered with one JSON body)."""
+    last_data: str = ""
+    """The stream's last (REST) or terminal event's data, as sent."""
+    body: str = ""
+
+    @property
+    def terminals(self) -> int:
+        """How many terminal events the stream carried."""
+        ends = {"rest": REST_TERMINALS, "aisdk": AISDK_TERMINALS, "agui": AGUI_TERMINALS}
+        return sum(kind in ends[self.door] for kind in self.kinds)
+
+    @property
+    def last_is_terminal(self) -> bool:
+        """The last event is a terminal one."""
+        return self.terminals > 0 and self.kinds[-1] in (
+            REST_TERMINALS | AISDK_TERMINALS | AGUI_TERMINALS
+        )
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+async def _read(seen: Seen, response: httpx.Response) -> None:
+    seen.status = response.status_code
+    if response.status_code != 200:
+        seen.body = (await response.aread()).decode(errors="replace")
+        seen.ended = True
+        return
+    async for line in response.aiter_lines():
+        if line.startswith("id: "):
+            seen.last_id = line[4:]
+        elif line.startswith("event: ") and seen.door == "rest":
+            seen.kinds.append(line[7:])
+        elif line.startswith("data: ") and seen.door == "rest":
+            seen.last_data = line[6:]
+        elif line.startswith("data: ") and seen.door != "rest":
+            data = line[6:]
+            if data == "[DONE]":
+                continue
+            kind = str(json.loads(data).get("type"))
+            seen.kinds.append(kind)
+            if kind in AISDK_TERMINALS | AGUI_TERMINALS:
+                seen.last_data = data
+    seen.ended = True
+
+
+async def stream(client: httpx.AsyncClient, seen: Seen, method: str, body: Any = None) -> Seen:
+    """Send the request and read its stream to the end (or to a broken connection)."""
+    headers = {"Last-Event-ID": body} if method == "GET" and body else {}
+    try:
+        async with client.stream(
+            method, seen.url, json=None if method == "GET" else body, headers=headers
+        ) as response:
+            await _read(seen, response)
+    except (httpx.TransportError, httpx.StreamError):
+        seen.ended = False
+    return seen
+
+
+def _agui(thread_id: str, **fields: Any) -> dict[str, Any]:
+    body = RunAgentInput(
+        thread_id=thread_id,
+        run_id=_new_id(),
+        state={},
+        tools=[],
+        context=[],
+        forwarded_props={},
+        **fields,
+    )
+    dumped: dict[str, Any] = body.model_dump(mode="json", by_alias=True)
+    return dumped
+
+
+async def send(client: httpx.AsyncClient, base: str, door: Door, sid: str, text: str) -> Seen:
+    """A user message through ``door``: a new turn of session ``sid``."""
+    if door == "rest":
+        seen = Seen(door, f"{base}/v1/sessions/{sid}/messages")
+        return await stream(client, seen, "POST", {"message": text})
+    if door == "aisdk":
+        message = {"id": _new_id(), "role": "user", "parts": [{"type": "text", "text": text}]}
+        return await stream(
+            client, Seen(door, f"{base}/v1/aisdk/chat"), "POST", {"id": sid, "messages": [message]}
+        )
+    user = {"id": _new_id(), "role": "user", "content": text}
+    return await stream(client, Seen(door, f"{base}/v1/agui"), "POST", _agui(sid, messages=[user]))
+
+
+async def decide(
+    client: httpx.AsyncClient, base: str, door: Door, sid: str, pending: dict[str, Any], kind: Kind
+) -> Seen:
+    """A decision on ``pending`` (as ``GET …/pending`` gave it) through ``door``."""
+    approval_id, call_id = str(pending["approval_id"]), str(pending["tool_use_id"])
+    if door == "rest":
+        body: dict[str, Any] = {"decision": "approve"}
+        if kind == "reject":
+            body = {"decision": "reject", "reason": "no"}
+        elif kind == "client":
+            body = {"decision": "client_result", "content": CLIENT_CONTENT}
+        url = f"{base}/v1/sessions/{sid}/decisions/{approval_id}"
+        return await stream(client, Seen(door, url), "POST", body)
+    if door == "aisdk":
+        part: dict[str, Any] = {"type": f"tool-{pending['name']}", "toolCallId": call_id}
+        if kind == "client":
+            part |= {"state": "output-available", "output": CLIENT_CONTENT}
+        else:
+            approval = {"id": approval_id, "approved": kind == "approve", "reason": "no"}
+            part |= {"state": "approval-responded", "approval": approval}
+        message = {"id": _new_id(), "role": "assistant", "parts": [part]}
+        return await stream(
+            client, Seen(door, f"{base}/v1/aisdk/chat"), "POST", {"id": sid, "messages": [message]}
+        )
+    if kind == "client":
+        result = {"id": _new_id(), "role": "tool", "toolCallId": call_id, "content": CLIENT_CONTENT}
+        body = _agui(sid, messages=[result])
+    else:
+        entry = ResumeEntry(
+            interrupt_id=approval_id,
+            status="resolved",
+            payload={"approved": kind == "approve", "reason": "no"},
+        )
+        body = _agui(sid, messages=[], resume=[entry])
+    return await stream(client, Seen(door, f"{base}/v1/agui"), "POST", body)
+
+
+async def follow(client: httpx.AsyncClient, base: str, sid: str, last_id: str | None) -> Seen:
+    """The REST stream of ``sid`` followed (from ``last_id``), on this worker or another."""
+    return await stream(client, Seen("rest", f"{base}/v1/sessions/{sid}/stream"), "GET", last_id)
+
+
+# ------------------------------------------------------- the signed engine route
+
+
+@dataclass
+class Signed:
+    """One signed engine request, kept whole so the test can replay it byte for byte."""
+
+    path: str
+    content: bytes
+    headers: dict[str, str]
+
+
+def signed(key: Any, path: str, body: dict[str, Any]) -> Signed:
+    """``body`` posted to ``path`` (under ``/v1/engine``), signed by ``key``."""
+    content = json.dumps(body, separators=(",", ":")).encode()
+    headers = {**key.sign("POST", path, content), "content-type": "application/json"}
+    return Signed(path, content, headers)
+
+
+async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> Seen:
+    """Send a signed request to one worker; ``body`` is its JSON answer."""
+    seen = Seen("rest", f"{base}{request.path}", streamed=False)
+    try:
+        response = await client.post(seen.url, content=request.content, headers=request.headers)
+    except httpx.TransportError:
+        return seen
+    seen.status, seen.body, seen.ended = response.status_code, response.text, True
+    return seen
