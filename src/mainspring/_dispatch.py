@@ -81,11 +81,19 @@ class Durability(Protocol):
         ...
 
     async def add_spend(
-        self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
+        self,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None,
+        floor: float,
+        hold: str | None = None,
     ) -> float | None:
         """Add to the session's spend total in the store, atomically across workers.
 
         ``None`` when ``cap`` refused it (see :class:`~mainspring.stores.base.SpendLedger`).
+        ``hold`` (a write's call id) keeps the add as a hold that crash recovery
+        gives back if the write never started (:class:`~mainspring.stores.base.SpendHolds`).
         """
         ...
 
@@ -270,7 +278,7 @@ class Dispatcher:
                 turn.position += 1
                 continue
             if judged[0].outcome == "run" and tool.policy.is_write:
-                judged = await self._reserve(judged)
+                judged = await self._reserve(judged, call.id)
             if judged[0].outcome == "confirm":
                 await self._pause(tool, call, turn, judged)
                 return True
@@ -281,12 +289,14 @@ class Dispatcher:
             turn.position += 1
         return False
 
-    async def _reserve(self, judged: Judged) -> Judged:
+    async def _reserve(self, judged: Judged, key: str) -> Judged:
         """Count an auto-approved amount against the session's cap, across workers.
 
         The judging saw this worker's total; the store's add is the one that
         counts: when other workers' auto-approved writes took the session over
-        the cap meanwhile, the call asks for approval instead of running.
+        the cap meanwhile, the call asks for approval instead of running. The
+        add is held under the call's id ``key``: a process that dies before the
+        write's ``started`` entry leaves a hold that recovery gives back.
         """
         verdict, report = judged
         amount = verdict.amount_usd
@@ -299,7 +309,7 @@ class Dispatcher:
         tiers = self.agent.permissions.usd_tiers
         with anyio.CancelScope(shield=True):
             total = await self.durable.add_spend(
-                "auto", amount, cap=tiers.session_auto_cap_usd, floor=spent
+                "auto", amount, cap=tiers.session_auto_cap_usd, floor=spent, hold=key
             )
         if total is None:
             reason = (

@@ -40,6 +40,7 @@ from mainspring.tools.define import Tool
 
 if TYPE_CHECKING:
     from mainspring.engine.signing import SigningKey
+    from mainspring.stores.base import SessionStore
 
 __all__ = ["AgentRun", "Engine", "EngineInfo", "ToolCallResult", "agent_storage"]
 
@@ -158,11 +159,16 @@ class Engine:
         guards: Sequence[Guard] = (),
         hooks: Hooks = Hooks(),
         one_run_per_caller: bool = False,
+        spend_store: SessionStore | None = None,
     ) -> None:
         """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
 
         ``storage`` keeps the components' namespaces (in memory by default);
-        ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy).
+        ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy);
+        ``spend_store`` (a session store with a spend ledger, shared by every
+        worker) keeps each caller's auto-approved spend of direct tool calls, so
+        the session auto-spend cap holds across workers (a server sets it to
+        its own session store when the engine has none).
         """
         self.name = name
         self.policy = policy
@@ -181,7 +187,10 @@ class Engine:
         self._scopes: dict[str, str] = {}
         """The open scopes from :meth:`new_scope`, each with its caller's key."""
         self._scope_counts: dict[str, int] = {}
-        self._active: dict[str, set[Session | None]] = {}
+        self._active: dict[str, set[object]] = {}
+        """Each caller's runs under way: their sessions, and a token per direct call."""
+        self.spend_store: SessionStore | None = spend_store
+        """Where direct calls' spend totals are kept (see :class:`DirectCaller`)."""
         self.members = MemberSessions()
         """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
 
@@ -377,18 +386,19 @@ class Engine:
         active = self._active.setdefault(caller.key, set())
         if self.one_run_per_caller and active:
             raise CallerBusy(f"caller {caller.key!r} already has a run in engine {self.name!r}")
-        active.add(session)
+        token: object = session if session is not None else object()  # one per direct call
+        active.add(token)
         try:
             yield
         finally:
-            active.discard(session)
-            if not active:
+            active.discard(token)
+            if not active and self._active.get(caller.key) is active:
                 del self._active[caller.key]
 
     def cancel(self, caller: Caller) -> None:
         """Cancel the caller's running agent runs (their tools see ``ctx.cancelled``)."""
         for session in self._active.get(caller.key, ()):
-            if session is not None:
+            if isinstance(session, Session):
                 session.cancel()
 
     # ---------------------------------------------------------- tool calls
@@ -406,7 +416,12 @@ class Engine:
             self._direct.clear()
         direct = self._direct.get(caller.key)
         if direct is None:
-            direct = self._direct[caller.key] = DirectCaller(self._direct_agent, caller=caller.id)
+            direct = self._direct[caller.key] = DirectCaller(
+                self._direct_agent,
+                caller=caller.id,
+                store=self.spend_store,
+                account=f"engine:{self.name}:{caller.key}",
+            )
         return direct
 
     async def tool_call(

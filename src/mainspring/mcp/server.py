@@ -62,6 +62,7 @@ from anyio.abc import TaskStatus
 
 if TYPE_CHECKING:
     import uvicorn
+    from mainspring.stores.base import SessionStore
 
 from mainspring._direct import DirectCaller
 from mainspring.agent import Agent
@@ -309,6 +310,7 @@ def build_mcp_server(
     expose_confirm: bool = False,
     name: str = "mainspring",
     request_state_security: RequestStateSecurity | None = None,
+    spend_store: SessionStore | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -321,12 +323,16 @@ def build_mcp_server(
             approval round trip is sealed (the SDK's; default: a key of this
             process, ten minutes). Several workers behind one URL need
             ``RequestStateSecurity(keys=[…])`` shared by all.
+        spend_store: A session store with a spend ledger shared by every worker
+            behind one URL: the auto-spend cap counts every worker's
+            auto-approved writes (without it, this process's).
     """
     from mainspring._version import __version__
 
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
-    caller = DirectCaller(agent, caller="mcp")  # one dispatch path, spend carried across calls
+    # One dispatch path, spend carried across calls (and workers, with a spend store).
+    caller = DirectCaller(agent, caller="mcp", store=spend_store)
 
     async def list_tools(
         ctx: _ServerContext, params: types.PaginatedRequestParams | None

@@ -155,6 +155,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                     "a server needs sessions, checkpoints and locks: "
                     "give store= one URL that holds them all, or each one"
                 )
+            _share_engine_spend(config, stores.sessions)
             async with anyio.create_task_group() as tg:
                 observe = recorder.observe if recorder is not None else None
                 host = SessionHost(agent, config, stores, signer, tg, observe=observe)
@@ -206,6 +207,21 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
         AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
     )
     return app
+
+
+def _share_engine_spend(config: ServerConfig, sessions: object) -> None:
+    """The served engine's direct calls count spend in the server's session store.
+
+    So every worker of ``serve --workers N --engine …`` sees every other's
+    auto-approved writes under the cap (unless the engine names a store of its own).
+    """
+    from mainspring.engine import Engine
+    from mainspring.stores.base import SessionStore
+
+    engine = config.engine
+    if isinstance(engine, Engine) and engine.spend_store is None:
+        if isinstance(sessions, SessionStore):
+            engine.spend_store = sessions
 
 
 def _engine_app(config: ServerConfig) -> Starlette:

@@ -17,6 +17,7 @@ from mainspring.stores.base import (
     JointLease,
     RunLock,
     SessionStore,
+    SpendHolds,
     SpendKind,
     SpendLedger,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SQLiteRunLock",
     "SQLiteSessionStore",
     "SessionStore",
+    "SpendHolds",
     "SpendKind",
     "SpendLedger",
     "Stores",

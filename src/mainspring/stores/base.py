@@ -11,6 +11,9 @@
 - **SpendLedger** (optional): a session's running totals (auto-approved
   spend, cost) added to atomically in the store, so the auto-spend cap and the
   budget hold across workers and processes, with or without a run lock.
+- **SpendHolds** (optional): a spend ledger whose adds can be held under a
+  key (an auto-approved write's call id) until the write starts, so crash
+  recovery gives back what a write that never started reserved.
 - **JointCommit** (optional): a session store that can put a whole step
   boundary on record in one transaction — the state, ledger entries and the
   events of a checkpoint store it shares a database with (:class:`Commit`).
@@ -24,7 +27,7 @@ Every implementation must pass ``tests/stores/test_contract.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol, runtime_checkable
 
 from mainspring._frozen import dataclass
@@ -39,6 +42,7 @@ __all__ = [
     "JointLease",
     "RunLock",
     "SessionStore",
+    "SpendHolds",
     "SpendKind",
     "SpendLedger",
 ]
@@ -229,5 +233,43 @@ class SpendLedger(Protocol):
         already knows was spent). With ``cap``, an add that would take the total
         over it is refused: nothing changes and the result is ``None``;
         otherwise the result is the new total, every worker's adds included.
+        """
+        ...
+
+
+@runtime_checkable
+class SpendHolds(Protocol):
+    """A :class:`SpendLedger` that can hold an add under a key until it is settled.
+
+    An auto-approved write reserves its amount against the session cap before
+    it runs; held under the write's call id, the reservation can be given back
+    when the process died before the write started (its ledger has no entry).
+    """
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+        hold: str | None = None,
+    ) -> float | None:
+        """As :meth:`SpendLedger.add_spend`; with ``hold``, the add is also kept as a hold.
+
+        The hold (``amount`` under key ``hold``) is recorded in the same atomic
+        step as the add: there is never a counted amount without its hold.
+        """
+        ...
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Settle the session's holds of ``kind`` in one atomic step.
+
+        A hold whose key is not in ``started`` (its write never started) is
+        subtracted from the total; every hold is dropped. Returns the total
+        after it (``None`` when the session has no ``kind`` total).
         """
         ...

@@ -10,7 +10,7 @@ reference either way.)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 from mainspring._json import JsonValue
@@ -144,6 +144,7 @@ class InMemorySessionStore:
         self._decisions: dict[str, dict[str, str]] = {}
         self._writes: dict[str, dict[str, JsonValue]] = {}
         self._spend: dict[tuple[str, str], float] = {}
+        self._holds: dict[tuple[str, str], dict[str, float]] = {}
 
     async def save(self, state: SessionState) -> None:
         """Replace the stored state (recorded decisions and ledger entries are kept)."""
@@ -190,6 +191,7 @@ class InMemorySessionStore:
         self._writes.pop(session_id, None)
         for kind in ("auto", "cost"):
             self._spend.pop((session_id, kind), None)
+            self._holds.pop((session_id, kind), None)
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
         """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
@@ -222,12 +224,28 @@ class InMemorySessionStore:
         *,
         cap: float | None = None,
         floor: float = 0.0,
+        hold: str | None = None,
     ) -> float | None:
-        """Add to a spend total unless it would pass ``cap`` (see ``SpendLedger``)."""
+        """Add to a spend total unless it would pass ``cap`` (see ``SpendHolds``)."""
         total = max(self._spend.get((session_id, kind), 0.0), floor) + amount
         if cap is not None and total > cap:
             return None
         self._spend[(session_id, kind)] = total
+        if hold is not None:
+            held = self._holds.setdefault((session_id, kind), {})
+            held[hold] = held.get(hold, 0.0) + amount
+        return total
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Give back the holds of writes that never started; drop every hold."""
+        held = self._holds.pop((session_id, kind), {})
+        total = self._spend.get((session_id, kind))
+        if total is None:
+            return None
+        back = sum(amount for key, amount in held.items() if key not in started)
+        total = self._spend[(session_id, kind)] = max(total - back, 0.0)
         return total
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:

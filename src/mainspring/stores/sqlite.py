@@ -43,7 +43,7 @@ import math
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Self, cast
 
 from mainspring.codec import encode, event_to_dict
@@ -78,6 +78,7 @@ from mainspring.stores._sqlite_rows import (
     lease_holder,
     list_session_ids,
     load_state,
+    release_holds,
     save_state,
 )
 from mainspring.stores._transcript import KnownTranscripts, Stored, header
@@ -312,10 +313,23 @@ class SQLiteSessionStore:
         *,
         cap: float | None = None,
         floor: float = 0.0,
+        hold: str | None = None,
     ) -> float | None:
-        """Add to a spend total unless it would pass ``cap``, under the write lock."""
-        args = (check_text("session_id", session_id), str(kind), float(amount), cap, float(floor))
+        """Add to a spend total unless it would pass ``cap``, under the write lock.
+
+        With ``hold``, the add is held under that key too (see ``SpendHolds``).
+        """
+        sid = check_text("session_id", session_id)
+        held = None if hold is None else check_text("hold", hold)
+        args = (sid, str(kind), float(amount), cap, float(floor), held)
         return await self._db.run_inline(add_spend, args)
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Give back the holds of writes that never started; drop every hold."""
+        args = (check_text("session_id", session_id), str(kind), frozenset(started))
+        return await self._db.run_inline(release_holds, args)
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:
         """Whether ``checkpoints`` lives on this store's connection (or is ``None``)."""
