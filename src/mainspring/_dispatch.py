@@ -111,15 +111,18 @@ class Dispatcher:
         durable: Durability | None,
         charge: Callable[[float, str], None] | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        budget_left: Callable[[], float | None] | None = None,
     ) -> None:
         """Bind to a session's state.
 
         ``emit`` receives every event; ``charge`` every cost a tool reports
         (``ToolContext.charge``); ``fence`` runs before each write starts and
         raises :class:`~mainspring.errors.LeaseLost` when the run no longer
-        holds the session's lock.
+        holds the session's lock; ``budget_left`` tells a tool what the
+        session may still spend (``ToolContext.budget_left_usd``).
         """
         self.agent = agent
+        self.budget_left = budget_left
         self.state = state
         self.turn_cache = turn_cache
         self.emit = emit
@@ -526,6 +529,7 @@ class Dispatcher:
             charge=self.charge,
             decision=decision,
             suspended_on=suspended_on,
+            budget_left=self.budget_left,
         )
         contexts = self._contexts
         if isinstance(contexts, tuple):

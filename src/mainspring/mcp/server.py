@@ -62,6 +62,7 @@ from anyio.abc import TaskStatus
 
 if TYPE_CHECKING:
     import uvicorn
+
     from mainspring.stores.base import SessionStore
 
 from mainspring._direct import DirectCaller

@@ -88,6 +88,7 @@ class ToolContext:
     """
 
     __slots__ = (
+        "_budget_left",
         "_cancelled",
         "_charge",
         "_emit",
@@ -119,6 +120,7 @@ class ToolContext:
         charge: Callable[[float, str], None] | None = None,
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
+        budget_left: Callable[[], float | None] | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -144,6 +146,7 @@ class ToolContext:
         stateless nested run needs to go on, also in a process that did not suspend it."""
         self._emit = emit
         self._charge = charge
+        self._budget_left = budget_left
         self._loop_thread = threading.get_ident()
         self._cancelled = False
 
@@ -181,6 +184,14 @@ class ToolContext:
             raise ValueError(f"a charge must not be negative, got {usd}")
         if self._charge is not None and usd:
             self._charge(usd, what or self.tool_name)
+
+    @property
+    def budget_left_usd(self) -> float | None:
+        """What the session may still spend under its budget (``None``: no budget).
+
+        A tool that spends on the session's behalf (a subagent) stays within it.
+        """
+        return None if self._budget_left is None else self._budget_left()
 
     def suspend(self, pending: PendingAction) -> NoReturn:
         """Pause the turn on a decision a nested run waits for (a subagent's approval).
