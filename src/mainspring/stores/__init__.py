@@ -12,6 +12,7 @@ from mainspring._lazy import lazy_attributes
 from mainspring.stores.base import (
     SCHEMA_VERSION,
     CheckpointStore,
+    ClaimRelease,
     Commit,
     JointCommit,
     JointLease,
@@ -59,6 +60,7 @@ __getattr__, __dir__ = lazy_attributes("mainspring.stores", globals(), _LAZY)
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "ClaimRelease",
     "Commit",
     "InMemoryCheckpointStore",
     "InMemoryMemoryStore",

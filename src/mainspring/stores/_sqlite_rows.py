@@ -44,6 +44,7 @@ __all__ = [
     "lease_holder",
     "list_session_ids",
     "load_state",
+    "release_claim",
     "release_holds",
     "save_state",
 ]
@@ -161,6 +162,16 @@ def add_spend(
         if hold is not None:  # (a hold is a row of its own: "hold:<kind>:<key>")
             conn.execute(ADD_HOLD, (sid, f"{HOLD}{kind}:{hold}", amount))
     return total
+
+
+def release_claim(conn: sqlite3.Connection, args: tuple[str, str, str]) -> bool:
+    with transaction(conn, write=True):
+        cur = conn.execute(
+            "DELETE FROM mainspring_decisions"
+            " WHERE session_id = ? AND attempt_id = ? AND decision = ?",
+            args,
+        )
+        return cur.rowcount == 1
 
 
 HOLD = "hold:"

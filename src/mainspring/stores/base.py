@@ -14,6 +14,9 @@
 - **SpendHolds** (optional): a spend ledger whose adds can be held under a
   key (an auto-approved write's call id) until the write starts, so crash
   recovery gives back what a write that never started reserved.
+- **ClaimRelease** (optional): a session store that can drop a decision
+  claim nobody consumed (its run died or was cancelled between the claim and
+  the save that consumes it), so the session's next decider is not bound to it.
 - **JointCommit** (optional): a session store that can put a whole step
   boundary on record in one transaction — the state, ledger entries and the
   events of a checkpoint store it shares a database with (:class:`Commit`).
@@ -37,6 +40,7 @@ from mainspring.state import SessionState, SpendKind, WriteRecord
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "ClaimRelease",
     "Commit",
     "JointCommit",
     "JointLease",
@@ -271,5 +275,19 @@ class SpendHolds(Protocol):
         A hold whose key is not in ``started`` (its write never started) is
         subtracted from the total; every hold is dropped. Returns the total
         after it (``None`` when the session has no ``kind`` total).
+        """
+        ...
+
+
+@runtime_checkable
+class ClaimRelease(Protocol):
+    """A session store that can drop a decision claim that was never consumed."""
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision``, atomically.
+
+        Returns whether it was dropped. Called only by a run that holds the
+        session's run lock and sees the turn still paused on the attempt: the
+        run that claimed it is gone without consuming it.
         """
         ...

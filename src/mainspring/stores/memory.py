@@ -212,6 +212,14 @@ class InMemorySessionStore:
         decided[attempt_id] = decision
         return True
 
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        decided = self._decisions.get(session_id, {})
+        if decided.get(attempt_id) != decision:
+            return False
+        del decided[attempt_id]
+        return True
+
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""
         self._writes.setdefault(session_id, {})[record.key] = encode(record)

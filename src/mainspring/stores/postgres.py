@@ -470,6 +470,16 @@ class PostgresSessionStore:
             return None
         return float(row[0])
 
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        async with self._use(f"release of attempt {attempt_id!r}") as conn:
+            cur = await conn.execute(
+                "DELETE FROM mainspring_decisions"
+                " WHERE session_id = %s AND attempt_id = %s AND decision = %s",
+                (session_id, attempt_id, decision),
+            )
+            return cur.rowcount == 1
+
     async def release_holds(
         self, session_id: str, kind: SpendKind, started: Collection[str]
     ) -> float | None:

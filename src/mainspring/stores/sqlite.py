@@ -78,6 +78,7 @@ from mainspring.stores._sqlite_rows import (
     lease_holder,
     list_session_ids,
     load_state,
+    release_claim,
     release_holds,
     save_state,
 )
@@ -406,6 +407,15 @@ class SQLiteSessionStore:
         )
         # Fsynced, in one group with whatever other sessions commit meanwhile.
         return cast(bool, await self._db.run_grouped(commit_group_synced, Claim(args)))
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        args = (
+            check_text("session_id", session_id),
+            check_text("attempt_id", attempt_id),
+            check_text("decision", decision),
+        )
+        return await self._db.run_inline(release_claim, args)
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry; on disk when this returns."""
