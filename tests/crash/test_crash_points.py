@@ -106,7 +106,8 @@ def test_a_reservation_of_a_write_that_never_started_is_given_back(
             assert isinstance(ledger, SpendLedger)
             assert await ledger.add_spend(sid, "auto", 0.0) == 5.0  # held by the dead worker
             session = await take_over(stores, sid, effects)
-            stream = seen[0].stream_id  # type: ignore[attr-defined]
+            stream = session.state.active_stream
+            assert stream is not None
             replay = [e async for e in session.send(resume_stream_id=stream)]
             assert isinstance(replay[-1], TurnComplete)
             assert await ledger.add_spend(sid, "auto", 0.0) == 0.0  # given back
