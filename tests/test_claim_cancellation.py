@@ -74,7 +74,7 @@ async def test_a_resume_cancelled_mid_claim_can_be_posted_again(
     slow = SlowClaims(stores.sessions)
     try:
         lock = stores.locks if locked else None
-        session = Session(payer(paid), session_store=slow, run_lock=lock)  # type: ignore[arg-type]
+        session = Session(payer(paid), session_store=slow, run_lock=lock)
         asked = await send(session, "pay")
         pending = asked[-2]
         assert isinstance(pending, PendingAction)
