@@ -17,7 +17,7 @@ import math
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -45,6 +45,9 @@ from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, n
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
+
+if TYPE_CHECKING:
+    from mainspring.cost import CostTracker
 
 __all__ = ["Dispatcher", "Durability", "Judged"]
 
@@ -111,18 +114,18 @@ class Dispatcher:
         durable: Durability | None,
         charge: Callable[[float, str], None] | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
-        budget_left: Callable[[], float | None] | None = None,
+        cost: CostTracker | None = None,
     ) -> None:
         """Bind to a session's state.
 
         ``emit`` receives every event; ``charge`` every cost a tool reports
         (``ToolContext.charge``); ``fence`` runs before each write starts and
         raises :class:`~mainspring.errors.LeaseLost` when the run no longer
-        holds the session's lock; ``budget_left`` tells a tool what the
-        session may still spend (``ToolContext.budget_left_usd``).
+        holds the session's lock; ``cost`` (the run's tracker) tells a tool
+        what the session may still spend (``ToolContext.budget_left_usd``).
         """
         self.agent = agent
-        self.budget_left = budget_left
+        self.cost = cost
         self.state = state
         self.turn_cache = turn_cache
         self.emit = emit
@@ -529,7 +532,7 @@ class Dispatcher:
             charge=self.charge,
             decision=decision,
             suspended_on=suspended_on,
-            budget_left=self.budget_left,
+            cost=self.cost,
         )
         contexts = self._contexts
         if isinstance(contexts, tuple):

@@ -141,7 +141,7 @@ class Loop(LoopResume):
             durable=durable,
             charge=self._charge,
             fence=fence,
-            budget_left=self._budget_left,
+            cost=cost,
         )
         self._durable = durable
         self._pace = pace
@@ -570,11 +570,6 @@ class Loop(LoopResume):
                 model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd
             )
         )
-
-    def _budget_left(self) -> float | None:
-        """What the session may still spend (``None`` without a budget)."""
-        budget = self.cost.budget_usd
-        return None if budget is None else max(budget - self.cost.total_usd, 0.0)
 
     def _charge(self, usd: float, what: str) -> None:
         """Spend a tool reported (a subagent's model calls): it counts toward the budget."""

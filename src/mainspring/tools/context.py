@@ -23,6 +23,7 @@ from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespac
 from mainspring.principals import Caller
 
 if TYPE_CHECKING:
+    from mainspring.cost import CostTracker
     from mainspring.decisions import Decision
 
 __all__ = ["RunScope", "ToolContext", "ToolSuspended", "current_scope", "run_scope"]
@@ -88,9 +89,9 @@ class ToolContext:
     """
 
     __slots__ = (
-        "_budget_left",
         "_cancelled",
         "_charge",
+        "_cost",
         "_emit",
         "_loop_thread",
         "agent_name",
@@ -120,7 +121,7 @@ class ToolContext:
         charge: Callable[[float, str], None] | None = None,
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
-        budget_left: Callable[[], float | None] | None = None,
+        cost: CostTracker | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -146,7 +147,7 @@ class ToolContext:
         stateless nested run needs to go on, also in a process that did not suspend it."""
         self._emit = emit
         self._charge = charge
-        self._budget_left = budget_left
+        self._cost = cost
         self._loop_thread = threading.get_ident()
         self._cancelled = False
 
@@ -191,7 +192,10 @@ class ToolContext:
 
         A tool that spends on the session's behalf (a subagent) stays within it.
         """
-        return None if self._budget_left is None else self._budget_left()
+        cost = self._cost
+        if cost is None or cost.budget_usd is None:
+            return None
+        return max(cost.budget_usd - cost.total_usd, 0.0)
 
     def suspend(self, pending: PendingAction) -> NoReturn:
         """Pause the turn on a decision a nested run waits for (a subagent's approval).
