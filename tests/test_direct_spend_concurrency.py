@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from mainspring import Agent, ScriptedModel, tool, usd
+from mainspring.decisions import Approve
 from mainspring.engine import Caller, Engine, ManagementPolicy, ToolCallResult
 from mainspring.permissions import PermissionRules, UsdTiers
 from mainspring.stores import SQLiteSessionStore
@@ -76,14 +77,12 @@ def check(paid: list[float], results: list[ToolCallResult]) -> None:
 async def test_concurrent_engine_tool_calls_spend_at_most_the_cap() -> None:
     paid, pay = payments()
     engine = shop(pay)
-    args = {"to": "bob", "amount_usd": PRICE}
+    args: dict[str, Any] = {"to": "bob", "amount_usd": PRICE}
     results = await concurrently(CALLS, lambda i: engine.tool_call(ALICE, "pay", args))
     check(paid, results)
     # The ones past the cap wait on a decision, as a serial caller's would: approved, one runs.
     waiting = engine.pending(ALICE)
     assert len(waiting) == CALLS - 5
-    from mainspring.decisions import Approve
-
     done = await engine.decide(ALICE, waiting[0].attempt_id, Approve())
     assert isinstance(done, ToolCallResult) and done.ran and len(paid) == 6
 
@@ -91,7 +90,7 @@ async def test_concurrent_engine_tool_calls_spend_at_most_the_cap() -> None:
 async def test_a_serial_caller_pauses_at_the_same_call() -> None:
     paid, pay = payments()
     engine = shop(pay)
-    args = {"to": "bob", "amount_usd": PRICE}
+    args: dict[str, Any] = {"to": "bob", "amount_usd": PRICE}
     results = [await engine.tool_call(ALICE, "pay", args) for _ in range(CALLS)]
     check(paid, results)
 
@@ -102,7 +101,7 @@ async def test_two_workers_on_one_store_spend_at_most_the_cap(tmp_path: Path) ->
     two = await SQLiteSessionStore.open(tmp_path / "spend.db")
     try:
         workers = (shop(pay, one), shop(pay, two))
-        args = {"to": "bob", "amount_usd": PRICE}
+        args: dict[str, Any] = {"to": "bob", "amount_usd": PRICE}
         results = await concurrently(CALLS, lambda i: workers[i % 2].tool_call(ALICE, "pay", args))
     finally:
         await one.aclose()

@@ -27,7 +27,7 @@ import pytest
 
 from mainspring import PendingAction, Session, TurnComplete
 from mainspring.codec import event_from_json
-from mainspring.decisions import Reject
+from mainspring.decisions import Approve, Reject
 from mainspring.events import Event
 from mainspring.stores import SpendLedger
 from mainspring.stores.urls import Stores, open_stores
@@ -175,8 +175,6 @@ def test_a_dead_workers_unconsumed_claim_binds_nobody(
         try:
             session = await take_over(stores, sid, effects)
             assert session.pending is not None  # the claim was never consumed
-            from mainspring.decisions import Approve
-
             decision = Reject("changed my mind") if second == "reject" else Approve()
             events = [e async for e in session.resume(pending.attempt_id, decision)]
             assert isinstance(events[-1], TurnComplete), events[-1]

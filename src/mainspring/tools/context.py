@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from mainspring._json import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
@@ -23,10 +23,23 @@ from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespac
 from mainspring.principals import Caller
 
 if TYPE_CHECKING:
-    from mainspring.cost import CostTracker
     from mainspring.decisions import Decision
 
 __all__ = ["RunScope", "ToolContext", "ToolSuspended", "current_scope", "run_scope"]
+
+
+class _SpendView(Protocol):
+    """What a tool call sees of its run's spend (the run's cost tracker)."""
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The session's budget (``None``: none)."""
+        ...
+
+    @property
+    def total_usd(self) -> float:
+        """What the session spent so far."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,7 +134,7 @@ class ToolContext:
         charge: Callable[[float, str], None] | None = None,
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
-        cost: CostTracker | None = None,
+        cost: _SpendView | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
