@@ -262,3 +262,69 @@ async def test_a_subagents_spend_counts_toward_the_hosts_budget() -> None:
     assert isinstance(last, TurnComplete) and last.stop_reason == "budget_exceeded"
     assert len(host_model.requests) == 1  # the host stopped before spending more
     assert round(last.cost_usd, 2) == 0.6
+
+
+def spendthrift(name: str = "researcher") -> tuple[Agent, ScriptedModel]:
+    """A subagent without a budget of its own: ten steps at $0.02 each, then an answer."""
+    step = Usage(input_tokens=10_000, requests=1)  # $0.02 at $2 per million
+    look = ScriptedResponse(tool_calls=[ScriptedCall("lookup", {"topic": "x"})], usage=step)
+    model = ScriptedModel([look] * 10 + ["spent it all"], name="m")
+    prices = {"m": ModelPrice(input=2.0, output=10.0)}
+    return Agent(model=model, name=name, tools=[lookup], prices=prices), model
+
+
+async def test_a_subagent_without_a_budget_is_bounded_by_the_hosts_remaining_budget() -> None:
+    sub_agent, sub_model = spendthrift()
+    handle = SubagentHandle(sub_agent, description="Research.")
+    host_model = ScriptedModel([call_sub("look"), "never asked"], name="host")
+    host = Agent(
+        model=host_model,
+        tools=[handle.tool],
+        limits=Limits(budget_usd=0.05),
+        prices={"host": ModelPrice(input=0.0, output=0.0)},
+    )
+    session = Session(host)
+    events = await send(session, "research it")
+    # $0.02, $0.04, $0.06: the third step passes the $0.05 left; no fourth starts.
+    assert len(sub_model.requests) == 3
+    result = tool_results(events)[0]
+    assert result.is_error and "budget_exceeded" in result.content
+    assert round(session.cost_usd, 2) == 0.06  # not the $0.20 of ten steps
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "budget_exceeded"
+
+
+async def test_a_subagents_own_budget_still_applies_when_it_is_the_lower() -> None:
+    sub_agent, sub_model = spendthrift()
+    handle = SubagentHandle(sub_agent, description="Research.", budget_usd=0.03)
+    host_model = ScriptedModel([call_sub("look"), "done"], name="host")
+    host = Agent(
+        model=host_model,
+        tools=[handle.tool],
+        limits=Limits(budget_usd=5.0),
+        prices={"host": ModelPrice(input=0.0, output=0.0)},
+    )
+    events = await send(Session(host), "research it")
+    assert len(sub_model.requests) == 2  # $0.02, $0.04 >= its own $0.03
+    assert "budget_exceeded" in tool_results(events)[0].content
+
+
+async def test_an_engine_member_agent_is_bounded_by_the_hosts_remaining_budget() -> None:
+    from mainspring.engine import Caller, Engine, ManagementPolicy
+
+    sub_agent, sub_model = spendthrift("helper")
+    host_model = ScriptedModel([call_sub("look", "helper"), "never asked"], name="host")
+    host = Agent(
+        model=host_model,
+        name="boss",
+        limits=Limits(budget_usd=0.05),
+        prices={"host": ModelPrice(input=0.0, output=0.0)},
+    )
+    alice = Caller("alice")
+    engine = (
+        Engine("e", policy=ManagementPolicy(controller=alice))
+        .add_agent(host, default=True, uses=["helper"])
+        .add_agent(sub_agent)
+    )
+    run = await engine.agent_run(alice, "go")
+    assert len(sub_model.requests) == 3
+    assert run.stop_reason == "budget_exceeded" and round(run.cost_usd, 2) == 0.06

@@ -63,9 +63,18 @@ def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> Non
 
 
 def validate_decision(
-    agent: Agent, state: SessionState, attempt_id: str, decision: Decision
+    agent: Agent,
+    state: SessionState,
+    attempt_id: str,
+    decision: Decision,
+    *,
+    reclaimable: bool = False,
 ) -> dict[str, JsonValue] | None:
     """The input an approval runs with (``None`` for other decisions); raise if it cannot apply.
+
+    With ``reclaimable``, another decision claimed for the pending attempt but
+    not consumed is no conflict (yet): the run that takes the session's lock
+    finds out whether its claimer is gone (see ``Session.resume``).
 
     Raises:
         DecisionConflict, UnknownAttempt, InputChanged, FieldNotModifiable,
@@ -79,7 +88,8 @@ def validate_decision(
         and pending.attempt_id == attempt_id
         and recorded == decision_record(decision)
     )
-    if recorded is not None and not claimed_unconsumed:
+    unconsumed = pending is not None and pending.attempt_id == attempt_id
+    if recorded is not None and not claimed_unconsumed and not (reclaimable and unconsumed):
         raise DecisionConflict(
             f"attempt {attempt_id} was already decided ({recorded_kind(recorded)}); "
             "a decision is never applied twice",

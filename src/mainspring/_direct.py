@@ -10,8 +10,13 @@ it. A call that needs approval pauses like any other; ``decide`` is asked
 approval, at most once.
 
 The caller's running totals (auto-approved spend, cost) carry from one call
-to the next in a :class:`DirectCaller`, so the cap holds across calls; writes
-are serialized, so two concurrent calls never both fit under it.
+to the next in a :class:`DirectCaller`, so the cap holds across calls. Writes
+are serialized, and each one's judging starts from the total the write before
+it left, so two concurrent calls never both fit under the cap. Given a store
+with a :class:`~mainspring.stores.base.SpendLedger` (``store=``), the totals
+live there under the caller's account, added to atomically: every worker
+serving the same caller counts every other's auto-approved writes, and a
+write the cap no longer admits pauses for approval as a serial caller's would.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from mainspring.events import ErrorEvent, Event, PendingAction, ToolResult, Turn
 from mainspring.messages import ImagePart, Message
 from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ToolCallEnd
 from mainspring.session import Session
-from mainspring.state import SessionState
+from mainspring.state import SessionState, SpendKind, WriteRecord
+from mainspring.stores.base import SessionStore, SpendLedger
 
 __all__ = ["DirectCall", "DirectCaller", "DirectResult"]
 
@@ -75,13 +81,31 @@ class _OneCall:
 class DirectCaller:
     """Calls an agent's tools through the engine's one dispatch path."""
 
-    def __init__(self, agent: Agent, *, caller: str = "direct") -> None:
-        """Calls on ``agent``'s tools, policies and hooks; ``caller`` names them in sessions."""
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        caller: str = "direct",
+        store: SessionStore | None = None,
+        account: str | None = None,
+    ) -> None:
+        """Calls on ``agent``'s tools, policies and hooks; ``caller`` names them in sessions.
+
+        With ``store`` (a :class:`~mainspring.stores.base.SpendLedger`: SQLite,
+        PostgreSQL, in memory), the caller's auto-approved spend and cost are
+        kept there under ``account`` (default ``"direct:" + caller``), so the
+        session cap and the budget hold across every worker sharing it.
+        """
         self.agent = agent
         self.caller = caller
         self._auto_spent = 0.0
         self._cost = 0.0
         self._writes = anyio.Lock()
+        given: object = store
+        ledger = given if isinstance(given, SpendLedger) else None
+        self._account = (
+            None if ledger is None else _SpendAccount(ledger, account or f"direct:{caller}")
+        )
 
     async def call(
         self,
@@ -137,7 +161,14 @@ class DirectCaller:
             memory=None,
             context=ContextOptions(budget=None),
         )
-        return DirectCall(self, Session(agent, state=state), write=self._is_write(name))
+        session = Session(agent, state=state)
+        session._spend_account = self._account
+        return DirectCall(self, session, write=self._is_write(name))
+
+    def _take(self, state: SessionState) -> None:
+        """Keep a finished call's totals (never lower: calls end in any order)."""
+        self._auto_spent = max(self._auto_spent, state.auto_spent_usd)
+        self._cost = max(self._cost, state.cost_usd)
 
     def _is_write(self, name: str) -> bool:
         tool = self.agent.tool(name)
@@ -172,14 +203,23 @@ class DirectCall:
         await self._run(self.session.resume(pending.attempt_id, decision), on_event)
 
     async def _run(self, stream: AsyncIterator[Event], on_event: OnEvent | None) -> None:
+        caller, state = self._caller, self.session._state
         if self._write:  # one write at a time: the cap sees every earlier one
-            async with self._caller._writes:
-                self.events += await _collect(stream, on_event)
+            async with caller._writes:
+                # Judged from what the writes before this one left (the totals read
+                # when the call started are stale by now), not from a snapshot.
+                state.auto_spent_usd = max(state.auto_spent_usd, caller._auto_spent)
+                state.cost_usd = max(state.cost_usd, caller._cost)
+                try:
+                    self.events += await _collect(stream, on_event)
+                finally:  # (also when the call fails: what it spent stays spent)
+                    caller._take(state)
         else:
-            self.events += await _collect(stream, on_event)
+            try:
+                self.events += await _collect(stream, on_event)
+            finally:
+                caller._take(state)
         session = self.session
-        self._caller._auto_spent = session.state.auto_spent_usd
-        self._caller._cost = session.cost_usd
         if session.pending is not None:
             return
         result = _result_of(self.events)
@@ -190,6 +230,39 @@ class DirectCall:
             for image in part.images
         )
         self.result = replace(result, images=images) if images else result
+
+
+class _SpendAccount:
+    """A direct call's durability: no state of its own, spend totals in a store's ledger."""
+
+    def __init__(self, ledger: SpendLedger, account: str) -> None:
+        self._ledger = ledger
+        self._account = account
+
+    async def save(self, *, defer: bool = False) -> None:
+        """Nothing to save: a direct call's session is not stored."""
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """Nothing to record: a direct call's session is not stored."""
+
+    async def flush(self) -> None:
+        """Nothing to flush."""
+
+    async def add_spend(
+        self,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None,
+        floor: float,
+        hold: str | None = None,
+    ) -> float | None:
+        """Add to the account's total in the store, atomically across workers.
+
+        No hold is kept (``hold`` is ignored): a direct call's session is not
+        stored, so no recovery would ever settle one.
+        """
+        return await self._ledger.add_spend(self._account, kind, amount, cap=cap, floor=floor)
 
 
 async def _collect(stream: AsyncIterator[Event], on_event: OnEvent | None) -> list[Event]:

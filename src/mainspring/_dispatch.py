@@ -16,7 +16,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -44,6 +44,9 @@ from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, n
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
+
+if TYPE_CHECKING:
+    from mainspring.cost import CostTracker
 
 __all__ = ["Dispatcher", "Durability", "Judged"]
 
@@ -80,11 +83,19 @@ class Durability(Protocol):
         ...
 
     async def add_spend(
-        self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
+        self,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None,
+        floor: float,
+        hold: str | None = None,
     ) -> float | None:
         """Add to the session's spend total in the store, atomically across workers.
 
         ``None`` when ``cap`` refused it (see :class:`~mainspring.stores.base.SpendLedger`).
+        ``hold`` (a write's call id) keeps the add as a hold that crash recovery
+        gives back if the write never started (:class:`~mainspring.stores.base.SpendHolds`).
         """
         ...
 
@@ -102,15 +113,18 @@ class Dispatcher:
         durable: Durability | None,
         charge: Callable[[float, str], None] | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
+        cost: CostTracker | None = None,
     ) -> None:
         """Bind to a session's state.
 
         ``emit`` receives every event; ``charge`` every cost a tool reports
         (``ToolContext.charge``); ``fence`` runs before each write starts and
         raises :class:`~mainspring.errors.LeaseLost` when the run no longer
-        holds the session's lock.
+        holds the session's lock; ``cost`` (the run's tracker) tells a tool
+        what the session may still spend (``ToolContext.budget_left_usd``).
         """
         self.agent = agent
+        self.cost = cost
         self.state = state
         self.turn_cache = turn_cache
         self.emit = emit
@@ -269,7 +283,7 @@ class Dispatcher:
                 turn.position += 1
                 continue
             if judged[0].outcome == "run" and tool.policy.is_write:
-                judged = await self._reserve(judged)
+                judged = await self._reserve(judged, call.id)
             if judged[0].outcome == "confirm":
                 await self._pause(tool, call, turn, judged)
                 return True
@@ -280,12 +294,14 @@ class Dispatcher:
             turn.position += 1
         return False
 
-    async def _reserve(self, judged: Judged) -> Judged:
+    async def _reserve(self, judged: Judged, key: str) -> Judged:
         """Count an auto-approved amount against the session's cap, across workers.
 
         The judging saw this worker's total; the store's add is the one that
         counts: when other workers' auto-approved writes took the session over
-        the cap meanwhile, the call asks for approval instead of running.
+        the cap meanwhile, the call asks for approval instead of running. The
+        add is held under the call's id ``key``: a process that dies before the
+        write's ``started`` entry leaves a hold that recovery gives back.
         """
         verdict, report = judged
         amount = verdict.amount_usd
@@ -298,7 +314,7 @@ class Dispatcher:
         tiers = self.agent.permissions.usd_tiers
         with anyio.CancelScope(shield=True):
             total = await self.durable.add_spend(
-                "auto", amount, cap=tiers.session_auto_cap_usd, floor=spent
+                "auto", amount, cap=tiers.session_auto_cap_usd, floor=spent, hold=key
             )
         if total is None:
             reason = (
@@ -515,6 +531,7 @@ class Dispatcher:
             charge=self.charge,
             decision=decision,
             suspended_on=suspended_on,
+            cost=self.cost,
         )
         contexts = self._contexts
         if isinstance(contexts, tuple):

@@ -36,6 +36,7 @@ from mainspring.stores.base import (
     JointLease,
     RunLock,
     SessionStore,
+    SpendHolds,
     SpendLedger,
 )
 
@@ -121,14 +122,25 @@ class Journal:
         await self._commit(sync=True)
 
     async def add_spend(
-        self, kind: SpendKind, amount: float, *, cap: float | None, floor: float
+        self,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None,
+        floor: float,
+        hold: str | None = None,
     ) -> float | None:
         """Add to a spend total in the session store, atomically across workers.
 
         A store without a :class:`~mainspring.stores.base.SpendLedger` holds
-        this worker's total only.
+        this worker's total only; ``hold`` is kept where the store has
+        :class:`~mainspring.stores.base.SpendHolds`.
         """
         sessions: object = self._sessions
+        if hold is not None and isinstance(sessions, SpendHolds):
+            return await sessions.add_spend(
+                self._state.session_id, kind, amount, cap=cap, floor=floor, hold=hold
+            )
         if isinstance(sessions, SpendLedger):
             return await sessions.add_spend(
                 self._state.session_id, kind, amount, cap=cap, floor=floor

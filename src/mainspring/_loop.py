@@ -141,6 +141,7 @@ class Loop(LoopResume):
             durable=durable,
             charge=self._charge,
             fence=fence,
+            cost=cost,
         )
         self._durable = durable
         self._pace = pace

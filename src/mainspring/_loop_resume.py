@@ -21,6 +21,7 @@ from mainspring._arguments import clip
 from mainspring._dispatch import Dispatcher
 from mainspring._frozen import maker
 from mainspring._json import JsonValue
+from mainspring._results import truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
@@ -41,6 +42,7 @@ from mainspring.messages import (
     Part,
     TextPart,
     ThinkingPart,
+    ToolResultPart,
 )
 from mainspring.models.base import ModelStop
 from mainspring.state import SessionState, Turn
@@ -109,16 +111,25 @@ class LoopResume:
         assert turn.status == "paused" and pending is not None
         assert pending.attempt_id == attempt_id
         hints = tuple(f.message for f in pending.findings if f.action == "hint")
+        call = turn.calls[turn.position]
         turn.pending = None
         turn.status = "executing"
+        if isinstance(decision, ClientResult) and pending.nested is None:
+            # The client ran it: its result goes on record with the save that consumes
+            # the decision, so a crash after it recovers this result, not "did not run".
+            call.result = ToolResultPart(
+                tool_use_id=call.id,
+                name=call.name,
+                content=truncate_result(decision.content, 50_000),
+                is_error=decision.is_error,
+            )
         try:
             await self.dispatch.save()  # the decision is consumed once this is on record
         except BaseException:
             # Not consumed: the turn stays paused on the claimed decision, which the
             # host can post again (here or in a new process) to go on.
-            turn.pending, turn.status = pending, "paused"
+            turn.pending, turn.status, call.result = pending, "paused", None
             raise
-        call = turn.calls[turn.position]
         tool = self.agent.tool(call.name)
         dispatch = self.dispatch
         if pending.nested is not None and tool is not None:

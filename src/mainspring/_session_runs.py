@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     import mainspring._wakeup as _wakeup
     import mainspring.cost as _costs
     import mainspring.state as _state
+    from mainspring._dispatch import Durability
     from mainspring._journal import Journal
     from mainspring._loop import Loop
     from mainspring._relay import Relay
@@ -57,7 +58,7 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.cost import CostTracker
     from mainspring.state import SessionState, WriteRecord
-    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore, SpendHolds
 else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
@@ -71,6 +72,12 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     _costs = lazy_module("mainspring.cost")
 
 __all__ = ["SessionRuns"]
+
+
+def _holds() -> type[SpendHolds]:
+    from mainspring.stores.base import SpendHolds
+
+    return SpendHolds
 
 
 def _log() -> logging.Logger:
@@ -94,6 +101,9 @@ class SessionRuns:
     _tracker: CostTracker | None = None
     """The cost tracker of the run going on (made by it, dropped at its end: the state
     holds the same usage and cost, kept up to date by the run, a kept session no tracker)."""
+    _spend_account: Durability | None = None
+    """Without a session store: where the run's spend totals are shared (a direct
+    call's account in a store, see :mod:`mainspring._direct`), else ``None``."""
     _unpriced: frozenset[str] = frozenset()
     """Models an earlier run found without a price (the next run's tracker starts with them)."""
     _turn_cache: dict[str, Any] | None
@@ -133,9 +143,18 @@ class SessionRuns:
             await self.session_store.record_write(self.session_id, record)
 
     async def _recover(self) -> None:
-        """Repair the state left by a run whose process died, on record."""
+        """Repair the state left by a run whose process died, on record.
+
+        Spend the dead run reserved for auto-approved writes that never
+        started (no ledger entry) is given back to the session's cap.
+        """
         for record in self._recover_state():
             await self.record_write(record)
+        store: object = self.session_store
+        if isinstance(store, _holds()):
+            total = await store.release_holds(self.session_id, "auto", set(self._state.writes))
+            if total is not None:
+                self._state.auto_spent_usd = total
         await self.save()
 
     def _recover_state(self) -> list[WriteRecord]:
@@ -304,7 +323,7 @@ class SessionRuns:
             turn_cache=self._turn_cache if self._turn_cache is not None else self._new_cache(),
             emit=relay.put,
             pace=relay,
-            durable=journal if self.session_store is not None else None,
+            durable=journal if self.session_store is not None else self._spend_account,
             steering=self._steering,
             fence=self._fence if self.run_lock is not None else None,
         )

@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
     from mainspring.decisions import Decision
     from mainspring.result import RunResult
     from mainspring.state import SessionState, StateView
-    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+    from mainspring.stores.base import CheckpointStore, ClaimRelease, RunLock, SessionStore
 else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
@@ -75,6 +75,12 @@ class _Sent:
 
     def __call__(self, runner: Loop) -> Awaitable[None]:
         return runner.start_turn(self.message)
+
+
+def _claims() -> type[ClaimRelease]:
+    from mainspring.stores.base import ClaimRelease
+
+    return ClaimRelease
 
 
 def _log() -> logging.Logger:
@@ -303,29 +309,67 @@ class Session(SessionRuns):
 
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        final_input = validate_decision(self.agent, self._state, attempt_id, decision)
+        store = self.session_store
+        # With a run lock, a claim nobody consumed can be released by the run that
+        # holds the lock next (its claimer held the lock: it died or was cancelled).
+        reclaimable = self.run_lock is not None and isinstance(store, _claims())
+        final_input = validate_decision(
+            self.agent, self._state, attempt_id, decision, reclaimable=reclaimable
+        )
+        record = decision_record(decision)
 
         async def check() -> None:
-            validate_decision(self.agent, self._state, attempt_id, decision)
-            record = decision_record(decision)
-            if self._state.decided.get(attempt_id) == record:
+            state = self._state
+            recorded = state.decided.get(attempt_id)
+            if reclaimable and recorded is not None and recorded != record:
+                await self._release_claim(attempt_id, recorded)
+            validate_decision(self.agent, state, attempt_id, decision)
+            if state.decided.get(attempt_id) == record:
                 return  # claimed before a crash, never consumed: this is that decision
-            store = self.session_store
-            if store is not None and not await store.claim_decision(
-                self.session_id, attempt_id, record
-            ):
+            # The claim and its note here are one step a cancellation cannot split:
+            # a claim on record that this object does not know would wedge it.
+            with anyio.CancelScope(shield=True):
+                claimed = store is None or await store.claim_decision(
+                    self.session_id, attempt_id, record
+                )
+                if claimed:
+                    state.decided[attempt_id] = record
+            if not claimed:
                 raise DecisionConflict(
                     f"attempt {attempt_id} was already decided by another worker; "
                     "a decision is never applied twice",
                     attempt_id=attempt_id,
                 )
-            self._state.decided[attempt_id] = record
 
         return self._unstarted(
             self._stream(
                 lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
             )
         )
+
+    async def _release_claim(self, attempt_id: str, recorded: str) -> None:
+        """Drop an unconsumed claim of another decision for the pending attempt.
+
+        Called by a run holding the session's lock on the freshest state, with
+        the turn still paused on ``attempt_id``: the run that claimed it held
+        the lock too and is gone (it died, or was cancelled) without consuming
+        it, so the claim binds nobody. A claim already consumed is never
+        dropped (the turn would no longer be paused on it).
+        """
+        pending = self.pending
+        if pending is None or pending.attempt_id != attempt_id:
+            return
+        store: object = self.session_store
+        assert isinstance(store, _claims())
+        with anyio.CancelScope(shield=True):
+            if await store.release_claim(self.session_id, attempt_id, recorded):
+                _log().warning(
+                    "session %s: dropped the unconsumed claim of attempt %s (%s)",
+                    self.session_id,
+                    attempt_id,
+                    recorded[:200],
+                )
+            self._state.decided.pop(attempt_id, None)
 
     def steer(self, message: str | Message, *, mode: SteerMode = "next_step") -> str:
         """Queue a message for the active run; returns its steering id.

@@ -188,8 +188,12 @@ class SubagentHandle:
         return tuple(p for s in self._paused.values() if (p := s.pending) is not None)
 
     async def run(self, task: str, ctx: ToolContext | None = None) -> SubagentResult:
-        """Run the subagent on ``task`` in a new session (forwarding events to ``ctx``)."""
-        session = Session(self.agent)
+        """Run the subagent on ``task`` in a new session (forwarding events to ``ctx``).
+
+        Within a host's run (``ctx``), the subagent spends at most what the
+        host's budget has left (and at most its own budget, if it has one).
+        """
+        session = Session(within_host_budget(self.agent, 0.0, ctx))
         return await self._consume(session, session.send(task), ctx)
 
     async def resume(
@@ -207,6 +211,7 @@ class SubagentHandle:
                 f"no paused run of subagent {self.name!r} waits on attempt {attempt_id!r}",
                 attempt_id=attempt_id,
             )
+        session.agent = within_host_budget(self.agent, session.cost_usd, ctx)
         stream = session.resume(attempt_id, decision)  # validates before we let go of it
         del self._paused[attempt_id]
         return await self._consume(session, stream, ctx)
@@ -258,6 +263,24 @@ class SubagentHandle:
             events=tuple(events),
             cost_usd=cost,
         )
+
+
+def within_host_budget(agent: Agent, spent: float, ctx: ToolContext | None) -> Agent:
+    """``agent`` with a budget its run cannot pass the host's remaining budget with.
+
+    ``spent`` is what the subagent's session spent already (its budget counts
+    the whole session); ``ctx`` is the host's call (``None``: no host, no bound).
+    A subagent without a budget of its own gets the host's remainder; one with
+    a budget gets the lower of the two.
+    """
+    left = ctx.budget_left_usd if ctx is not None else None
+    if left is None:
+        return agent
+    bound = spent + left
+    own = agent.limits.budget_usd
+    if own is not None and own <= bound:
+        return agent
+    return dataclasses.replace(agent, limits=dataclasses.replace(agent.limits, budget_usd=bound))
 
 
 def _error_of(terminal: Event | None) -> str | None:

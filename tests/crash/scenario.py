@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 
 from mainspring import (
@@ -27,8 +27,15 @@ from mainspring import (
 )
 from mainspring.messages import Message
 from mainspring.models.base import ModelEvent, ModelRequest, ToolSpec
-from mainspring.state import SessionState, WriteRecord
-from mainspring.stores import CheckpointStore, Commit, JointCommit, SessionStore
+from mainspring.state import SessionState, SpendKind, WriteRecord
+from mainspring.stores import (
+    CheckpointStore,
+    ClaimRelease,
+    Commit,
+    JointCommit,
+    SessionStore,
+    SpendHolds,
+)
 from mainspring.tools import Tool, ToolInput, ToolOutput
 
 PHASE = os.environ.get("CRASH_PHASE", "")
@@ -248,6 +255,37 @@ class CrashingSessions:
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         await self._inner.record_write(session_id, record)
+
+    # The inner store's spend ledger and claim release (SQLite and PostgreSQL have them).
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+        hold: str | None = None,
+    ) -> float | None:
+        inner = self._inner
+        assert isinstance(inner, SpendHolds)
+        total = await inner.add_spend(session_id, kind, amount, cap=cap, floor=floor, hold=hold)
+        if hold is not None and total is not None:
+            maybe_crash("after-reserve")  # reserved and held, the write not started
+        return total
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        inner = self._inner
+        assert isinstance(inner, SpendHolds)
+        return await inner.release_holds(session_id, kind, started)
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        inner = self._inner
+        assert isinstance(inner, ClaimRelease)
+        return await inner.release_claim(session_id, attempt_id, decision)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -11,7 +11,7 @@ from mainspring.errors import StoreError
 from mainspring.events import Event, PendingAction, TextDelta
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.state import Call, SessionState, Turn, WriteRecord
-from mainspring.stores import CheckpointStore, RunLock, SessionStore, SpendLedger
+from mainspring.stores import CheckpointStore, RunLock, SessionStore, SpendHolds, SpendLedger
 from mainspring.usage import Usage
 from tests import strategies
 
@@ -403,3 +403,26 @@ async def test_deleting_a_session_forgets_its_spend(session_store: SessionStore)
     await store.add_spend("s", "auto", 60.0, cap=100.0)
     await session_store.delete("s")
     assert await store.add_spend("s", "auto", 60.0, cap=100.0) == 60.0
+
+
+async def test_holds_of_writes_that_never_started_are_given_back(
+    session_store: SessionStore,
+) -> None:
+    store: object = session_store
+    if not isinstance(store, SpendHolds):
+        pytest.skip("this store keeps no spend holds")
+    assert await store.add_spend("s", "auto", 30.0, cap=100.0, hold="call-1") == 30.0
+    assert await store.add_spend("s", "auto", 20.0, cap=100.0, hold="call-2") == 50.0
+    assert await store.add_spend("s", "auto", 90.0, cap=100.0, hold="call-3") is None  # no hold
+    assert await store.add_spend("s", "cost", 1.0, hold="call-2") == 1.0  # kinds are separate
+    assert await store.add_spend("other", "auto", 10.0, hold="call-1") == 10.0
+    # call-1 started (its ledger has an entry): it stays spent; call-2 never did.
+    assert await store.release_holds("s", "auto", {"call-1"}) == 30.0
+    assert await store.release_holds("s", "auto", set()) == 30.0  # settled: nothing twice
+    assert await store.add_spend("s", "auto", 70.0, cap=100.0) == 100.0  # room again
+    assert await store.release_holds("s", "cost", set()) == 0.0
+    assert await store.release_holds("other", "auto", {"call-1"}) == 10.0  # its own holds
+    assert await store.release_holds("nobody", "auto", set()) is None
+    await session_store.delete("s")
+    assert await store.add_spend("s", "auto", 5.0, hold="call-9") == 5.0
+    assert await store.release_holds("s", "auto", set()) == 0.0

@@ -44,6 +44,7 @@ from mainspring.tools.define import Tool
 
 if TYPE_CHECKING:
     from mainspring.engine.signing import SigningKey
+    from mainspring.stores.base import SessionStore
 
 __all__ = ["AgentRun", "Engine", "EngineInfo", "ToolCallResult", "agent_storage"]
 
@@ -155,6 +156,7 @@ class Engine:
         one_run_per_caller: bool = False,
         max_scopes_per_caller: int = MAX_SCOPES,
         records: SharedRecords | None = None,
+        spend_store: SessionStore | None = None,
     ) -> None:
         """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
 
@@ -166,6 +168,10 @@ class Engine:
         a store every worker shares makes a pause on one worker decidable on
         another (a server sets its own when none is given; this process's
         memory otherwise).
+        ``spend_store`` (a session store with a spend ledger, shared by every
+        worker) keeps each caller's auto-approved spend of direct tool calls, so
+        the session auto-spend cap holds across workers (a server sets it to
+        its own session store when the engine has none).
         """
         if max_scopes_per_caller < 1:
             raise ConfigError("max_scopes_per_caller must be at least 1")
@@ -191,7 +197,10 @@ class Engine:
         self._scopes: dict[str, str] = {}
         """The open scopes from :meth:`new_scope`, each with its caller's key."""
         self._scope_counts: dict[str, int] = {}
-        self._active: dict[str, set[Session | None]] = {}
+        self._active: dict[str, set[object]] = {}
+        """Each caller's runs under way: their sessions, and a token per direct call."""
+        self.spend_store: SessionStore | None = spend_store
+        """Where direct calls' spend totals are kept (see :class:`DirectCaller`)."""
         self.members = MemberSessions()
         """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
 
@@ -387,12 +396,13 @@ class Engine:
     def _slot(self, caller: Caller, session: Session | None) -> Iterator[None]:
         self._check_slot(caller)
         active = self._active.setdefault(caller.key, set())
-        active.add(session)
+        token: object = session if session is not None else object()  # one per direct call
+        active.add(token)
         try:
             yield
         finally:
-            active.discard(session)
-            if not active:
+            active.discard(token)
+            if not active and self._active.get(caller.key) is active:
                 del self._active[caller.key]
 
     def _check_slot(self, caller: Caller) -> None:
@@ -402,7 +412,7 @@ class Engine:
     def cancel(self, caller: Caller) -> None:
         """Cancel the caller's running agent runs (their tools see ``ctx.cancelled``)."""
         for session in self._active.get(caller.key, ()):
-            if session is not None:
+            if isinstance(session, Session):
                 session.cancel()
 
     def share(self, records: SharedRecords) -> None:
@@ -442,7 +452,12 @@ class Engine:
             self._direct.clear()
         direct = self._direct.get(caller.key)
         if direct is None:
-            direct = self._direct[caller.key] = DirectCaller(self._direct_agent, caller=caller.id)
+            direct = self._direct[caller.key] = DirectCaller(
+                self._direct_agent,
+                caller=caller.id,
+                store=self.spend_store,
+                account=f"engine:{self.name}:{caller.key}",
+            )
         return direct
 
     async def tool_call(

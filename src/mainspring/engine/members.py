@@ -20,7 +20,8 @@ tool suspends (:meth:`ToolContext.suspend`) and the host's
 the host's action (``Engine.decide`` or ``Session.resume`` on the host
 session) hands the decision to the subagent, whose run goes on; its final
 text becomes the host call's result. Every cost of the subagent counts
-toward the host session's spend and budget (``ToolContext.charge``), and its
+toward the host session's spend and budget (``ToolContext.charge``), a run
+of it may spend at most what the host's budget has left, and its
 events reach the host stream as ``canvas`` events of kind
 ``"subagent_event"``.
 """
@@ -36,7 +37,7 @@ from mainspring.agent import Agent
 from mainspring.codec import event_to_dict
 from mainspring.events import ErrorEvent, Event, TurnComplete
 from mainspring.session import Session
-from mainspring.subagents import SUBAGENT_EVENT
+from mainspring.subagents import SUBAGENT_EVENT, within_host_budget
 from mainspring.tools.context import ToolContext, current_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import ToolPolicy
@@ -114,6 +115,7 @@ def member_tool(agent: Agent, sessions: MemberSessions, description: str) -> Too
         alias = alias or f"call:{ctx.tool_use_id}"  # unnamed: this call's own session
         key: MemberKey = (scope.caller.key, scope.scope, agent.name, alias)
         session = sessions.open(key, agent)
+        session.agent = within_host_budget(agent, session.cost_usd, ctx)  # the host's remainder
         try:
             return await _delegate(agent, alias, session, task, ctx)
         finally:

@@ -70,6 +70,8 @@ from anyio.abc import TaskStatus
 if TYPE_CHECKING:
     import uvicorn
 
+    from mainspring.stores.base import SessionStore
+
 from mainspring._direct import DirectCaller
 from mainspring._http_guard import (
     BearerAuth,
@@ -328,6 +330,7 @@ def build_mcp_server(
     request_state_security: RequestStateSecurity | None = None,
     principal: Caller | None = None,
     records: SharedRecords | None = None,
+    spend_store: SessionStore | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -347,15 +350,19 @@ def build_mcp_server(
             ``open_stores("sqlite:///…")`` or ``"postgresql://…"``, or a
             ``RedisRunLock``), so that a recorded approval retry replayed to
             another worker is refused. Default: this process's memory.
+        spend_store: A session store with a spend ledger shared by every worker
+            behind one URL: the auto-spend cap counts every worker's
+            auto-approved writes (without it, this process's).
     """
     from mainspring._version import __version__
 
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
-    caller = DirectCaller(agent, caller="mcp")  # one dispatch path, spend carried across calls
     scope = RunScope(
         caller=principal or Caller("mcp", kind="service"), storage=InMemoryKeyValueStore()
     )
+    # One dispatch path, spend carried across calls (and workers, with a spend store).
+    caller = DirectCaller(agent, caller="mcp", store=spend_store)
 
     async def list_tools(
         ctx: _ServerContext, params: types.PaginatedRequestParams | None

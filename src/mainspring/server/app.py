@@ -166,6 +166,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                 )
             if engine_app is not None:
                 _share_engine_state(config, engine_app[1], stores)
+            _share_engine_spend(config, stores.sessions)
             async with anyio.create_task_group() as tg:
                 observe = recorder.observe if recorder is not None else None
                 host = SessionHost(agent, config, stores, signer, tg, observe=observe)
@@ -228,6 +229,21 @@ def _share_engine_state(config: ServerConfig, verifier: Verifier, stores: Stores
     if records is not None:
         verifier.records = records
         config.engine.share(records)
+
+
+def _share_engine_spend(config: ServerConfig, sessions: object) -> None:
+    """The served engine's direct calls count spend in the server's session store.
+
+    So every worker of ``serve --workers N --engine …`` sees every other's
+    auto-approved writes under the cap (unless the engine names a store of its own).
+    """
+    from mainspring.engine import Engine
+    from mainspring.stores.base import SessionStore
+
+    engine = config.engine
+    if isinstance(engine, Engine) and engine.spend_store is None:
+        if isinstance(sessions, SessionStore):
+            engine.spend_store = sessions
 
 
 def _engine_app(config: ServerConfig) -> tuple[Starlette, Verifier]:

@@ -12,12 +12,14 @@ from mainspring._lazy import lazy_attributes
 from mainspring.stores.base import (
     SCHEMA_VERSION,
     CheckpointStore,
+    ClaimRelease,
     Commit,
     JointCommit,
     JointLease,
     RunLock,
     SessionStore,
     SharedRecords,
+    SpendHolds,
     SpendKind,
     SpendLedger,
 )
@@ -59,6 +61,7 @@ __getattr__, __dir__ = lazy_attributes("mainspring.stores", globals(), _LAZY)
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "ClaimRelease",
     "Commit",
     "InMemoryCheckpointStore",
     "InMemoryMemoryStore",
@@ -75,6 +78,7 @@ __all__ = [
     "SQLiteSessionStore",
     "SessionStore",
     "SharedRecords",
+    "SpendHolds",
     "SpendKind",
     "SpendLedger",
     "Stores",

@@ -44,6 +44,8 @@ __all__ = [
     "lease_holder",
     "list_session_ids",
     "load_state",
+    "release_claim",
+    "release_holds",
     "save_state",
 ]
 
@@ -146,9 +148,9 @@ INSERT_DECISION = (
 
 
 def add_spend(
-    conn: sqlite3.Connection, args: tuple[str, str, float, float | None, float]
+    conn: sqlite3.Connection, args: tuple[str, str, float, float | None, float, str | None]
 ) -> float | None:
-    sid, kind, amount, cap, floor = args
+    sid, kind, amount, cap, floor, hold = args
     with transaction(conn, write=True):
         row = conn.execute(
             "SELECT amount FROM mainspring_spend WHERE session_id = ? AND kind = ?", (sid, kind)
@@ -156,11 +158,56 @@ def add_spend(
         total = max(float(row[0]) if row else 0.0, floor) + amount
         if cap is not None and total > cap:
             return None
-        conn.execute(
-            "INSERT INTO mainspring_spend (session_id, kind, amount) VALUES (?, ?, ?)"
-            " ON CONFLICT (session_id, kind) DO UPDATE SET amount = excluded.amount",
-            (sid, kind, total),
+        conn.execute(UPSERT_SPEND, (sid, kind, total))
+        if hold is not None:  # (a hold is a row of its own: "hold:<kind>:<key>")
+            conn.execute(ADD_HOLD, (sid, f"{HOLD}{kind}:{hold}", amount))
+    return total
+
+
+def release_claim(conn: sqlite3.Connection, args: tuple[str, str, str]) -> bool:
+    with transaction(conn, write=True):
+        cur = conn.execute(
+            "DELETE FROM mainspring_decisions"
+            " WHERE session_id = ? AND attempt_id = ? AND decision = ?",
+            args,
         )
+        return cur.rowcount == 1
+
+
+HOLD = "hold:"
+UPSERT_SPEND = (
+    "INSERT INTO mainspring_spend (session_id, kind, amount) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, kind) DO UPDATE SET amount = excluded.amount"
+)
+ADD_HOLD = (
+    "INSERT INTO mainspring_spend (session_id, kind, amount) VALUES (?, ?, ?)"
+    " ON CONFLICT (session_id, kind) DO UPDATE SET amount = amount + excluded.amount"
+)
+
+
+def release_holds(conn: sqlite3.Connection, args: tuple[str, str, frozenset[str]]) -> float | None:
+    sid, kind, started = args
+    prefix = f"{HOLD}{kind}:"
+    with transaction(conn, write=True):
+        rows = conn.execute(
+            "SELECT kind, amount FROM mainspring_spend WHERE session_id = ?"
+            " AND substr(kind, 1, ?) = ?",
+            (sid, len(prefix), prefix),
+        ).fetchall()
+        row = conn.execute(
+            "SELECT amount FROM mainspring_spend WHERE session_id = ? AND kind = ?", (sid, kind)
+        ).fetchone()
+        if not rows:
+            return None if row is None else float(row[0])
+        back = sum(float(a) for k, a in rows if str(k)[len(prefix) :] not in started)
+        conn.executemany(
+            "DELETE FROM mainspring_spend WHERE session_id = ? AND kind = ?",
+            [(sid, k) for k, _ in rows],
+        )
+        if row is None:
+            return None
+        total = max(float(row[0]) - back, 0.0)
+        conn.execute(UPSERT_SPEND, (sid, kind, total))
     return total
 
 

@@ -11,6 +11,12 @@
 - **SpendLedger** (optional): a session's running totals (auto-approved
   spend, cost) added to atomically in the store, so the auto-spend cap and the
   budget hold across workers and processes, with or without a run lock.
+- **SpendHolds** (optional): a spend ledger whose adds can be held under a
+  key (an auto-approved write's call id) until the write starts, so crash
+  recovery gives back what a write that never started reserved.
+- **ClaimRelease** (optional): a session store that can drop a decision
+  claim nobody consumed (its run died or was cancelled between the claim and
+  the save that consumes it), so the session's next decider is not bound to it.
 - **JointCommit** (optional): a session store that can put a whole step
   boundary on record in one transaction — the state, ledger entries and the
   events of a checkpoint store it shares a database with (:class:`Commit`).
@@ -28,7 +34,7 @@ Every implementation must pass ``tests/stores/test_contract.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from mainspring._frozen import dataclass
@@ -38,6 +44,7 @@ from mainspring.state import SessionState, SpendKind, WriteRecord
 __all__ = [
     "SCHEMA_VERSION",
     "CheckpointStore",
+    "ClaimRelease",
     "Commit",
     "JointCommit",
     "JointLease",
@@ -45,6 +52,7 @@ __all__ = [
     "RunLock",
     "SessionStore",
     "SharedRecords",
+    "SpendHolds",
     "SpendKind",
     "SpendLedger",
 ]
@@ -293,5 +301,57 @@ class SharedRecords(Protocol):
         """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key.
 
         At most ``limit`` of them.
+        """
+        ...
+
+
+@runtime_checkable
+class SpendHolds(Protocol):
+    """A :class:`SpendLedger` that can hold an add under a key until it is settled.
+
+    An auto-approved write reserves its amount against the session cap before
+    it runs; held under the write's call id, the reservation can be given back
+    when the process died before the write started (its ledger has no entry).
+    """
+
+    async def add_spend(
+        self,
+        session_id: str,
+        kind: SpendKind,
+        amount: float,
+        *,
+        cap: float | None = None,
+        floor: float = 0.0,
+        hold: str | None = None,
+    ) -> float | None:
+        """As :meth:`SpendLedger.add_spend`; with ``hold``, the add is also kept as a hold.
+
+        The hold (``amount`` under key ``hold``) is recorded in the same atomic
+        step as the add: there is never a counted amount without its hold.
+        """
+        ...
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Settle the session's holds of ``kind`` in one atomic step.
+
+        A hold whose key is not in ``started`` (its write never started) is
+        subtracted from the total; every hold is dropped. Returns the total
+        after it (``None`` when the session has no ``kind`` total).
+        """
+        ...
+
+
+@runtime_checkable
+class ClaimRelease(Protocol):
+    """A session store that can drop a decision claim that was never consumed."""
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision``, atomically.
+
+        Returns whether it was dropped. Called only by a run that holds the
+        session's run lock and sees the turn still paused on the attempt: the
+        run that claimed it is gone without consuming it.
         """
         ...

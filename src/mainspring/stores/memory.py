@@ -10,7 +10,7 @@ reference either way.)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
 from mainspring._json import JsonValue
@@ -146,6 +146,7 @@ class InMemorySessionStore(InMemoryRecords):
         self._decisions: dict[str, dict[str, str]] = {}
         self._writes: dict[str, dict[str, JsonValue]] = {}
         self._spend: dict[tuple[str, str], float] = {}
+        self._holds: dict[tuple[str, str], dict[str, float]] = {}
 
     async def save(self, state: SessionState) -> None:
         """Replace the stored state (recorded decisions and ledger entries are kept)."""
@@ -192,6 +193,7 @@ class InMemorySessionStore(InMemoryRecords):
         self._writes.pop(session_id, None)
         for kind in ("auto", "cost"):
             self._spend.pop((session_id, kind), None)
+            self._holds.pop((session_id, kind), None)
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
         """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
@@ -212,6 +214,14 @@ class InMemorySessionStore(InMemoryRecords):
         decided[attempt_id] = decision
         return True
 
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        decided = self._decisions.get(session_id, {})
+        if decided.get(attempt_id) != decision:
+            return False
+        del decided[attempt_id]
+        return True
+
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""
         self._writes.setdefault(session_id, {})[record.key] = encode(record)
@@ -224,12 +234,28 @@ class InMemorySessionStore(InMemoryRecords):
         *,
         cap: float | None = None,
         floor: float = 0.0,
+        hold: str | None = None,
     ) -> float | None:
-        """Add to a spend total unless it would pass ``cap`` (see ``SpendLedger``)."""
+        """Add to a spend total unless it would pass ``cap`` (see ``SpendHolds``)."""
         total = max(self._spend.get((session_id, kind), 0.0), floor) + amount
         if cap is not None and total > cap:
             return None
         self._spend[(session_id, kind)] = total
+        if hold is not None:
+            held = self._holds.setdefault((session_id, kind), {})
+            held[hold] = held.get(hold, 0.0) + amount
+        return total
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Give back the holds of writes that never started; drop every hold."""
+        held = self._holds.pop((session_id, kind), {})
+        total = self._spend.get((session_id, kind))
+        if total is None:
+            return None
+        back = sum(amount for key, amount in held.items() if key not in started)
+        total = self._spend[(session_id, kind)] = max(total - back, 0.0)
         return total
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:

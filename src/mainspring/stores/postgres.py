@@ -37,7 +37,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Self
 
@@ -160,6 +160,19 @@ _ADD_SPEND = """
     SET amount = GREATEST(s.amount, %(floor)s) + %(amount)s
     WHERE GREATEST(s.amount, %(floor)s) + %(amount)s <= %(cap)s
     RETURNING amount
+"""
+# A hold is a row of its own ("hold:<kind>:<key>"), added in the same statement.
+_ADD_HELD_SPEND = f"""
+    WITH added AS ({_ADD_SPEND}), held AS (
+        INSERT INTO mainspring_spend AS h (session_id, kind, amount)
+        SELECT %(sid)s, %(hold)s, %(amount)s FROM added
+        ON CONFLICT (session_id, kind) DO UPDATE SET amount = h.amount + EXCLUDED.amount
+    )
+    SELECT amount FROM added
+"""
+_HOLDS = """
+    SELECT kind, amount FROM mainspring_spend
+    WHERE session_id = %s AND left(kind, length(%s)) = %s FOR UPDATE
 """
 _INSERT_DECISION = """
     INSERT INTO mainspring_decisions (session_id, attempt_id, decision) VALUES (%s, %s, %s)
@@ -479,23 +492,69 @@ class PostgresSessionStore:
         *,
         cap: float | None = None,
         floor: float = 0.0,
+        hold: str | None = None,
     ) -> float | None:
-        """Add to a spend total unless it would pass ``cap``: one atomic upsert."""
+        """Add to a spend total unless it would pass ``cap``: one atomic upsert.
+
+        With ``hold``, the add is held under that key too (see ``SpendHolds``).
+        """
         args = {
             "sid": session_id,
             "kind": kind,
             "amount": float(amount),
             "floor": float(floor),
             "cap": math.inf if cap is None else float(cap),
+            "hold": f"hold:{kind}:{hold}",
         }
+        sql = _ADD_SPEND if hold is None else _ADD_HELD_SPEND
         async with self._use(f"spend of session {session_id!r}") as conn:
-            cur = await conn.execute(_ADD_SPEND, args)
+            cur = await conn.execute(sql, args)
             row = await cur.fetchone()
         if row is None:
             # Refused, or the first add for the session went over the cap (the
             # INSERT's SELECT gave no row and there was nothing to update).
             return None
         return float(row[0])
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        async with self._use(f"release of attempt {attempt_id!r}") as conn:
+            cur = await conn.execute(
+                "DELETE FROM mainspring_decisions"
+                " WHERE session_id = %s AND attempt_id = %s AND decision = %s",
+                (session_id, attempt_id, decision),
+            )
+            return cur.rowcount == 1
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Give back the holds of writes that never started; drop every hold (one transaction)."""
+        prefix = f"hold:{kind}:"
+        async with self._use(f"holds of session {session_id!r}") as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT amount FROM mainspring_spend WHERE session_id = %s AND kind = %s"
+                " FOR UPDATE",
+                (session_id, kind),
+            )
+            row = await cur.fetchone()
+            cur = await conn.execute(_HOLDS, (session_id, prefix, prefix))
+            held = await cur.fetchall()
+            if not held:
+                return None if row is None else float(row[0])
+            back = sum(float(a) for k, a in held if str(k)[len(prefix) :] not in started)
+            await conn.execute(
+                "DELETE FROM mainspring_spend WHERE session_id = %s AND kind = ANY(%s)",
+                (session_id, [str(k) for k, _ in held]),
+            )
+            if row is None:
+                return None
+            total = max(float(row[0]) - back, 0.0)
+            await conn.execute(
+                "UPDATE mainspring_spend SET amount = %s WHERE session_id = %s AND kind = %s",
+                (total, session_id, kind),
+            )
+        return total
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""

@@ -43,7 +43,7 @@ import math
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Self, cast
 
 from mainspring.codec import encode, event_to_dict
@@ -79,6 +79,8 @@ from mainspring.stores._sqlite_rows import (
     lease_holder,
     list_session_ids,
     load_state,
+    release_claim,
+    release_holds,
     save_state,
 )
 from mainspring.stores._transcript import KnownTranscripts, Stored, header
@@ -314,10 +316,23 @@ class SQLiteSessionStore:
         *,
         cap: float | None = None,
         floor: float = 0.0,
+        hold: str | None = None,
     ) -> float | None:
-        """Add to a spend total unless it would pass ``cap``, under the write lock."""
-        args = (check_text("session_id", session_id), str(kind), float(amount), cap, float(floor))
+        """Add to a spend total unless it would pass ``cap``, under the write lock.
+
+        With ``hold``, the add is held under that key too (see ``SpendHolds``).
+        """
+        sid = check_text("session_id", session_id)
+        held = None if hold is None else check_text("hold", hold)
+        args = (sid, str(kind), float(amount), cap, float(floor), held)
         return await self._db.run_inline(add_spend, args)
+
+    async def release_holds(
+        self, session_id: str, kind: SpendKind, started: Collection[str]
+    ) -> float | None:
+        """Give back the holds of writes that never started; drop every hold."""
+        args = (check_text("session_id", session_id), str(kind), frozenset(started))
+        return await self._db.run_inline(release_holds, args)
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:
         """Whether ``checkpoints`` lives on this store's connection (or is ``None``)."""
@@ -394,6 +409,15 @@ class SQLiteSessionStore:
         )
         # Fsynced, in one group with whatever other sessions commit meanwhile.
         return cast(bool, await self._db.run_grouped(commit_group_synced, Claim(args)))
+
+    async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
+        """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
+        args = (
+            check_text("session_id", session_id),
+            check_text("attempt_id", attempt_id),
+            check_text("decision", decision),
+        )
+        return await self._db.run_inline(release_claim, args)
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry; on disk when this returns."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from mainspring._json import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
@@ -41,6 +41,20 @@ __all__ = [
     "current_scope",
     "run_scope",
 ]
+
+
+class _SpendView(Protocol):
+    """What a tool call sees of its run's spend (the run's cost tracker)."""
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The session's budget (``None``: none)."""
+        ...
+
+    @property
+    def total_usd(self) -> float:
+        """What the session spent so far."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +128,7 @@ class ToolContext:
     __slots__ = (
         "_cancelled",
         "_charge",
+        "_cost",
         "_emit",
         "_loop_thread",
         "_scope",
@@ -144,6 +159,7 @@ class ToolContext:
         charge: Callable[[float, str], None] | None = None,
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
+        cost: _SpendView | None = None,
     ) -> None:
         self.session_id = session_id
         """The session this call belongs to."""
@@ -170,6 +186,7 @@ class ToolContext:
         stateless nested run needs to go on, also in a process that did not suspend it."""
         self._emit = emit
         self._charge = charge
+        self._cost = cost
         self._loop_thread = threading.get_ident()
         self._cancelled = False
 
@@ -233,6 +250,17 @@ class ToolContext:
             raise ValueError(f"a charge must not be negative, got {usd}")
         if self._charge is not None and usd:
             self._charge(usd, what or self.tool_name)
+
+    @property
+    def budget_left_usd(self) -> float | None:
+        """What the session may still spend under its budget (``None``: no budget).
+
+        A tool that spends on the session's behalf (a subagent) stays within it.
+        """
+        cost = self._cost
+        if cost is None or cost.budget_usd is None:
+            return None
+        return max(cost.budget_usd - cost.total_usd, 0.0)
 
     def suspend(self, pending: PendingAction) -> NoReturn:
         """Pause the turn on a decision a nested run waits for (a subagent's approval).
