@@ -165,7 +165,7 @@ async def test_a_private_engine_refuses_an_anonymous_caller(remote: Remote) -> N
             remote.url + "/private/info", headers=signed(remote, "GET", "/private/info")
         )
         assert signed_in.status_code == 403  # a known engine, but not a manager
-        protected = await client.post(remote.url + "/b/tools/lookup/call", content=b"{}")
+        protected = await client.post(remote.url + "/b/tools/lookup/call", json={})
         assert protected.status_code == 403 and "anonymous" in protected.json()["message"]
     with pytest.raises(RemoteEngineError, match="403"):
         await local_engine().register_remote("v", remote.url + "/private", remote.key)
