@@ -35,7 +35,7 @@ from mainspring._results import (
 )
 from mainspring.agent import Agent
 from mainspring.decisions import Decision, canonical_input_hash
-from mainspring.errors import ToolInputError
+from mainspring.errors import ToolError, ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
 from mainspring.guards import GuardReport, run_after, run_before
 from mainspring.hooks import call_auto_executed, call_hook
@@ -215,6 +215,9 @@ class Dispatcher:
                 verdict = await evaluate(rules, tool, call.input, auto_spent=spent)
         except ToolInputError as exc:
             self.fail(call, f"the permission callback rewrote the input badly: {exc}")
+            return None
+        except ToolError as exc:  # its permission (a USD amount) failed on this input
+            self.fail(call, str(exc))
             return None
         if verdict.outcome == "deny":
             self.fail(call, f"permission denied: {verdict.reason}")
@@ -424,6 +427,7 @@ class Dispatcher:
         hints: tuple[str, ...] = (),
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
+        note: str = "",
     ) -> None:
         """Run one call and record its result; never raises except cancellation.
 
@@ -433,7 +437,8 @@ class Dispatcher:
         the nested action it answers).
 
         ``hints`` (and the hints of ``judged``'s guard report) are added to the
-        result the model sees, as an ``after`` guard's are.
+        result the model sees, as an ``after`` guard's are; ``note`` goes before
+        the result (what an approver's edits changed in the arguments that ran).
         """
         assert call.input is not None
         args = call.input
@@ -481,6 +486,9 @@ class Dispatcher:
             refreshed = await self.refresh(tool, turn, output)
             limit += len(refreshed.content) - len(output.content)  # each read had its own budget
             output = refreshed
+        if note:
+            output = replace(output, content=note + output.content)
+            limit += len(note)
         self.record(call, output, limit)
         if write:
             await self._ledger(
