@@ -24,6 +24,7 @@ from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_json
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.stores._private import make_private_file
 from mainspring.stores._wal import LOG_LIMIT, WalCheckpointer
 from mainspring.stores.base import SCHEMA_VERSION
 
@@ -223,7 +224,7 @@ Prepare = Callable[[sqlite3.Connection], None]
 def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3.Connection:
     """Open ``path``, switch it to WAL and check or create the schema."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_file(path)  # 0600 (its -wal and -shm take its mode), folders 0700
         conn: sqlite3.Connection = driver.connect(
             str(path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
