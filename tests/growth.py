@@ -72,7 +72,7 @@ def assert_linear(
     bound: float = 300.0,
     rounds: int = 2,
 ) -> float:
-    """Fail unless ``fn`` on ``make(large)`` costs at most ``bound`` times ``fn`` on ``make(small)``.
+    """Fail unless ``fn(make(large))`` costs at most ``bound`` times ``fn(make(small))``.
 
     ``make(n)`` builds an input of about ``n`` bytes (the same shape at both
     sizes). Returns the measured ratio.

@@ -635,7 +635,9 @@ FRONT_MATTER_SHAPES: dict[str, Callable[[int], str]] = {
         "---\nname: s\ndescription: >\n" + "  word word\n" * (n // 12) + "---\nbody\n"
     ),
     "quoted-escapes": lambda n: '---\nname: s\ndescription: "' + "ab\\n" * (n // 4) + '"\n---\nb\n',
-    "allowed-tools-list": lambda n: skill_text("s", **{"allowed-tools": "[" + "t, " * (n // 3) + "t]"}),
+    "allowed-tools-list": lambda n: skill_text(
+        "s", **{"allowed-tools": "[" + "t, " * (n // 3) + "t]"}
+    ),
     "allowed-tools-block": lambda n: (
         "---\nname: s\ndescription: d\nallowed-tools:\n" + "  - tool\n" * (n // 9) + "---\nb\n"
     ),

@@ -206,18 +206,8 @@ class Dispatcher:
         nothing = self.unjudged(tool)
         if nothing is not None:
             return nothing
-        rules = self.agent.permissions
-        spent = self.state.auto_spent_usd
-        try:
-            if rules.can_use_tool is None:
-                verdict = evaluate_static(rules, tool, call.input, auto_spent=spent)
-            else:
-                verdict = await evaluate(rules, tool, call.input, auto_spent=spent)
-        except ToolInputError as exc:
-            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
-            return None
-        except ToolError as exc:  # its permission (a USD amount) failed on this input
-            self.fail(call, str(exc))
+        verdict = await self._verdict(tool, call)
+        if verdict is None:
             return None
         if verdict.outcome == "deny":
             self.fail(call, f"permission denied: {verdict.reason}")
@@ -248,6 +238,21 @@ class Dispatcher:
             reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
             verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
         return verdict, report
+
+    async def _verdict(self, tool: Tool, call: Call) -> Verdict | None:
+        """The permission verdict; ``None`` when working it out gave the call an error result."""
+        assert call.input is not None
+        rules = self.agent.permissions
+        spent = self.state.auto_spent_usd
+        try:
+            if rules.can_use_tool is None:
+                return evaluate_static(rules, tool, call.input, auto_spent=spent)
+            return await evaluate(rules, tool, call.input, auto_spent=spent)
+        except ToolInputError as exc:
+            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
+        except ToolError as exc:  # its permission (a USD amount) failed on this input
+            self.fail(call, str(exc))
+        return None
 
     # ---------------------------------------------------------- the serial pass
 
@@ -486,10 +491,7 @@ class Dispatcher:
             refreshed = await self.refresh(tool, turn, output)
             limit += len(refreshed.content) - len(output.content)  # each read had its own budget
             output = refreshed
-        if note:
-            output = replace(output, content=note + output.content)
-            limit += len(note)
-        self.record(call, output, limit)
+        self.record(call, _noted(output, note), limit + len(note))
         if write:
             await self._ledger(
                 WriteRecord(
@@ -639,3 +641,8 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
+
+
+def _noted(output: ToolOutput, note: str) -> ToolOutput:
+    """``output`` with ``note`` before its content (itself when there is no note)."""
+    return replace(output, content=note + output.content) if note else output

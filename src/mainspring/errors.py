@@ -25,7 +25,7 @@ MainspringError
 │   ├── DecisionConflict   a second decision for one attempt
 │   ├── InputChanged       .expected .given: approved another input than the pending one
 │   ├── FieldNotModifiable .fields
-│   └── InvalidEdits       .fields: edits of the wrong type, NaN/Infinity, or invalid (also a ToolInputError)
+│   └── InvalidEdits       .fields: a badly typed or invalid edit (also a ToolInputError)
 ├── SessionBusy            a second run while one is active
 │   └── CallerBusy         (mainspring.engine) a second run of one caller, one run each
 ├── SessionClosed          a session used after aclose() (also a RuntimeError)

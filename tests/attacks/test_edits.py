@@ -223,9 +223,7 @@ async def test_the_server_refuses_a_badly_typed_edit_with_422(
         )
         pending = next(f.data for f in frames if f.event == "pending_action")
         url = f"/v1/sessions/{sid}/decisions/{pending['approval_id']}"
-        refused = await client.post(
-            url, content=body, headers={"content-type": "application/json"}
-        )
+        refused = await client.post(url, content=body, headers={"content-type": "application/json"})
         assert refused.status_code == 422, refused.text
         assert refused.json()["error"]["type"] == "InvalidEdits"
         assert ledger == []

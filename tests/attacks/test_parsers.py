@@ -91,6 +91,6 @@ def test_a_missing_reference_is_still_refused_at_its_first_line(ws: Path) -> Non
         "Inputs",
         "- `_config/voice.md`\n" * 3 + "- `_config/missing.md`\n" * 3,
     )
-    with pytest.raises(PipelineError, match="missing.md") as info:
+    with pytest.raises(PipelineError, match=r"missing\.md") as info:
         load_workspace(ws)
     assert info.value.line is not None and info.value.line > 3

@@ -69,7 +69,9 @@ TAMPERED_SESSION_ROWS = [
         id="attempt-id-a-blob",
     ),
     pytest.param(f"UPDATE mainspring_sessions SET header = 5 WHERE {VICTIM}", id="header-a-number"),
-    pytest.param(f"UPDATE mainspring_sessions SET header = '[]' WHERE {VICTIM}", id="header-a-list"),
+    pytest.param(
+        f"UPDATE mainspring_sessions SET header = '[]' WHERE {VICTIM}", id="header-a-list"
+    ),
     pytest.param(
         f"UPDATE mainspring_messages SET data = '{{\"role\": 5}}' WHERE {VICTIM}",
         id="message-wrong-shape",
@@ -191,7 +193,7 @@ async def test_a_local_artifact_store_keeps_artifacts_private(tmp_path: Path) ->
     finally:
         os.umask(old)
     assert mode(root) == 0o700 and mode(root.parent) == 0o700
-    made = [p for p in root.rglob("*")]
+    made = list(root.rglob("*"))
     assert made and all(mode(p) == (0o700 if p.is_dir() else 0o600) for p in made), [
         (str(p.relative_to(root)), oct(mode(p))) for p in made
     ]

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import mcp.types as mcp_types
 import pytest
 from hypothesis import given, settings
-from pydantic import TypeAdapter
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from mainspring.mcp._results import block_text
 from mainspring.mcp._stderr import StderrTail
@@ -103,4 +103,6 @@ def test_any_repeated_result_shape_parses_in_linear_time(
     block: dict[str, object], per_block: int
 ) -> None:
     unit = len(json.dumps(block)) + 2
-    assert_linear(_tolerant, lambda n: _result([block] * max(1, n // unit // per_block * per_block)))
+    assert_linear(
+        _tolerant, lambda n: _result([block] * max(1, n // unit // per_block * per_block))
+    )

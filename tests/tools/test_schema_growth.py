@@ -26,7 +26,7 @@ from tests.growth import assert_linear
 
 pytestmark = pytest.mark.slow
 
-ROWS = {
+ROWS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "rows": {

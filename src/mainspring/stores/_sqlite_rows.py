@@ -417,7 +417,9 @@ def _text(value: object, what: str) -> str:
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"its {what} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ValueError(
+            f"its {what} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:

@@ -189,14 +189,14 @@ class SQLiteCheckpointStore:
         return await self._db.run_inline(self._load, stream_id, self._clock())
 
     def _load(self, conn: sqlite3.Connection, stream_id: str, now: float) -> list[Event]:
-        rows: list[tuple[int, bytes, float]] = conn.execute(
-            "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
-            " WHERE stream_id = ? ORDER BY seq",
-            (stream_id,),
-        ).fetchall()
-        if not rows:
-            return []
-        for index, (seq, _, updated_at) in enumerate(rows):
+        rows: list[tuple[int, bytes, float]] = []
+        for index, (seq, data, updated_at) in enumerate(
+            conn.execute(
+                "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
+                " WHERE stream_id = ? ORDER BY seq",
+                (stream_id,),
+            )
+        ):
             if not isinstance(seq, int) or not isinstance(updated_at, int | float):
                 # (a row tampered with: its time decides expiry, so nothing is replayed)
                 raise CheckpointCorrupt(
@@ -205,6 +205,9 @@ class SQLiteCheckpointStore:
                     stream_id=stream_id,
                     offset=0,
                 )
+            rows.append((seq, data, updated_at))
+        if not rows:
+            return []
         ttl = self._ttl
         if now - rows[-1][2] > ttl:
             self._delete_through(conn, stream_id, rows[-1][0])
