@@ -13,7 +13,6 @@ import json
 import math
 from typing import TYPE_CHECKING
 
-from mainspring._arguments import clip
 from mainspring._json import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import (
@@ -41,7 +40,7 @@ from mainspring.state import SessionState
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["check_regenerable", "edited_note", "validate_decision"]
+__all__ = ["check_regenerable", "validate_decision"]
 
 
 def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> None:
@@ -223,22 +222,3 @@ def _check_strict(
                     tool=name,
                     fields=(str(loc[0]),),
                 ) from None
-
-
-def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
-    """What the model is told before an approved call's result when edits changed its input.
-
-    The model's own call still shows the arguments it asked for; this line
-    records the values that ran instead (``""`` when nothing changed), so the
-    transcript never claims the call ran as asked.
-    """
-    changed = {k: v for k, v in ran.items() if k not in asked or asked[k] != v}
-    if not changed:
-        return ""
-    was = {k: asked[k] for k in changed if k in asked}
-    text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
-    before = json.dumps(was, ensure_ascii=False, sort_keys=True)
-    return (
-        f"[the approver edited the arguments: the call ran with {clip(text, 2_000)} "
-        f"instead of {clip(before, 2_000)}]\n\n"
-    )

@@ -13,6 +13,7 @@ caches of its own (verdicts, parsed arguments, live tool contexts).
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import uuid
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
-__all__ = ["Dispatcher", "Durability", "Judged"]
+__all__ = ["Dispatcher", "Durability", "Judged", "edited_note"]
 
 # Built for every call: made without calling the class (see mainspring._frozen.maker).
 _result_part = maker(ToolResultPart)
@@ -646,3 +647,26 @@ class Dispatcher:
 def _noted(output: ToolOutput, note: str) -> ToolOutput:
     """``output`` with ``note`` before its content (itself when there is no note)."""
     return replace(output, content=note + output.content) if note else output
+
+
+def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
+    """What the model is told before an approved call's result when edits changed its input.
+
+    The model's own call still shows the arguments it asked for; this line
+    records the values that ran instead (``""`` when nothing changed), so the
+    transcript never claims the call ran as asked.
+    """
+    changed = {k: v for k, v in ran.items() if k not in asked or asked[k] != v}
+    if not changed:
+        return ""
+    was = {k: asked[k] for k in changed if k in asked}
+    text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
+    before = json.dumps(was, ensure_ascii=False, sort_keys=True)
+    return (
+        f"[the approver edited the arguments: the call ran with {_clipped(text)} "
+        f"instead of {_clipped(before)}]\n\n"
+    )
+
+
+def _clipped(text: str, limit: int = 2_000) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mainspring._arguments import clip
-from mainspring._decide import edited_note
-from mainspring._dispatch import Dispatcher
+from mainspring._dispatch import Dispatcher, edited_note
 from mainspring._frozen import maker
 from mainspring._json import JsonValue
 from mainspring.agent import Agent
