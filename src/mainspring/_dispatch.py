@@ -47,7 +47,7 @@ from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
-__all__ = ["Dispatcher", "Durability", "Judged", "edited_note"]
+__all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
 
 # Built for every call: made without calling the class (see mainspring._frozen.maker).
 _result_part = maker(ToolResultPart)
@@ -649,6 +649,10 @@ def _noted(output: ToolOutput, note: str) -> ToolOutput:
     return replace(output, content=note + output.content) if note else output
 
 
+EDITED_NOTE_START = "[the approver edited the arguments: "
+"""How the note of :func:`edited_note` starts (it ends with ``]`` and a blank line)."""
+
+
 def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
     """What the model is told before an approved call's result when edits changed its input.
 
@@ -663,8 +667,7 @@ def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
     text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
     before = json.dumps(was, ensure_ascii=False, sort_keys=True)
     return (
-        f"[the approver edited the arguments: the call ran with {_clipped(text)} "
-        f"instead of {_clipped(before)}]\n\n"
+        f"{EDITED_NOTE_START}the call ran with {_clipped(text)} instead of {_clipped(before)}]\n\n"
     )
 
 
