@@ -22,11 +22,12 @@ from mainspring import (
     ScriptedModel,
     ScriptedResponse,
     Session,
+    ToolInputError,
     ToolResult,
     TurnComplete,
     tool,
 )
-from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, _loads
+from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, _loads, parse_arguments
 from mainspring._results import ERROR_LIMIT
 from tests.helpers import send
 
@@ -138,3 +139,47 @@ JSONISH = st.text(alphabet=' \t\n\r{}[]",:0123456789.eE+-truefalsn\\u\ufeffx', m
 def test_the_argument_parser_reads_json_exactly_as_json_loads(body: str, tail: str) -> None:
     for raw in (body, body + tail, tail + body):
         assert _outcome(_loads, raw) == _outcome(json.loads, raw)
+
+
+# -- growth: parsing and validating arguments costs time linear in their size ----------------
+
+
+def _parse_and_validate(raw: str) -> None:
+    """What a call's arguments go through: the parser, then the tool's validation."""
+    parsed, error = parse_arguments("store", raw)
+    if error is None:
+        try:
+            store.parse(parsed)
+        except ToolInputError:
+            pass
+
+
+ARGUMENT_SHAPES: dict[str, Callable[[int], str]] = {
+    "one-long-string": lambda n: json.dumps({"data": "x" * n}),
+    "escaped-string": lambda n: json.dumps({"data": "\u00e9\n\\" * (n // 10)}),
+    "numbers": lambda n: json.dumps({"data": list(range(n // 7))}),
+    "small-objects": lambda n: json.dumps({"data": [{"k": i} for i in range(n // 10)]}),
+    "brackets-at-the-depth-limit": lambda n: (
+        '{"data": ' + "[" * MAX_ARGUMENT_DEPTH + "1," * (n // 2) + "1" + "]" * MAX_ARGUMENT_DEPTH
+        + "}"
+    ),
+    "nested-past-the-limit": lambda n: nested(n // 2),
+    "not-json": lambda n: "{" + '"a":' * (n // 4),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(ARGUMENT_SHAPES))
+def test_arguments_parse_and_validate_in_time_linear_in_their_size(shape: str) -> None:
+    from tests.growth import assert_linear
+
+    assert_linear(_parse_and_validate, ARGUMENT_SHAPES[shape])
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(unit=JSONISH.filter(bool))
+def test_any_repeated_argument_text_parses_in_linear_time(unit: str) -> None:
+    from tests.growth import assert_linear
+
+    assert_linear(_parse_and_validate, lambda n: unit * max(1, n // len(unit)))

@@ -369,3 +369,91 @@ def test_any_contract_loads_or_fails_with_a_pipeline_error_naming_a_real_line(
     assert stage.outputs  # a loaded contract always names an artifact
     for ref in stage.inputs:
         assert not ref.path.startswith(("/", "..")) and ref.layer in (3, 4)
+
+
+# -- growth: contracts near the 1 MiB cap parse in time linear in their size -----------------
+
+
+def contract_workspace(root: Path, shape: str, size: int) -> Path:
+    """The example workspace with stage contracts grown to about ``size`` bytes of ``shape``."""
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("output"))
+    first = root / "stages" / "01_research" / "CONTEXT.md"
+    second = root / "stages" / "02_draft" / "CONTEXT.md"
+
+    def grow(path: Path, marker: str, line: str, share: float = 1.0) -> None:
+        text = path.read_text()
+        count = int(size * share / len(line.encode()))
+        path.write_text(text.replace(marker, marker + line * count, 1))
+
+    if shape == "headings":
+        grow(first, "## Process\n", "## h\n### h\nh\n=\n")
+    elif shape == "outputs":
+        text = first.read_text()
+        items = "".join(f"- o{i}.md -> output/ - n\n" for i in range(size // 32))
+        first.write_text(text.replace("## Outputs\n", "## Outputs\n" + items, 1))
+    elif shape == "reference-inputs":
+        grow(second, "## Inputs\n", "- `_config/voice.md` - again\n")
+    elif shape == "folder-inputs":
+        text = first.read_text()
+        items = "".join(f"- o{i}.md\n" for i in range(size // 20))
+        first.write_text(text.replace("## Outputs\n", "## Outputs\n" + items, 1))
+        grow(second, "## Inputs\n", "- `stages/01_research/output/`\n", share=0.5)
+    elif shape == "process-text":
+        grow(first, "## Process\n", "Do *this*, then `that` [x](y).\n\n")
+    else:  # pragma: no cover
+        raise AssertionError(shape)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "headings",
+        "outputs",
+        "reference-inputs",
+        "folder-inputs",
+        "process-text",
+    ],
+)
+def test_contract_loading_grows_linearly_up_to_the_cap(tmp_path: Path, shape: str) -> None:
+    from tests.growth import assert_linear
+
+    def make(size: int) -> Path:
+        return contract_workspace(tmp_path / f"{shape}-{size}", shape, size)
+
+    assert_linear(load_workspace, make, rounds=1)  # (a large load takes seconds: one is enough)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=2,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(unit=st.lists(_PIECES, min_size=1, max_size=4).map(lambda lines: "\n".join(lines) + "\n"))
+def test_any_repeated_contract_shape_loads_in_linear_time(tmp_path: Path, unit: str) -> None:
+    from tests.growth import assert_linear
+
+    made: list[Path] = []
+
+    def make(size: int) -> Path:
+        root = tmp_path / f"unit-{len(made)}"
+        made.append(root)
+        shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("output"))
+        contract = root / "stages" / "01_research" / "CONTEXT.md"
+        contract.write_text(contract.read_text() + "\n" + unit * max(1, size // len(unit)))
+        return root
+
+    def load(root: Path) -> None:
+        try:
+            load_workspace(root)
+        except PipelineError:
+            pass
+
+    try:
+        assert_linear(load, make, rounds=1)
+    finally:
+        for root in made:
+            shutil.rmtree(root, ignore_errors=True)

@@ -625,3 +625,64 @@ def test_resources_swapped_after_discovery_are_refused(tmp_path: Path) -> None:
     (root / "s").symlink_to(tmp_path / "outside", target_is_directory=True)
     with pytest.raises(SkillPathError, match="passes a symlink"):
         catalog.read_resource("s", "guide.md")
+
+
+# --- growth: front matter of any shape parses in time linear in its size ---------------------
+
+FRONT_MATTER_SHAPES: dict[str, Callable[[int], str]] = {
+    "long-description": lambda n: skill_text("s", description="word " * (n // 5)),
+    "folded-description": lambda n: (
+        "---\nname: s\ndescription: >\n" + "  word word\n" * (n // 12) + "---\nbody\n"
+    ),
+    "quoted-escapes": lambda n: '---\nname: s\ndescription: "' + "ab\\n" * (n // 4) + '"\n---\nb\n',
+    "allowed-tools-list": lambda n: skill_text(
+        "s", **{"allowed-tools": "[" + "t, " * (n // 3) + "t]"}
+    ),
+    "allowed-tools-block": lambda n: (
+        "---\nname: s\ndescription: d\nallowed-tools:\n" + "  - tool\n" * (n // 9) + "---\nb\n"
+    ),
+    "comments": lambda n: "---\nname: s\ndescription: d\n" + "# c\n" * (n // 4) + "---\nbody\n",
+    "many-keys": lambda n: "---\nname: s\ndescription: d\n"
+    + "".join(f"k{i}: v\n" for i in range(n // 8)) + "---\nbody\n",
+    "long-body": lambda n: skill_text("s", body="line\n" * (n // 5)),
+    "unclosed": lambda n: "---\nname: s\ndescription: d\n" + "x: y\n" * (n // 5),
+}  # fmt: skip
+_BIG = SkillLimits(max_file_bytes=2_000_000, max_total_bytes=4_000_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(FRONT_MATTER_SHAPES))
+def test_front_matter_parses_in_time_linear_in_its_size(tmp_path: Path, shape: str) -> None:
+    from tests.growth import assert_linear
+
+    def make(size: int) -> Path:
+        root = tmp_path / str(size)
+        write(root, "s/SKILL.md", FRONT_MATTER_SHAPES[shape](size))
+        return root
+
+    def discover(root: Path) -> int:
+        catalog = SkillCatalog([root], limits=_BIG)
+        return len(catalog.skills) + len(catalog.diagnostics)
+
+    assert_linear(discover, make)
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(unit=yaml_ish.filter(lambda s: bool(s.strip())))
+def test_any_repeated_front_matter_shape_parses_in_linear_time(unit: str) -> None:
+    from tests.growth import assert_linear
+
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def make(size: int) -> Path:
+            root = Path(tmp) / str(size)
+            front = unit * max(1, size // len(unit.encode()))
+            write(root, "s/SKILL.md", f"---\nname: s\ndescription: d\n{front}\n---\nbody\n")
+            return root
+
+        def discover(root: Path) -> int:
+            catalog = SkillCatalog([root], limits=_BIG)
+            return len(catalog.skills) + len(catalog.diagnostics)
+
+        assert_linear(discover, make)

@@ -582,6 +582,47 @@ def test_fuzz_field_lines_yield_events_or_wire_format_error(
         assert isinstance(event, EVENT_TYPES)
 
 
+_FRAME = serialize_sse(TextDelta(text="x"))
+_GROWTH_SHAPES = {
+    "many-frames": lambda n: _FRAME * (n // len(_FRAME)),
+    "many-data-lines": lambda n: (
+        'event: text_delta\ndata: {"type":"text_delta",\n' + "data: \n" * (n // 7)
+        + 'data: "text":"x"}\n\n'
+    ),
+    "one-frame-in-1kb-chunks": lambda n: [
+        frame[i : i + 1024]
+        for frame in ['event: text_delta\ndata: {"type":"text_delta","text":"' + "x" * n + '"}\n\n']
+        for i in range(0, len(frame), 1024)
+    ],
+    "comments": lambda n: ":c\n" * (n // 3) + _FRAME,
+    "bytes-in-7-byte-chunks": lambda n: [
+        data[i : i + 7] for data in [(_FRAME * (n // len(_FRAME))).encode()]
+        for i in range(0, len(data), 7)
+    ],
+    "unterminated-lines": lambda n: "x" * n,
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(_GROWTH_SHAPES))
+def test_parsing_grows_linearly_with_the_stream(shape: str) -> None:
+    from tests.growth import assert_linear
+
+    assert_linear(lambda stream: _consume(parse_sse(stream)), _GROWTH_SHAPES[shape])
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(unit=st.lists(st.sampled_from(SSE_PIECES), min_size=1, max_size=8).map("".join))
+def test_any_repeated_stream_shape_parses_in_linear_time(unit: str) -> None:
+    from tests.growth import assert_linear
+
+    assert_linear(
+        lambda stream: _consume(parse_sse(stream)),
+        lambda n: unit * max(1, n // len(unit.encode())),
+    )
+
+
 def test_a_leading_bom_is_stripped_even_when_split_across_byte_chunks() -> None:
     frame = serialize_sse(TextDelta(text="x")).encode()
     assert list(parse_sse("\ufeff" + frame.decode())) == [TextDelta(text="x")]

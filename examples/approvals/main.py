@@ -64,7 +64,9 @@ async def main(model: Model) -> None:
 
     # 2. The approver lowers the amount: only a modifiable field can change.
     events = await collect(session.resume(pending.attempt_id, Approve(edits={"amount_usd": 100})))
-    print(f"approved with an edit -> {[e.content for e in events if e.type == 'tool_result']}")
+    # (an edited approval's result starts with a note of what ran: the last line is the tool's)
+    results = [e.content.splitlines()[-1] for e in events if e.type == "tool_result"]
+    print(f"approved with an edit -> {results}")
 
     # 3. A second decision for the same attempt is refused, never applied twice.
     try:

@@ -89,7 +89,8 @@ async def client(base_url: str, key: str) -> None:
             async for event in events_of(response):
                 kinds.append(event.type)
                 if isinstance(event, ToolResult):
-                    print(f"tool result: {event.content}")
+                    # (an edited approval's result starts with a note of what ran)
+                    print(f"tool result: {event.content.splitlines()[-1]}")
         print(f"events: {' '.join(kinds)}")
 
         again = await http.post(url, json={"decision": "approve"})

@@ -9,6 +9,10 @@ the action, and edits touch only modifiable fields and stay valid.
 
 from __future__ import annotations
 
+import json
+import math
+from typing import TYPE_CHECKING
+
 from mainspring._json import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import (
@@ -26,10 +30,15 @@ from mainspring.errors import (
     DecisionConflict,
     FieldNotModifiable,
     InputChanged,
+    InvalidEdits,
+    ToolInputError,
     UnknownAttempt,
 )
 from mainspring.events import PendingAction
 from mainspring.state import SessionState
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["check_regenerable", "validate_decision"]
 
@@ -143,9 +152,83 @@ def _edited_input(
             attempt_id=attempt_id,
             fields=bad,
         )
+    _check_finite(pending.name, decision.edits, attempt_id)
     if not decision.edits or pending.nested is not None:
         return pending.input  # a nested action's edits go to the nested run
     tool = agent.tool(pending.name)
     if tool is None:
         raise ApprovalError(f"tool {pending.name!r} is no longer available", attempt_id=attempt_id)
-    return tool.validate({**pending.input, **decision.edits})
+    edited = {**pending.input, **decision.edits}
+    fields = tuple(sorted(decision.edits))
+    if tool.input_model is not None:
+        _check_strict(tool.input_model, pending.name, edited, fields, attempt_id)
+    try:
+        return tool.validate(edited)
+    except ToolInputError as exc:
+        field = exc.field.split(".", 1)[0]
+        raise InvalidEdits(
+            f"the edits of {pending.name!r} are not valid: {exc}",
+            attempt_id=attempt_id,
+            tool=pending.name,
+            fields=(field,) if field in decision.edits else fields,
+        ) from None
+
+
+def _check_finite(name: str, edits: dict[str, JsonValue], attempt_id: str) -> None:
+    """Refuse ``NaN`` and ``±Infinity`` anywhere in the edits: JSON has no such number."""
+    for field, value in edits.items():
+        stack: list[object] = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                raise InvalidEdits(
+                    f"the edit of {field!r} of {name!r} holds {item!r}, which is not a number "
+                    "JSON can carry: send a finite number",
+                    attempt_id=attempt_id,
+                    tool=name,
+                    fields=(field,),
+                )
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+
+
+def _check_strict(
+    model: type[BaseModel],
+    name: str,
+    edited: dict[str, JsonValue],
+    fields: tuple[str, ...],
+    attempt_id: str,
+) -> None:
+    """Refuse an edit that only lenient coercion makes valid (``"35"`` or ``true`` for a number).
+
+    The edited input is validated as JSON in pydantic's strict mode (strings
+    stay strings, booleans booleans; an integer is still a number); an error
+    in a field that was not edited is left to the ordinary validation.
+    """
+    from pydantic import ValidationError
+
+    try:
+        text = json.dumps(edited, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEdits(
+            f"the edits of {name!r} are not JSON values: {exc}",
+            attempt_id=attempt_id,
+            tool=name,
+            fields=fields,
+        ) from None
+    try:
+        model.__pydantic_validator__.validate_json(text, strict=True)
+    except ValidationError as exc:
+        for error in exc.errors():
+            loc = error.get("loc") or ("",)
+            if str(loc[0]) in fields:
+                raise InvalidEdits(
+                    f"the edit of {str(loc[0])!r} of {name!r} is not valid: "
+                    f"{error.get('msg', 'invalid')} (edits are typed strictly: no strings "
+                    "or booleans for numbers, no numbers for strings)",
+                    attempt_id=attempt_id,
+                    tool=name,
+                    fields=(str(loc[0]),),
+                ) from None

@@ -13,6 +13,7 @@ caches of its own (verdicts, parsed arguments, live tool contexts).
 from __future__ import annotations
 
 import inspect
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -34,7 +35,7 @@ from mainspring._results import (
 )
 from mainspring.agent import Agent
 from mainspring.decisions import Decision, canonical_input_hash
-from mainspring.errors import ToolInputError
+from mainspring.errors import ToolError, ToolInputError
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
 from mainspring.guards import GuardReport, run_after, run_before
 from mainspring.hooks import call_auto_executed, call_hook
@@ -48,7 +49,7 @@ from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 if TYPE_CHECKING:
     from mainspring.cost import CostTracker
 
-__all__ = ["Dispatcher", "Durability", "Judged"]
+__all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
 
 # Built for every call: made without calling the class (see mainspring._frozen.maker).
 _result_part = maker(ToolResultPart)
@@ -219,15 +220,8 @@ class Dispatcher:
         nothing = self.unjudged(tool)
         if nothing is not None:
             return nothing
-        rules = self.agent.permissions
-        spent = self.state.auto_spent_usd
-        try:
-            if rules.can_use_tool is None:
-                verdict = evaluate_static(rules, tool, call.input, auto_spent=spent)
-            else:
-                verdict = await evaluate(rules, tool, call.input, auto_spent=spent)
-        except ToolInputError as exc:
-            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
+        verdict = await self._verdict(tool, call)
+        if verdict is None:
             return None
         if verdict.outcome == "deny":
             self.fail(call, f"permission denied: {verdict.reason}")
@@ -258,6 +252,21 @@ class Dispatcher:
             reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
             verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
         return verdict, report
+
+    async def _verdict(self, tool: Tool, call: Call) -> Verdict | None:
+        """The permission verdict; ``None`` when working it out gave the call an error result."""
+        assert call.input is not None
+        rules = self.agent.permissions
+        spent = self.state.auto_spent_usd
+        try:
+            if rules.can_use_tool is None:
+                return evaluate_static(rules, tool, call.input, auto_spent=spent)
+            return await evaluate(rules, tool, call.input, auto_spent=spent)
+        except ToolInputError as exc:
+            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
+        except ToolError as exc:  # its permission (a USD amount) failed on this input
+            self.fail(call, str(exc))
+        return None
 
     # ---------------------------------------------------------- the serial pass
 
@@ -439,6 +448,7 @@ class Dispatcher:
         hints: tuple[str, ...] = (),
         decision: Decision | None = None,
         suspended_on: PendingAction | None = None,
+        note: str = "",
     ) -> None:
         """Run one call and record its result; never raises except cancellation.
 
@@ -448,7 +458,8 @@ class Dispatcher:
         the nested action it answers).
 
         ``hints`` (and the hints of ``judged``'s guard report) are added to the
-        result the model sees, as an ``after`` guard's are.
+        result the model sees, as an ``after`` guard's are; ``note`` goes before
+        the result (what an approver's edits changed in the arguments that ran).
         """
         assert call.input is not None
         args = call.input
@@ -496,7 +507,7 @@ class Dispatcher:
             refreshed = await self.refresh(tool, turn, output)
             limit += len(refreshed.content) - len(output.content)  # each read had its own budget
             output = refreshed
-        self.record(call, output, limit)
+        self.record(call, _noted(output, note), limit + len(note))
         if write:
             await self._ledger(
                 WriteRecord(
@@ -641,3 +652,34 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
+
+
+def _noted(output: ToolOutput, note: str) -> ToolOutput:
+    """``output`` with ``note`` before its content (itself when there is no note)."""
+    return replace(output, content=note + output.content) if note else output
+
+
+EDITED_NOTE_START = "[the approver edited the arguments: "
+"""How the note of :func:`edited_note` starts (it ends with ``]`` and a blank line)."""
+
+
+def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
+    """What the model is told before an approved call's result when edits changed its input.
+
+    The model's own call still shows the arguments it asked for; this line
+    records the values that ran instead (``""`` when nothing changed), so the
+    transcript never claims the call ran as asked.
+    """
+    changed = {k: v for k, v in ran.items() if k not in asked or asked[k] != v}
+    if not changed:
+        return ""
+    was = {k: asked[k] for k in changed if k in asked}
+    text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
+    before = json.dumps(was, ensure_ascii=False, sort_keys=True)
+    return (
+        f"{EDITED_NOTE_START}the call ran with {_clipped(text)} instead of {_clipped(before)}]\n\n"
+    )
+
+
+def _clipped(text: str, limit: int = 2_000) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

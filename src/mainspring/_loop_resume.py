@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mainspring._arguments import clip
-from mainspring._dispatch import Dispatcher
+from mainspring._dispatch import Dispatcher, edited_note
 from mainspring._frozen import maker
 from mainspring._json import JsonValue
 from mainspring._results import truncate_result
@@ -165,7 +165,14 @@ class LoopResume:
                 dispatch.fail(call, problem)
             else:
                 await dispatch.execute(
-                    tool, call, turn, None, write=True, attempt=attempt_id, hints=hints
+                    tool,
+                    call,
+                    turn,
+                    None,
+                    write=True,
+                    attempt=attempt_id,
+                    hints=hints,
+                    note=edited_note(pending.input, final_input),
                 )
         if self.turn.status == "paused":  # the call (approved, or nested) waits on a nested run
             await dispatch.save(defer=True)

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from mainspring._dispatch import EDITED_NOTE_START
 from mainspring.agent import Agent
 from mainspring.cost import ModelPrice
 from mainspring.messages import Message
@@ -97,7 +98,7 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
         contact = results["lookup_contact"]
         if contact.is_error:
             return ScriptedResponse(text=f"I couldn't find that contact: {contact.content}")
-        account = json.loads(contact.content)["account"]
+        account = json.loads(_own_output(contact.content))["account"]
         request = next(m for m in reversed(messages) if m.role == "user")
         match = re.search(r"\$?(\d+(?:\.\d+)?)", request.text)
         amount = float(match.group(1)) if match else 0.0
@@ -114,7 +115,7 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
     if payment is None or payment.is_error:
         reason = payment.content if payment else "no payment was made"
         return ScriptedResponse(text=f"The payment did not go through: {reason}")
-    sent = json.loads(payment.content)
+    sent = json.loads(_own_output(payment.content))
     return ScriptedResponse(
         text=(
             f"Done: ${sent['amount_usd']:,.2f} is on its way. "
@@ -137,3 +138,10 @@ def demo_agent(*, balance_usd: float = 250.0, model: Model | None = None) -> Age
         # Illustrative prices, so the demo shows cost tracking at work.
         prices={"scripted-demo": ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
     )
+
+
+def _own_output(content: str) -> str:
+    """A result's text without the note an edited approval puts before it (see the engine)."""
+    if content.startswith(EDITED_NOTE_START):
+        return content.split("]\n\n", 1)[-1]
+    return content

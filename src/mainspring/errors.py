@@ -24,7 +24,8 @@ MainspringError
 │   ├── UnknownAttempt     (also a KeyError)
 │   ├── DecisionConflict   a second decision for one attempt
 │   ├── InputChanged       .expected .given: approved another input than the pending one
-│   └── FieldNotModifiable .fields
+│   ├── FieldNotModifiable .fields
+│   └── InvalidEdits       .fields: a badly typed or invalid edit (also a ToolInputError)
 ├── SessionBusy            a second run while one is active
 │   └── CallerBusy         (mainspring.engine) a second run of one caller, one run each
 ├── SessionClosed          a session used after aclose() (also a RuntimeError)
@@ -77,6 +78,7 @@ __all__ = [
     "DecisionConflict",
     "FieldNotModifiable",
     "InputChanged",
+    "InvalidEdits",
     "LeaseLost",
     "MainspringError",
     "McpStartupError",
@@ -265,6 +267,27 @@ class FieldNotModifiable(ApprovalError):
 
     def __init__(self, message: str, *, attempt_id: str, fields: tuple[str, ...]) -> None:
         super().__init__(message, attempt_id=attempt_id)
+        self.fields = fields
+
+
+class InvalidEdits(ApprovalError, ToolInputError):
+    """An approval's edits are not valid for the tool; nothing ran and the attempt stays open.
+
+    Edits are typed strictly: a boolean or a string where a number goes, a
+    number where a string goes, ``NaN`` or ``Infinity`` anywhere, are refused
+    (the model's arguments are coerced leniently; a person's edit is not).
+
+    Attributes:
+        fields: The edited fields at fault (all edited fields when it is not known which).
+    """
+
+    def __init__(
+        self, message: str, *, attempt_id: str, tool: str, fields: tuple[str, ...]
+    ) -> None:
+        MainspringError.__init__(self, message)
+        self.attempt_id = attempt_id
+        self.tool = tool
+        self.field = fields[0] if fields else ""
         self.fields = fields
 
 

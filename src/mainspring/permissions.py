@@ -21,7 +21,7 @@ from typing import Literal, TypeAlias
 
 from mainspring._frozen import dataclass
 from mainspring._json import JsonValue
-from mainspring.errors import ConfigError
+from mainspring.errors import ConfigError, ToolError
 from mainspring.events import Finding
 from mainspring.tools.define import Tool
 from mainspring.tools.policy import Permission, ToolInput, resolve_permission
@@ -229,7 +229,19 @@ def _default(
     rules: PermissionRules, tool: Tool, args: dict[str, JsonValue], *, auto_spent: float
 ) -> Verdict:
     name = tool.name
-    static, amount = resolve_permission(tool.policy, args)
+    try:
+        static, amount = resolve_permission(tool.policy, args)
+    except Exception as exc:  # the tool's own permission code, run on the model's input
+        raise ToolError(
+            f"the permission of {name!r} could not be resolved from its input "
+            f"({type(exc).__name__}: {exc}); check the arguments",
+            tool=name,
+        ) from exc
+    if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int | float)):
+        raise ToolError(
+            f"the USD amount of {name!r} is {type(amount).__name__}, not a number",
+            tool=name,
+        )
     if static is not None:
         outcome: Literal["run", "confirm"] = "run" if static == "auto" else "confirm"
         reason = "" if static == "auto" else f"{name!r} requires confirmation"

@@ -155,7 +155,7 @@ class SkillRunner:
                 and skill is not None
                 and skill.execution == "inline"
                 and skill.allowed_tools is not None
-                and str(kwargs.get("path", SKILL_FILE)) == SKILL_FILE
+                and catalog.is_instructions(str(kwargs.get("path", SKILL_FILE)))
             ):
                 ctx.cache[_ACTIVE] = (skill.name, skill.allowed_tools)
                 allowed = ", ".join(skill.allowed_tools) or "none"

@@ -149,7 +149,8 @@ async def test_a_confirm_tier_direct_call_pauses_until_the_caller_decides() -> N
         await engine.decide(ALICE, first.pending.attempt_id, Approve())
     done = await engine.decide(BOB, first.pending.attempt_id, Approve(edits={"qty": 2}))
     assert isinstance(done, ToolCallResult)
-    assert done.content == "ordered 2 of A1" and done.ran and ran == ["order A1 2"]
+    assert done.content.endswith("\n\nordered 2 of A1") and done.ran and ran == ["order A1 2"]
+    assert '{"qty": 2} instead of {"qty": 5}' in done.content  # the result says what ran
     with pytest.raises(UnknownAttempt):  # never applied twice
         await engine.decide(BOB, first.pending.attempt_id, Approve())
     assert await engine.pending(BOB) == ()

@@ -156,7 +156,10 @@ async def test_a_subagents_approval_pauses_the_host_and_its_decision_goes_throug
     done = await engine.decide(BOB, run.pending.attempt_id, Approve(edits={"title": "Hi"}))
     assert isinstance(done, AgentRun) and done.pending is None
     assert published == ["Hi"]
-    assert done.text == "host saw: after the decision: published 'Hi'"
+    assert done.text == (
+        "host saw: after the decision: [the approver edited the arguments: the call ran with "
+        '{"title": "Hi"} instead of {"title": "Hello"}]\n\npublished \'Hi\''
+    )
 
 
 async def test_a_rejected_nested_action_never_runs() -> None:

@@ -246,7 +246,9 @@ async def test_yes_approves_the_action_shown_and_edits_change_modifiable_fields(
         )
         stream = await events(client, user(edited, task_id=task_id, context_id=context_id))
         (result,) = [r for r in tool_events(stream, "tool_result") if r["name"] == "send_payment"]
-        assert json.loads(result["content"])["amount_usd"] == 15
+        note, _, output = result["content"].partition("]\n\n")  # what ran, then the output
+        assert note.startswith("[the approver edited the arguments")
+        assert json.loads(output)["amount_usd"] == 15
 
 
 @pytest.mark.parametrize(

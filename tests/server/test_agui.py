@@ -186,7 +186,9 @@ def test_resume_with_an_edit_of_a_modifiable_field(server: Served) -> None:
     entry = approve(interrupt_id, edits={"amount_usd": 7.0})
     after = events_of(server.alice.post("/v1/agui", json=resume_input(thread_id, entry)))
     result = next(e for e in after if isinstance(e, ToolCallResultEvent))
-    assert json.loads(str(result.content))["amount_usd"] == 7.0
+    note, _, output = str(result.content).partition("]\n\n")  # what ran, then the output
+    assert note.startswith("[the approver edited the arguments") and '"amount_usd": 7.0' in note
+    assert json.loads(output)["amount_usd"] == 7.0
 
 
 @pytest.mark.parametrize(

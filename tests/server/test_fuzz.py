@@ -78,3 +78,61 @@ def base() -> Any:
 
     with serving(create_app(demo_agent(), config(rate_per_minute=0))) as url:
         yield url
+
+
+# -- growth: a request body is parsed in time linear in its size ------------------------------
+
+
+def _body_parser() -> Any:
+    from pydantic import TypeAdapter
+
+    from mainspring.server._schemas import DecisionBody, MessageBody
+
+    decisions: TypeAdapter[Any] = TypeAdapter(DecisionBody)
+    messages: TypeAdapter[Any] = TypeAdapter(MessageBody)
+
+    def parse(body: bytes) -> object:
+        """What the routes run on a body: the JSON text, then the route's model."""
+        try:
+            data = json.loads(body)
+            adapter = decisions if isinstance(data, dict) and "decision" in data else messages
+            return adapter.validate_python(data)
+        except (ValueError, RecursionError):  # a 422 or 400 (the server answers so)
+            return None
+
+    return parse
+
+
+BODY_SHAPES: dict[str, Any] = {
+    "edits-many-fields": lambda n: json.dumps(
+        {"decision": "approve", "edits": {f"f{i}": i for i in range(n // 12)}}
+    ).encode(),
+    "edits-one-big-value": lambda n: json.dumps(
+        {"decision": "approve", "edits": {"rows": [{"a": [1, "x"]}] * (n // 20)}}
+    ).encode(),
+    "long-message-over-the-cap": lambda n: json.dumps({"message": "x" * n}).encode(),
+    "client-result": lambda n: json.dumps(
+        {"decision": "client_result", "content": "\u00e9" * (n // 8)}
+    ).encode(),
+    "not-json": lambda n: b'{"decision": "approve", "edits": ' + b"[1," * (n // 3),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BODY_SHAPES))
+def test_a_body_is_parsed_in_time_linear_in_its_size(shape: str) -> None:
+    from tests.growth import assert_linear
+
+    assert_linear(_body_parser(), BODY_SHAPES[shape])
+
+
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(value=json_values)
+def test_any_repeated_edit_value_parses_in_linear_time(value: Any) -> None:
+    from tests.growth import assert_linear
+
+    unit = len(json.dumps(value)) + 1
+
+    def make(n: int) -> bytes:
+        return json.dumps({"decision": "approve", "edits": {"v": [value] * (n // unit)}}).encode()
+
+    assert_linear(_body_parser(), make)

@@ -200,7 +200,9 @@ def test_approve_with_an_edit_runs_the_tool_with_the_edited_value(tab: Page, dem
     card.get_by_role("button", name="Approve").click()
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     result = page.locator(".tool[data-tool='send_payment'] .result").inner_text()
-    assert json.loads(result.removeprefix("→ "))["amount_usd"] == 45
+    note, _, output = result.removeprefix("→ ").partition("]\n\n")  # what ran, then the output
+    assert note.startswith("[the approver edited the arguments")
+    assert json.loads(output)["amount_usd"] == 45
     assert "Done: $45.00 is on its way." in page.locator(".msg.assistant").last.inner_text()
 
 

@@ -286,8 +286,15 @@ class _RawInput:
 
 
 def _input(
-    text: str, line: int, *, stage_rel: str, contract: Path, files: WorkspaceFiles
+    text: str,
+    line: int,
+    *,
+    stage_rel: str,
+    contract: Path,
+    files: WorkspaceFiles,
+    checked: set[str],
 ) -> _RawInput:
+    """One ``## Inputs`` item; a layer-3 file is checked once per contract (``checked``)."""
     tagged = _LAYER_ITEM.match(text)
     if tagged is not None:
         key, rest = _split_key(text[tagged.end() :])
@@ -310,13 +317,14 @@ def _input(
             path=contract,
             line=line,
         )
-    if layer == 3:
+    if layer == 3 and rel not in checked:
         try:
             found = files.read_bytes(rel)
         except PipelineError as exc:
             raise PipelineError(f"input {key!r}: {_bare(exc)}", path=contract, line=line) from None
         if found is None:
             raise PipelineError(f"input file {key!r} does not exist", path=contract, line=line)
+        checked.add(rel)  # (read once: listed on every line, it would cost a read per line)
     return _RawInput(rel, folder, layer, _note(rest), line)
 
 
@@ -386,8 +394,9 @@ def _parse(
         if name not in sections:
             raise PipelineError(f"missing section '## {name}'", path=path, line=1)
 
+    checked: set[str] = set()
     raw_inputs = [
-        _input(item, line, stage_rel=stage_rel, contract=path, files=files)
+        _input(item, line, stage_rel=stage_rel, contract=path, files=files, checked=checked)
         for item, line in _items(sections["Inputs"][1])
     ]
     out_line, out_tokens = sections["Outputs"]
@@ -495,6 +504,8 @@ def _check_working_inputs(stages: Sequence[tuple[Stage, list[_RawInput]]]) -> tu
     out: list[Stage] = []
     for stage, raw in stages:
         inputs: list[InputRef] = []
+        listed: set[str] = set()  # an input listed twice (or by file and folder) is read once
+        expanded: set[str] = set()
         for ref in raw:
             if ref.folder:
                 owner = owners.get(ref.path)
@@ -504,10 +515,14 @@ def _check_working_inputs(stages: Sequence[tuple[Stage, list[_RawInput]]]) -> tu
                         path=stage.contract,
                         line=ref.line,
                     )
-                inputs.extend(
-                    InputRef(owner.artifact_rel(o.name), 4, ref.note, ref.line)
-                    for o in owner.outputs
-                )
+                if ref.path in expanded:
+                    continue  # (expanding it again would cost its outputs once per line)
+                expanded.add(ref.path)
+                for o in owner.outputs:
+                    rel = owner.artifact_rel(o.name)
+                    if rel not in listed:
+                        listed.add(rel)
+                        inputs.append(InputRef(rel, 4, ref.note, ref.line))
                 continue
             if ref.layer == 4 and promised.get(ref.path, stage.number) >= stage.number:
                 raise PipelineError(
@@ -515,7 +530,9 @@ def _check_working_inputs(stages: Sequence[tuple[Stage, list[_RawInput]]]) -> tu
                     path=stage.contract,
                     line=ref.line,
                 )
-            inputs.append(InputRef(ref.path, ref.layer, ref.note, ref.line))
+            if ref.path not in listed:
+                listed.add(ref.path)
+                inputs.append(InputRef(ref.path, ref.layer, ref.note, ref.line))
         for o in stage.outputs:
             promised[stage.artifact_rel(o.name)] = stage.number
         owners[f"{stage.rel}/output"] = stage

@@ -6,8 +6,9 @@ discipline), and the file itself with ``O_NOFOLLOW | O_NONBLOCK``; what the
 opened handle is, is decided by ``fstat`` on it. A folder swapped for a
 symlink after discovery looked at it is met by the kernel's refusal, and a
 ``SKILL.md`` swapped for a FIFO or a device is refused without blocking on
-it. (The same discipline as ``mainspring.toolkits.confine``, which sits above
-skills in the layers.)
+it, and a file with more than one hard link (one name may lie outside the
+root) is refused on the opened handle. (The same discipline as
+``mainspring.toolkits.confine``, which sits above skills in the layers.)
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def read_under(root: Path, parts: Sequence[str], cap: int) -> bytes:
 
     Raises:
         Refused: a component is a symlink or not a folder, or the file is not a
-            regular file (a FIFO, a device, a folder).
+            regular file (a FIFO, a device, a folder) or has several hard links.
         OSError: the file cannot be opened or read.
     """
     if not parts:
@@ -79,6 +80,15 @@ def read_under(root: Path, parts: Sequence[str], cap: int) -> bytes:
         info = os.fstat(file_fd)
         if not stat.S_ISREG(info.st_mode):
             raise Refused(errno.EINVAL, f"{parts[-1]} is not a regular file", symlink=False)
+        if info.st_nlink > 1:
+            # Another name of the same file may lie outside the root (a hard link
+            # cannot be told from its original): refused on the handle, as opened.
+            raise Refused(
+                errno.EMLINK,
+                f"{parts[-1]} has {info.st_nlink} hard links; a file with more than one "
+                "name may be reachable from outside the skills root",
+                symlink=False,
+            )
         os.set_blocking(file_fd, True)
         chunks: list[bytes] = []
         left = cap + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -187,8 +188,9 @@ class SkillCatalog:
 
         Raises:
             SkillNotFound: no skill has this name.
-            SkillPathError: the path is absolute, has ``..``, passes a symlink, or is
-                missing, not a file, too large or not UTF-8.
+            SkillPathError: the path is absolute or climbs out of the skill's folder
+                (``..``), passes a symlink, or is missing, not a file, a file with
+                several hard links, too large or not UTF-8.
             ValueError: ``offset`` is negative or past the end, or ``limit`` < 1.
         """
         skill = self._skill(name)
@@ -202,6 +204,8 @@ class SkillCatalog:
             data = read_under(skill.root, below_root, self.limits.max_file_bytes)
         except Refused as exc:
             what = "passes a symlink" if exc.symlink else f"is not a file of skill {name!r}"
+            if exc.errno == errno.EMLINK and not exc.symlink:
+                what = f"is refused: {exc.strerror}"
             raise SkillPathError(
                 f"{relative_path!r} {what}", name=name, path=relative_path
             ) from None
@@ -226,22 +230,48 @@ class SkillCatalog:
         return _page(text, offset, limit)
 
     @staticmethod
+    def is_instructions(relative_path: str) -> bool:
+        """Whether ``relative_path`` names a skill's ``SKILL.md``, however it is spelled.
+
+        ``./SKILL.md`` and ``scripts/../SKILL.md`` name it as ``SKILL.md`` does:
+        reading any of them is reading the skill's instructions.
+        """
+        try:
+            return SkillCatalog._resource_parts("", relative_path) == (SKILL_FILE,)
+        except SkillPathError:
+            return False
+
+    @staticmethod
     def _resource_parts(name: str, relative_path: str) -> tuple[str, ...]:
+        """The path's components, normalized lexically (``.`` dropped, ``..`` applied).
+
+        A ``..`` is applied to the components before it, never resolved on disk:
+        the file is then opened by handles from the skill's folder down, so the
+        path can only name a file inside it; one that climbs above it is refused.
+        """
         pure = PurePosixPath(relative_path.replace("\\", "/"))
-        parts = tuple(p for p in pure.parts if p != ".")
+        parts: list[str] = []
+        escapes = False
+        for part in pure.parts:
+            if part == "..":
+                escapes = escapes or not parts
+                if parts:
+                    parts.pop()
+            elif part != ".":
+                parts.append(part)
         if (
             not parts
+            or escapes
             or "\x00" in relative_path
             or pure.is_absolute()
-            or ".." in parts
             or re.match(r"^[A-Za-z]:", relative_path)
         ):
             raise SkillPathError(
-                f"{relative_path!r} must be a path inside the skill's folder, without '..'",
+                f"{relative_path!r} must be a path inside the skill's folder",
                 name=name,
                 path=relative_path,
             )
-        return parts
+        return tuple(parts)
 
     def resident_block(self, *, max_bytes: int = 4_000, max_description_chars: int = 200) -> str:
         """A system-prompt block listing the skills, at most ``max_bytes`` UTF-8 bytes.

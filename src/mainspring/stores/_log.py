@@ -36,7 +36,7 @@ def decode_log(stream_id: str, records: Iterable[str | bytes | JsonValue]) -> li
                     events.append(event_from_json(record))
             else:
                 events.append(event_from_dict(record))
-        except (StoreError, ValidationError, ValueError, RecursionError) as exc:
+        except (StoreError, ValidationError, ValueError, TypeError, RecursionError) as exc:
             offset = len(events)
             raise CheckpointCorrupt(
                 f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",

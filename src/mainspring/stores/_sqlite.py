@@ -25,6 +25,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
+from mainspring.stores._private import make_private_file
 from mainspring.stores._wal import LOG_LIMIT, WalCheckpointer
 from mainspring.stores.base import SCHEMA_VERSION
 
@@ -241,7 +242,7 @@ def _connect(path: Path, driver: ModuleType, prepare: Prepare | None) -> sqlite3
     for up to :data:`BUSY_TIMEOUT` seconds.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_file(path)  # 0600 (its -wal and -shm take its mode), folders 0700
     except OSError as exc:
         raise StoreError(f"cannot open SQLite store {str(path)!r}: {exc}") from exc
     retrying = Retrying(

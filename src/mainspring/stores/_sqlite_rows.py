@@ -402,41 +402,71 @@ def compared_prefix(conn: sqlite3.Connection, job: Save, stored: int) -> int:
     sid = job.session_id
     limit = min(stored, len(job.messages))
     rows = conn.execute(
-        "SELECT data FROM mainspring_messages WHERE session_id = ? AND seq < ? ORDER BY seq",
+        "SELECT CAST(data AS BLOB) FROM mainspring_messages"
+        " WHERE session_id = ? AND seq < ? ORDER BY seq",
         (sid, limit),
     )
     for seq, (data,) in enumerate(rows):
-        if data != dumps(message_to_dict(job.messages[seq])):
+        # (as bytes: a damaged row differs, and is rewritten, instead of failing the save)
+        if data != dumps(message_to_dict(job.messages[seq])).encode("utf-8"):
             return seq
     return limit
 
 
 def load_state(conn: sqlite3.Connection, session_id: str) -> tuple[SessionState, str] | None:
+    """The stored state and its revision; ``None`` if there is no such session.
+
+    Every column is read as bytes (``CAST … AS BLOB``) and decoded here, strictly:
+    a row tampered with or damaged on disk (not UTF-8, not JSON, a number or a
+    blob where text belongs, the wrong shape) is a :class:`StoreError` naming
+    the session, never a ``TypeError`` or ``UnicodeDecodeError`` from deep
+    inside, and never a value quietly made up from it.
+    """
     with transaction(conn, write=False):  # one snapshot for the four reads
         row = conn.execute(
-            "SELECT header, revision FROM mainspring_sessions WHERE session_id = ?", (session_id,)
+            "SELECT CAST(header AS BLOB), CAST(revision AS BLOB) FROM mainspring_sessions"
+            " WHERE session_id = ?",
+            (session_id,),
         ).fetchone()
         if row is None:
             return None
         messages = conn.execute(
-            "SELECT data FROM mainspring_messages WHERE session_id = ? ORDER BY seq",
+            "SELECT CAST(data AS BLOB) FROM mainspring_messages WHERE session_id = ? ORDER BY seq",
             (session_id,),
         ).fetchall()
         decided = conn.execute(
-            "SELECT attempt_id, decision FROM mainspring_decisions WHERE session_id = ?",
+            "SELECT CAST(attempt_id AS BLOB), CAST(decision AS BLOB) FROM mainspring_decisions"
+            " WHERE session_id = ?",
             (session_id,),
         ).fetchall()
         writes = conn.execute(
-            "SELECT key, data FROM mainspring_writes WHERE session_id = ? ORDER BY key",
+            "SELECT CAST(key AS BLOB), CAST(data AS BLOB) FROM mainspring_writes"
+            " WHERE session_id = ? ORDER BY key",
             (session_id,),
         ).fetchall()
     try:
-        state = state_from_stored(json.loads(row[0]), ((str(k), json.loads(w)) for k, w in writes))
-        state.messages = [message_from_dict(json.loads(m)) for (m,) in messages]
-        state.decided = {str(a): str(d) for a, d in decided}
-    except CODEC_ERRORS as exc:
+        state = state_from_stored(
+            json.loads(_text(row[0], "header")),
+            ((_text(k, "write key"), json.loads(_text(w, "write"))) for k, w in writes),
+        )
+        state.messages = [message_from_dict(json.loads(_text(m, "message"))) for (m,) in messages]
+        state.decided = {_text(a, "attempt id"): _text(d, "decision") for a, d in decided}
+        revision = _text(row[1], "revision")
+    except (*CODEC_ERRORS, LookupError, AttributeError) as exc:
         raise StoreError(f"stored session {session_id!r} cannot be decoded: {exc}") from exc
-    return state, str(row[1])
+    return state, revision
+
+
+def _text(value: object, what: str) -> str:
+    """A column read as bytes, as text: strict UTF-8, else ``ValueError`` naming ``what``."""
+    if not isinstance(value, bytes):
+        raise TypeError(f"its {what} is {type(value).__name__}, not text")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"its {what} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
 
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ import anyio.to_thread
 
 from mainspring.embeddings import check_count
 from mainspring.errors import ArtifactNotFound, ConfigError, StoreError
+from mainspring.stores._private import DIR_MODE, FILE_MODE, make_private_dirs
 
 try:
     import obstore
@@ -143,13 +145,24 @@ class ArtifactStore:
         """
         self._store = store
         self.max_bytes = check_count("max_bytes", max_bytes)
+        self._local_root: Path | None = None
+        """The folder of a :meth:`local` store: what it writes there is made private."""
 
     @classmethod
     def local(cls, directory: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Self:
-        """Artifacts as files under ``directory`` (created if missing): the default."""
+        """Artifacts as files under ``directory`` (created if missing): the default.
+
+        Folders it creates have mode ``0700`` and the files it writes ``0600``:
+        artifacts are private to the user running the store.
+        """
         path = Path(directory).resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(LocalStore(path), max_bytes=max_bytes)
+        try:
+            make_private_dirs(path)
+        except OSError as exc:
+            raise StoreError(f"cannot create the artifact folder {str(path)!r}: {exc}") from exc
+        store = cls(LocalStore(path), max_bytes=max_bytes)
+        store._local_root = path
+        return store
 
     @classmethod
     def memory(cls, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Self:
@@ -229,6 +242,8 @@ class ArtifactStore:
         try:
             await _run(obstore.put, self._store, ref.key, blob)
             await _run(obstore.put, self._store, ref.key + ".json", description)
+            if self._local_root is not None:
+                await _run(_make_private, self._local_root, ref.key)
         except Exception as exc:
             raise StoreError(f"storing artifact {ref.uri} failed: {exc}") from exc
         return ref
@@ -362,6 +377,21 @@ class ArtifactStore:
 
 async def _run(fn: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args))
+
+
+def _make_private(root: Path, key: str) -> None:
+    """The folders of ``key`` under ``root`` ``0700``, its file and description ``0600``.
+
+    (The object store writes with the process umask; the root itself is
+    ``0700`` when the store made it, so nothing was reachable meanwhile.)
+    """
+    parts = key.split("/")
+    folder = root
+    for part in parts[:-1]:
+        folder = folder / part
+        os.chmod(folder, DIR_MODE)
+    for name in (parts[-1], parts[-1] + ".json"):
+        os.chmod(folder / name, FILE_MODE)
 
 
 def _get_bytes(store: ObjectStore, key: str) -> bytes:

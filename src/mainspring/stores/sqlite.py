@@ -47,6 +47,7 @@ from collections.abc import Collection, Sequence
 from typing import Self, cast
 
 from mainspring.codec import encode, event_to_dict
+from mainspring.errors import CheckpointCorrupt
 from mainspring.events import Event
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores._log import decode_log
@@ -192,11 +193,23 @@ class SQLiteCheckpointStore:
         return await self._db.run_inline(self._load, stream_id, self._clock())
 
     def _load(self, conn: sqlite3.Connection, stream_id: str, now: float) -> list[Event]:
-        rows: list[tuple[int, str, float]] = conn.execute(
-            "SELECT seq, data, updated_at FROM mainspring_checkpoints"
-            " WHERE stream_id = ? ORDER BY seq",
-            (stream_id,),
-        ).fetchall()
+        rows: list[tuple[int, bytes, float]] = []
+        for index, (seq, data, updated_at) in enumerate(
+            conn.execute(
+                "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
+                " WHERE stream_id = ? ORDER BY seq",
+                (stream_id,),
+            )
+        ):
+            if not isinstance(seq, int) or not isinstance(updated_at, int | float):
+                # (a row tampered with: its time decides expiry, so nothing is replayed)
+                raise CheckpointCorrupt(
+                    f"checkpoint of stream {stream_id!r} is corrupt: row {index} has "
+                    f"{type(seq).__name__} seq and {type(updated_at).__name__} time",
+                    stream_id=stream_id,
+                    offset=0,
+                )
+            rows.append((seq, data, updated_at))
         if not rows:
             return []
         ttl = self._ttl

@@ -515,10 +515,14 @@ def _item(row: Row, score: float) -> MemoryItem:
         decoded: dict[str, JsonValue] = json.loads(meta)
         if not isinstance(decoded, dict):
             raise TypeError(f"meta is a {type(decoded).__name__}, not an object")
+        if not isinstance(text, str):
+            raise TypeError(f"text is {type(text).__name__}, not text")
+        if not isinstance(created_at, int | float):
+            raise TypeError(f"created_at is {type(created_at).__name__}, not a number")
     except CODEC_ERRORS as exc:
         raise StoreError(f"stored memory {item_id!r} cannot be decoded: {exc}") from exc
     return MemoryItem(
-        id=str(item_id), text=str(text), score=score, meta=decoded, created_at=float(created_at)
+        id=str(item_id), text=text, score=score, meta=decoded, created_at=float(created_at)
     )
 
 
