@@ -104,7 +104,7 @@ async def test_images_in_a_result_are_bounded_in_number_and_bytes(tmp_path: Path
         out = await manager.call_tool("s", "pictures", {})
     assert not out.is_error
     assert len(out.images) == MAX_IMAGES
-    assert all(base64.b64decode(image.data) == b"p" * 100 for image in out.images)
+    assert all(base64.b64decode(image.data or "") == b"p" * 100 for image in out.images)
     assert out.content.endswith(
         "[4 image(s) not shown: image/png of 100 bytes, image/png of 100 bytes, "
         "image/png of 100 bytes, image/png of 100 bytes; a result shows at most "
@@ -120,6 +120,6 @@ async def test_images_past_the_byte_limit_are_named_not_kept(tmp_path: Path) -> 
     async with McpClientManager([config]) as manager:
         out = await manager.call_tool("s", "pictures", {})
         small = await manager.call_tool("s", "pictures", {})  # the manager carries on
-    assert [len(base64.b64decode(image.data)) for image in out.images] == [third, third, 10]
+    assert [len(base64.b64decode(image.data or "")) for image in out.images] == [third, third, 10]
     assert f"[1 image(s) not shown: image/png of {over} bytes; " in out.content
     assert len(small.images) == 3
