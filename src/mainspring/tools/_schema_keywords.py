@@ -60,7 +60,12 @@ def search(pattern: str, text: str) -> bool:
 @lru_cache(maxsize=64)
 def _matcher(pattern: str) -> Callable[[str], object]:
     if re2_available():
-        return compile_re2(pattern).search  # type: ignore[no-any-return]
+        search = compile_re2(pattern).search
+
+        def over_utf8(text: str) -> object:  # RE2's str wrapper costs 3x its bytes search
+            return search(text.encode("utf-8", "surrogatepass"))
+
+        return over_utf8
     return re.compile(pattern).search
 
 
