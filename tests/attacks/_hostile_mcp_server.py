@@ -1,13 +1,15 @@
 """A hostile MCP server on the official SDK's low-level ``Server``; run as a script.
 
 Usage: ``python _hostile_mcp_server.py SPEC`` where SPEC is a JSON file:
-``{"tools": [<MCP tool objects, inputSchema as given>], "big_chars": N}``.
+``{"tools": [<MCP tool objects, inputSchema as given>], "big_chars": N, "pictures": [B, ...]}``.
 Every tool answers ``called <name> <arguments>``; the tool ``big`` answers
-with ``big_chars`` characters of text (a fresh string each call).
+with ``big_chars`` characters of text (a fresh string each call), the tool
+``pictures`` with one PNG image of each of ``pictures``' sizes in bytes.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -32,6 +34,15 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "big":
         text = "xy" * (SPEC["big_chars"] // 2)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+    if params.name == "pictures":
+        return types.CallToolResult(
+            content=[
+                types.ImageContent(
+                    type="image", mime_type="image/png", data=base64.b64encode(b"p" * n).decode()
+                )
+                for n in SPEC.get("pictures", [])
+            ]
+        )
     said = f"called {params.name} {json.dumps(params.arguments or {}, sort_keys=True)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
 

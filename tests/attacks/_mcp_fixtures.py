@@ -18,11 +18,17 @@ HOSTILE = str(Path(__file__).with_name("_hostile_mcp_server.py"))
 
 
 def hostile(
-    tmp_path: Path, name: str, tools: list[dict[str, Any]], *, big_chars: int = 0, **kw: Any
+    tmp_path: Path,
+    name: str,
+    tools: list[dict[str, Any]],
+    *,
+    big_chars: int = 0,
+    pictures: tuple[int, ...] = (),
+    **kw: Any,
 ) -> McpServerConfig:
     """A config starting ``_hostile_mcp_server.py`` (the official SDK) listing ``tools``."""
     spec = tmp_path / f"{name}.json"
-    spec.write_text(json.dumps({"tools": tools, "big_chars": big_chars}))
+    spec.write_text(json.dumps({"tools": tools, "big_chars": big_chars, "pictures": pictures}))
     return McpServerConfig(name=name, command=sys.executable, args=(HOSTILE, str(spec)), **kw)
 
 

@@ -10,6 +10,7 @@ tracemalloc (deterministic), not with a clock.
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import tracemalloc
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from mainspring.mcp import McpClientManager
-from mainspring.mcp._results import result_size
+from mainspring.mcp._results import MAX_IMAGE_BYTES, MAX_IMAGES, result_size
 from mainspring.stores.artifacts import ArtifactStore
 from tests.attacks._mcp_fixtures import hostile, tool
 
@@ -94,3 +95,31 @@ async def test_a_small_result_is_kept_whole(tmp_path: Path) -> None:
     assert raw.complete
     assert raw.size == len(out.content)
     assert raw.result.content[0].text == out.content  # type: ignore[union-attr]
+
+
+async def test_images_in_a_result_are_bounded_in_number_and_bytes(tmp_path: Path) -> None:
+    many = (100,) * (MAX_IMAGES + 4)
+    config = hostile(tmp_path, "s", [tool("pictures", OBJ)], pictures=many)
+    async with McpClientManager([config]) as manager:
+        out = await manager.call_tool("s", "pictures", {})
+    assert not out.is_error
+    assert len(out.images) == MAX_IMAGES
+    assert all(base64.b64decode(image.data or "") == b"p" * 100 for image in out.images)
+    assert out.content.endswith(
+        "[4 image(s) not shown: image/png of 100 bytes, image/png of 100 bytes, "
+        "image/png of 100 bytes, image/png of 100 bytes; a result shows at most "
+        f"{MAX_IMAGES} images and {MAX_IMAGE_BYTES} bytes of images]"
+    )
+
+
+async def test_images_past_the_byte_limit_are_named_not_kept(tmp_path: Path) -> None:
+    third = MAX_IMAGE_BYTES // 3
+    over = MAX_IMAGE_BYTES - 2 * third + 1
+    sizes = (third, third, over, 10)  # the third overflows by a byte; the small one still fits
+    config = hostile(tmp_path, "s", [tool("pictures", OBJ)], pictures=sizes, output_budget=1000)
+    async with McpClientManager([config]) as manager:
+        out = await manager.call_tool("s", "pictures", {})
+        small = await manager.call_tool("s", "pictures", {})  # the manager carries on
+    assert [len(base64.b64decode(image.data or "")) for image in out.images] == [third, third, 10]
+    assert f"[1 image(s) not shown: image/png of {over} bytes; " in out.content
+    assert len(small.images) == 3

@@ -1,7 +1,9 @@
 """A server tool's result as a mainspring tool output; its progress as ``tool_progress``.
 
 Nothing a server sends is trusted: text is cut to the server's output budget
-with the full size reported, progress numbers are clamped and messages
+with the full size reported, images are bounded in number
+(:data:`MAX_IMAGES`) and in bytes (:data:`MAX_IMAGE_BYTES`) with the
+dropped ones named in the text, progress numbers are clamped and messages
 shortened. The latest results are kept for audit (:class:`Audit`), bounded:
 a result larger than ``audit_chars`` is kept cut to that size, and goes
 whole to the artifact store when the manager has one.
@@ -34,6 +36,8 @@ except ImportError as exc:
     raise ImportError('McpClientManager needs: pip install "mainspring[mcp]"') from exc
 
 __all__ = [
+    "MAX_IMAGES",
+    "MAX_IMAGE_BYTES",
     "Audit",
     "Progress",
     "RawResult",
@@ -50,6 +54,11 @@ Progress: TypeAlias = Callable[[str, "float | None"], None]
 """Receives a call's progress: a message and a percentage when known."""
 
 _PROGRESS_MESSAGE_CHARS = 500
+
+MAX_IMAGES = 8
+"""The most images one MCP tool result hands the model; the others are named in its text."""
+MAX_IMAGE_BYTES = 10_000_000
+"""The most image data (decoded bytes) one MCP tool result hands the model, all images together."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,12 +204,21 @@ def output_of(
     """The output the model sees, and whether its text was cut to ``budget``.
 
     A cut text ends with its full size and ``note`` (where the rest is).
+    Images past :data:`MAX_IMAGES` or :data:`MAX_IMAGE_BYTES` are dropped
+    and named at the end of the text (after any cut, so the model sees it).
     """
     texts: list[str] = []
     images: list[ImagePart] = []
+    dropped: list[str] = []
+    image_bytes = 0
     for block in result.content:
         if isinstance(block, mcp_types.ImageContent):
-            images.append(ImagePart(media_type=block.mime_type, data=block.data))
+            size = _decoded_size(block.data)
+            if len(images) < MAX_IMAGES and image_bytes + size <= MAX_IMAGE_BYTES:
+                images.append(ImagePart(media_type=block.mime_type, data=block.data))
+                image_bytes += size
+            else:
+                dropped.append(f"{block.mime_type[:100]} of {size} bytes")
         elif isinstance(block, mcp_types.ResourceLink) and resources:
             texts.append(
                 f"[resource link: {block.uri} ({block.name[:100]}); "
@@ -214,8 +232,21 @@ def output_of(
     truncated = len(text) > budget
     if truncated:
         text = text[:budget] + f"\n[truncated: showing {budget} of {len(text)} characters; {note}]"
+    if dropped:
+        named = ", ".join(dropped[:5]) + (
+            f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+        )
+        text += (
+            f"\n[{len(dropped)} image(s) not shown: {named}; a result shows at most "
+            f"{MAX_IMAGES} images and {MAX_IMAGE_BYTES} bytes of images]"
+        )
     output = ToolOutput(content=text, is_error=bool(result.is_error), images=tuple(images))
     return output, truncated
+
+
+def _decoded_size(data: str) -> int:
+    """The bytes a base64 string decodes to (not decoded: the string may be large)."""
+    return len(data) * 3 // 4 - len(data[-2:]) + len(data[-2:].rstrip("="))
 
 
 def progress_callback(report: Progress | None) -> ProgressFnT:

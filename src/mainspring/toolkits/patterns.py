@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import AnyStr, Literal, Protocol, TypeVar, cast
 
 from mainspring.toolkits.confine import WorkspaceError
+from mainspring.tools._regex import RegexRefused, compile_re2, re2_available
 
 __all__ = [
     "MAX_GLOB_CHARS",
@@ -120,11 +121,7 @@ class PathGlob:
 
 def engine() -> Engine:
     """``"re2"`` when ``google-re2`` is importable here, else ``"re"``."""
-    try:
-        import re2  # noqa: F401  # lazy: only a search needs it
-    except ImportError:
-        return "re"
-    return "re2"
+    return "re2" if re2_available() else "re"
 
 
 def compile_pattern(pattern: str, *, ignore_case: bool = False, using: Engine) -> LinePattern:
@@ -202,19 +199,12 @@ def _compile(
     source: str, *, ignore_case: bool, using: Engine, what: str
 ) -> _Compiled[bytes] | _Compiled[str]:
     if using == "re2":
-        import re2  # lazy: only a search needs it
-
-        options = re2.Options()
-        options.max_mem = _RE2_MAX_MEM
-        options.case_sensitive = not ignore_case
-        options.log_errors = False  # the error is raised, not written to stderr
         try:
-            compiled: _Compiled[bytes] = re2.compile(source, options)
-        except re2.error as exc:
-            reason = exc.args[0] if exc.args else exc
-            if isinstance(reason, bytes):
-                reason = reason.decode("utf-8", errors="replace")
-            raise WorkspaceError(f"invalid search {what} for RE2: {reason}", path=".") from None
+            compiled: _Compiled[bytes] = compile_re2(
+                source, ignore_case=ignore_case, max_mem=_RE2_MAX_MEM
+            )
+        except RegexRefused as exc:
+            raise WorkspaceError(f"invalid search {what} for RE2: {exc.reason}", path=".") from None
         return compiled
     try:
         return re.compile(source, re.IGNORECASE if ignore_case else 0)

@@ -12,6 +12,13 @@ arguments are checked. A schema that cannot be compiled raises
 left out when it is listed); :func:`compile_or_unusable` keeps the reason
 instead, for a tool built directly, so its calls become error results.
 
+Every regular expression the schema can reach (``pattern``, the keys of
+``patternProperties``) is checked here too and matched on RE2 when it is
+installed (:mod:`mainspring.tools._schema_keywords`): a pattern longer than
+1000 characters, one RE2 cannot compile (a backreference, lookaround) or,
+without RE2, one whose shape backtracks exponentially on Python's ``re``,
+makes the schema refused.
+
 The compiled :class:`CompiledSchema` validates arguments without building a
 validator per call, and its failures are always :class:`ToolInputError`.
 """
@@ -23,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mainspring.errors import ConfigError, ToolInputError
+from mainspring.tools._schema_keywords import pattern_problem, validator_class
 
 if TYPE_CHECKING:
     from referencing import Resource
@@ -112,7 +120,7 @@ def compile_schema(
             f"{owner} has an invalid {kind}: a JSON object, not {type(schema).__name__}"
         )
     dialect = _dialect(schema, f"{owner} has an {kind}")
-    cls = jsonschema.validators.validator_for({"$schema": dialect})
+    cls = validator_class(jsonschema.validators.validator_for({"$schema": dialect}))
     key = _key(schema)
     if key is not None and key in _COMPILED:  # checked already: the meta-schema check is slow
         return CompiledSchema(schema, cls(schema, registry=_registry()), dialect)
@@ -123,6 +131,10 @@ def compile_schema(
         validator.is_valid({})  # a root that refers to itself for ever fails here
     except jsonschema.exceptions.SchemaError as exc:
         raise ConfigError(f"{owner} has an invalid {kind}: {exc.message}") from None
+    except _BadPattern as exc:
+        raise ConfigError(
+            f"{owner} has an {kind} that was refused: pattern {exc.pattern[:100]!r} {exc.problem}"
+        ) from None
     except (_Refused, _unresolvable()) as exc:
         ref = str(getattr(exc, "ref", ""))
         raise ConfigError(
@@ -179,7 +191,10 @@ def _dialect(schema: Mapping[str, Any] | bool, subject: str) -> str:
 
 
 def _check_references(schema: Mapping[str, Any] | bool, dialect: str) -> None:
-    """Resolve every reference the schema can reach, now (raises ``Unresolvable``)."""
+    """Resolve every reference the schema can reach, now, and check its patterns.
+
+    Raises ``_Refused`` (a reference that does not resolve) or ``_BadPattern``.
+    """
     from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]  # no py.typed
     from referencing.jsonschema import specification_with
 
@@ -196,6 +211,7 @@ def _check_references(schema: Mapping[str, Any] | bool, dialect: str) -> None:
             continue
         seen.add(id(contents))
         if isinstance(contents, Mapping):
+            _check_patterns(contents)
             for keyword in _REF_KEYWORDS:
                 ref = contents.get(keyword)
                 if not isinstance(ref, str):
@@ -221,6 +237,24 @@ def _nodes(value: object) -> Iterator[object]:
         elif isinstance(node, list):
             yield node
             stack.extend(node)
+
+
+def _check_patterns(subschema: Mapping[str, Any]) -> None:
+    pattern = subschema.get("pattern")
+    patterns = [pattern] if isinstance(pattern, str) else []
+    keyed = subschema.get("patternProperties")
+    if isinstance(keyed, Mapping):
+        patterns += [p for p in keyed if isinstance(p, str)]
+    for each in patterns:
+        if problem := pattern_problem(each):
+            raise _BadPattern(each, problem)
+
+
+class _BadPattern(Exception):
+    def __init__(self, pattern: str, problem: str) -> None:
+        super().__init__(pattern)
+        self.pattern = pattern
+        self.problem = problem
 
 
 class _Refused(Exception):
