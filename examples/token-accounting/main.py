@@ -95,7 +95,10 @@ async def main(model: Model, out: Path) -> None:
         memory=memory,
         tools=[order_history],
         prices=PRICES,
-        context=ContextOptions(accounting=Accounting(sinks=[kept, JsonlSink(session_file)])),
+        context=ContextOptions(
+            memory_scope="default",  # the shared scope remember() wrote to (default: per caller)
+            accounting=Accounting(sinks=[kept, JsonlSink(session_file)]),
+        ),
     )
     session = Session(agent)
     async for _ in session.send("How did Ada's orders go?"):

@@ -751,7 +751,7 @@ def test_processes_racing_for_a_decision_have_one_winner_each(tmp_path: Path) ->
     finally:
         for proc in procs:  # communicate() also closes the pipes a failure would leak
             proc.kill()
-            proc.communicate()
+            proc.communicate(timeout=30)
     assert [proc.returncode for proc in procs] == [0] * 4, outputs
     wins = [out.split() for out, _ in outputs]
     for i in range(5):
