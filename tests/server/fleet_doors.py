@@ -3,13 +3,17 @@
 Each door posts to one worker and reads the whole stream, returning what a
 client saw: the status, the terminal events counted, whether the stream
 ended (or the connection broke: a killed worker), and the REST stream's last
-event id for a reconnect. A door never judges; the test does.
+event id for a reconnect. Beside them: the signed engine route, the direct
+call in process (:class:`Direct`) and the MCP server's calls and approval
+retries. A door never judges; the test does.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -198,3 +202,107 @@ async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> 
         return seen
     seen.status, seen.body, seen.ended = response.status_code, response.text, True
     return seen
+
+
+# ----------------------------------------------------------- the direct call
+
+
+@dataclass
+class Direct:
+    """The direct-call door: ``Engine.tool_call`` in this process, on the fleet's stores.
+
+    The same engine (name, tools, rules) as the workers serve, its paused calls
+    and spend in the stores they share, called as the same caller the signed
+    requests are: a call paused here is decided on a worker and the other way
+    round, and the auto-spend cap counts both doors. Its answers are what the
+    signed route would have answered (``body``: the route's JSON).
+    """
+
+    engine: Any
+    caller: Any
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        """Call ``tool`` directly."""
+        from mainspring.engine.remote import result_to_dict
+
+        seen = Seen("rest", f"direct:/v1/engine/tools/{tool}/call", streamed=False)
+        result = await self.engine.tool_call(self.caller, tool, arguments)
+        seen.status, seen.body, seen.ended = 200, json.dumps(result_to_dict(result)), True
+        return seen
+
+    async def decide(self, attempt: str, approve: bool) -> Seen:
+        """Decide a paused call (of any door): 200, or 404/409 as the route would say."""
+        from mainspring.decisions import Approve, Reject
+        from mainspring.errors import DecisionConflict, UnknownAttempt
+
+        seen = Seen("rest", f"direct:/v1/engine/decisions/{attempt}", streamed=False)
+        try:
+            await self.engine.decide(self.caller, attempt, Approve() if approve else Reject("no"))
+        except UnknownAttempt as exc:  # another door took it
+            seen.status, seen.body = 404, str(exc)
+        except DecisionConflict as exc:
+            seen.status, seen.body = 409, str(exc)
+        else:
+            seen.status = 200
+        seen.ended = True
+        return seen
+
+
+@asynccontextmanager
+async def direct(fields: dict[str, Any], key_id: str) -> AsyncIterator[Direct]:
+    """The fleet's engine in this process on the stores of ``fields``, called as ``key_id``."""
+    from mainspring.principals import Caller
+    from mainspring.stores.records import shared_records
+    from mainspring.stores.urls import open_stores
+    from tests.server.fleet_agent import engine
+
+    stores = await open_stores(
+        fields.get("store"),
+        sessions=fields.get("sessions"),
+        checkpoints=fields.get("checkpoints"),
+        locks=fields.get("locks"),
+    )
+    try:
+        served = engine()
+        records = shared_records(stores.sessions, stores.locks)
+        assert records is not None
+        served.share(records)  # as the server does with its engine
+        served.spend_store = stores.sessions
+        yield Direct(served, Caller(key_id, kind="engine"))
+    finally:
+        await stores.aclose()
+
+
+# ------------------------------------------------------------- the MCP server
+
+
+def mcp_text(result: Any) -> str:
+    """The text of an MCP tool result."""
+    import mcp_types as mt
+
+    return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
+
+
+async def mcp_call(session: Any, tool: str, arguments: dict[str, Any]) -> str | None:
+    """Call ``tool``: ``None`` when it ran, the request state when it needs a decision."""
+    import mcp_types as mt
+
+    first = await session.call_tool(tool, arguments, allow_input_required=True)
+    if isinstance(first, mt.InputRequiredResult):
+        assert first.request_state is not None
+        return str(first.request_state)
+    assert not first.is_error, mcp_text(first)
+    return None
+
+
+async def mcp_retry(
+    session: Any, tool: str, arguments: dict[str, Any], state: str, approve: bool
+) -> str:
+    """The retry of an ``input_required`` round with the user's answer: its text."""
+    import mcp_types as mt
+
+    answer = mt.ElicitResult(action="accept", content={"approve": approve})
+    result = await session.call_tool(
+        tool, arguments, input_responses={"mainspring_approval": answer}, request_state=state
+    )
+    return mcp_text(result)
