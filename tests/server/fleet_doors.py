@@ -20,13 +20,29 @@ from typing import Any, Literal
 import httpx
 from ag_ui.core import ResumeEntry, RunAgentInput
 
-Door = Literal["rest", "aisdk", "agui"]
+Door = Literal["rest", "aisdk", "agui", "a2a"]
 DOORS: tuple[Door, ...] = ("rest", "aisdk", "agui")
+"""The doors a turn or a decision on a session's pending action goes through."""
+TURN_DOORS: tuple[Door, ...] = (*DOORS, "a2a")
+"""The doors a conversation's turn goes through (an A2A context is its own session)."""
 Kind = Literal["approve", "reject", "client"]
 
 REST_TERMINALS = frozenset({"turn_complete", "error"})
 AISDK_TERMINALS = frozenset({"finish", "error"})
 AGUI_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+A2A_TERMINALS = frozenset(
+    {
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+        "error",
+    }
+)
+"""A2A task states a stream ends on (its last status), and a JSON-RPC error."""
+A2A_INTERNAL_ERROR = -32603
 CLIENT_CONTENT = "signed by the wallet"
 
 
@@ -52,14 +68,19 @@ class Seen:
     @property
     def terminals(self) -> int:
         """How many terminal events the stream carried."""
-        ends = {"rest": REST_TERMINALS, "aisdk": AISDK_TERMINALS, "agui": AGUI_TERMINALS}
+        ends = {
+            "rest": REST_TERMINALS,
+            "aisdk": AISDK_TERMINALS,
+            "agui": AGUI_TERMINALS,
+            "a2a": A2A_TERMINALS,
+        }
         return sum(kind in ends[self.door] for kind in self.kinds)
 
     @property
     def last_is_terminal(self) -> bool:
         """The last event is a terminal one."""
         return self.terminals > 0 and self.kinds[-1] in (
-            REST_TERMINALS | AISDK_TERMINALS | AGUI_TERMINALS
+            REST_TERMINALS | AISDK_TERMINALS | AGUI_TERMINALS | A2A_TERMINALS
         )
 
 
@@ -80,6 +101,8 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
             seen.kinds.append(line[7:])
         elif line.startswith("data: ") and seen.door == "rest":
             seen.last_data = line[6:]
+        elif line.startswith("data: ") and seen.door == "a2a":
+            _a2a_event(seen, line[6:])
         elif line.startswith("data: ") and seen.door != "rest":
             data = line[6:]
             if data == "[DONE]":
@@ -91,9 +114,35 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
     seen.ended = True
 
 
-async def stream(client: httpx.AsyncClient, seen: Seen, method: str, body: Any = None) -> Seen:
+def _a2a_event(seen: Seen, data: str) -> None:
+    """One JSON-RPC answer of an A2A stream: its kind is the task state it reports."""
+    answer = json.loads(data)
+    if "error" in answer:
+        seen.kinds.append("error")
+        seen.last_data = data
+        if answer["error"].get("code") == A2A_INTERNAL_ERROR:  # what a 500 is in JSON-RPC
+            seen.status, seen.body = 500, data
+        return
+    result = answer.get("result", {})
+    update = result.get("statusUpdate") or result.get("task")
+    if update is None:
+        seen.kinds.append("artifact")
+        return
+    kind = str(update.get("status", {}).get("state"))
+    seen.kinds.append(kind)
+    if kind in A2A_TERMINALS:
+        seen.last_data = data
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    seen: Seen,
+    method: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Seen:
     """Send the request and read its stream to the end (or to a broken connection)."""
-    headers = {"Last-Event-ID": body} if method == "GET" and body else {}
+    headers = headers or ({"Last-Event-ID": body} if method == "GET" and body else {})
     try:
         async with client.stream(
             method, seen.url, json=None if method == "GET" else body, headers=headers
@@ -130,6 +179,24 @@ async def send(client: httpx.AsyncClient, base: str, door: Door, sid: str, text:
         )
     user = {"id": _new_id(), "role": "user", "content": text}
     return await stream(client, Seen(door, f"{base}/v1/agui"), "POST", _agui(sid, messages=[user]))
+
+
+async def send_a2a(client: httpx.AsyncClient, base: str, context: str, text: str) -> Seen:
+    """A user message to A2A context ``context`` (``SendStreamingMessage``): a new task."""
+    message = {
+        "messageId": _new_id(),
+        "role": "ROLE_USER",
+        "contextId": context,
+        "parts": [{"text": text}],
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": message},
+    }
+    headers = {"A2A-Version": "1.0"}
+    return await stream(client, Seen("a2a", f"{base}/a2a"), "POST", body, headers)
 
 
 async def decide(

@@ -58,6 +58,7 @@ from hypothesis import strategies as st
 from tests.server.fleet_agent import SESSION_CAP_USD
 from tests.server.fleet_doors import (
     DOORS,
+    TURN_DOORS,
     Direct,
     Door,
     Kind,
@@ -70,6 +71,7 @@ from tests.server.fleet_doors import (
     mcp_retry,
     post_signed,
     send,
+    send_a2a,
     signed,
 )
 from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
@@ -225,7 +227,7 @@ SCRIPTS = st.lists(STEPS, min_size=1, max_size=4).flatmap(
         Script,
         steps=st.just(steps),
         kill_at=st.sampled_from([0, 1, 3, 6, 10, 15, 25, 40]),
-        door=st.sampled_from(DOORS),
+        door=st.sampled_from(TURN_DOORS),
         rounds=st.lists(
             st.tuples(DECISIONS, st.booleans()), min_size=len(steps), max_size=len(steps)
         ),
@@ -242,6 +244,8 @@ class Run:
     script: Script
     client: httpx.AsyncClient
     session_id: str = ""
+    context: str = ""
+    """The A2A context of the session (when its conversation went through A2A)."""
     seen: list[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -369,20 +373,39 @@ def _judge(effects: Path, seen: list[Seen], prefix: str) -> None:
         assert "lease_lost" not in one.last_data, f"{one.url}: {one.last_data}"
 
 
+async def _create(run: Run) -> str:
+    """A new session, through REST; an A2A turn's through an A2A context's first task."""
+    import uuid
+
+    from mainspring.server._a2a_executor import session_id_of
+    from mainspring.server._auth import Principal
+
+    worker = run.pick()
+    if run.script.door != "a2a":
+        created = await run.client.post(f"{worker.url}/v1/sessions", json={})
+        assert created.status_code == 201, created.text
+        return str(created.json()["session_id"])
+    run.context = uuid.uuid4().hex
+    first = run.saw(await send_a2a(run.client, worker.url, run.context, "hello"))
+    assert first.kinds[-1:] == ["TASK_STATE_COMPLETED"], first
+    return session_id_of("fleet", Principal("alice"), run.context)
+
+
 async def _example(fleet: Fleet, script: Script) -> None:
     async with _client() as client:
         run = Run(fleet, script, client)
-        worker = run.pick()
-        created = await client.post(f"{worker.url}/v1/sessions", json={})
-        assert created.status_code == 201, created.text
-        run.session_id = sid = created.json()["session_id"]
+        run.session_id = sid = await _create(run)
         plan = [[step[0], f"{sid}-{i}", *step[1:]] for i, step in enumerate(script.steps)]
         if script.kill_at:
             fleet.arm(run.pick(), script.kill_at)
         door = script.door
         import json
 
-        run.saw(await send(client, run.pick().url, door, sid, "plan " + json.dumps(plan)))
+        text = "plan " + json.dumps(plan)
+        if door == "a2a":  # a new task of the context the session was made in
+            run.saw(await send_a2a(client, run.pick().url, run.context, text))
+        else:
+            run.saw(await send(client, run.pick().url, door, sid, text))
         for posts, cancel in script.rounds:
             pending = await run.pending()
             if pending is None:
@@ -541,6 +564,19 @@ def _property(fleet: Fleet) -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(script=SCRIPTS)
+    # A conversation through A2A (a worker killed on the way), decided through the others.
+    @example(
+        Script(
+            steps=[["sign"], ["spend", 60]],
+            kill_at=10,
+            door="a2a",
+            rounds=[
+                ([("rest", 1, "yes"), ("agui", 0, "yes")], False),
+                ([("aisdk", 0, "no")], False),
+            ],
+            seed=7,
+        )
+    )
     def holds(script: Script) -> None:
         anyio.run(_example, fleet, script)
 
