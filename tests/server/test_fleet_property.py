@@ -17,13 +17,15 @@ operation. The tools write the effect log themselves; the test judges by it:
 - every stream a client read to its end ends with exactly one terminal event;
 - whatever happened, any live worker can continue the session: decide what
   waits, then a new turn that ends normally;
-- no request is answered with a 5xx.
+- no request is answered with a 5xx (nor, over A2A, a JSON-RPC internal error).
 
 A killed worker is seen dead (its exit is waited on), then the test drops its
 leases as a supervisor would and starts a replacement.
 
 Three door sets, each on both backends: the session doors (REST, AI SDK,
-AG-UI: turns, decisions, kills, cancels, a settling turn); the engine's
+AG-UI: turns, decisions, kills, cancels, a settling turn; A2A for turns:
+such a conversation lives in the session of an A2A context, made by a first
+task, and its plan is a second task); the engine's
 direct calls (concurrent calls of the same tools by one calling engine, each
 either a signed request to the ``/v1/engine`` route of a worker, maybe
 replayed byte for byte to another worker, or ``Engine.tool_call`` in the test
@@ -33,8 +35,10 @@ the MCP server (two :mod:`tests.server.fleet_mcp` processes over streamable
 HTTP sharing the request-state key, the approval nonces and the spend
 ledger: concurrent tool calls, then each ``input_required`` round's
 retries at once, approving and rejecting, maybe the same retry to both
-servers, of which exactly one is judged). Not here yet: A2A (its contexts are
-sessions of their own), and kills and cancellations outside the session doors.
+servers, of which exactly one is judged). Not here yet: decisions as A2A
+replies to an ``input-required`` task (on SQLite the task records live in
+the worker's memory, so another worker does not know the task), and kills and
+cancellations outside the session doors.
 """
 
 from __future__ import annotations
