@@ -274,6 +274,9 @@ class Run:
                     f"{worker.url}/v1/sessions/{self.session_id}/pending"
                 )
             except httpx.TransportError:
+                # Only a killed worker drops a loopback connection; its socket closes
+                # before its exit can be waited on: wait on that, so it is replaced.
+                await anyio.to_thread.run_sync(worker.process.wait, 30)
                 continue
             assert response.status_code == 200, response.text
             pending: dict[str, Any] | None = response.json()["pending"]
