@@ -3,26 +3,46 @@
 Each door posts to one worker and reads the whole stream, returning what a
 client saw: the status, the terminal events counted, whether the stream
 ended (or the connection broke: a killed worker), and the REST stream's last
-event id for a reconnect. A door never judges; the test does.
+event id for a reconnect. Beside them: the signed engine route, the direct
+call in process (:class:`Direct`) and the MCP server's calls and approval
+retries. A door never judges; the test does.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 from ag_ui.core import ResumeEntry, RunAgentInput
 
-Door = Literal["rest", "aisdk", "agui"]
+Door = Literal["rest", "aisdk", "agui", "a2a"]
 DOORS: tuple[Door, ...] = ("rest", "aisdk", "agui")
+"""The doors a turn or a decision on a session's pending action goes through."""
+TURN_DOORS: tuple[Door, ...] = (*DOORS, "a2a")
+"""The doors a conversation's turn goes through (an A2A context is its own session)."""
 Kind = Literal["approve", "reject", "client"]
 
 REST_TERMINALS = frozenset({"turn_complete", "error"})
 AISDK_TERMINALS = frozenset({"finish", "error"})
 AGUI_TERMINALS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+A2A_TERMINALS = frozenset(
+    {
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+        "error",
+    }
+)
+"""A2A task states a stream ends on (its last status), and a JSON-RPC error."""
+A2A_INTERNAL_ERROR = -32603
 CLIENT_CONTENT = "signed by the wallet"
 
 
@@ -48,14 +68,19 @@ class Seen:
     @property
     def terminals(self) -> int:
         """How many terminal events the stream carried."""
-        ends = {"rest": REST_TERMINALS, "aisdk": AISDK_TERMINALS, "agui": AGUI_TERMINALS}
+        ends = {
+            "rest": REST_TERMINALS,
+            "aisdk": AISDK_TERMINALS,
+            "agui": AGUI_TERMINALS,
+            "a2a": A2A_TERMINALS,
+        }
         return sum(kind in ends[self.door] for kind in self.kinds)
 
     @property
     def last_is_terminal(self) -> bool:
         """The last event is a terminal one."""
         return self.terminals > 0 and self.kinds[-1] in (
-            REST_TERMINALS | AISDK_TERMINALS | AGUI_TERMINALS
+            REST_TERMINALS | AISDK_TERMINALS | AGUI_TERMINALS | A2A_TERMINALS
         )
 
 
@@ -76,6 +101,8 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
             seen.kinds.append(line[7:])
         elif line.startswith("data: ") and seen.door == "rest":
             seen.last_data = line[6:]
+        elif line.startswith("data: ") and seen.door == "a2a":
+            _a2a_event(seen, line[6:])
         elif line.startswith("data: ") and seen.door != "rest":
             data = line[6:]
             if data == "[DONE]":
@@ -87,9 +114,35 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
     seen.ended = True
 
 
-async def stream(client: httpx.AsyncClient, seen: Seen, method: str, body: Any = None) -> Seen:
+def _a2a_event(seen: Seen, data: str) -> None:
+    """One JSON-RPC answer of an A2A stream: its kind is the task state it reports."""
+    answer = json.loads(data)
+    if "error" in answer:
+        seen.kinds.append("error")
+        seen.last_data = data
+        if answer["error"].get("code") == A2A_INTERNAL_ERROR:  # what a 500 is in JSON-RPC
+            seen.status, seen.body = 500, data
+        return
+    result = answer.get("result", {})
+    update = result.get("statusUpdate") or result.get("task")
+    if update is None:
+        seen.kinds.append("artifact")
+        return
+    kind = str(update.get("status", {}).get("state"))
+    seen.kinds.append(kind)
+    if kind in A2A_TERMINALS:
+        seen.last_data = data
+
+
+async def stream(
+    client: httpx.AsyncClient,
+    seen: Seen,
+    method: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Seen:
     """Send the request and read its stream to the end (or to a broken connection)."""
-    headers = {"Last-Event-ID": body} if method == "GET" and body else {}
+    headers = headers or ({"Last-Event-ID": body} if method == "GET" and body else {})
     try:
         async with client.stream(
             method, seen.url, json=None if method == "GET" else body, headers=headers
@@ -126,6 +179,24 @@ async def send(client: httpx.AsyncClient, base: str, door: Door, sid: str, text:
         )
     user = {"id": _new_id(), "role": "user", "content": text}
     return await stream(client, Seen(door, f"{base}/v1/agui"), "POST", _agui(sid, messages=[user]))
+
+
+async def send_a2a(client: httpx.AsyncClient, base: str, context: str, text: str) -> Seen:
+    """A user message to A2A context ``context`` (``SendStreamingMessage``): a new task."""
+    message = {
+        "messageId": _new_id(),
+        "role": "ROLE_USER",
+        "contextId": context,
+        "parts": [{"text": text}],
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": message},
+    }
+    headers = {"A2A-Version": "1.0"}
+    return await stream(client, Seen("a2a", f"{base}/a2a"), "POST", body, headers)
 
 
 async def decide(
@@ -198,3 +269,107 @@ async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> 
         return seen
     seen.status, seen.body, seen.ended = response.status_code, response.text, True
     return seen
+
+
+# ----------------------------------------------------------- the direct call
+
+
+@dataclass
+class Direct:
+    """The direct-call door: ``Engine.tool_call`` in this process, on the fleet's stores.
+
+    The same engine (name, tools, rules) as the workers serve, its paused calls
+    and spend in the stores they share, called as the same caller the signed
+    requests are: a call paused here is decided on a worker and the other way
+    round, and the auto-spend cap counts both doors. Its answers are what the
+    signed route would have answered (``body``: the route's JSON).
+    """
+
+    engine: Any
+    caller: Any
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Seen:
+        """Call ``tool`` directly."""
+        from mainspring.engine.remote import result_to_dict
+
+        seen = Seen("rest", f"direct:/v1/engine/tools/{tool}/call", streamed=False)
+        result = await self.engine.tool_call(self.caller, tool, arguments)
+        seen.status, seen.body, seen.ended = 200, json.dumps(result_to_dict(result)), True
+        return seen
+
+    async def decide(self, attempt: str, approve: bool) -> Seen:
+        """Decide a paused call (of any door): 200, or 404/409 as the route would say."""
+        from mainspring.decisions import Approve, Reject
+        from mainspring.errors import DecisionConflict, UnknownAttempt
+
+        seen = Seen("rest", f"direct:/v1/engine/decisions/{attempt}", streamed=False)
+        try:
+            await self.engine.decide(self.caller, attempt, Approve() if approve else Reject("no"))
+        except UnknownAttempt as exc:  # another door took it
+            seen.status, seen.body = 404, str(exc)
+        except DecisionConflict as exc:
+            seen.status, seen.body = 409, str(exc)
+        else:
+            seen.status = 200
+        seen.ended = True
+        return seen
+
+
+@asynccontextmanager
+async def direct(fields: dict[str, Any], key_id: str) -> AsyncIterator[Direct]:
+    """The fleet's engine in this process on the stores of ``fields``, called as ``key_id``."""
+    from mainspring.principals import Caller
+    from mainspring.stores.records import shared_records
+    from mainspring.stores.urls import open_stores
+    from tests.server.fleet_agent import engine
+
+    stores = await open_stores(
+        fields.get("store"),
+        sessions=fields.get("sessions"),
+        checkpoints=fields.get("checkpoints"),
+        locks=fields.get("locks"),
+    )
+    try:
+        served = engine()
+        records = shared_records(stores.sessions, stores.locks)
+        assert records is not None
+        served.share(records)  # as the server does with its engine
+        served.spend_store = stores.sessions
+        yield Direct(served, Caller(key_id, kind="engine"))
+    finally:
+        await stores.aclose()
+
+
+# ------------------------------------------------------------- the MCP server
+
+
+def mcp_text(result: Any) -> str:
+    """The text of an MCP tool result."""
+    import mcp_types as mt
+
+    return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
+
+
+async def mcp_call(session: Any, tool: str, arguments: dict[str, Any]) -> str | None:
+    """Call ``tool``: ``None`` when it ran, the request state when it needs a decision."""
+    import mcp_types as mt
+
+    first = await session.call_tool(tool, arguments, allow_input_required=True)
+    if isinstance(first, mt.InputRequiredResult):
+        assert first.request_state is not None
+        return str(first.request_state)
+    assert not first.is_error, mcp_text(first)
+    return None
+
+
+async def mcp_retry(
+    session: Any, tool: str, arguments: dict[str, Any], state: str, approve: bool
+) -> str:
+    """The retry of an ``input_required`` round with the user's answer: its text."""
+    import mcp_types as mt
+
+    answer = mt.ElicitResult(action="accept", content={"approve": approve})
+    result = await session.call_tool(
+        tool, arguments, input_responses={"mainspring_approval": answer}, request_state=state
+    )
+    return mcp_text(result)
