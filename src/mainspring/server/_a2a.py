@@ -8,9 +8,10 @@ credential); ``POST /a2a`` is the JSON-RPC endpoint (``SendMessage``,
 ``message/stream``, ``tasks/get``, ``tasks/cancel`` too), behind the same
 authentication as every other route. The SDK's own pieces do the protocol —
 its JSON-RPC dispatcher (parsing, JSON-RPC errors, SSE), its request handler
-and an owner-scoped task store (on Redis when the server's checkpoints are,
-see :mod:`._a2a_tasks`) — and :class:`MainspringExecutor` runs each
-task as a turn of the caller's session (see :mod:`._a2a_executor`).
+and an owner-scoped task store (in the deployment's shared store — Redis, or
+the SQLite or PostgreSQL session store — see :mod:`._a2a_tasks`) — and
+:class:`MainspringExecutor` runs each task as a turn of the caller's session
+(see :mod:`._a2a_executor`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -47,7 +49,7 @@ from fastapi.responses import JSONResponse, Response
 from mainspring._version import __version__
 from mainspring.agent import Agent
 from mainspring.server._a2a_executor import HOST_KEY, PRINCIPAL_KEY, MainspringExecutor
-from mainspring.server._a2a_tasks import RedisTaskStore, TaskContextBuilder, task_store_for
+from mainspring.server._a2a_tasks import RedisTaskStore, TaskContextBuilder
 from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._deps import authenticated, host_of
@@ -148,9 +150,8 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
 Caller = Annotated[Principal, Depends(authenticated)]
 
 
-def a2a_router(agent: Agent, config: ServerConfig) -> APIRouter:
-    """The A2A routes of a server of ``agent`` (included by ``create_app``)."""
-    task_store = task_store_for(config)
+def a2a_router(agent: Agent, config: ServerConfig, task_store: TaskStore) -> APIRouter:
+    """The A2A routes of a server of ``agent``, its tasks in ``task_store`` (see ``create_app``)."""
     handler = DefaultRequestHandler(
         agent_executor=MainspringExecutor(),
         task_store=task_store,

@@ -1,16 +1,26 @@
-"""Where A2A task records live: the worker's memory, or Redis shared by every worker.
+"""Where A2A task records live: the deployment's shared store, or one worker's memory.
 
 The sessions behind the tasks are durable already (the session store); the
-task records — state, history, artifacts — are the SDK's. A server whose
-checkpoints or locks are on Redis keeps them there too
-(:class:`RedisTaskStore`), so a task started on one worker is read, decided
-and cancelled on any other; otherwise they stay in this worker's memory (the
-SDK's ``InMemoryTaskStore``).
+task records — state, history, artifacts — are the SDK's. They go where
+every worker of the deployment sees them, so a task started on one worker is
+read, decided, listed and cancelled on any other (:func:`task_store_for`):
 
-Keys (under ``mainspring:a2a:``): ``task:<owner digest>:<task id>``, the task
-as protobuf bytes, and ``owner:<owner digest>``, a set of the owner's task
-ids; both expire ``ttl`` seconds (a week) after the task's last change. The
-owner is the principal: another principal's task is simply not there.
+- Redis, when the server's checkpoints or locks are there
+  (:class:`RedisTaskStore`). Keys (under ``mainspring:a2a:``):
+  ``task:<owner digest>:<task id>``, the task as protobuf bytes, and
+  ``owner:<owner digest>``, a set of the owner's task ids.
+- Otherwise the session store, when it is a SQLite file or PostgreSQL
+  (:class:`SharedTaskStore` over its ``TaskRecords``: table
+  ``mainspring_tasks``, the task as protobuf bytes per owner digest and task
+  id), bound to the store the app opens when it starts.
+- This worker's memory (the SDK's ``InMemoryTaskStore``) for a ``memory://``
+  store, which one process holds anyway.
+
+The owner is the principal (a digest of the SDK's user scope): another
+principal's task is simply not there. A record expires :data:`TASK_TTL`
+seconds (a week) after the task's last change; expired rows are pruned lazily.
+A stored task that cannot be decoded is a :class:`~mainspring.errors.StoreError`
+naming it; nothing else is touched.
 """
 
 from __future__ import annotations
@@ -22,29 +32,115 @@ from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, SendMessageRequest, Task
+from google.protobuf.message import DecodeError
 
-from mainspring.errors import StoreError
+from mainspring.errors import ConfigError, StoreError
 from mainspring.server._config import ServerConfig
+from mainspring.stores.base import TaskRecords
 
-__all__ = ["TASK_TTL", "RedisTaskStore", "TaskContextBuilder", "task_store_for"]
+__all__ = [
+    "TASK_TTL",
+    "RedisTaskStore",
+    "SharedTaskStore",
+    "TaskContextBuilder",
+    "task_store_for",
+]
 
 TASK_TTL = 7 * 24 * 3600.0
-"""Seconds a task record outlives its last change in Redis."""
+"""Seconds a task record outlives its last change."""
 
 _PREFIX = "mainspring:a2a:"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_SQL_SCHEMES = ("sqlite://", "postgresql://", "postgres://")
 
 
 def task_store_for(config: ServerConfig) -> TaskStore:
-    """Redis when the server's checkpoints or locks are there, else this worker's memory."""
+    """The task store every worker of ``config``'s deployment shares.
+
+    Redis when the server's checkpoints or locks are there; else the session
+    store when it is SQLite or PostgreSQL (a :class:`SharedTaskStore`, bound
+    when the app starts); else (``memory://``) this worker's memory.
+    """
     for url in (config.checkpoints, config.locks, config.store):
         if url and url.startswith(_REDIS_SCHEMES):
             return RedisTaskStore(url)
+    sessions = config.sessions or config.store
+    if sessions and sessions.startswith(_SQL_SCHEMES):
+        return SharedTaskStore()
     return InMemoryTaskStore()
 
 
 def _owner(context: ServerCallContext) -> str:
     return hashlib.sha256(resolve_user_scope(context).encode("utf-8")).hexdigest()[:32]
+
+
+def _decoded(task_id: str, raw: bytes) -> Task:
+    """The stored task ``task_id``; :class:`StoreError` if the bytes are not that task."""
+    task = Task()
+    try:
+        task.ParseFromString(raw)
+    except DecodeError as exc:
+        raise StoreError(f"stored A2A task {task_id!r} is damaged: {exc}") from exc
+    if task.id != task_id:
+        raise StoreError(f"stored A2A task {task_id!r} is damaged: it holds task {task.id!r}")
+    return task
+
+
+async def _listed(
+    tasks: list[Task], params: ListTasksRequest, context: ServerCallContext
+) -> ListTasksResponse:
+    """``tasks`` filtered, ordered and paged as the SDK's in-memory store does it."""
+    scratch = InMemoryTaskStore()
+    for task in tasks:
+        await scratch.save(task, context)
+    return await scratch.list(params, context)
+
+
+class SharedTaskStore(TaskStore):
+    """The SDK's task store on the server's session store (its ``TaskRecords``).
+
+    Every worker over one SQLite file or PostgreSQL database sees one set of
+    tasks, each scoped by its owner. Each operation is one store round trip.
+    """
+
+    def __init__(self, records: TaskRecords | None = None, *, ttl: float = TASK_TTL) -> None:
+        """Keep tasks in ``records`` (or in the store given to :meth:`bind` later)."""
+        self._records = records
+        self._ttl = ttl
+
+    def bind(self, records: object) -> None:
+        """Keep tasks in ``records``: the session store the app opened.
+
+        Raises:
+            ConfigError: ``records`` keeps no task records.
+        """
+        if not isinstance(records, TaskRecords):
+            raise ConfigError(f"{type(records).__name__} keeps no A2A task records")
+        self._records = records
+
+    def _store(self) -> TaskRecords:
+        if self._records is None:
+            raise StoreError("the A2A task store is not open: the server has not started")
+        return self._records
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        """Save (or replace) ``task`` for the caller."""
+        data = task.SerializeToString()
+        await self._store().save_task(_owner(context), task.id, data, ttl=self._ttl)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The caller's task ``task_id``, if there is one."""
+        raw = await self._store().load_task(_owner(context), task_id)
+        return None if raw is None else _decoded(task_id, raw)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The caller's tasks, filtered and paged as the SDK's in-memory store does."""
+        rows = await self._store().owned_tasks(_owner(context))
+        return await _listed([_decoded(i, raw) for i, raw in rows], params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        """Forget the caller's task ``task_id``."""
+        await self._store().delete_task(_owner(context), task_id)
 
 
 class RedisTaskStore(TaskStore):
@@ -84,11 +180,7 @@ class RedisTaskStore(TaskStore):
             raw = await self._client.get(self._task_key(_owner(context), task_id))
         except Exception as exc:
             raise StoreError(f"reading A2A task {task_id!r} failed: {exc}") from exc
-        if raw is None:
-            return None
-        task = Task()
-        task.ParseFromString(raw)
-        return task
+        return None if raw is None else _decoded(task_id, raw)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The caller's tasks, filtered and paged as the SDK's in-memory store does."""
@@ -99,13 +191,9 @@ class RedisTaskStore(TaskStore):
             raws = await self._client.mget([self._task_key(owner, i) for i in ids]) if ids else []
         except Exception as exc:
             raise StoreError(f"listing A2A tasks failed: {exc}") from exc
-        scratch = InMemoryTaskStore()
-        for raw in raws:
-            if raw is not None:  # expired since the set was read
-                task = Task()
-                task.ParseFromString(raw)
-                await scratch.save(task, context)
-        return await scratch.list(params, context)
+        # (a task whose key expired since the set was read is gone)
+        tasks = [_decoded(i, raw) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+        return await _listed(tasks, params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task ``task_id``."""

@@ -41,6 +41,7 @@ from mainspring.errors import (
     UnknownAttempt,
 )
 from mainspring.server._a2a import a2a_router
+from mainspring.server._a2a_tasks import SharedTaskStore, task_store_for
 from mainspring.server._agui import agui_router
 from mainspring.server._aisdk import aisdk_router
 from mainspring.server._api import router
@@ -149,6 +150,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     if config.signing_key is None:
         log.info("no signing key configured: approval ids are valid on this process only")
     engine_app = _engine_app(config) if config.engine is not None else None
+    tasks = task_store_for(config)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -167,6 +169,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
             if engine_app is not None:
                 _share_engine_state(config, engine_app[1], stores)
             _share_engine_spend(config, stores.sessions)
+            _share_a2a_tasks(tasks, stores.sessions)
             async with anyio.create_task_group() as tg:
                 observe = recorder.observe if recorder is not None else None
                 host = SessionHost(agent, config, stores, signer, tg, observe=observe)
@@ -197,7 +200,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
     app.include_router(aisdk_router)
     app.include_router(agui_router)
     app.include_router(ops_router)
-    app.include_router(a2a_router(agent, config))
+    app.include_router(a2a_router(agent, config, tasks))
     if engine_app is not None:
         app.mount("/v1/engine", engine_app[0])
     app.include_router(pages_router)
@@ -229,6 +232,12 @@ def _share_engine_state(config: ServerConfig, verifier: Verifier, stores: Stores
     if records is not None:
         verifier.records = records
         config.engine.share(records)
+
+
+def _share_a2a_tasks(tasks: object, sessions: object) -> None:
+    """A2A tasks on a SQLite or PostgreSQL deployment live in its session store."""
+    if isinstance(tasks, SharedTaskStore):
+        tasks.bind(sessions)
 
 
 def _share_engine_spend(config: ServerConfig, sessions: object) -> None:

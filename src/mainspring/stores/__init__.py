@@ -22,6 +22,7 @@ from mainspring.stores.base import (
     SpendHolds,
     SpendKind,
     SpendLedger,
+    TaskRecords,
 )
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
@@ -82,6 +83,7 @@ __all__ = [
     "SpendKind",
     "SpendLedger",
     "Stores",
+    "TaskRecords",
     "open_checkpoint_store",
     "open_memory_store",
     "open_run_lock",

@@ -120,6 +120,16 @@ _TABLES = (
     ) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS mainspring_records_owner ON mainspring_records (kind, owner)",
     "CREATE INDEX IF NOT EXISTS mainspring_records_expiry ON mainspring_records (expires_at)",
+    # A2A task records (``TaskRecords``): a rowid table, as a task with its
+    # history runs to kilobytes (a WITHOUT ROWID table puts those on overflow pages).
+    """CREATE TABLE IF NOT EXISTS mainspring_tasks (
+        owner TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        data BLOB NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (owner, task_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS mainspring_tasks_expiry ON mainspring_tasks (expires_at)",
 )
 
 

@@ -28,6 +28,9 @@
   owner and an expiry, added only when absent and taken once — the
   at-most-once guards of the doors (a signed request's nonce, a used approval
   round, a paused remote call) live there, not in one process's memory.
+- **TaskRecords** (optional): the server's A2A task records, opaque bytes
+  per ``(owner, task id)``, replaced by each save and expiring a while after
+  their last change, so every worker reads, decides and lists the same tasks.
 
 Every implementation must pass ``tests/stores/test_contract.py``.
 """
@@ -55,6 +58,7 @@ __all__ = [
     "SpendHolds",
     "SpendKind",
     "SpendLedger",
+    "TaskRecords",
 ]
 
 SCHEMA_VERSION = 2
@@ -354,4 +358,43 @@ class ClaimRelease(Protocol):
         session's run lock and sees the turn still paused on the attempt: the
         run that claimed it is gone without consuming it.
         """
+        ...
+
+
+@runtime_checkable
+class TaskRecords(Protocol):
+    """A2A task records shared by every worker: opaque bytes per ``(owner, task id)``.
+
+    The server keeps the A2A SDK's task records here (serialized by the
+    caller) when its session store holds them. Records of one owner never
+    show under another. A record expires ``ttl`` seconds after its last save;
+    an expired record is as good as absent and is pruned lazily.
+    """
+
+    async def save_task(self, owner: str, task_id: str, data: bytes, *, ttl: float) -> None:
+        """Save (or replace) the record, live for ``ttl`` seconds from now.
+
+        Raises:
+            ConfigError: ``ttl`` is not positive, or an argument has the wrong type.
+        """
+        ...
+
+    async def load_task(self, owner: str, task_id: str) -> bytes | None:
+        """``owner``'s live record ``task_id``, or ``None``.
+
+        Raises:
+            StoreError: The stored row is damaged (not bytes).
+        """
+        ...
+
+    async def owned_tasks(self, owner: str) -> list[tuple[str, bytes]]:
+        """``(task id, data)`` of every live record of ``owner``, sorted by task id.
+
+        Raises:
+            StoreError: A stored row is damaged (not bytes).
+        """
+        ...
+
+    async def delete_task(self, owner: str, task_id: str) -> None:
+        """Forget ``owner``'s record ``task_id`` (nothing if there is none)."""
         ...

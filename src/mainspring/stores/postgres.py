@@ -21,6 +21,8 @@ Tables are created when missing, in the connection's first schema on
 - ``mainspring_writes``: the write ledger, upserted by ``(session_id, key)``.
 - ``mainspring_records``: shared records (``SharedRecords``: nonces, used
   approvals, paused calls), keyed ``(kind, key)``, expiring on the server's clock.
+- ``mainspring_tasks``: the server's A2A task records (``TaskRecords``), keyed
+  ``(owner, task_id)``, expiring on the server's clock.
 
 JSON is stored as ``text``, not ``jsonb``: jsonb rejects the NUL character
 (``\u0000``) that message text may contain.
@@ -58,6 +60,7 @@ from mainspring.codec import encode, message_from_dict, message_to_dict
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
+from mainspring.stores import _postgres_tasks as tasks
 from mainspring.stores._transcript import KnownTranscripts, Stored, common_prefix
 from mainspring.stores.base import SCHEMA_VERSION, RecordAdded, SpendKind
 from mainspring.stores.records import check_kind, check_record_ttl
@@ -109,6 +112,14 @@ _TABLES = (
     )""",
     "CREATE INDEX IF NOT EXISTS mainspring_records_owner ON mainspring_records (kind, owner)",
     "CREATE INDEX IF NOT EXISTS mainspring_records_expiry ON mainspring_records (expires_at)",
+    """CREATE TABLE IF NOT EXISTS mainspring_tasks (
+        owner text NOT NULL,
+        task_id text NOT NULL,
+        data bytea NOT NULL,
+        expires_at double precision NOT NULL,
+        PRIMARY KEY (owner, task_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS mainspring_tasks_expiry ON mainspring_tasks (expires_at)",
 )
 _NOW = "extract(epoch from clock_timestamp())"
 # A bounded put holds its owner's advisory lock for the transaction, so two
@@ -143,7 +154,6 @@ _RECORD_OWNED = f"""
     SELECT key, value FROM mainspring_records
     WHERE kind = %s AND owner = %s AND expires_at > {_NOW} ORDER BY key COLLATE "C" LIMIT %s
 """
-
 _DELETES = (
     "DELETE FROM mainspring_sessions WHERE session_id = %s",
     "DELETE FROM mainspring_messages WHERE session_id = %s",
@@ -610,6 +620,29 @@ class PostgresSessionStore:
         async with self._use(f"list of records {kind}") as conn:
             cur = await conn.execute(_RECORD_OWNED, (kind, owner, max(limit, 0)))
             return [(str(k), str(v)) for k, v in await cur.fetchall()]
+
+    async def save_task(self, owner: str, task_id: str, data: bytes, *, ttl: float) -> None:
+        """Save (or replace) an A2A task record for ``ttl`` seconds (``TaskRecords``)."""
+        seconds = check_record_ttl(ttl)
+        if not isinstance(data, bytes):
+            raise ConfigError(f"data must be bytes, not {type(data).__name__}")
+        async with self._use(f"save of A2A task {task_id!r}") as conn:
+            await tasks.save_task(conn, owner, task_id, data, seconds)
+
+    async def load_task(self, owner: str, task_id: str) -> bytes | None:
+        """``owner``'s live A2A task record ``task_id``, or ``None``."""
+        async with self._use(f"load of A2A task {task_id!r}") as conn:
+            return await tasks.load_task(conn, owner, task_id)
+
+    async def owned_tasks(self, owner: str) -> list[tuple[str, bytes]]:
+        """``(task id, data)`` of ``owner``'s live A2A task records, sorted by task id."""
+        async with self._use("list of A2A tasks") as conn:
+            return await tasks.owned_tasks(conn, owner)
+
+    async def delete_task(self, owner: str, task_id: str) -> None:
+        """Forget ``owner``'s A2A task record ``task_id``."""
+        async with self._use(f"delete of A2A task {task_id!r}") as conn:
+            await tasks.delete_task(conn, owner, task_id)
 
     async def aclose(self) -> None:
         """Close the connection."""

@@ -27,6 +27,8 @@ Tables, created when missing:
   message; ``mainspring_decisions``: keyed ``(session_id, attempt_id)``, so a
   decision is claimed once; ``mainspring_writes``: the write ledger.
 - ``mainspring_locks``: one row per lease.
+- ``mainspring_records``: shared records (``SharedRecords``); ``mainspring_tasks``:
+  the server's A2A task records (``TaskRecords``), keyed ``(owner, task_id)``.
 
 A new file makes ``mainspring_locks`` a ``WITHOUT ROWID`` table (a lease writes
 one b-tree page, not a table's and its key index's) and ``mainspring_checkpoints``
@@ -84,6 +86,7 @@ from mainspring.stores._sqlite_rows import (
     release_holds,
     save_state,
 )
+from mainspring.stores._sqlite_tasks import delete_task, load_task, owned_tasks, save_task
 from mainspring.stores._transcript import KnownTranscripts, Stored, header
 from mainspring.stores.base import CheckpointStore, Commit, RecordAdded, RunLock, SpendKind
 from mainspring.stores.records import check_kind, check_record_ttl
@@ -474,6 +477,27 @@ class SQLiteSessionStore:
         """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
         args = (check_kind(kind), check_text("owner", owner), time.time(), max(limit, 0))
         return await self._db.run_inline(list_owned, *args)
+
+    async def save_task(self, owner: str, task_id: str, data: bytes, *, ttl: float) -> None:
+        """Save (or replace) an A2A task record for ``ttl`` seconds (``TaskRecords``)."""
+        check_type("data", data, bytes)
+        now = time.time()
+        args = (check_text("owner", owner), check_text("task_id", task_id), data)
+        await self._db.run_inline(save_task, (*args, now + check_ttl(ttl), now))
+
+    async def load_task(self, owner: str, task_id: str) -> bytes | None:
+        """``owner``'s live A2A task record ``task_id``, or ``None``."""
+        args = (check_text("owner", owner), check_text("task_id", task_id), time.time())
+        return await self._db.run_inline(load_task, *args)
+
+    async def owned_tasks(self, owner: str) -> list[tuple[str, bytes]]:
+        """``(task id, data)`` of ``owner``'s live A2A task records, sorted by task id."""
+        return await self._db.run_inline(owned_tasks, check_text("owner", owner), time.time())
+
+    async def delete_task(self, owner: str, task_id: str) -> None:
+        """Forget ``owner``'s A2A task record ``task_id``."""
+        args = (check_text("owner", owner), check_text("task_id", task_id))
+        await self._db.run_inline(delete_task, *args)
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
