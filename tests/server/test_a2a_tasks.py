@@ -42,8 +42,7 @@ def anyio_backend() -> str:
 class Backend:
     def __init__(self, stores: tuple[SessionStore, SessionStore], tamper: Tamper) -> None:
         self.stores = stores
-        self.one = SharedTaskStore(stores[0])
-        self.two = SharedTaskStore(stores[1])
+        self.one, self.two = shared(stores[0]), shared(stores[1])
         self.tamper = tamper
 
 
@@ -64,13 +63,19 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             import psycopg
 
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(sql, args)  # type: ignore[arg-type]  # (test SQL: not a literal)
+                conn.execute(sql, args)
 
     try:
         yield Backend(stores, tamper)
     finally:
         for store in stores:
             await store.aclose()
+
+
+def shared(store: SessionStore) -> SharedTaskStore:
+    tasks = SharedTaskStore()
+    tasks.bind(store)  # as the app does when it starts
+    return tasks
 
 
 def caller(name: str) -> ServerCallContext:
@@ -213,12 +218,12 @@ async def test_a_damaged_row_is_a_store_error_naming_it_and_nothing_else_is_lost
 async def test_a_sqlite_row_of_the_wrong_type_is_a_store_error(tmp_path: Path) -> None:
     one, two = await backend_sqlite.session_stores(tmp_path)
     try:
-        store = SharedTaskStore(one)
+        store = shared(one)
         await store.save(task("hurt"), ALICE)
         await store.save(task("fine"), ALICE)
         with sqlite3.connect(tmp_path / backend_sqlite.DB_NAME, isolation_level=None) as conn:
             conn.execute("UPDATE mainspring_tasks SET data = 'text' WHERE task_id = 'hurt'")
-        other = SharedTaskStore(two)
+        other = shared(two)
         with pytest.raises(StoreError, match="A2A task 'hurt' is damaged: its data is str"):
             await other.get("hurt", ALICE)
         with pytest.raises(StoreError, match="A2A task 'hurt' is damaged"):

@@ -33,6 +33,7 @@ TABLES = {
     "mainspring_writes",
     "mainspring_spend",
     "mainspring_records",
+    "mainspring_tasks",
 }
 
 
@@ -106,9 +107,16 @@ async def test_open_creates_the_tables_with_json_as_text(
     kinds = await rows(
         raw,
         "SELECT data_type FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND column_name IN ('data', 'value')",
+        " WHERE table_schema = current_schema() AND column_name IN ('data', 'value')"
+        " AND table_name <> 'mainspring_tasks'",
     )
     assert {kind for (kind,) in kinds} == {"text"}  # jsonb would reject \u0000
+    tasks = await rows(
+        raw,
+        "SELECT data_type FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'mainspring_tasks' AND column_name = 'data'",
+    )
+    assert tasks == [("bytea",)]  # A2A tasks: protobuf bytes, not JSON
     assert await rows(raw, "SELECT key, value FROM mainspring_meta") == [
         ("schema_version", str(SCHEMA_VERSION))
     ]

@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('mainspring.server needs: pip install "mainspring[server]"') from exc
 
 from a2a.auth.user import User
+from a2a.server.cluster import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -41,6 +42,7 @@ from a2a.types.a2a_pb2 import (
     SecurityRequirement,
     SecurityScheme,
     StringList,
+    Task,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -150,9 +152,25 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
 Caller = Annotated[Principal, Depends(authenticated)]
 
 
+class _Handler(DefaultRequestHandler):
+    """The SDK's request handler; a cancel runs the executor's cancel on any worker.
+
+    The SDK cancels a task that no turn of this worker holds by writing
+    ``canceled`` to the task store only: its session would stay paused on the
+    action, which another door could still approve. Here the cancel goes
+    through :meth:`MainspringExecutor.cancel` wherever it arrives, which
+    rejects the action (or stops the turn) in the shared session store first.
+    """
+
+    async def _cancel_remote(
+        self, task_id: str, task: Task, version: TaskVersion, context: ServerCallContext
+    ) -> Task:
+        return await self._cancel_local(task_id, context)
+
+
 def a2a_router(agent: Agent, config: ServerConfig, task_store: TaskStore) -> APIRouter:
     """The A2A routes of a server of ``agent``, its tasks in ``task_store`` (see ``create_app``)."""
-    handler = DefaultRequestHandler(
+    handler = _Handler(
         agent_executor=MainspringExecutor(),
         task_store=task_store,
         request_context_builder=TaskContextBuilder(task_store),

@@ -74,8 +74,10 @@ def _owner(context: ServerCallContext) -> str:
     return hashlib.sha256(resolve_user_scope(context).encode("utf-8")).hexdigest()[:32]
 
 
-def _decoded(task_id: str, raw: bytes) -> Task:
+def _decoded(task_id: str, raw: bytes | str) -> Task:
     """The stored task ``task_id``; :class:`StoreError` if the bytes are not that task."""
+    if not isinstance(raw, bytes):
+        raise StoreError(f"stored A2A task {task_id!r} is damaged: it is text, not bytes")
     task = Task()
     try:
         task.ParseFromString(raw)

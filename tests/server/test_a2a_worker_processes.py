@@ -1,0 +1,207 @@
+"""A2A on two worker processes over one SQLite file, or PostgreSQL without Redis.
+
+Two ``mainspring serve`` processes (each on its own port, so the test picks
+the worker a request reaches) share the one-machine store: a SQLite file, or
+PostgreSQL sessions with SQLite checkpoints and locks. No Redis, so the A2A
+task records live in the session store (``SharedTaskStore``). The ``pay``
+tool logs its own effects; the log, not mainspring, says what ran.
+
+A task paused for a confirm-tier write on worker one is read, listed and
+decided by an A2A reply on worker two, where it completes; the write ran
+once, and a duplicate or conflicting reply sent to worker one afterwards
+runs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.helpers.proto_helpers import new_data_part, new_text_part
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+
+from tests.server.test_a2a import a2a, data_parts, events, last_status, tool_events, user
+from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
+from tests.stores.servers import free_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ALICE = "alice-key-a2a-workers-0001"
+BOB = "bob-key-a2a-workers-000002"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the SDK's client is asyncio code
+
+
+@dataclass
+class Workers:
+    one: str
+    two: str
+    ledger: Path
+
+    def writes(self) -> list[str]:
+        """The payments the tool itself logged."""
+        return self.ledger.read_text().splitlines()
+
+
+def _stores(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    if backend == "sqlite":
+        return ["--store", shared]
+    postgres = _as_url(request.getfixturevalue("postgres_url"))
+    return ["--sessions", postgres, "--checkpoints", shared, "--locks", shared]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]:
+    ledger, gate = tmp_path / "ledger.txt", tmp_path / "gate"
+    ledger.touch()
+    gate.touch()  # the model's closing words need not wait
+    env = {
+        **os.environ,
+        "MAINSPRING_API_KEYS": f"alice={ALICE},bob={BOB}",
+        "MAINSPRING_SIGNING_KEY": "ab" * 32,
+        "MAINSPRING_TEST_LEDGER": str(ledger),
+        "MAINSPRING_TEST_GATE": str(gate),
+    }
+    stores = _stores(request.param, request, tmp_path)
+    processes: list[subprocess.Popen[bytes]] = []
+    urls: list[str] = []
+    logs: list[Any] = []
+
+    def start() -> None:
+        for attempt in range(3):
+            port = free_port()
+            command = [
+                sys.executable, "-m", "mainspring", "serve", "tests.server.worker_agent:agent",
+                "--port", str(port), *stores,
+            ]  # fmt: skip
+            path = tmp_path / f"worker-{port}.log"
+            log = path.open("wb")
+            logs.append(log)
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            processes.append(process)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_ready(url, process, path)
+            except WorkerExited as exc:
+                processes.remove(process)
+                if attempt == 2 or not _lost_its_port(exc):
+                    raise
+                continue
+            urls.append(url)
+            return
+
+    try:
+        for _ in range(2):
+            start()
+        yield Workers(urls[0], urls[1], ledger)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        for log in logs:
+            log.close()
+
+
+async def test_a_task_paused_on_one_worker_is_decided_and_completed_on_the_other_once(
+    workers: Workers,
+) -> None:
+    async with a2a(workers.one, ALICE) as on_one:
+        stream = await events(on_one, user(new_text_part("please pay bo")))
+        task_id = stream[0]["task"]["id"]
+        status = last_status(stream)
+        assert status["state"] == "TASK_STATE_INPUT_REQUIRED"
+        (pending,) = data_parts(status)
+        assert pending["type"] == "pending_action" and pending["name"] == "pay"
+    assert workers.writes() == []  # confirm tier: nothing before the decision
+
+    async with a2a(workers.two, ALICE) as on_two:
+        seen = await on_two.get_task(GetTaskRequest(id=task_id))
+        assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        listed = await on_two.list_tasks(ListTasksRequest())
+        assert [t.id for t in listed.tasks] == [task_id]
+        approve = new_data_part({"approval_id": pending["approval_id"], "decision": "approve"})
+        done = await events(on_two, user(approve, task_id=task_id))
+        assert last_status(done)["state"] == "TASK_STATE_COMPLETED"
+        (result,) = tool_events(done, "tool_result")
+        assert result["name"] == "pay" and result["content"] == "paid bo 5.0"
+    assert workers.writes() == ["bo 5.0"]
+
+    reject = new_data_part({"approval_id": pending["approval_id"], "decision": "reject"})
+    async with a2a(workers.one, ALICE) as on_one:
+        again = await on_one.get_task(GetTaskRequest(id=task_id))
+        assert again.status.state == TaskState.TASK_STATE_COMPLETED
+        for reply in (approve, reject, new_text_part("yes")):
+            with pytest.raises(UnsupportedOperationError, match="terminal"):
+                await events(on_one, user(reply, task_id=task_id))
+        with pytest.raises(TaskNotCancelableError):
+            await on_one.cancel_task(CancelTaskRequest(id=task_id))
+        after = await on_one.get_task(GetTaskRequest(id=task_id))
+        assert after.status.state == TaskState.TASK_STATE_COMPLETED  # nobody wrote over it
+    assert workers.writes() == ["bo 5.0"]  # the write ran once
+
+    async with a2a(workers.two, BOB) as bob:
+        with pytest.raises(TaskNotFoundError):
+            await bob.get_task(GetTaskRequest(id=task_id))
+        with pytest.raises(TaskNotFoundError):
+            await events(bob, user(approve, task_id=task_id))
+        assert list((await bob.list_tasks(ListTasksRequest())).tasks) == []
+    assert workers.writes() == ["bo 5.0"]
+
+
+async def test_a_paused_task_cancelled_on_the_other_worker_never_runs_its_write(
+    workers: Workers,
+) -> None:
+    async with a2a(workers.one, ALICE) as on_one:
+        stream = await events(on_one, user(new_text_part("pay bo now")))
+        task_id = stream[0]["task"]["id"]
+        (pending,) = data_parts(last_status(stream))
+    async with a2a(workers.two, ALICE) as on_two:
+        cancelled = await on_two.cancel_task(CancelTaskRequest(id=task_id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    async with a2a(workers.one, ALICE) as on_one:
+        seen = await on_one.get_task(GetTaskRequest(id=task_id))
+        assert seen.status.state == TaskState.TASK_STATE_CANCELED
+        approve = new_data_part({"approval_id": pending["approval_id"], "decision": "approve"})
+        with pytest.raises(UnsupportedOperationError, match="terminal"):
+            await events(on_one, user(approve, task_id=task_id))
+    # The cancel rejected the action in the session too: no other door can approve it.
+    session_id = stream[0]["task"]["metadata"]["mainspring"]["session_id"]
+    async with httpx.AsyncClient(base_url=workers.one, timeout=30) as http:
+        state = await http.get(
+            f"/v1/sessions/{session_id}/state", headers={"Authorization": f"Bearer {ALICE}"}
+        )
+        assert state.status_code == 200 and state.json()["pending"] is None
+        late = await http.post(
+            f"/v1/sessions/{session_id}/decisions/{pending['approval_id']}",
+            json={"decision": "approve"},
+            headers={"Authorization": f"Bearer {ALICE}"},
+        )
+        assert late.status_code in (404, 409)
+    assert workers.writes() == []
