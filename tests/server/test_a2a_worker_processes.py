@@ -6,10 +6,13 @@ PostgreSQL sessions with SQLite checkpoints and locks. No Redis, so the A2A
 task records live in the session store (``SharedTaskStore``). The ``pay``
 tool logs its own effects; the log, not mainspring, says what ran.
 
-A task paused for a confirm-tier write on worker one is read, listed and
-decided by an A2A reply on worker two, where it completes; the write ran
-once, and a duplicate or conflicting reply sent to worker one afterwards
-runs nothing.
+- A task paused for a confirm-tier write on worker one is read, listed and
+  decided by an A2A reply on worker two, where it completes; the write ran
+  once, and a duplicate or conflicting reply sent to worker one afterwards
+  runs nothing.
+- A paused task cancelled on worker two rejects its action: no door can
+  approve it afterwards.
+- A running task cancelled on worker two stops on worker one, where it runs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +37,9 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict
 
+from tests.server.conftest import client_for, read_sse
 from tests.server.test_a2a import a2a, data_parts, events, last_status, tool_events, user
 from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
 from tests.stores.servers import free_port
@@ -55,10 +61,15 @@ class Workers:
     one: str
     two: str
     ledger: Path
+    gate: Path
 
     def writes(self) -> list[str]:
         """The payments the tool itself logged."""
         return self.ledger.read_text().splitlines()
+
+    def open_gate(self) -> None:
+        """Let the model say its closing words after a payment (until then it waits)."""
+        self.gate.touch()
 
 
 def _stores(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
@@ -73,7 +84,6 @@ def _stores(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> lis
 def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]:
     ledger, gate = tmp_path / "ledger.txt", tmp_path / "gate"
     ledger.touch()
-    gate.touch()  # the model's closing words need not wait
     env = {
         **os.environ,
         "MAINSPRING_API_KEYS": f"alice={ALICE},bob={BOB}",
@@ -114,7 +124,7 @@ def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]
     try:
         for _ in range(2):
             start()
-        yield Workers(urls[0], urls[1], ledger)
+        yield Workers(urls[0], urls[1], ledger, gate)
     finally:
         for process in processes:
             if process.poll() is None:
@@ -132,6 +142,7 @@ def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]
 async def test_a_task_paused_on_one_worker_is_decided_and_completed_on_the_other_once(
     workers: Workers,
 ) -> None:
+    workers.open_gate()
     async with a2a(workers.one, ALICE) as on_one:
         stream = await events(on_one, user(new_text_part("please pay bo")))
         task_id = stream[0]["task"]["id"]
@@ -178,6 +189,7 @@ async def test_a_task_paused_on_one_worker_is_decided_and_completed_on_the_other
 async def test_a_paused_task_cancelled_on_the_other_worker_never_runs_its_write(
     workers: Workers,
 ) -> None:
+    workers.open_gate()
     async with a2a(workers.one, ALICE) as on_one:
         stream = await events(on_one, user(new_text_part("pay bo now")))
         task_id = stream[0]["task"]["id"]
@@ -205,3 +217,33 @@ async def test_a_paused_task_cancelled_on_the_other_worker_never_runs_its_write(
         )
         assert late.status_code in (404, 409)
     assert workers.writes() == []
+
+
+async def test_a_running_task_cancelled_on_the_other_worker_stops_where_it_runs(
+    workers: Workers,
+) -> None:
+    async with a2a(workers.one, ALICE) as on_one:
+        stream = await events(on_one, user(new_text_part("pay bo")))
+        task_id = stream[0]["task"]["id"]
+        session_id = stream[0]["task"]["metadata"]["mainspring"]["session_id"]
+        (pending,) = data_parts(last_status(stream))
+        approve = new_data_part({"approval_id": pending["approval_id"], "decision": "approve"})
+        # Approved on worker one: the write runs, then the model waits at the gate.
+        async with aclosing(on_one.send_message(user(approve, task_id=task_id))) as replies:
+            async for reply in replies:
+                if tool_events([MessageToDict(reply)], "tool_result"):
+                    break
+    assert workers.writes() == ["bo 5.0"]
+    async with a2a(workers.two, ALICE) as on_two:
+        cancelled = await on_two.cancel_task(CancelTaskRequest(id=task_id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    # Worker one stops the turn (it finds the request in the shared run lock).
+    async with client_for(workers.one, ALICE) as rest:
+        frames = await read_sse(rest, "GET", f"/v1/sessions/{session_id}/stream")
+    assert frames[-1].event == "turn_complete"
+    assert frames[-1].data["stop_reason"] == "cancelled"
+    async with a2a(workers.one, ALICE) as on_one:
+        seen = await on_one.get_task(GetTaskRequest(id=task_id))
+        assert seen.status.state == TaskState.TASK_STATE_CANCELED
+    workers.open_gate()
+    assert workers.writes() == ["bo 5.0"]

@@ -318,7 +318,10 @@ class MainspringExecutor(AgentExecutor):
         await updater.failed(_says(updater, "the run ended without a terminal event"))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Stop the task's turn; a task waiting on an action rejects it (it never runs)."""
+        """Stop the task's turn; a task waiting on an action rejects it (it never runs).
+
+        A turn running on another worker is asked to stop there (``request_cancel``).
+        """
         principal, host = caller_of(context)
         assert context.task_id is not None and context.context_id is not None
         session_id = session_id_of(host.agent.name, principal, context.context_id)
@@ -328,6 +331,8 @@ class MainspringExecutor(AgentExecutor):
             run.session.cancel()
         elif task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
             run = await self._reject_on_cancel(host, principal, session_id, task)
+        elif task is not None and task.status.state not in _TERMINAL:
+            await host.request_cancel(session_id)  # its turn runs on another worker, if anywhere
         if run is not None:
             with anyio.move_on_after(_CANCEL_WAIT):
                 await run.wait_done()
