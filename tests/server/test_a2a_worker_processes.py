@@ -21,11 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -34,6 +34,7 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
+    StreamResponse,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
@@ -229,7 +230,8 @@ async def test_a_running_task_cancelled_on_the_other_worker_stops_where_it_runs(
         (pending,) = data_parts(last_status(stream))
         approve = new_data_part({"approval_id": pending["approval_id"], "decision": "approve"})
         # Approved on worker one: the write runs, then the model waits at the gate.
-        async with aclosing(on_one.send_message(user(approve, task_id=task_id))) as replies:
+        sent = on_one.send_message(user(approve, task_id=task_id))
+        async with aclosing(cast(AsyncGenerator[StreamResponse, None], sent)) as replies:
             async for reply in replies:
                 if tool_events([MessageToDict(reply)], "tool_result"):
                     break
