@@ -4,7 +4,7 @@ Two store objects on one SQLite file or one PostgreSQL schema are two
 workers (two connections): what one saves the other reads, replaces, lists
 and deletes; owners never see each other's tasks; a record expires a week
 after its last change and is pruned lazily; a damaged row is a StoreError
-naming it and nothing else is lost.
+naming it (through the A2A route too) and nothing else is lost.
 """
 
 from __future__ import annotations
@@ -15,17 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from a2a.helpers.proto_helpers import new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types.a2a_pb2 import ListTasksRequest, Task, TaskState, TaskStatus
+from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, Task, TaskState, TaskStatus
+from a2a.utils.errors import A2AError
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError, StoreError
-from mainspring.server import ServerConfig
+from mainspring.server import ServerConfig, create_app
 from mainspring.server._a2a import _Caller  # the SDK user the routes build
 from mainspring.server._a2a_tasks import SharedTaskStore, task_store_for
 from mainspring.server._auth import Principal
 from mainspring.stores import InMemorySessionStore, SessionStore
+from tests.server.servers import serving
+from tests.server.test_a2a import a2a, events, last_status, user
 from tests.stores import backend_postgres, backend_sqlite
 
 pytestmark = pytest.mark.anyio
@@ -252,3 +257,24 @@ def test_the_deployments_urls_choose_where_tasks_live(tmp_path: Path) -> None:
         SharedTaskStore,
     )
     assert isinstance(task_store_for(ServerConfig()), InMemoryTaskStore)  # memory://
+
+
+async def test_through_the_route_a_damaged_task_is_a_clear_error_and_the_rest_serve(
+    tmp_path: Path,
+) -> None:
+    key = "alice-key-a2a-tasks-000001"
+    config = ServerConfig(store=f"sqlite:///{tmp_path / 'one.db'}", api_keys={key: "alice"})
+    with serving(create_app(demo_agent(), config)) as base:
+        async with a2a(base, key) as client:
+            first = (await events(client, user(new_text_part("What is my balance?"))))[0]
+            second = await events(client, user(new_text_part("What is my balance?")))
+            assert last_status(second)["state"] == "TASK_STATE_COMPLETED"
+            hurt, fine = first["task"]["id"], second[0]["task"]["id"]
+            with sqlite3.connect(tmp_path / "one.db", isolation_level=None) as conn:
+                conn.execute(
+                    "UPDATE mainspring_tasks SET data = x'ffff' WHERE task_id = ?", (hurt,)
+                )
+            with pytest.raises(A2AError, match=f"A2A task '{hurt}' is damaged"):
+                await client.get_task(GetTaskRequest(id=hurt))
+            kept = await client.get_task(GetTaskRequest(id=fine))
+            assert kept.status.state == TaskState.TASK_STATE_COMPLETED
