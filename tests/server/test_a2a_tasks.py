@@ -3,7 +3,8 @@
 Two store objects on one SQLite file or one PostgreSQL schema are two
 workers (two connections): what one saves the other reads, replaces, lists
 and deletes; owners never see each other's tasks; a record expires a week
-after its last change and is pruned lazily; a damaged row is a StoreError
+after its last change and is pruned lazily; streamed text alone waits for
+the next status change (or a second); a damaged row is a StoreError
 naming it (through the A2A route too) and nothing else is lost.
 """
 
@@ -18,7 +19,14 @@ import pytest
 from a2a.helpers.proto_helpers import new_text_part
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, Task, TaskState, TaskStatus
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    GetTaskRequest,
+    ListTasksRequest,
+    Task,
+    TaskState,
+    TaskStatus,
+)
 from a2a.utils.errors import A2AError
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -26,6 +34,7 @@ from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError, StoreError
 from mainspring.server import ServerConfig, create_app
 from mainspring.server._a2a import _Caller  # the SDK user the routes build
+from mainspring.server._a2a_saves import SaveFilter
 from mainspring.server._a2a_tasks import SharedTaskStore, task_store_for
 from mainspring.server._auth import Principal
 from mainspring.stores import InMemorySessionStore, SessionStore
@@ -196,6 +205,39 @@ async def test_saving_again_keeps_a_task_a_week_from_its_last_change(backend: Ba
         {"day": 6 * 24 * 3600.0},
     )  # twelve days after the first save, six after the last: a week is counted from the last
     assert await backend.one.get("t", ALICE) == task("t", state=TaskState.TASK_STATE_COMPLETED)
+
+
+def with_text(base: Task, text: str, *, state: int | None = None) -> Task:
+    """``base`` with its response artifact holding ``text`` (and a new state, if given)."""
+    grown = Task()
+    grown.CopyFrom(base)
+    grown.ClearField("artifacts")
+    grown.artifacts.append(Artifact(artifact_id="response", parts=[new_text_part(text)]))
+    if state is not None:
+        grown.status.state = state  # type: ignore[assignment]  # (the enum is an int)
+    return grown
+
+
+async def test_streamed_text_alone_waits_for_the_next_status_change_or_a_second(
+    backend: Backend,
+) -> None:
+    now = [0.0]
+    one = SharedTaskStore(saves=SaveFilter(clock=lambda: now[0]))
+    one.bind(backend.stores[0])
+    working = task("s")
+    await one.save(working, ALICE)
+    await one.save(with_text(working, "Hel"), ALICE)  # a chunk: only the artifacts changed
+    assert await backend.two.get("s", ALICE) == working  # it waits
+    now[0] = 1.0  # a second after the last write
+    await one.save(with_text(working, "Hello"), ALICE)
+    assert await backend.two.get("s", ALICE) == with_text(working, "Hello")
+    await one.save(with_text(working, "Hello, wor"), ALICE)  # waits again
+    paused = with_text(working, "Hello, world", state=TaskState.TASK_STATE_INPUT_REQUIRED)
+    await one.save(paused, ALICE)  # a status change: written at once, with all the text
+    assert await backend.two.get("s", ALICE) == paused
+    await one.delete("s", ALICE)
+    await one.save(paused, ALICE)  # deleted, so nothing of it is remembered: written
+    assert await backend.two.get("s", ALICE) == paused
 
 
 @pytest.mark.parametrize(

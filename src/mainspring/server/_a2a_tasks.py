@@ -35,6 +35,7 @@ from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, SendMessageRe
 from google.protobuf.message import DecodeError
 
 from mainspring.errors import ConfigError, StoreError
+from mainspring.server._a2a_saves import SaveFilter
 from mainspring.server._config import ServerConfig
 from mainspring.stores.base import TaskRecords
 
@@ -102,13 +103,21 @@ class SharedTaskStore(TaskStore):
     """The SDK's task store on the server's session store (its ``TaskRecords``).
 
     Every worker over one SQLite file or PostgreSQL database sees one set of
-    tasks, each scoped by its owner. Each operation is one store round trip.
+    tasks, each scoped by its owner. Each operation is one store round trip;
+    a save of streamed text alone may wait for the next (see :mod:`._a2a_saves`).
     """
 
-    def __init__(self, records: TaskRecords | None = None, *, ttl: float = TASK_TTL) -> None:
+    def __init__(
+        self,
+        records: TaskRecords | None = None,
+        *,
+        ttl: float = TASK_TTL,
+        saves: SaveFilter | None = None,
+    ) -> None:
         """Keep tasks in ``records`` (or in the store given to :meth:`bind` later)."""
         self._records = records
         self._ttl = ttl
+        self._saves = saves or SaveFilter()
 
     def bind(self, records: object) -> None:
         """Keep tasks in ``records``: the session store the app opened.
@@ -127,8 +136,13 @@ class SharedTaskStore(TaskStore):
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Save (or replace) ``task`` for the caller."""
+        owner = _owner(context)
+        shape = self._saves.needed(owner, task)
+        if shape is None:
+            return
         data = task.SerializeToString()
-        await self._store().save_task(_owner(context), task.id, data, ttl=self._ttl)
+        await self._store().save_task(owner, task.id, data, ttl=self._ttl)
+        self._saves.wrote(owner, task.id, shape)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, if there is one."""
@@ -142,11 +156,16 @@ class SharedTaskStore(TaskStore):
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         """Forget the caller's task ``task_id``."""
-        await self._store().delete_task(_owner(context), task_id)
+        owner = _owner(context)
+        await self._store().delete_task(owner, task_id)
+        self._saves.forget(owner, task_id)
 
 
 class RedisTaskStore(TaskStore):
-    """The SDK's task store on Redis, scoped by owner (the principal)."""
+    """The SDK's task store on Redis, scoped by owner (the principal).
+
+    A save of streamed text alone may wait for the next (see :mod:`._a2a_saves`).
+    """
 
     def __init__(self, url: str, *, ttl: float = TASK_TTL, prefix: str = _PREFIX) -> None:
         """Connect to ``url`` on first use (on the server's event loop)."""
@@ -157,6 +176,7 @@ class RedisTaskStore(TaskStore):
         self._client = aioredis.Redis.from_url(url)
         self._ttl = max(1, int(ttl))
         self._prefix = prefix
+        self._saves = SaveFilter()
 
     def _task_key(self, owner: str, task_id: str) -> str:
         return f"{self._prefix}task:{owner}:{task_id}"
@@ -167,6 +187,9 @@ class RedisTaskStore(TaskStore):
     async def save(self, task: Task, context: ServerCallContext) -> None:
         """Save (or replace) ``task`` for the caller."""
         owner = _owner(context)
+        shape = self._saves.needed(owner, task)
+        if shape is None:
+            return
         try:
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.set(self._task_key(owner, task.id), task.SerializeToString(), ex=self._ttl)
@@ -175,6 +198,7 @@ class RedisTaskStore(TaskStore):
                 await pipe.execute()
         except Exception as exc:
             raise StoreError(f"saving A2A task {task.id!r} failed: {exc}") from exc
+        self._saves.wrote(owner, task.id, shape)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         """The caller's task ``task_id``, if there is one."""
@@ -207,6 +231,7 @@ class RedisTaskStore(TaskStore):
                 await pipe.execute()
         except Exception as exc:
             raise StoreError(f"deleting A2A task {task_id!r} failed: {exc}") from exc
+        self._saves.forget(owner, task_id)
 
     async def aclose(self) -> None:
         """Close the client's connections."""
