@@ -12,6 +12,7 @@ from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import JsonValue
 
 from mainspring._direct import DirectCall, DirectCaller
@@ -118,6 +119,11 @@ class _Entry:
 
 MAX_SCOPES = 1_000
 """Scopes one caller may hold open at once by default (:meth:`Engine.new_scope`)."""
+_OWN_SCOPE = "run:"
+"""How a run's own scope starts (one from :meth:`Engine.new_scope` is a bare UUID), so
+any worker that ends the run knows to drop its subagent sessions."""
+_DROP_DEADLINE = 30.0
+"""Seconds an ended run (also a cancelled one, shielded) has to drop its scope's sessions."""
 
 
 class _NoModel:
@@ -201,8 +207,9 @@ class Engine:
         """Each caller's runs under way: their sessions, and a token per direct call."""
         self.spend_store: SessionStore | None = spend_store
         """Where direct calls' spend totals are kept (see :class:`DirectCaller`)."""
-        self.members = MemberSessions()
-        """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
+        self.members = MemberSessions(name, lambda: self.records)
+        """Subagent sessions by scope, kept in :attr:`records` (see
+        :mod:`mainspring.engine.members`)."""
 
     # ----------------------------------------------------------- building
 
@@ -348,8 +355,10 @@ class Engine:
         self._scope_counts[caller.key] = held + 1
         return scope
 
-    def close_scope(self, caller: Caller, scope: str) -> None:
+    async def close_scope(self, caller: Caller, scope: str) -> None:
         """Close ``caller``'s ``scope``: its subagent sessions (and their histories) go.
+
+        Cancelled, the scope is closed and some of its sessions may be left, to expire.
 
         Raises:
             AccessDenied: ``scope`` is not an open scope of this caller's.
@@ -368,19 +377,20 @@ class Engine:
             self._scope_counts[caller.key] = held
         else:
             del self._scope_counts[caller.key]
-        self.members.drop_scope(scope)
+        await self.members.drop_scope(caller.key, scope)
 
-    def _ended(self, scope: RunScope, paused: bool) -> None:
+    async def _ended(self, scope: RunScope, paused: bool) -> None:
         """An agent run of ``scope`` ended (``paused``: it waits on a decision)."""
-        if not paused and scope.scope not in self._scopes:  # its own scope: nobody can reuse it
-            self.members.drop_scope(scope.scope)
+        if not paused and scope.scope.startswith(_OWN_SCOPE):  # nobody can reuse it
+            with anyio.fail_after(_DROP_DEADLINE, shield=True):
+                await self.members.drop_scope(scope.caller.key, scope.scope)
 
     def _scope(
         self, caller: Caller, metadata: Mapping[str, str] | None, scope: str | None, agent: str
     ) -> RunScope:
         if scope is None:
             self.policy.check_caller(caller, self.name)
-            scope = str(uuid.uuid4())  # the run's own, never registered (see _ended)
+            scope = f"{_OWN_SCOPE}{uuid.uuid4()}"  # the run's own, never registered (_ended)
         elif self._scopes.get(scope) != caller.key:
             raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
         return RunScope(
@@ -565,7 +575,7 @@ class Engine:
                 async with aclosing(stream) as running:  # type: ignore[type-var]
                     events.extend([event async for event in running])
         finally:
-            self._ended(scope, paused=session.pending is not None)
+            await self._ended(scope, paused=session.pending is not None)
         pending = session.pending
         if pending is not None:
             parked_ = Parked(
@@ -578,7 +588,7 @@ class Engine:
             try:
                 await self._park(caller, pending, parked_)
             except BaseException:  # not parked: nobody can decide it, nothing of it is kept
-                self._ended(scope, paused=False)
+                await self._ended(scope, paused=False)
                 raise
         terminal = events[-1] if events else None
         last = next((m for m in reversed(session.messages) if m.role == "assistant"), None)

@@ -245,7 +245,7 @@ def engine_routes(
 
     async def close_scope(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
         scope = request.path_params["scope"]
-        engine.close_scope(caller, scope)
+        await engine.close_scope(caller, scope)
         return JSONResponse({"closed": scope})
 
     async def decide(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
