@@ -214,12 +214,12 @@ async def test_subagent_approval_surfaces_to_the_host_and_resumes_once() -> None
     assert isinstance(action, dict) and action["name"] == "send_email"
     attempt_id = action["attempt_id"]
     assert isinstance(attempt_id, str)
-    assert [p.attempt_id for p in handle.pending] == [attempt_id]
+    assert [p.attempt_id for p in await handle.pending()] == [attempt_id]
 
     outcome = await handle.resume(attempt_id, Approve())
     assert sent == ["bob"]
     assert outcome.ok and outcome.text == "Email sent." and outcome.pending is None
-    assert handle.pending == ()
+    assert await handle.pending() == ()
     with pytest.raises(UnknownAttempt):
         await handle.resume(attempt_id, Approve())
     assert sent == ["bob"]
