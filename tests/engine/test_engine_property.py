@@ -111,6 +111,11 @@ operations = st.lists(
 )
 
 
+async def open_scopes(engine: Engine) -> dict[tuple[str, int], str]:
+    """Two scopes for each caller."""
+    return {(c.key, i): await engine.new_scope(c) for c in CALLERS for i in (0, 1)}
+
+
 @settings(max_examples=40)
 @given(operations)
 def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
@@ -120,9 +125,10 @@ def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
     memo_seen: list[list[str]] = []
     engine = build(hidden_calls, memo_seen)
     sent: dict[tuple[str, str, str], list[str]] = {}
-    scopes = {(c.key, i): engine.new_scope(c) for c in CALLERS for i in (0, 1)}
+    scopes: dict[tuple[str, int], str] = {}
 
     async def run() -> None:
+        scopes.update(await open_scopes(engine))
         for n, (door, who, scope_i, plan, approve) in enumerate(ops):
             caller = CALLERS[who]
             scope = scopes[(caller.key, scope_i)]

@@ -184,11 +184,11 @@ async def test_subagent_sessions_continue_in_their_scope_only() -> None:
             {"task": "three", "alias": "r"},
         ]
     )
-    scope = engine.new_scope(BOB)
+    scope = await engine.new_scope(BOB)
     await engine.agent_run(BOB, "first", scope=scope)
     second = await engine.agent_run(BOB, "second", scope=scope)
     assert second.text == "host saw: tasks so far: ['one', 'two']"
-    elsewhere = await engine.agent_run(BOB, "third", scope=engine.new_scope(BOB))
+    elsewhere = await engine.agent_run(BOB, "third", scope=await engine.new_scope(BOB))
     assert elsewhere.text == "host saw: tasks so far: ['three']"
     keys = await engine.members.keys(BOB.key)
     assert len(keys) == 2 and scope in {k[1] for k in keys} and keys[0][1] != keys[1][1]
@@ -205,7 +205,7 @@ async def test_a_subagents_spend_is_the_hosts() -> None:
 
 async def test_an_unnamed_subagents_session_goes_when_its_call_returns() -> None:
     engine = newsroom([{"task": "count"}, {"task": "publish it"}])
-    scope = engine.new_scope(BOB)
+    scope = await engine.new_scope(BOB)
     run = await engine.agent_run(BOB, "count", scope=scope)
     assert run.text == "host saw: tasks so far: ['count']"
     assert await engine.members.keys(BOB.key) == ()  # nobody can name it again: gone
@@ -234,7 +234,7 @@ async def test_a_run_without_a_scope_leaves_no_subagent_sessions_behind() -> Non
 
 async def test_closing_a_scope_drops_its_sessions_and_only_its_caller_may() -> None:
     engine = newsroom([{"task": "one", "alias": "r"}, {"task": "publish it", "alias": "p"}])
-    scope, other = engine.new_scope(BOB), engine.new_scope(BOB)
+    scope, other = await engine.new_scope(BOB), await engine.new_scope(BOB)
     await engine.agent_run(BOB, "first", scope=scope)
     assert {k[1] for k in await engine.members.keys(BOB.key)} == {scope}
     with pytest.raises(AccessDenied):
@@ -258,12 +258,12 @@ async def test_closing_a_scope_drops_its_sessions_and_only_its_caller_may() -> N
 async def test_a_caller_holds_a_bounded_number_of_open_scopes() -> None:
     engine = newsroom([])
     engine.max_scopes_per_caller = 3
-    scopes = [engine.new_scope(BOB) for _ in range(3)]
+    scopes = [await engine.new_scope(BOB) for _ in range(3)]
     with pytest.raises(CallerBusy, match="close one"):
-        engine.new_scope(BOB)
-    engine.new_scope(Caller("carol"))  # each caller has a bound of its own
+        await engine.new_scope(BOB)
+    await engine.new_scope(Caller("carol"))  # each caller has a bound of its own
     await engine.close_scope(BOB, scopes[0])
-    assert engine.new_scope(BOB) not in scopes
+    assert await engine.new_scope(BOB) not in scopes
 
 
 # ------------------------------------------- sessions in the engine's shared records
@@ -303,7 +303,7 @@ async def test_a_callers_subagent_sessions_are_bounded_with_a_clear_error(
 ) -> None:
     monkeypatch.setattr(members_module, "MAX_MEMBER_SESSIONS", 2)
     engine = newsroom([{"task": f"t{i}", "alias": f"a{i}"} for i in range(3)])
-    scope = engine.new_scope(BOB)
+    scope = await engine.new_scope(BOB)
     for i in range(2):
         run = await engine.agent_run(BOB, "go", scope=scope)
         assert run.text == f"host saw: tasks so far: ['t{i}']"
@@ -315,9 +315,49 @@ async def test_a_callers_subagent_sessions_are_bounded_with_a_clear_error(
 
 async def test_a_stored_subagent_session_that_cannot_be_decoded_is_a_store_error() -> None:
     engine = newsroom([{"task": "go", "alias": "r"}])
-    scope = engine.new_scope(BOB)
+    scope = await engine.new_scope(BOB)
     key = (BOB.key, scope, "researcher", "r")
     record = json.dumps([engine.name, *key])
     await engine.records.put_record(MEMBER_KIND, record, "{nope", owner=record, ttl=60)
     with pytest.raises(StoreError, match="cannot be decoded"):
         await engine.members.get(key, Agent(model=ScriptedModel([])))
+
+
+async def test_a_scope_opened_on_one_worker_is_used_and_closed_on_another(
+    tmp_path: Path,
+) -> None:
+    one = await SQLiteSessionStore.open(tmp_path / "shared.db")
+    other = await SQLiteSessionStore.open(tmp_path / "shared.db")
+    try:
+        calls: list[dict[str, JsonValue]] = [
+            {"task": "one", "alias": "r"},
+            {"task": "two", "alias": "r"},
+            {"task": "publish it", "alias": "p"},
+        ]
+        a, b = newsroom(calls), newsroom(calls)  # (one list: each call is taken once)
+        a.share(one)
+        b.share(other)
+        a.max_scopes_per_caller = b.max_scopes_per_caller = 2
+        scope = await a.new_scope(BOB)
+        assert await b.scopes(BOB) == (scope,) and await b.scopes(Caller("mallory")) == ()
+        with pytest.raises(AccessDenied):  # still another caller's, on every worker
+            await b.agent_run(Caller("mallory"), "first", scope=scope)
+        await b.agent_run(BOB, "first", scope=scope)
+        second = await a.agent_run(BOB, "second", scope=scope)
+        assert second.text == "host saw: tasks so far: ['one', 'two']"  # one history
+        await b.new_scope(BOB)
+        with pytest.raises(CallerBusy, match="holds 2 open scopes"):  # counted across workers
+            await a.new_scope(BOB)
+        paused = await b.agent_run(BOB, "publish", scope=scope)
+        assert paused.pending is not None
+        with pytest.raises(SessionBusy, match="decide it first"):  # paused on the other worker
+            await a.close_scope(BOB, scope)
+        await a.decide(BOB, paused.pending.attempt_id, Reject("no"))
+        await a.close_scope(BOB, scope)
+        assert scope not in await b.scopes(BOB)
+        assert {k[1] for k in await b.members.keys(BOB.key)} == set()  # its sessions went
+        with pytest.raises(AccessDenied):
+            await b.agent_run(BOB, "again", scope=scope)
+    finally:
+        await one.aclose()
+        await other.aclose()

@@ -161,8 +161,12 @@ def test_a_subagent_paused_on_a_killed_worker_goes_on_on_the_other_once(
     workers: Workers,
 ) -> None:
     (a, b), effects, processes = workers
+    content, headers = signed("/v1/engine/scopes", {})
+    opened = httpx.post(a + "/v1/engine/scopes", content=content, headers=headers, timeout=30)
+    assert opened.status_code == 200, opened.text
+    scope = opened.json()["scope"]
     path = "/v1/engine/agents/desk/run"
-    content, headers = signed(path, {"input": "mallory 4200"})
+    content, headers = signed(path, {"input": "mallory 4200", "scope": scope})
     paused = httpx.post(a + path, content=content, headers=headers, timeout=30)
     assert paused.status_code == 200 and paused.json()["status"] == "pending", paused.text
     pending = paused.json()["pending"]
@@ -185,3 +189,13 @@ def test_a_subagent_paused_on_a_killed_worker_goes_on_on_the_other_once(
     again = httpx.post(b + decide, content=content, headers=headers, timeout=30)
     assert again.status_code == 404 and again.json()["error"] == "unknown_attempt", again.text
     assert effects.read_text().splitlines() == ["wire mallory 4200"]
+    # The scope opened on the dead worker goes on on this one, with the clerk's history.
+    content, headers = signed(path, {"input": "bob 100", "scope": scope})
+    again = httpx.post(b + path, content=content, headers=headers, timeout=30)
+    assert again.status_code == 200 and again.json()["status"] == "pending", again.text
+    decide = f"/v1/engine/decisions/{again.json()['pending']['attempt_id']}"
+    content, headers = signed(decide, {"decision": {"kind": "approved"}})
+    done = httpx.post(b + decide, content=content, headers=headers, timeout=30)
+    assert done.status_code == 200, done.text
+    assert done.json()["text"] == "desk: wired 100 to bob; tasks ['mallory 4200', 'bob 100']"
+    assert effects.read_text().splitlines() == ["wire mallory 4200", "wire bob 100"]
