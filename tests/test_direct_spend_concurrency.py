@@ -132,7 +132,7 @@ async def test_two_mcp_servers_on_one_store_spend_at_most_the_cap(tmp_path: Path
             stores = [await SQLiteSessionStore.open(tmp_path / "mcp.db") for _ in range(2)]
             for store in stores:
                 stack.push_async_callback(store.aclose)
-            servers = [build_mcp_server(agent, expose_confirm=True, spend_store=s) for s in stores]
+            servers = [build_mcp_server(agent, expose_confirm=True, store=s) for s in stores]
             sessions = [
                 await stack.enter_async_context(http_session(server, elicitation=decline))
                 for server in servers

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 import pytest
@@ -22,17 +24,28 @@ from mainspring import (
     UsageEvent,
     tool,
 )
+from mainspring import subagents as subagents_module
 from mainspring.decisions import Approve
-from mainspring.errors import ConfigError, UnknownAttempt
+from mainspring.errors import (
+    ApprovalError,
+    CallerBusy,
+    ConfigError,
+    StoreError,
+    UnknownAttempt,
+)
 from mainspring.events import Canvas, Event
 from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
+from mainspring.principals import Caller
+from mainspring.stores import SQLiteSessionStore
 from mainspring.subagents import (
+    PAUSED_SUBAGENT_KIND,
     SUBAGENT_EVENT,
     SUBAGENT_PENDING_ACTION,
     SubagentHandle,
     subagent_tool,
 )
+from mainspring.tools.context import RunScope, run_scope
 from mainspring.tools.define import Tool
 from tests.helpers import send
 
@@ -214,12 +227,12 @@ async def test_subagent_approval_surfaces_to_the_host_and_resumes_once() -> None
     assert isinstance(action, dict) and action["name"] == "send_email"
     attempt_id = action["attempt_id"]
     assert isinstance(attempt_id, str)
-    assert [p.attempt_id for p in handle.pending] == [attempt_id]
+    assert [p.attempt_id for p in await handle.pending()] == [attempt_id]
 
     outcome = await handle.resume(attempt_id, Approve())
     assert sent == ["bob"]
     assert outcome.ok and outcome.text == "Email sent." and outcome.pending is None
-    assert handle.pending == ()
+    assert await handle.pending() == ()
     with pytest.raises(UnknownAttempt):
         await handle.resume(attempt_id, Approve())
     assert sent == ["bob"]
@@ -328,3 +341,124 @@ async def test_an_engine_member_agent_is_bounded_by_the_hosts_remaining_budget()
     run = await engine.agent_run(alice, "go")
     assert len(sub_model.requests) == 3
     assert run.stop_reason == "budget_exceeded" and round(run.cost_usd, 2) == 0.06
+
+
+# ------------------------------------------- paused runs: per caller, once, bounded
+
+mailed: list[str] = []
+
+
+@tool(permission="confirm")
+async def mail(to: str) -> str:
+    """Send an email."""
+    mailed.append(to)
+    return f"mailed {to}"
+
+
+def mailer_model(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse:
+    if messages[-1].role == "tool":
+        return ScriptedResponse(text=f"done: {messages[-1].tool_results_parts[0].content}")
+    return ScriptedResponse(tool_calls=[ScriptedCall("mail", {"to": messages[-1].text})])
+
+
+def mailer(records: SQLiteSessionStore | None = None) -> SubagentHandle:
+    agent = Agent(model=ScriptedModel(mailer_model), name="mailer", tools=[mail])
+    return SubagentHandle(agent, description="Send mail.", records=records)
+
+
+async def pause_as(handle: SubagentHandle, caller: Caller, to: str) -> list[Event]:
+    host, _ = host_agent(handle.tool, call_sub(to, "mailer"), "Waiting.")
+    with run_scope(RunScope(caller=caller)):
+        return await send(Session(host), to)
+
+
+ALICE, BOB = Caller("alice"), Caller("bob")
+
+
+@pytest.fixture(autouse=True)
+def _no_mail() -> None:
+    mailed.clear()
+
+
+async def test_a_paused_subagent_is_its_callers_alone() -> None:
+    handle = mailer()
+    await pause_as(handle, ALICE, "carol")
+    (pending,) = await handle.pending(caller=ALICE)
+    assert await handle.pending(caller=BOB) == () and await handle.pending() == ()
+    with pytest.raises(UnknownAttempt):
+        await handle.resume(pending.attempt_id, Approve(), caller=BOB)
+    with pytest.raises(UnknownAttempt):  # outside any run: the local caller, not alice
+        await handle.resume(pending.attempt_id, Approve())
+    assert mailed == []
+    done = await handle.resume(pending.attempt_id, Approve(), caller=ALICE)
+    assert done.text == "done: mailed carol" and mailed == ["carol"]
+
+
+async def test_a_refused_decision_leaves_the_subagent_waiting() -> None:
+    handle = mailer()
+    await pause_as(handle, ALICE, "carol")
+    (pending,) = await handle.pending(caller=ALICE)
+    with pytest.raises(ApprovalError, match="not modifiable"):
+        await handle.resume(pending.attempt_id, Approve(edits={"to": "eve"}), caller=ALICE)
+    assert await handle.pending(caller=ALICE) == (pending,) and mailed == []
+    await handle.resume(pending.attempt_id, Approve(), caller=ALICE)
+    assert mailed == ["carol"]
+
+
+async def test_a_callers_paused_subagent_runs_are_bounded_with_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(subagents_module, "MAX_PAUSED_SUBAGENTS", 2)
+    handle = mailer()
+    for to in ("c1", "c2"):
+        await pause_as(handle, ALICE, to)
+    events = await pause_as(handle, ALICE, "c3")
+    (result,) = tool_results(events, "mailer")
+    assert result.is_error and "holds 2 paused runs" in result.content
+    assert "'mail' will not run" in result.content
+    assert forwarded(events, SUBAGENT_PENDING_ACTION) == []  # nothing to decide was announced
+    assert len(await handle.pending(caller=ALICE)) == 2
+    await pause_as(handle, BOB, "c4")  # per caller
+    with pytest.raises(CallerBusy, match="holds 2 paused runs"):
+        with run_scope(RunScope(caller=ALICE)):
+            await handle.run("c5")
+    assert mailed == []
+
+
+async def test_a_paused_subagent_in_a_store_survives_its_handle_and_is_taken_once(
+    tmp_path: Path,
+) -> None:
+    one = await SQLiteSessionStore.open(tmp_path / "shared.db")
+    other = await SQLiteSessionStore.open(tmp_path / "shared.db")
+    try:
+        await pause_as(mailer(one), ALICE, "carol")
+        second = mailer(other)  # another worker's handle, on the same file
+        (pending,) = await second.pending(caller=ALICE)
+        outcomes: list[str] = []
+
+        async def decide(handle: SubagentHandle) -> None:
+            try:
+                await handle.resume(pending.attempt_id, Approve(), caller=ALICE)
+                outcomes.append("ran")
+            except UnknownAttempt:
+                outcomes.append("unknown")
+
+        async with anyio.create_task_group() as tg:
+            for handle in (second, mailer(one), second):
+                tg.start_soon(decide, handle)
+        assert sorted(outcomes) == ["ran", "unknown", "unknown"] and mailed == ["carol"]
+    finally:
+        await one.aclose()
+        await other.aclose()
+
+
+async def test_a_parked_subagent_run_that_cannot_be_decoded_is_a_store_error() -> None:
+    handle = mailer()
+    key = json.dumps(["mailer", ALICE.key, "a1"])
+    owner = json.dumps(["mailer", ALICE.key])
+    await handle.records.put_record(PAUSED_SUBAGENT_KIND, key, "{nope", owner=owner, ttl=60)
+    with pytest.raises(StoreError, match="cannot be decoded"):
+        await handle.pending(caller=ALICE)
+    with pytest.raises(StoreError, match="cannot be decoded"):
+        await handle.resume("a1", Approve(), caller=ALICE)
+    assert await handle.records.owned_records(PAUSED_SUBAGENT_KIND, owner) == [(key, "{nope")]

@@ -1,8 +1,18 @@
-"""``mainspring mcp serve``: an agent's tools and skills served to MCP clients (stdio or HTTP)."""
+"""``mainspring mcp serve``: an agent's tools and skills served to MCP clients (stdio or HTTP).
+
+With ``--store URL`` (a session store: ``sqlite:///…``, ``postgresql://…``) the
+used approval nonces and the auto-approved spend live in that store, and the
+2026-07-28 ``requestState`` is sealed with a key derived from the deployment's
+approval-signing key (``$MAINSPRING_SIGNING_KEY``, else the key ``mainspring
+serve`` keeps beside a SQLite file): several ``mcp serve --http`` processes
+behind one balancer then share every "at most once" guard.
+"""
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,9 +22,12 @@ from rich.console import Console
 
 from mainspring._agent_spec import load_agent
 from mainspring._cli_exit import Debug, ExitCode, failing_cleanly
+from mainspring._cli_serve_keys import signing_key
 from mainspring.agent import Agent
 from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError
+from mainspring.stores.records import shared_records
+from mainspring.stores.urls import open_session_store, sqlite_file
 
 __all__ = ["TOKEN_ENV", "mcp_app", "mcp_serve"]
 
@@ -39,6 +52,21 @@ def _mcp_token(token_file: Path | None) -> str | None:
     return os.environ.get(TOKEN_ENV, "").strip() or None
 
 
+_SEALING = b"mainspring mcp request-state"
+"""What the request-state key is derived for (never the approval-signing key itself)."""
+
+
+def _sealing_key(store: str | None, err: Console) -> bytes | None:
+    """The request-state key every server on ``store`` shares (``None``: this process's own)."""
+    if store is None:
+        return None
+    key = signing_key(sqlite_file(store), in_memory=store.startswith("memory:"), workers=1)
+    err.print(key.note, soft_wrap=True, style=None if key.lasting else "yellow")
+    if key.hex is None:
+        return None
+    return hmac.new(bytes.fromhex(key.hex), _SEALING, hashlib.sha256).digest()
+
+
 async def _serve_mcp(
     chosen: Agent,
     *,
@@ -49,16 +77,28 @@ async def _serve_mcp(
     skills: list[str],
     token: str | None,
     allowed_hosts: list[str],
+    store: str | None,
 ) -> None:
+    from mcp.server.request_state import RequestStateSecurity
+
     from mainspring.mcp.server import build_mcp_server, serve_stdio  # needs the extra
     from mainspring.skills import SkillCatalog
 
     catalog = SkillCatalog(skills) if skills else None
-    server = build_mcp_server(chosen, skills=catalog, expose_confirm=expose_confirm)
-    if not http:
-        await serve_stdio(server)
-        return
+    opened = await open_session_store(store) if store is not None else None
     try:
+        sealing = _sealing_key(store, Console(stderr=True, highlight=False))
+        security = RequestStateSecurity(keys=[sealing]) if sealing is not None else None
+        server = build_mcp_server(
+            chosen,
+            skills=catalog,
+            expose_confirm=expose_confirm,
+            request_state_security=security,
+            store=shared_records(opened),
+        )
+        if not http:
+            await serve_stdio(server)
+            return
         await _serve_mcp_http(
             server, host=host, port=port, token=token, allowed_hosts=allowed_hosts
         )
@@ -66,6 +106,10 @@ async def _serve_mcp(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    finally:
+        if opened is not None:
+            with anyio.CancelScope(shield=True):
+                await opened.aclose()
 
 
 async def _serve_mcp_http(
@@ -125,6 +169,14 @@ def mcp_serve(
             help="A host name HTTP requests may address besides loopback (repeatable).",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="A session store every server behind one URL shares (sqlite:///file.db, "
+            "postgresql://…): used approvals and spend totals (default: this process's memory).",
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Serve an agent's tools (and skills, as prompts) to MCP clients.
@@ -134,6 +186,9 @@ def mcp_serve(
     <token>``, and a non-loopback ``--host`` is refused without one. Requests
     must address a loopback host, the ``--host`` address or an
     ``--allowed-host`` name (DNS rebinding), and a ``POST`` must be JSON.
+    With ``--store``, approvals used and auto-approved spend are kept in that
+    store, and every server on it seals approval rounds with one key, so
+    several behind one URL share those guards.
     Ctrl-C stops it at once (exit 130). Exit codes: 2 a configuration error (the
     port is taken, the mcp extra is missing…); 1 a failure.
     """
@@ -169,6 +224,7 @@ def mcp_serve(
                     skills=skills or [],
                     token=token,
                     allowed_hosts=hosts,
+                    store=store,
                 )
             )
         except OSError as exc:  # the address is taken or cannot be bound

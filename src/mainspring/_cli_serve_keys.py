@@ -60,8 +60,16 @@ def _kept_beside(database: str) -> tuple[str, Path, bool]:
         ConfigError: The file is readable by others, unreadable, or not a key.
     """
     path = Path(database + KEY_SUFFIX).resolve()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    made = secrets.token_hex(32)
+    draft = path.with_name(f"{path.name}.{secrets.token_hex(8)}")
+    try:  # written whole beside it, then linked in: a racing start reads a whole key
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(made + "\n")
+        try:
+            os.link(draft, path)
+        finally:
+            draft.unlink()
     except FileExistsError:
         pass
     except OSError as exc:
@@ -69,9 +77,6 @@ def _kept_beside(database: str) -> tuple[str, Path, bool]:
             f"cannot keep the signing key in {path}: {exc.strerror}; set ${SIGNING_KEY_ENV} instead"
         ) from None
     else:
-        made = secrets.token_hex(32)
-        with os.fdopen(fd, "w", encoding="ascii") as file:
-            file.write(made + "\n")
         return made, path, True
     try:
         mode = path.stat().st_mode

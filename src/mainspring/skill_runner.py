@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SkillNotFound
 from mainspring.skills import SKILL_FILE, Skill, SkillCatalog, SkillNeeds
+from mainspring.stores.base import SharedRecords
 from mainspring.subagents import SubagentHandle
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
@@ -108,18 +109,22 @@ class SkillRunner:
         servers: Sequence[str] = (),
         budget_usd: float | None = None,
         max_steps: int | None = None,
+        records: SharedRecords | None = None,
     ) -> None:
         """Skills of ``catalog`` for ``agent`` (the host, without the skills tools).
 
         ``servers`` are the MCP servers the host is connected to (for
         ``dependencies.mcp-servers``); ``budget_usd`` and ``max_steps`` bound
-        every subagent run of a skill.
+        every subagent run of a skill; ``records`` is where a paused one
+        waits for its decision (``SubagentHandle(records=…)``: a store every
+        worker shares; this process's memory by default).
         """
         self.catalog = catalog
         self.agent = agent
         self.servers = tuple(servers)
         self._budget_usd = budget_usd
         self._max_steps = max_steps
+        self._records = records
         self._handles: dict[str, SubagentHandle] = {}
         self._catalog_tools = catalog.tools(needs=self.preflight())
 
@@ -211,6 +216,7 @@ class SkillRunner:
             description=skill.description,
             budget_usd=self._budget_usd,
             max_steps=self._max_steps,
+            records=self._records,
         )
 
     def _run_tool(self) -> Tool:

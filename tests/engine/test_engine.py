@@ -301,7 +301,7 @@ async def test_an_agent_has_its_own_storage_per_caller() -> None:
 
 async def test_scopes_belong_to_their_caller() -> None:
     engine = shop().add_agent(Agent(model=ScriptedModel(["hi"]), name="a"), export=True)
-    scope = engine.new_scope(BOB)
+    scope = await engine.new_scope(BOB)
     with pytest.raises(AccessDenied, match="scope"):
         await engine.agent_run(ALICE, "hello", scope=scope)
     assert (await engine.agent_run(BOB, "hello", scope=scope)).text == "hi"

@@ -111,6 +111,11 @@ operations = st.lists(
 )
 
 
+async def open_scopes(engine: Engine) -> dict[tuple[str, int], str]:
+    """Two scopes for each caller."""
+    return {(c.key, i): await engine.new_scope(c) for c in CALLERS for i in (0, 1)}
+
+
 @settings(max_examples=40)
 @given(operations)
 def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
@@ -120,9 +125,10 @@ def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
     memo_seen: list[list[str]] = []
     engine = build(hidden_calls, memo_seen)
     sent: dict[tuple[str, str, str], list[str]] = {}
-    scopes = {(c.key, i): engine.new_scope(c) for c in CALLERS for i in (0, 1)}
+    scopes: dict[tuple[str, int], str] = {}
 
     async def run() -> None:
+        scopes.update(await open_scopes(engine))
         for n, (door, who, scope_i, plan, approve) in enumerate(ops):
             caller = CALLERS[who]
             scope = scopes[(caller.key, scope_i)]
@@ -145,7 +151,12 @@ def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
                 result = await engine.decide(caller, result.pending.attempt_id, decision)
 
     anyio.run(run)
-    event(f"memo sessions: {min(len(engine.members.keys()), 2)}")
+
+    async def member_keys() -> list[tuple[str, str, str, str]]:
+        return [k for c in CALLERS for k in await engine.members.keys(c.key)]
+
+    members = anyio.run(member_keys)
+    event(f"memo sessions: {min(len(members), 2)}")
     stored = [engine.storage.keys(("tool", "put", c.kind, c.id)) for c in CALLERS]
     event(f"stored: {any(stored)}")
     assert engine.storage.keys(("tool", "put")) == []  # per caller, never shared
@@ -160,7 +171,7 @@ def test_no_sequence_reaches_an_unexported_tool_or_another_namespace(
         caller, scope, alias = prefix.split("|")
         assert seen == sent[(caller, scope, alias)][: len(seen)]
     owner = {scope: caller_key for (caller_key, _), scope in scopes.items()}
-    for caller_key, scope, _agent, _alias in engine.members.keys():
+    for caller_key, scope, _agent, _alias in members:
         assert owner[scope] == caller_key  # every subagent session lives in its caller's scope
 
 

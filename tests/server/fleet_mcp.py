@@ -37,8 +37,7 @@ async def main(fields_json: str, key: str) -> None:
             agent(),
             expose_confirm=True,
             request_state_security=RequestStateSecurity(keys=[bytes.fromhex(key)]),
-            records=shared_records(stores.sessions, stores.locks),
-            spend_store=stores.sessions,
+            store=shared_records(stores.sessions, stores.locks),
         )
         async with anyio.create_task_group() as tg:
             port = await tg.start(

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from mainspring import _cli_serve_keys as keys_module
 from mainspring._cli_serve_keys import SIGNING_KEY_ENV, signing_key
 from mainspring.demo import DEMO_MESSAGE
 from mainspring.errors import ConfigError
@@ -242,6 +245,46 @@ def test_sessions_in_postgresql_without_a_key_warn(monkeypatch: pytest.MonkeyPat
     assert f"set ${SIGNING_KEY_ENV}" in one.note
     shared = signing_key(None, in_memory=False, workers=3)
     assert shared.hex is not None and len(bytes.fromhex(shared.hex)) == 32  # one for all
+
+
+def test_a_server_starting_while_another_makes_the_key_reads_the_whole_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start draws its key slowly; the second, meanwhile, finds the file."""
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    database = str(tmp_path / "a.db")
+    second_done, drawing = threading.Event(), threading.Event()
+    drawn: list[int] = []
+
+    class SlowFirstDraw:
+        def token_hex(self, n: int) -> str:
+            drawn.append(n)
+            if len(drawn) == 1:  # the first start waits until the second one has its key
+                drawing.set()
+                second_done.wait(timeout=30)
+            return secrets.token_hex(n)
+
+    monkeypatch.setattr(keys_module, "secrets", SlowFirstDraw())
+    found: dict[str, str | None] = {}
+
+    def start(name: str) -> None:
+        try:
+            found[name] = signing_key(database, in_memory=False, workers=1).hex
+        except ConfigError as exc:
+            found[name] = f"error: {exc}"
+        finally:
+            if name == "second":
+                second_done.set()
+
+    first = threading.Thread(target=start, args=("first",))
+    first.start()
+    assert drawing.wait(timeout=30)  # the first start is drawing its key now
+    start("second")
+    first.join(timeout=30)
+    assert found["first"] == found["second"] and found["first"] is not None, found
+    assert len(bytes.fromhex(found["first"])) == 32
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db.signing-key"]  # no drafts left
+    assert (tmp_path / "a.db.signing-key").stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize(("text", "problem"), [("zz", "must be hex"), ("ab" * 8, "32 bytes")])

@@ -383,7 +383,8 @@ async def test_the_signed_engine_route_runs_tools_as_the_calling_engine_and_boun
         await remote._request("POST", "/scopes", {})
     assert refused.value.status == 409
     assert "holds 2 open scopes" in str(refused.value)
-    assert served._scopes == {first: "engine:engine-a", second: "engine:engine-a"}  # intact
+    caller = Caller("engine-a", kind="engine")
+    assert await served.scopes(caller) == tuple(sorted((first, second)))  # intact
     await remote._request("DELETE", f"/scopes/{first}")
     assert (await remote._request("POST", "/scopes", {}))["scope"] not in (first, second)
 

@@ -12,6 +12,7 @@ from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import JsonValue
 
 from mainspring._direct import DirectCall, DirectCaller
@@ -20,6 +21,7 @@ from mainspring.decisions import Decision
 from mainspring.engine.members import MemberSessions, member_tool
 from mainspring.engine.paused import Parked, park, parked, unpark
 from mainspring.engine.policy import ManagementPolicy, Visibility
+from mainspring.engine.scopes import close_scope, open_scope, open_scopes
 from mainspring.errors import (
     AccessDenied,
     ApprovalError,
@@ -118,6 +120,11 @@ class _Entry:
 
 MAX_SCOPES = 1_000
 """Scopes one caller may hold open at once by default (:meth:`Engine.new_scope`)."""
+_OWN_SCOPE = "run:"
+"""How a run's own scope starts (one from :meth:`Engine.new_scope` is a bare UUID), so
+any worker that ends the run knows to drop its subagent sessions."""
+_DROP_DEADLINE = 30.0
+"""Seconds an ended run (also a cancelled one, shielded) has to drop its scope's sessions."""
 
 
 class _NoModel:
@@ -164,10 +171,12 @@ class Engine:
         ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy);
         ``max_scopes_per_caller`` bounds the scopes a caller holds open (CallerBusy,
         409 on the signed routes).
-        ``records`` keeps paused calls and runs (:mod:`mainspring.engine.paused`):
-        a store every worker shares makes a pause on one worker decidable on
-        another (a server sets its own when none is given; this process's
-        memory otherwise).
+        ``records`` keeps paused calls and runs (:mod:`mainspring.engine.paused`),
+        open scopes (:mod:`mainspring.engine.scopes`) and subagent sessions
+        (:mod:`mainspring.engine.members`): a store every worker shares makes
+        a pause on one worker decidable on another, and a scope usable on any
+        (a server sets its own when none is given; this process's memory
+        otherwise).
         ``spend_store`` (a session store with a spend ledger, shared by every
         worker) keeps each caller's auto-approved spend of direct tool calls, so
         the session auto-spend cap holds across workers (a server sets it to
@@ -192,17 +201,13 @@ class Engine:
         self.records: SharedRecords = records if records is not None else InMemoryRecords()
         """Where paused calls and runs wait (see :meth:`share`)."""
         self._shared = records is not None
-        self._paused_scopes: dict[str, int] = {}
-        """Scopes of this process with paused calls or runs, and how many."""
-        self._scopes: dict[str, str] = {}
-        """The open scopes from :meth:`new_scope`, each with its caller's key."""
-        self._scope_counts: dict[str, int] = {}
         self._active: dict[str, set[object]] = {}
         """Each caller's runs under way: their sessions, and a token per direct call."""
         self.spend_store: SessionStore | None = spend_store
         """Where direct calls' spend totals are kept (see :class:`DirectCaller`)."""
-        self.members = MemberSessions()
-        """Subagent sessions by scope (see :mod:`mainspring.engine.members`)."""
+        self.members = MemberSessions(name, lambda: self.records)
+        """Subagent sessions by scope, kept in :attr:`records` (see
+        :mod:`mainspring.engine.members`)."""
 
     # ----------------------------------------------------------- building
 
@@ -326,10 +331,11 @@ class Engine:
 
     # ------------------------------------------------------------- scopes
 
-    def new_scope(self, caller: Caller) -> str:
+    async def new_scope(self, caller: Caller) -> str:
         """A scope of ``caller``'s: subagent sessions created in it can be continued in it.
 
-        It lasts, with its sessions, until :meth:`close_scope`.
+        It lasts, with its sessions, until :meth:`close_scope`; it is kept in
+        :attr:`records`, so every worker sharing them can run in it.
 
         Raises:
             AccessDenied: The caller may not use this engine.
@@ -337,51 +343,47 @@ class Engine:
                 by default) open scopes already.
         """
         self.policy.check_caller(caller, self.name)
-        held = self._scope_counts.get(caller.key, 0)
-        if held >= self.max_scopes_per_caller:
-            raise CallerBusy(
-                f"caller {caller.key!r} holds {held} open scopes in engine {self.name!r}:"
-                " close one first (close_scope)"
-            )
-        scope = str(uuid.uuid4())
-        self._scopes[scope] = caller.key
-        self._scope_counts[caller.key] = held + 1
-        return scope
+        limit = self.max_scopes_per_caller
+        return await open_scope(self.records, self.name, caller.key, limit=limit)
 
-    def close_scope(self, caller: Caller, scope: str) -> None:
+    async def scopes(self, caller: Caller) -> tuple[str, ...]:
+        """``caller``'s open scopes (on every worker), sorted."""
+        limit = self.max_scopes_per_caller
+        return tuple(await open_scopes(self.records, self.name, caller.key, limit=limit))
+
+    async def close_scope(self, caller: Caller, scope: str) -> None:
         """Close ``caller``'s ``scope``: its subagent sessions (and their histories) go.
+
+        Cancelled, the scope is closed and some of its sessions may be left, to expire.
 
         Raises:
             AccessDenied: ``scope`` is not an open scope of this caller's.
             CallerBusy: The caller has a run under way (it may be in this scope).
             SessionBusy: A paused run or call of the scope waits on a decision.
         """
-        if self._scopes.get(scope) != caller.key:
+        if scope not in await self.scopes(caller):
             raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
         if caller.key in self._active:
             raise CallerBusy(f"caller {caller.key!r} has a run under way in engine {self.name!r}")
-        if self._paused_scopes.get(scope):
+        if any(p.scope == scope for p in await parked(self.records, self.name, caller.key)):
             raise SessionBusy(f"scope {scope!r} has a paused run or call: decide it first")
-        del self._scopes[scope]
-        held = self._scope_counts[caller.key] - 1
-        if held:
-            self._scope_counts[caller.key] = held
-        else:
-            del self._scope_counts[caller.key]
-        self.members.drop_scope(scope)
+        if not await close_scope(self.records, self.name, caller.key, scope):  # closed meanwhile
+            raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
+        await self.members.drop_scope(caller.key, scope)
 
-    def _ended(self, scope: RunScope, paused: bool) -> None:
+    async def _ended(self, scope: RunScope, paused: bool) -> None:
         """An agent run of ``scope`` ended (``paused``: it waits on a decision)."""
-        if not paused and scope.scope not in self._scopes:  # its own scope: nobody can reuse it
-            self.members.drop_scope(scope.scope)
+        if not paused and scope.scope.startswith(_OWN_SCOPE):  # nobody can reuse it
+            with anyio.fail_after(_DROP_DEADLINE, shield=True):
+                await self.members.drop_scope(scope.caller.key, scope.scope)
 
-    def _scope(
+    async def _scope(
         self, caller: Caller, metadata: Mapping[str, str] | None, scope: str | None, agent: str
     ) -> RunScope:
         if scope is None:
             self.policy.check_caller(caller, self.name)
-            scope = str(uuid.uuid4())  # the run's own, never registered (see _ended)
-        elif self._scopes.get(scope) != caller.key:
+            scope = f"{_OWN_SCOPE}{uuid.uuid4()}"  # the run's own, never registered (_ended)
+        elif scope not in await self.scopes(caller):
             raise AccessDenied(f"scope {scope!r} is not one of this caller's", target=scope)
         return RunScope(
             caller=caller,
@@ -416,7 +418,7 @@ class Engine:
                 session.cancel()
 
     def share(self, records: SharedRecords) -> None:
-        """Keep paused calls and runs in ``records`` (a server's store).
+        """Keep paused calls and runs, scopes and subagent sessions in ``records`` (a server's).
 
         A no-op when the engine was given its own. Call it before the engine
         serves anyone.
@@ -427,15 +429,6 @@ class Engine:
 
     async def _park(self, caller: Caller, pending: PendingAction, parked_: Parked) -> None:
         await park(self.records, self.name, caller.key, pending.attempt_id, parked_)
-        if parked_.scope in self._scopes:  # (a run's own scope can never be closed)
-            self._paused_scopes[parked_.scope] = self._paused_scopes.get(parked_.scope, 0) + 1
-
-    def _unparked(self, scope: str) -> None:
-        left = self._paused_scopes.get(scope, 0) - 1
-        if left > 0:
-            self._paused_scopes[scope] = left
-        else:
-            self._paused_scopes.pop(scope, None)
 
     # ---------------------------------------------------------- tool calls
 
@@ -480,7 +473,7 @@ class Engine:
                 already (the call is then rejected: it never runs).
         """
         self._check_tool(caller, name)
-        scope = self._scope(caller, metadata, None, "")
+        scope = await self._scope(caller, metadata, None, "")
         with self._slot(caller, None), run_scope(scope):
             call = await self._direct_caller(caller).start(name, arguments)
         return await self._tool_result(caller, name, arguments, call, scope)
@@ -552,7 +545,7 @@ class Engine:
             CallerBusy: One run per caller, and this caller has one.
         """
         member = self._check_agent(caller, agent)
-        run = self._scope(caller, metadata, scope, member.agent.name)
+        run = await self._scope(caller, metadata, scope, member.agent.name)
         session = Session(self._runnable(member))
         return await self._drive(caller, session, session.send(input), run)
 
@@ -565,7 +558,7 @@ class Engine:
                 async with aclosing(stream) as running:  # type: ignore[type-var]
                     events.extend([event async for event in running])
         finally:
-            self._ended(scope, paused=session.pending is not None)
+            await self._ended(scope, paused=session.pending is not None)
         pending = session.pending
         if pending is not None:
             parked_ = Parked(
@@ -578,7 +571,7 @@ class Engine:
             try:
                 await self._park(caller, pending, parked_)
             except BaseException:  # not parked: nobody can decide it, nothing of it is kept
-                self._ended(scope, paused=False)
+                await self._ended(scope, paused=False)
                 raise
         terminal = events[-1] if events else None
         last = next((m for m in reversed(session.messages) if m.role == "assistant"), None)
@@ -618,7 +611,6 @@ class Engine:
                 f"no paused call of this caller waits on attempt {attempt_id!r}",
                 attempt_id=attempt_id,
             )
-        self._unparked(paused.scope)
         scope = self._scope_of(caller, paused)
         pending = paused.pending
         assert pending is not None

@@ -14,6 +14,15 @@ own, dropped with its sessions when the run ends (or, paused, when the
 decision's run ends); a scope from :meth:`Engine.new_scope` lasts until
 :meth:`Engine.close_scope`.
 
+**Where they live.** Each session's state is a shared record in the engine's
+``records`` (``SharedRecords``: the server's store for a served engine), saved
+when the call that used it returns, so whichever worker continues the scope (a
+paused run decided on another worker, the next call of an alias) continues it
+with its history. A caller holds at most :data:`MAX_MEMBER_SESSIONS` of them in
+one engine (the next new one is an error result naming the limit); one unused
+for :data:`MEMBER_TTL` is forgotten. Two calls of one alias at once each start
+from the history saved before them, and the one saved last is kept.
+
 When the subagent pauses for a decision, the host's turn pauses too: the
 tool suspends (:meth:`ToolContext.suspend`) and the host's
 ``pending_action`` carries the subagent's action as ``nested``. Deciding
@@ -28,70 +37,138 @@ events reach the host stream as ``canvas`` events of kind
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from mainspring.agent import Agent
-from mainspring.codec import event_to_dict
+from mainspring.codec import decode, encode, event_to_dict
+from mainspring.errors import CallerBusy, StoreError
 from mainspring.events import ErrorEvent, Event, TurnComplete
 from mainspring.session import Session
+from mainspring.state import SessionState
+from mainspring.stores.base import SharedRecords
 from mainspring.subagents import SUBAGENT_EVENT, within_host_budget
 from mainspring.tools.context import ToolContext, current_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import ToolPolicy
 
-__all__ = ["MemberKey", "MemberSessions", "member_tool"]
+__all__ = [
+    "MAX_MEMBER_SESSIONS",
+    "MEMBER_KIND",
+    "MEMBER_TTL",
+    "MemberKey",
+    "MemberSessions",
+    "member_tool",
+]
 
 MemberKey = tuple[str, str, str, str]
 """``(caller key, scope, agent, alias)``: where one subagent session lives."""
 
-
-_InScope = tuple[str, str, str]
-"""``(caller key, agent, alias)``: a session's place inside its scope."""
+MEMBER_KIND = "engine-member"
+"""The kind of the shared records that hold subagent sessions' states."""
+_INDEX_KIND = "engine-member-of"
+"""One empty record per session, owned by its caller: what bounds and lists them."""
+MAX_MEMBER_SESSIONS = 1_000
+"""Subagent sessions one caller may hold at once in one engine, across its workers."""
+MEMBER_TTL = 30 * 24 * 3600.0
+"""Seconds a subagent session is kept after the call that last used it."""
+_SAVE_DEADLINE = 30.0
+"""Seconds a cancelled call still has to save its session (shielded)."""
 
 
 class MemberSessions:
-    """The subagent sessions of an engine, each under its :data:`MemberKey`, by scope."""
+    """The subagent sessions of an engine, each under its :data:`MemberKey`, in shared records.
 
-    def __init__(self) -> None:
-        self._scopes: dict[str, dict[_InScope, Session]] = {}
+    ``records`` gives the engine's current store (a server may set it after
+    the engine is built).
+    """
 
-    def get(self, key: MemberKey) -> Session | None:
-        """The session under ``key``, if any."""
-        caller, scope, agent, alias = key
-        return self._scopes.get(scope, {}).get((caller, agent, alias))
+    def __init__(self, engine: str, records: Callable[[], SharedRecords]) -> None:
+        """The sessions of engine ``engine``, kept in ``records()``."""
+        self.engine = engine
+        self._records = records
 
-    def open(self, key: MemberKey, agent: Agent) -> Session:
-        """The session under ``key``, created for ``agent`` when there is none."""
-        caller, scope, name, alias = key
-        sessions = self._scopes.setdefault(scope, {})
-        session = sessions.get((caller, name, alias))
-        if session is None:
-            session = sessions[(caller, name, alias)] = Session(agent)
-        return session
+    def _key(self, key: MemberKey) -> str:
+        return json.dumps([self.engine, *key], ensure_ascii=False)
 
-    def drop(self, key: MemberKey) -> None:
-        """Forget the session under ``key`` (if any)."""
-        caller, scope, agent, alias = key
-        sessions = self._scopes.get(scope)
-        if sessions is not None:
-            sessions.pop((caller, agent, alias), None)
-            if not sessions:
-                del self._scopes[scope]
+    def _owner(self, caller: str) -> str:
+        return json.dumps([self.engine, caller], ensure_ascii=False)
 
-    def drop_scope(self, scope: str) -> None:
-        """Forget every session of ``scope``."""
-        self._scopes.pop(scope, None)
+    async def get(self, key: MemberKey, agent: Agent) -> Session | None:
+        """The session under ``key``, run by ``agent``, if any.
 
-    def keys(self) -> tuple[MemberKey, ...]:
-        """Every key a session lives under."""
-        return tuple(
-            (caller, scope, agent, alias)
-            for scope, sessions in self._scopes.items()
-            for caller, agent, alias in sessions
+        Raises:
+            StoreError: Its stored state cannot be decoded.
+        """
+        record = self._key(key)
+        found = await self._records().owned_records(MEMBER_KIND, record, limit=1)
+        if not found:
+            return None
+        try:
+            state = decode(SessionState, json.loads(found[0][1]))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise StoreError(f"subagent session {key!r} cannot be decoded: {exc}") from exc
+        return Session(agent, state=state)
+
+    async def open(self, key: MemberKey, agent: Agent) -> Session:
+        """The session under ``key``, created for ``agent`` when there is none.
+
+        Raises:
+            CallerBusy: It is new, and the caller holds :data:`MAX_MEMBER_SESSIONS`.
+        """
+        session = await self.get(key, agent)
+        if session is not None:
+            return session
+        added = await self._records().put_record(
+            _INDEX_KIND,
+            self._key(key),
+            "",
+            owner=self._owner(key[0]),
+            ttl=MEMBER_TTL,
+            limit=MAX_MEMBER_SESSIONS,
         )
+        if added == "full":
+            raise CallerBusy(
+                f"caller {key[0]!r} holds {MAX_MEMBER_SESSIONS} subagent sessions in engine"
+                f" {self.engine!r} (the limit): close a scope first"
+            )
+        return Session(agent)
+
+    async def save(self, key: MemberKey, session: Session) -> None:
+        """Keep ``session``'s state under ``key`` (for :data:`MEMBER_TTL` from now)."""
+        records, record = self._records(), self._key(key)
+        value = json.dumps(encode(session.state.snapshot()), ensure_ascii=False)
+        await records.take_record(MEMBER_KIND, record)
+        await records.put_record(MEMBER_KIND, record, value, owner=record, ttl=MEMBER_TTL)
+        await records.take_record(_INDEX_KIND, record)  # (its expiry moves with the session's)
+        await records.put_record(_INDEX_KIND, record, "", owner=self._owner(key[0]), ttl=MEMBER_TTL)
+
+    async def drop(self, key: MemberKey) -> None:
+        """Forget the session under ``key`` (if any)."""
+        records, record = self._records(), self._key(key)
+        await records.take_record(MEMBER_KIND, record)
+        await records.take_record(_INDEX_KIND, record)
+
+    async def drop_scope(self, caller: str, scope: str) -> None:
+        """Forget every session of ``caller``'s ``scope``."""
+        for key in await self.keys(caller):
+            if key[1] == scope:
+                await self.drop(key)
+
+    async def keys(self, caller: str) -> tuple[MemberKey, ...]:
+        """Every key a session of ``caller``'s lives under, sorted."""
+        owned = await self._records().owned_records(
+            _INDEX_KIND, self._owner(caller), limit=MAX_MEMBER_SESSIONS
+        )
+        keys: list[MemberKey] = []
+        for record, _ in owned:
+            _engine, *parts = json.loads(record)
+            keys.append((str(parts[0]), str(parts[1]), str(parts[2]), str(parts[3])))
+        return tuple(keys)
 
 
 class _MemberInput(BaseModel):
@@ -114,13 +191,19 @@ def member_tool(agent: Agent, sessions: MemberSessions, description: str) -> Too
         unnamed = not alias
         alias = alias or f"call:{ctx.tool_use_id}"  # unnamed: this call's own session
         key: MemberKey = (scope.caller.key, scope.scope, agent.name, alias)
-        session = sessions.open(key, agent)
+        try:
+            session = await sessions.open(key, agent)
+        except CallerBusy as exc:
+            return ToolOutput(content=str(exc), is_error=True)
         session.agent = within_host_budget(agent, session.cost_usd, ctx)  # the host's remainder
         try:
             return await _delegate(agent, alias, session, task, ctx)
-        finally:
-            if unnamed and session.pending is None:  # (waiting: the decision calls again)
-                sessions.drop(key)
+        finally:  # kept for whichever worker goes on (also when cancelled: shielded)
+            with anyio.fail_after(_SAVE_DEADLINE, shield=True):
+                if unnamed and session.pending is None:  # (waiting: the decision calls again)
+                    await sessions.drop(key)
+                else:
+                    await sessions.save(key, session)
 
     schema = _MemberInput.model_json_schema()
     schema.pop("title", None)

@@ -10,8 +10,9 @@ HTTP 409 on the signed route). Deciding *takes* the record — of two workers
 deciding the same attempt, one gets it — and rebuilds the call or run on
 whichever worker the decision reached.
 
-Subagent sessions of a run's scope (:mod:`mainspring.engine.members`) stay
-in the memory of the worker that made them.
+The subagent sessions of a run's scope are shared records too
+(:mod:`mainspring.engine.members`), so the worker that goes on continues them
+with their histories.
 """
 
 from __future__ import annotations

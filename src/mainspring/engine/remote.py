@@ -241,11 +241,11 @@ def engine_routes(
         return JSONResponse(result_to_dict(result))
 
     async def new_scope(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
-        return JSONResponse({"scope": engine.new_scope(caller)})
+        return JSONResponse({"scope": await engine.new_scope(caller)})
 
     async def close_scope(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:
         scope = request.path_params["scope"]
-        engine.close_scope(caller, scope)
+        await engine.close_scope(caller, scope)
         return JSONResponse({"closed": scope})
 
     async def decide(caller: Caller, data: dict[str, Any], request: Request) -> JSONResponse:

@@ -39,6 +39,14 @@ approve/reject elicitation and a ``requestState`` sealed by the SDK's
 ``RequestStateBoundary``, bound to the request) and runs on the retry that
 carries the approval: once, for that input (``mcp/_approval_rounds.py``).
 
+Several workers behind one URL. Give every one the same ``store`` (a session
+store every worker reaches: ``open_session_store("sqlite:///…")`` on one
+machine, ``"postgresql://…"`` on many; ``mainspring mcp serve --store``) and
+the same ``request_state_security`` keys: the used approval nonces and each
+caller's auto-approved spend are kept there, so a retry replayed to another
+worker is refused and the session auto-spend cap counts every worker's writes.
+Without a store both live in this process only.
+
 Runners: :func:`serve_stdio` and :func:`serve_http` (streamable HTTP, loopback
 only unless ``allow_remote=True`` with a bearer ``token``; DNS-rebinding
 protection and no cross-site form posts, on every host); :func:`http_app` is
@@ -70,8 +78,6 @@ from anyio.abc import TaskStatus
 if TYPE_CHECKING:
     import uvicorn
 
-    from mainspring.stores.base import SessionStore
-
 from mainspring._direct import DirectCaller
 from mainspring._http_guard import (
     BearerAuth,
@@ -89,7 +95,7 @@ from mainspring.mcp._stdin import stdin_lines
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
-from mainspring.stores.base import SharedRecords
+from mainspring.stores.base import SessionStore, SharedRecords
 from mainspring.tools.context import RunScope, run_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
@@ -329,8 +335,7 @@ def build_mcp_server(
     name: str = "mainspring",
     request_state_security: RequestStateSecurity | None = None,
     principal: Caller | None = None,
-    records: SharedRecords | None = None,
-    spend_store: SessionStore | None = None,
+    store: SharedRecords | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
@@ -345,14 +350,13 @@ def build_mcp_server(
             ``RequestStateSecurity(keys=[…])`` shared by all.
         principal: The caller every call runs as (``ctx.caller``; default
             ``Caller("mcp", kind="service")``): the toolkits key its data by it.
-        records: Where the approval nonces used are claimed: several workers
-            need a store they all share (``SharedRecords``: the session store of
-            ``open_stores("sqlite:///…")`` or ``"postgresql://…"``, or a
-            ``RedisRunLock``), so that a recorded approval retry replayed to
-            another worker is refused. Default: this process's memory.
-        spend_store: A session store with a spend ledger shared by every worker
-            behind one URL: the auto-spend cap counts every worker's
-            auto-approved writes (without it, this process's).
+        store: The store every worker behind one URL shares: the approval
+            nonces used are claimed in its shared records, so a recorded
+            approval retry replayed to another worker is refused; and, when it
+            keeps a spend ledger (the SQLite and PostgreSQL session stores do,
+            a ``RedisRunLock`` does not), each caller's auto-approved spend is
+            kept there, so the auto-spend cap counts every worker's writes.
+            Default: this process's memory.
     """
     from mainspring._version import __version__
 
@@ -361,8 +365,10 @@ def build_mcp_server(
     scope = RunScope(
         caller=principal or Caller("mcp", kind="service"), storage=InMemoryKeyValueStore()
     )
-    # One dispatch path, spend carried across calls (and workers, with a spend store).
-    caller = DirectCaller(agent, caller="mcp", store=spend_store)
+    # One dispatch path, spend carried across calls (and workers, with a store).
+    given: object = store  # (a session store's spend ledger, when it is one)
+    ledger = given if isinstance(given, SessionStore) else None
+    caller = DirectCaller(agent, caller="mcp", store=ledger)
 
     async def list_tools(
         ctx: _ServerContext, params: types.PaginatedRequestParams | None
@@ -370,7 +376,7 @@ def build_mcp_server(
         return types.ListToolsResult(tools=listed)
 
     security = request_state_security or RequestStateSecurity.ephemeral(ttl=600.0)
-    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA, records=records)
+    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA, records=store)
 
     async def call_tool(
         ctx: _ServerContext, params: types.CallToolRequestParams
