@@ -103,6 +103,13 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
         seen.body = (await response.aread()).decode(errors="replace")
         seen.ended = True
         return
+    if seen.door == "a2a" and response.headers.get("content-type", "").startswith(
+        "application/json"
+    ):  # a JSON-RPC error before any stream began: one answer, not a stream
+        seen.body = (await response.aread()).decode(errors="replace")
+        _a2a_event(seen, seen.body)
+        seen.ended = True
+        return
     async for line in response.aiter_lines():
         if line.startswith("id: "):
             seen.last_id = line[4:]
