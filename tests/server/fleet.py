@@ -5,7 +5,8 @@
 on the same stores and writing the same effect log. Either can arm one of its
 processes to SIGKILL itself before a given store operation
 (:mod:`tests.server.fleet_switch`), wait on the exit of the processes that
-died, and start replacements. Nothing here judges; the door sets do.
+died (the survivors go on), and start replacements at the next example.
+Nothing here judges; the door sets do.
 """
 
 from __future__ import annotations
@@ -145,8 +146,12 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 raise AssertionError(f"worker {worker.name} left a request unanswered") from None
 
-    async def replace_dead(self, session_ids: Sequence[str] = ()) -> None:
-        """Wait for workers that died, drop their leases of ``session_ids``, start replacements."""
+    async def bury(self, session_ids: Sequence[str] = ()) -> None:
+        """Wait for workers that died, drop their leases of ``session_ids`` (as a supervisor).
+
+        The survivors go on; :meth:`refill` starts replacements (at the next
+        example: a replacement the last example would not use costs a start).
+        """
         from mainspring.stores.urls import open_stores
 
         dead = [w for w in self.workers if w.process.poll() is not None]
@@ -168,6 +173,11 @@ class Fleet:
             (self.folder / str(worker.process.pid)).unlink(missing_ok=True)  # (pids are reused)
             self.workers.remove(worker)
             worker.log.close()
+
+    async def refill(self) -> None:
+        """Bury the dead, then start workers until :data:`WORKERS` are live."""
+        await self.bury()
+        while len(self.live()) < WORKERS:
             await anyio.to_thread.run_sync(self.start)
 
     def stop(self) -> None:
@@ -259,14 +269,19 @@ class McpServers:
             return False
         return True
 
-    async def replace_dead(self) -> None:
-        """Wait for servers that died and start replacements."""
+    def bury(self) -> None:
+        """Forget the servers that died (their exit waited on); the survivors go on."""
         for server in [s for s in self.servers if s.process.poll() is not None]:
             server.process.wait(timeout=WAIT)
             (self.fleet.folder / str(server.process.pid)).unlink(missing_ok=True)
             if server.process.stdout is not None:
                 server.process.stdout.close()
             self.servers.remove(server)
+
+    async def refill(self) -> None:
+        """Bury the dead, then start servers until :data:`WORKERS` are live."""
+        self.bury()
+        while len(self.live()) < WORKERS:
             await anyio.to_thread.run_sync(self.start)
 
     def stop(self) -> None:

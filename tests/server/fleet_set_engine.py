@@ -10,10 +10,11 @@ SIGKILL of a worker just before a random store operation, and the
 cancellation of an in-process call or decision just before a random store
 operation of its own (its caller gave up there).
 
-Then, whatever happened, the survivors continue: the workers that died are
-replaced, and every call still paused (listed from the shared store) is
-approved through a random live worker or in process; each such approval is
-answered, and its write runs exactly once.
+Then, whatever happened, the survivors continue: the worker that died is
+seen dead (it is replaced at the next example), and every call still
+paused (listed from the shared store) is approved through a random live
+worker or in process; each such approval is answered, and its write runs
+exactly once.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class EngineRun:
 
     async def resume(self) -> None:
         """The survivors continue: every call still paused is approved, and runs once."""
-        await self.fleet.replace_dead()
+        await self.fleet.bury()
         self.live = self.fleet.live()
         waiting = [w for w in await self.direct.waiting() if w["ref"].startswith(self.prefix)]
         for n, paused in enumerate(waiting):
@@ -211,6 +212,7 @@ class EngineRun:
 async def _engine_example(fleet: Fleet, key: Any, script: EngineScript) -> None:
     """Direct calls at once (signed to a worker, or in process), replays, decisions at once."""
     tag = uuid.uuid4().hex[:8]
+    await fleet.refill()
     async with client() as http, direct(fleet.fields, key.key_id) as door:
         run = EngineRun(fleet, key, script, http, door, tag)
         if script.kill_at:
@@ -249,8 +251,8 @@ def engine_property(fleet: Fleet, key: Any) -> None:
             [[(0, "yes", False)], [(WORKERS, "yes", True)]],
         )
     )
-    # A worker killed at a decision's store operation: the other one (or its
-    # replacement) decides the call; an in-process decision cancelled mid-way.
+    # A worker killed at a decision's store operation: the other one decides the
+    # call. An in-process decision cancelled mid-way: the call still waits.
     @example(EngineScript([("sign", 0, 0)], [False], [[(0, "yes", False)]], kill_at=3))
     @example(
         EngineScript([("sign", 0, WORKERS)], [False], [[(WORKERS, "yes", False)]], cancel_at=2)

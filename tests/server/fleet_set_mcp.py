@@ -13,9 +13,10 @@ Hypothesis also draws a SIGKILL of a server just before a random store
 operation, and the cancellation of one request (a call or a retry) by its
 client: the client gives up after a drawn number of its own event-loop
 turns, so wherever that lands (before the request left, while the server
-runs it, after), the invariants hold. Then the survivors continue: the dead
-server is replaced, and every call whose outcome its client never learned
-is called again (a new call) and approved on a live server: it runs once.
+runs it, after), the invariants hold. Then the survivors continue (a dead
+server is replaced at the next example), and every call whose outcome its
+client never learned is called again (a new call) and approved on a live
+server: it runs once.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ async def _connected(servers: McpServers) -> AsyncIterator[list[Any]]:
 async def _mcp_example(servers: McpServers, script: EngineScript) -> None:
     """MCP tool calls at once over two servers; each approval round's retries at once."""
     tag = uuid.uuid4().hex[:8]
+    await servers.refill()
     async with _connected(servers) as clients:
         run = McpRun(servers, script, clients, tag)
         if script.kill_at:
@@ -175,7 +177,7 @@ async def _mcp_example(servers: McpServers, script: EngineScript) -> None:
             for i, (tool, amount, index) in enumerate(script.calls):
                 tg.start_soon(run.call, i, tool, amount, index)
         servers.disarm()
-    await servers.replace_dead()
+    servers.bury()
     async with _connected(servers) as clients:
         await run.resume(clients)
     judge(servers.fleet.effects, [], f"mcp:{tag}")

@@ -141,7 +141,7 @@ class Run:
 
     async def pending(self) -> dict[str, Any] | None:
         for _ in range(3):
-            await self.fleet.replace_dead([self.session_id])
+            await self.fleet.bury([self.session_id])
             worker = self.pick()
             try:
                 response = await self.client.get(
@@ -149,7 +149,7 @@ class Run:
                 )
             except httpx.TransportError:
                 # Only a killed worker drops a loopback connection; its socket closes
-                # before its exit can be waited on: wait on that, so it is replaced.
+                # before its exit can be waited on: wait on that, so it is buried.
                 await anyio.to_thread.run_sync(worker.process.wait, WAIT)
                 continue
             assert response.status_code == 200, response.text
@@ -246,6 +246,7 @@ async def _create(run: Run) -> str:
 
 
 async def _example(fleet: Fleet, script: Script, a2a_shared: bool) -> None:
+    await fleet.refill()
     async with client() as http:
         run = Run(fleet, script, http, a2a_shared)
         run.session_id = sid = await _create(run)

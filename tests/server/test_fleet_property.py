@@ -15,12 +15,13 @@ themselves; :mod:`tests.server.fleet_judge` judges by it:
 - the auto-approved spend of a session (or of a direct caller's account,
   across examples) never exceeds its cap;
 - every stream a client read to its end ends with exactly one terminal event;
-- whatever happened, the survivors continue: any live worker (or a replacement
-  of a dead one) decides what waits, and an approved write then runs once;
+- whatever happened, the survivors continue: any live worker decides what
+  waits, and an approved write then runs once;
 - no request is answered with a 5xx (nor, over A2A, a JSON-RPC internal error).
 
 A killed process is seen dead (its exit is waited on), then the test drops its
-leases as a supervisor would and starts a replacement.
+leases as a supervisor would; the survivors go on, and the next example starts
+a replacement.
 
 Three door sets, each on both backends:
 
