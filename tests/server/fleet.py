@@ -30,8 +30,9 @@ from tests.server.test_workers import WorkerExited, _lost_its_port, _wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "fleet-key-0123456789abcdef"
-EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "2"))
-"""Per backend and door set (each a conversation on two real workers). Deeper:
+EXAMPLES = int(os.environ.get("FLEET_EXAMPLES", "0"))
+"""Drawn examples per backend and door set, after the explicit ones (0: each set's
+default, what CI runs). Deeper:
 ``FLEET_EXAMPLES=20 pytest --timeout 1200 tests/server/test_fleet_property.py``."""
 WORKERS = 2
 WAIT = 30.0
@@ -40,10 +41,13 @@ WAIT = 30.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def property_settings(examples: int = EXAMPLES) -> Callable[[F], F]:
-    """Hypothesis settings of a door set: ``examples`` per backend, no deadline, no database."""
+def property_settings(default: int) -> Callable[[F], F]:
+    """Hypothesis settings of a door set: :data:`EXAMPLES` (else ``default``) drawn per backend.
+
+    No deadline, no database: every run draws afresh.
+    """
     chosen: Callable[[F], F] = settings(
-        max_examples=examples,
+        max_examples=EXAMPLES or default,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

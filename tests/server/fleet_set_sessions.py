@@ -271,7 +271,7 @@ async def _example(fleet: Fleet, script: Script, a2a_shared: bool) -> None:
 def session_property(fleet: Fleet, *, a2a_shared: bool) -> None:
     """The session doors' property on ``fleet`` (``a2a_shared``: every worker knows every task)."""
 
-    @property_settings()
+    @property_settings(default=2)
     @given(script=SCRIPTS)
     # A conversation through A2A (a worker killed on the way), decided through the others.
     @example(

@@ -33,8 +33,9 @@ Three door sets, each on both backends:
 - the MCP server (:mod:`tests.server.fleet_set_mcp`): two server processes,
   retries replayed and conflicting.
 
-Each draws ``FLEET_EXAMPLES`` examples (default 2) per backend, after its
-explicit ones.
+Each runs its explicit examples, then draws ``FLEET_EXAMPLES`` per backend
+(default: 2 for the session doors, 1 for the engine and MCP sets, whose
+explicit examples already kill and cancel).
 """
 
 from __future__ import annotations
