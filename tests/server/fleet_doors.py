@@ -326,29 +326,38 @@ class Direct:
     signed route would have answered (``body``: the route's JSON).
 
     :meth:`arm` cancels the call or decision that makes the Nth store operation
-    (counted over this door's calls and decisions) just before it: its caller
-    gave up there. Such a request has no status and ``body`` ``"cancelled"``.
+    (counted over this door's calls and decisions) just before it, or just
+    after it returns: its caller gave up there. Such a request has no status
+    and ``body`` ``"cancelled"``.
     """
 
     engine: Any
     caller: Any
     left: int = 0
+    after: bool = False
 
-    def arm(self, operations: int) -> None:
-        """Cancel the call or decision just before the Nth store operation (0: never)."""
-        self.left = operations
+    def arm(self, operations: int, *, after: bool = False) -> None:
+        """Cancel the call or decision before (or after) the Nth store operation (0: never)."""
+        self.left, self.after = operations, after
 
     def switch(self, method: Any) -> Any:
         """``method`` (a store operation), passing this door's cancel switch first."""
 
         async def run(*args: Any, **kwargs: Any) -> Any:
             scope = _SCOPE.get()
+            trip = scope is not None and self.left > 0 and self.left == 1
             if scope is not None and self.left > 0:
                 self.left -= 1
-                if self.left == 0:
-                    scope.cancel()
-                    await anyio.lowlevel.checkpoint()  # the cancellation lands here
-            return await method(*args, **kwargs)
+            if trip and not self.after:
+                assert scope is not None
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # the cancellation lands here
+            answer = await method(*args, **kwargs)
+            if trip and self.after:
+                assert scope is not None
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # (the operation is done: it stays done)
+            return answer
 
         return run
 

@@ -7,8 +7,8 @@ the test process on the same stores as that same caller (:class:`Direct`).
 The decisions on the calls that paused go at once through any of them, so a
 pause of one door is decided through another. Hypothesis also draws a
 SIGKILL of a worker just before a random store operation, and the
-cancellation of an in-process call or decision just before a random store
-operation of its own (its caller gave up there).
+cancellation of an in-process call or decision just before or just after a
+random store operation of its own (its caller gave up there).
 
 Then, whatever happened, the survivors continue: the worker that died is
 seen dead (it is replaced at the next example), and every call still
@@ -68,6 +68,8 @@ class EngineScript:
     kill_worker: int = 0
     cancel_at: int = 0
     """Cancel the in-process request that makes its door's Nth store operation (0: none)."""
+    cancel_after: bool = False
+    """Cancel it just after that operation returns (else just before it)."""
 
 
 ENGINE_SCRIPTS = CALLS.flatmap(
@@ -79,6 +81,7 @@ ENGINE_SCRIPTS = CALLS.flatmap(
         kill_at=KILL_AT,
         kill_worker=st.integers(0, WORKERS - 1),
         cancel_at=CANCEL_AT,
+        cancel_after=st.booleans(),
     )
 )
 
@@ -217,7 +220,7 @@ async def _engine_example(fleet: Fleet, key: Any, script: EngineScript) -> None:
         run = EngineRun(fleet, key, script, http, door, tag)
         if script.kill_at:
             fleet.arm(run.live[script.kill_worker % len(run.live)], script.kill_at)
-        door.arm(script.cancel_at)
+        door.arm(script.cancel_at, after=script.cancel_after)
         async with anyio.create_task_group() as tg:
             for i, (tool, amount, index) in enumerate(script.calls):
                 tg.start_soon(run.call, i, tool, amount, index)
@@ -251,8 +254,8 @@ def engine_property(fleet: Fleet, key: Any) -> None:
         )
     )
     # A call paused on a worker that is killed at its decision's store operation
-    # (the other worker decides it), and an in-process decision cancelled before
-    # it takes its call (which still waits: the survivors decide it).
+    # (the other worker decides it), and an in-process decision cancelled just
+    # after it took its call (which waits again: the survivors decide it).
     @example(
         EngineScript(
             [("sign", 0, 0), ("sign", 0, WORKERS)],
@@ -260,6 +263,7 @@ def engine_property(fleet: Fleet, key: Any) -> None:
             [[(0, "yes", False), (1, "yes", False)], [(WORKERS, "yes", False)]],
             kill_at=3,
             cancel_at=2,
+            cancel_after=True,
         )
     )
     def holds(script: EngineScript) -> None:
