@@ -128,3 +128,38 @@ async def test_a_refused_decision_on_one_worker_leaves_the_call_waiting_for_all(
 def test_a_parked_record_that_cannot_be_decoded_is_a_store_error(text: str) -> None:
     with pytest.raises(StoreError, match="cannot be decoded"):
         paused_module.Parked.loads(text)
+
+
+class _CancelAfterTake:
+    """The store, but the caller of ``take_record`` is cancelled the moment the take returns."""
+
+    def __init__(self, store: SQLiteSessionStore, scope: anyio.CancelScope) -> None:
+        self._store, self._scope = store, scope
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
+        taken = await self._store.take_record(kind, key)
+        self._scope.cancel()  # the caller gave up: its next checkpoint raises
+        return taken
+
+
+async def test_a_decision_cancelled_before_it_applies_leaves_the_call_waiting(
+    two: tuple[Engine, Engine],
+) -> None:
+    # Found by the fleet property test: a caller that cancelled its decision just
+    # after the paused call was taken lost the call (it never ran, nobody could decide it).
+    a, b = two
+    first = await a.tool_call(BOB, "close_account", {"account": "acme"})
+    assert first.pending is not None
+    store = a.records
+    assert isinstance(store, SQLiteSessionStore)
+    with anyio.CancelScope() as scope:
+        a.records = _CancelAfterTake(store, scope)  # type: ignore[assignment]  # a test double
+        await a.decide(BOB, first.pending.attempt_id, Approve())
+    a.records = store
+    assert scope.cancelled_caught and closed == []
+    assert await b.pending(BOB) == (first.pending,)  # still waiting, for any worker
+    done = await b.decide(BOB, first.pending.attempt_id, Approve())
+    assert isinstance(done, ToolCallResult) and done.ran and closed == ["acme"]

@@ -14,9 +14,13 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from inspect import iscoroutinefunction
 from typing import Any, Literal
 
+import anyio
+import anyio.lowlevel
 import httpx
 from ag_ui.core import ResumeEntry, RunAgentInput
 
@@ -43,6 +47,7 @@ A2A_TERMINALS = frozenset(
 )
 """A2A task states a stream ends on (its last status), and a JSON-RPC error."""
 A2A_INTERNAL_ERROR = -32603
+A2A_TASK_NOT_FOUND = -32001
 CLIENT_CONTENT = "signed by the wallet"
 
 
@@ -64,6 +69,10 @@ class Seen:
     last_data: str = ""
     """The stream's last (REST) or terminal event's data, as sent."""
     body: str = ""
+    task_id: str = ""
+    """The A2A task the stream reported on."""
+    error_code: int | None = None
+    """The JSON-RPC error code an A2A stream ended with."""
 
     @property
     def terminals(self) -> int:
@@ -94,6 +103,13 @@ async def _read(seen: Seen, response: httpx.Response) -> None:
         seen.body = (await response.aread()).decode(errors="replace")
         seen.ended = True
         return
+    if seen.door == "a2a" and response.headers.get("content-type", "").startswith(
+        "application/json"
+    ):  # a JSON-RPC error before any stream began: one answer, not a stream
+        seen.body = (await response.aread()).decode(errors="replace")
+        _a2a_event(seen, seen.body)
+        seen.ended = True
+        return
     async for line in response.aiter_lines():
         if line.startswith("id: "):
             seen.last_id = line[4:]
@@ -120,6 +136,7 @@ def _a2a_event(seen: Seen, data: str) -> None:
     if "error" in answer:
         seen.kinds.append("error")
         seen.last_data = data
+        seen.error_code = answer["error"].get("code")
         if answer["error"].get("code") == A2A_INTERNAL_ERROR:  # what a 500 is in JSON-RPC
             seen.status, seen.body = 500, data
         return
@@ -128,6 +145,7 @@ def _a2a_event(seen: Seen, data: str) -> None:
     if update is None:
         seen.kinds.append("artifact")
         return
+    seen.task_id = str(update.get("taskId") or update.get("id") or seen.task_id)
     kind = str(update.get("status", {}).get("state"))
     seen.kinds.append(kind)
     if kind in A2A_TERMINALS:
@@ -183,12 +201,31 @@ async def send(client: httpx.AsyncClient, base: str, door: Door, sid: str, text:
 
 async def send_a2a(client: httpx.AsyncClient, base: str, context: str, text: str) -> Seen:
     """A user message to A2A context ``context`` (``SendStreamingMessage``): a new task."""
-    message = {
-        "messageId": _new_id(),
-        "role": "ROLE_USER",
-        "contextId": context,
-        "parts": [{"text": text}],
-    }
+    return await _a2a_message(client, base, context, {"parts": [{"text": text}]})
+
+
+async def decide_a2a(
+    client: httpx.AsyncClient,
+    base: str,
+    context: str,
+    task_id: str,
+    pending: dict[str, Any],
+    kind: Kind,
+) -> Seen:
+    """A decision on ``pending`` as the reply to A2A task ``task_id`` (a data part)."""
+    decision: dict[str, Any] = {"decision": "approve", "approval_id": pending["approval_id"]}
+    if kind == "reject":
+        decision |= {"decision": "reject", "reason": "no"}
+    elif kind == "client":
+        decision |= {"decision": "client_result", "content": CLIENT_CONTENT, "is_error": False}
+    fields = {"taskId": task_id, "parts": [{"data": decision}]}
+    return await _a2a_message(client, base, context, fields)
+
+
+async def _a2a_message(
+    client: httpx.AsyncClient, base: str, context: str, fields: dict[str, Any]
+) -> Seen:
+    message = {"messageId": _new_id(), "role": "ROLE_USER", "contextId": context, **fields}
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -274,6 +311,10 @@ async def post_signed(client: httpx.AsyncClient, base: str, request: Signed) -> 
 # ----------------------------------------------------------- the direct call
 
 
+_SCOPE: ContextVar[anyio.CancelScope | None] = ContextVar("fleet_direct_scope", default=None)
+"""The cancel scope of the direct call or decision in progress (in this task)."""
+
+
 @dataclass
 class Direct:
     """The direct-call door: ``Engine.tool_call`` in this process, on the fleet's stores.
@@ -283,36 +324,90 @@ class Direct:
     requests are: a call paused here is decided on a worker and the other way
     round, and the auto-spend cap counts both doors. Its answers are what the
     signed route would have answered (``body``: the route's JSON).
+
+    :meth:`arm` cancels the call or decision that makes the Nth store operation
+    (counted over this door's calls and decisions) just before it, or just
+    after it returns: its caller gave up there. Such a request has no status
+    and ``body`` ``"cancelled"``.
     """
 
     engine: Any
     caller: Any
+    left: int = 0
+    after: bool = False
+
+    def arm(self, operations: int, *, after: bool = False) -> None:
+        """Cancel the call or decision before (or after) the Nth store operation (0: never)."""
+        self.left, self.after = operations, after
+
+    def switch(self, method: Any) -> Any:
+        """``method`` (a store operation), passing this door's cancel switch first."""
+
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            scope = _SCOPE.get()
+            trip = scope is not None and self.left > 0 and self.left == 1
+            if scope is not None and self.left > 0:
+                self.left -= 1
+            if trip and not self.after:
+                assert scope is not None
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # the cancellation lands here
+            answer = await method(*args, **kwargs)
+            if trip and self.after:
+                assert scope is not None
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # (the operation is done: it stays done)
+            return answer
+
+        return run
+
+    async def _cancellable(self, seen: Seen, act: Any) -> Seen:
+        with anyio.CancelScope() as scope:
+            token = _SCOPE.set(scope)
+            try:
+                await act(seen)
+            finally:
+                _SCOPE.reset(token)
+        if scope.cancelled_caught:
+            seen.status, seen.body, seen.ended = None, "cancelled", False
+        return seen
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Seen:
         """Call ``tool`` directly."""
         from mainspring.engine.remote import result_to_dict
 
+        async def act(seen: Seen) -> None:
+            result = await self.engine.tool_call(self.caller, tool, arguments)
+            seen.status, seen.body, seen.ended = 200, json.dumps(result_to_dict(result)), True
+
         seen = Seen("rest", f"direct:/v1/engine/tools/{tool}/call", streamed=False)
-        result = await self.engine.tool_call(self.caller, tool, arguments)
-        seen.status, seen.body, seen.ended = 200, json.dumps(result_to_dict(result)), True
-        return seen
+        return await self._cancellable(seen, act)
 
     async def decide(self, attempt: str, approve: bool) -> Seen:
         """Decide a paused call (of any door): 200, or 404/409 as the route would say."""
         from mainspring.decisions import Approve, Reject
+        from mainspring.engine.remote import result_to_dict
         from mainspring.errors import DecisionConflict, UnknownAttempt
 
+        async def act(seen: Seen) -> None:
+            decision = Approve() if approve else Reject("no")
+            try:
+                result = await self.engine.decide(self.caller, attempt, decision)
+            except UnknownAttempt as exc:  # another door took it
+                seen.status, seen.body = 404, str(exc)
+            except DecisionConflict as exc:
+                seen.status, seen.body = 409, str(exc)
+            else:
+                seen.status, seen.body = 200, json.dumps(result_to_dict(result))
+            seen.ended = True
+
         seen = Seen("rest", f"direct:/v1/engine/decisions/{attempt}", streamed=False)
-        try:
-            await self.engine.decide(self.caller, attempt, Approve() if approve else Reject("no"))
-        except UnknownAttempt as exc:  # another door took it
-            seen.status, seen.body = 404, str(exc)
-        except DecisionConflict as exc:
-            seen.status, seen.body = 409, str(exc)
-        else:
-            seen.status = 200
-        seen.ended = True
-        return seen
+        return await self._cancellable(seen, act)
+
+    async def waiting(self) -> list[dict[str, Any]]:
+        """The caller's paused calls, on every worker: each ``{"ref", "attempt_id"}``."""
+        actions = await self.engine.pending(self.caller)
+        return [{"ref": str(a.input.get("ref")), "attempt_id": a.attempt_id} for a in actions]
 
 
 @asynccontextmanager
@@ -331,11 +426,17 @@ async def direct(fields: dict[str, Any], key_id: str) -> AsyncIterator[Direct]:
     )
     try:
         served = engine()
+        door = Direct(served, Caller(key_id, kind="engine"))
+        for store in (stores.sessions, stores.locks):
+            for name in dir(store) if store is not None else ():
+                method = getattr(store, name)
+                if not name.startswith("_") and name != "aclose" and iscoroutinefunction(method):
+                    setattr(store, name, door.switch(method))
         records = shared_records(stores.sessions, stores.locks)
         assert records is not None
         served.share(records)  # as the server does with its engine
         served.spend_store = stores.sessions
-        yield Direct(served, Caller(key_id, kind="engine"))
+        yield door
     finally:
         await stores.aclose()
 

@@ -7,7 +7,8 @@ request-state key they all share (``KEY_HEX``), approval nonces claimed in
 the deployment's store and the auto-spend ledger in its session store
 (``FIELDS_JSON``: the ``store``/``sessions``/``checkpoints``/``locks`` URLs
 of the fleet). It prints ``port <n>`` once it listens. The tools write the
-effect log (``$MAINSPRING_TEST_EFFECTS``) themselves.
+effect log (``$MAINSPRING_TEST_EFFECTS``) themselves. Its store operations pass
+the kill switch of :mod:`tests.server.fleet_switch`, as a worker's do.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mainspring.mcp.server import build_mcp_server, serve_http
 from mainspring.stores.records import shared_records
 from mainspring.stores.urls import open_stores
 from tests.server.fleet_agent import agent
+from tests.server.fleet_switch import install
 
 
 async def main(fields_json: str, key: str) -> None:
@@ -32,6 +34,7 @@ async def main(fields_json: str, key: str) -> None:
         checkpoints=fields.get("checkpoints"),
         locks=fields.get("locks"),
     )
+    install((stores.sessions, stores.checkpoints, stores.locks))
     try:
         server = build_mcp_server(
             agent(),

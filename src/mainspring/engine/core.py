@@ -605,12 +605,35 @@ class Engine:
             UnknownAttempt: No paused call or run of this caller waits on it.
             DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``.
         """
-        paused = await unpark(self.records, self.name, caller.key, attempt_id)
+        with anyio.CancelScope(shield=True):  # a taken call is never dropped half-way
+            paused = await unpark(self.records, self.name, caller.key, attempt_id)
         if paused is None:
             raise UnknownAttempt(
                 f"no paused call of this caller waits on attempt {attempt_id!r}",
                 attempt_id=attempt_id,
             )
+        pending = paused.pending
+        assert pending is not None
+        resumed: list[Session] = []
+        try:
+            return await self._decide_taken(caller, attempt_id, decision, paused, resumed)
+        except anyio.get_cancelled_exc_class():
+            # The caller gave up. Until the decision is applied (the session no longer
+            # waits on it), the call waits again, for any worker: never lost unrun.
+            if not resumed or _waits_on(resumed[0], attempt_id):
+                with anyio.CancelScope(shield=True):
+                    await self._park(caller, pending, paused)
+            raise
+
+    async def _decide_taken(
+        self,
+        caller: Caller,
+        attempt_id: str,
+        decision: Decision,
+        paused: Parked,
+        resumed: list[Session],
+    ) -> AgentRun | ToolCallResult:
+        """Decide the paused call or run this worker took (``resumed`` gets its session)."""
         scope = self._scope_of(caller, paused)
         pending = paused.pending
         assert pending is not None
@@ -624,11 +647,13 @@ class Engine:
                 call = self._direct_caller(caller).resumed(
                     paused.name, paused.arguments, paused.state
                 )
+                resumed.append(call.session)
                 with self._slot(caller, None), run_scope(scope):
                     await call.decide(decision)  # validates before it applies anything
             else:
                 assert member is not None
                 session = Session(self._runnable(member), state=paused.state)
+                resumed.append(session)
                 stream = session.resume(attempt_id, decision)  # validates first
         except (ApprovalError, ToolInputError, CallerBusy):  # refused: still waiting
             await self._park(caller, pending, paused)
@@ -646,6 +671,12 @@ class Engine:
             scope=paused.scope,
             agent=paused.name if paused.kind == "run" else "",
         )
+
+
+def _waits_on(session: Session, attempt_id: str) -> bool:
+    """Whether ``session`` still waits on ``attempt_id`` (its decision not applied)."""
+    pending = session.pending
+    return pending is not None and pending.attempt_id == attempt_id
 
 
 def agent_storage(*, shared: bool = False) -> Namespace:
