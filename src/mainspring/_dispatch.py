@@ -17,14 +17,17 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from mainspring._deadline import EXPIRED, finish_by
 from mainspring._frozen import maker
 from mainspring._json import JsonValue
+from mainspring._library import running_loop
 from mainspring._results import (
     ERROR_LIMIT,
     details_of,
@@ -47,6 +50,8 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
 if TYPE_CHECKING:
+    import asyncio
+
     from mainspring.cost import CostTracker
 
 __all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
@@ -142,6 +147,9 @@ class Dispatcher:
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._asked_loop = False
+        """Whether ``_loop`` was asked for (each asking is a system call on 3.11)."""
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -487,7 +495,12 @@ class Dispatcher:
             )
         try:
             kwargs = self.kwargs.pop(call.id, None)
-            output, status = await self._invoke(tool, args, ctx, write, kwargs)
+            loop = None if write else self._asyncio_loop()
+            output, status = await (
+                self._invoke(tool, args, ctx, write, kwargs)
+                if loop is None
+                else self._read(tool, args, ctx, kwargs, loop)  # a timer only once it waits
+            )
         except ToolSuspended as suspended:
             self._suspend(tool, call, turn, suspended.pending)
             return
@@ -519,6 +532,12 @@ class Dispatcher:
                     result=call.result,
                 )
             )
+
+    def _asyncio_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The asyncio loop this run's calls run on (``None`` on trio), asked once."""
+        if not self._asked_loop:
+            self._asked_loop, self._loop = True, running_loop()
+        return self._loop
 
     def _context(
         self,
@@ -597,6 +616,7 @@ class Dispatcher:
         write: bool,
         kwargs: dict[str, Any] | None,
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
+        """A write, or any call on trio: in a cancel scope with the call's deadline."""
         # Every call has a deadline: its tool's own, else the agent's tool_timeout.
         timeout = tool.policy.timeout or self.agent.limits.tool_timeout
         deadline = anyio.current_time() + timeout
@@ -623,9 +643,35 @@ class Dispatcher:
         if write and self.cancel_requested:
             message = f"tool {tool.name!r} was cancelled while running; its outcome is unknown"
             return ToolOutput(content=message, is_error=True), "unknown"
-        return ToolOutput(
-            content=f"tool {tool.name!r} timed out after {timeout}s", is_error=True
-        ), "unknown"
+        return _timed_out(tool, timeout), "unknown"
+
+    async def _read(
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        ctx: ToolContext | None,
+        kwargs: dict[str, Any] | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
+        """A read on asyncio: its first step here, then its deadline only if it waits."""
+        started = _monotonic()
+        coroutine = tool.call(args, ctx, kwargs=kwargs)
+        try:
+            try:
+                step = coroutine.send(None)
+            except StopIteration as stop:  # done without waiting: nothing to stop
+                output: ToolOutput = stop.value
+                return output, "done"
+            timeout = tool.policy.timeout or self.agent.limits.tool_timeout  # (as _invoke's)
+            deadline = loop.time() + timeout - (_monotonic() - started)  # (from the start)
+            output = await finish_by(coroutine, step, loop, deadline)
+        except ToolSuspended:
+            raise
+        except Exception as exc:
+            return failed(tool, exc), "done"
+        if output is EXPIRED:
+            return _timed_out(tool, timeout), "unknown"
+        return output, "done"
 
     async def _after(
         self,
@@ -652,6 +698,10 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
+
+
+def _timed_out(tool: Tool, timeout: float) -> ToolOutput:
+    return ToolOutput(content=f"tool {tool.name!r} timed out after {timeout}s", is_error=True)
 
 
 def _noted(output: ToolOutput, note: str) -> ToolOutput:
