@@ -24,6 +24,8 @@ from mainspring import (
     ScriptedResponse,
     Session,
     ToolResult,
+    ToolStart,
+    TurnComplete,
     tool,
 )
 from mainspring.errors import ConfigError
@@ -183,8 +185,8 @@ async def test_a_read_whose_first_step_overruns_stops_at_its_first_wait() -> Non
 
 
 async def test_a_read_that_catches_its_deadline_is_taken_at_its_word() -> None:
-    """A read may catch the deadline's cancellation and answer anyway; the turn is not
-    cancelled by it afterwards (the cancellation was taken back)."""
+    """A read may catch the deadline's cancellation and answer anyway; that cancellation is
+    taken back, so a later cancellation of the run still ends the turn cleanly."""
     never = anyio.Event()
 
     @tool(read_only=True, timeout=0.05)
@@ -196,9 +198,27 @@ async def test_a_read_that_catches_its_deadline_is_taken_at_its_word() -> None:
             return "partial answer"
         return "unreachable"
 
-    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("stubborn", {})]), "on"])
-    session = Session(Agent(model=model, tools=[stubborn]))
-    events = await send(session, "go")
-    (result,) = [e for e in events if isinstance(e, ToolResult)]
-    assert not result.is_error and result.content == "partial answer"
-    assert session.messages[-1].text == "on"
+    @tool(read_only=True)
+    async def forever() -> str:
+        """Waits until the run is cancelled."""
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse(tool_calls=[ScriptedCall("stubborn", {})]),
+            ScriptedResponse(tool_calls=[ScriptedCall("forever", {})]),
+            "after",
+        ]
+    )
+    session = Session(Agent(model=model, tools=[stubborn, forever]))
+    events = []
+    async for event in session.send("go"):
+        events.append(event)
+        if isinstance(event, ToolStart) and event.name == "forever":
+            session.cancel()  # the run's own cancellation still ends the turn cleanly
+    results = {e.name: e for e in events if isinstance(e, ToolResult)}
+    assert not results["stubborn"].is_error and results["stubborn"].content == "partial answer"
+    assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "cancelled"
+    await send(session, "again")
+    assert session.messages[-1].text == "after"
