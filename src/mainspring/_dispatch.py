@@ -147,9 +147,9 @@ class Dispatcher:
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._asked_loop = False
-        """Whether ``_loop`` was asked for (each asking is a system call on 3.11)."""
+        self._loop = running_loop()
+        """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
+        then run in a cancel scope, as writes do)."""
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -495,7 +495,7 @@ class Dispatcher:
             )
         try:
             kwargs = self.kwargs.pop(call.id, None)
-            loop = None if write else self._asyncio_loop()
+            loop = None if write else self._loop
             output, status = await (
                 self._invoke(tool, args, ctx, write, kwargs)
                 if loop is None
@@ -532,12 +532,6 @@ class Dispatcher:
                     result=call.result,
                 )
             )
-
-    def _asyncio_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The asyncio loop this run's calls run on (``None`` on trio), asked once."""
-        if not self._asked_loop:
-            self._asked_loop, self._loop = True, running_loop()
-        return self._loop
 
     def _context(
         self,
