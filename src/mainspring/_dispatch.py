@@ -17,7 +17,6 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
@@ -648,7 +647,8 @@ class Dispatcher:
         loop: asyncio.AbstractEventLoop,
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
         """A read on asyncio: its first step here, then its deadline only if it waits."""
-        started = _monotonic()
+        timeout = tool.policy.timeout or self.agent.limits.tool_timeout  # (as _invoke's)
+        deadline = loop.time() + timeout
         coroutine = tool.call(args, ctx, kwargs=kwargs)
         try:
             try:
@@ -656,8 +656,6 @@ class Dispatcher:
             except StopIteration as stop:  # done without waiting: nothing to stop
                 output: ToolOutput = stop.value
                 return output, "done"
-            timeout = tool.policy.timeout or self.agent.limits.tool_timeout  # (as _invoke's)
-            deadline = loop.time() + timeout - (_monotonic() - started)  # (from the start)
             output = await finish_by(coroutine, step, loop, deadline)
         except ToolSuspended:
             raise
