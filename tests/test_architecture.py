@@ -48,6 +48,7 @@ RANKS: dict[str, int] = {
     "_arguments": 2,
     "_recovery": 7,
     "_tasks": 0,
+    "_deadline": 0,
     "_journal": 9,
     "_lease": 1,  # above _wakeup
     "_decide": 9,

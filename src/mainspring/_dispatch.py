@@ -23,8 +23,10 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from mainspring._deadline import EXPIRED, finish_by
 from mainspring._frozen import maker
 from mainspring._json import JsonValue
+from mainspring._library import running_loop
 from mainspring._results import (
     ERROR_LIMIT,
     details_of,
@@ -47,6 +49,8 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
 if TYPE_CHECKING:
+    import asyncio
+
     from mainspring.cost import CostTracker
 
 __all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
@@ -142,6 +146,9 @@ class Dispatcher:
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
+        self._loop = running_loop()
+        """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
+        then run in a cancel scope, as writes do)."""
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -487,7 +494,12 @@ class Dispatcher:
             )
         try:
             kwargs = self.kwargs.pop(call.id, None)
-            output, status = await self._invoke(tool, args, ctx, write, kwargs)
+            loop = None if write else self._loop
+            output, status = await (
+                self._invoke(tool, args, ctx, write, kwargs)
+                if loop is None
+                else self._read(tool, args, ctx, kwargs, loop)  # a timer only once it waits
+            )
         except ToolSuspended as suspended:
             self._suspend(tool, call, turn, suspended.pending)
             return
@@ -597,6 +609,7 @@ class Dispatcher:
         write: bool,
         kwargs: dict[str, Any] | None,
     ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
+        """A write, or any call on trio: in a cancel scope with the call's deadline."""
         # Every call has a deadline: its tool's own, else the agent's tool_timeout.
         timeout = tool.policy.timeout or self.agent.limits.tool_timeout
         deadline = anyio.current_time() + timeout
@@ -623,9 +636,34 @@ class Dispatcher:
         if write and self.cancel_requested:
             message = f"tool {tool.name!r} was cancelled while running; its outcome is unknown"
             return ToolOutput(content=message, is_error=True), "unknown"
-        return ToolOutput(
-            content=f"tool {tool.name!r} timed out after {timeout}s", is_error=True
-        ), "unknown"
+        return _timed_out(tool, timeout), "unknown"
+
+    async def _read(
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        ctx: ToolContext | None,
+        kwargs: dict[str, Any] | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> tuple[ToolOutput, Literal["done", "unknown"]]:
+        """A read on asyncio: its first step here, then its deadline only if it waits."""
+        timeout = tool.policy.timeout or self.agent.limits.tool_timeout  # (as _invoke's)
+        deadline = loop.time() + timeout
+        coroutine = tool.call(args, ctx, kwargs=kwargs)
+        try:
+            try:
+                step = coroutine.send(None)
+            except StopIteration as stop:  # done without waiting: nothing to stop
+                output: ToolOutput = stop.value
+                return output, "done"
+            output = await finish_by(coroutine, step, loop, deadline)
+        except ToolSuspended:
+            raise
+        except Exception as exc:
+            return failed(tool, exc), "done"
+        if output is EXPIRED:
+            return _timed_out(tool, timeout), "unknown"
+        return output, "done"
 
     async def _after(
         self,
@@ -652,6 +690,10 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
+
+
+def _timed_out(tool: Tool, timeout: float) -> ToolOutput:
+    return ToolOutput(content=f"tool {tool.name!r} timed out after {timeout}s", is_error=True)
 
 
 def _noted(output: ToolOutput, note: str) -> ToolOutput:
