@@ -53,13 +53,12 @@ each worker's memory (``task_store_for``), so a reply to a task on the other wor
 is ``TaskNotFound``; the shared SQLite/PostgreSQL task store (branch b-a2a) makes it
 True. Until then A2A decisions on SQLite go through REST."""
 
-A2A_REPLIES_AT_ONCE_PER_WORKER = 1
+A2A_REPLIES_AT_ONCE_PER_WORKER = 3
 """A2A replies to one task a worker gets at once (the rest of a round's go through REST).
 
-Two at once on one worker break a stream: the A2A SDK taps the second reply's
-stream into the running task's queue, so its client reads the first's events
-to ``completed`` and then its own error (two terminal events). Known bug,
-``tests/server/test_a2a_replies.py`` (strict xfail); raise this when it is fixed."""
+All of a round's (at most 3): a worker refuses a reply while another to the
+same task is handled (one JSON-RPC error), where the A2A SDK would tap it into
+the running task's queue (``tests/server/test_a2a_replies.py``)."""
 
 DECISION_DOORS: tuple[Door, ...] = (*DOORS, "a2a")
 """The doors a decision goes through (A2A: a reply to the conversation's paused task)."""
