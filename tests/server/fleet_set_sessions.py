@@ -295,6 +295,16 @@ def session_property(fleet: Fleet, *, a2a_shared: bool) -> None:
             seed=3,
         )
     )
+    # Replies to the paused A2A task on one worker at once: one decides, the others get one answer.
+    @example(
+        Script(
+            steps=[["sign"]],
+            kill_at=0,
+            door="a2a",
+            rounds=[([("a2a", 0, "yes"), ("a2a", 0, "yes"), ("a2a", 0, "no")], False)],
+            seed=5,
+        )
+    )
     def holds(script: Script) -> None:
         anyio.run(_example, fleet, script, a2a_shared)
 
