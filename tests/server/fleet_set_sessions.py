@@ -53,13 +53,12 @@ each worker's memory (``task_store_for``), so a reply to a task on the other wor
 is ``TaskNotFound``; the shared SQLite/PostgreSQL task store (branch b-a2a) makes it
 True. Until then A2A decisions on SQLite go through REST."""
 
-A2A_REPLIES_AT_ONCE_PER_WORKER = 1
+A2A_REPLIES_AT_ONCE_PER_WORKER = 3
 """A2A replies to one task a worker gets at once (the rest of a round's go through REST).
 
-Two at once on one worker break a stream: the A2A SDK taps the second reply's
-stream into the running task's queue, so its client reads the first's events
-to ``completed`` and then its own error (two terminal events). Known bug,
-``tests/server/test_a2a_replies.py`` (strict xfail); raise this when it is fixed."""
+All of a round's (at most 3): a worker refuses a reply while another to the
+same task is handled (one JSON-RPC error), where the A2A SDK would tap it into
+the running task's queue (``tests/server/test_a2a_replies.py``)."""
 
 DECISION_DOORS: tuple[Door, ...] = (*DOORS, "a2a")
 """The doors a decision goes through (A2A: a reply to the conversation's paused task)."""
@@ -294,6 +293,16 @@ def session_property(fleet: Fleet, *, a2a_shared: bool) -> None:
             door="a2a",
             rounds=[([("a2a", 1, "yes"), ("a2a", 0, "no")], False), ([("a2a", 0, "yes")], False)],
             seed=3,
+        )
+    )
+    # Replies to the paused A2A task on one worker at once: one decides, the others get one answer.
+    @example(
+        Script(
+            steps=[["sign"]],
+            kill_at=0,
+            door="a2a",
+            rounds=[([("a2a", 0, "yes"), ("a2a", 0, "yes"), ("a2a", 0, "no")], False)],
+            seed=5,
         )
     )
     def holds(script: Script) -> None:

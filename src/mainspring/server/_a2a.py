@@ -16,7 +16,7 @@ the SQLite or PostgreSQL session store — see :mod:`._a2a_tasks`) — and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -28,6 +28,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from a2a.auth.user import User
 from a2a.server.cluster import TaskVersion
 from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
@@ -39,12 +41,15 @@ from a2a.types.a2a_pb2 import (
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
+    Message,
     SecurityRequirement,
     SecurityScheme,
+    SendMessageRequest,
     StringList,
     Task,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0
+from a2a.utils.errors import UnsupportedOperationError
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -153,7 +158,14 @@ Caller = Annotated[Principal, Depends(authenticated)]
 
 
 class _Handler(DefaultRequestHandler):
-    """The SDK's request handler; a cancel runs the executor's cancel on any worker.
+    """The SDK's request handler: one message at a time per task, cancels on any worker.
+
+    A message to a task that a message is already being handled for on this
+    worker is refused with one JSON-RPC error. The SDK would accept it: it
+    taps the new request into the running task's event queue
+    (``ActiveTask.subscribe``), so the second client reads the first
+    message's events (to ``completed``) and then its own error — two
+    terminal events in one stream.
 
     The SDK cancels a task that no turn of this worker holds by writing
     ``canceled`` to the task store only: its session would stay paused on the
@@ -161,6 +173,46 @@ class _Handler(DefaultRequestHandler):
     through :meth:`MainspringExecutor.cancel` wherever it arrives, which
     rejects the action (or stops the turn) in the shared session store first.
     """
+
+    OVERRIDES = ("on_message_send", "on_message_send_stream", "_cancel_remote", "_cancel_local")
+    """The SDK handler's methods this class overrides or calls (a test checks the SDK has them)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._handling: set[tuple[str, str]] = set()
+
+    @asynccontextmanager
+    async def _one_at_a_time(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncIterator[None]:
+        """Hold the message's task for this request; refuse it if another holds it."""
+        if not params.message.task_id:
+            yield
+            return
+        key = (resolve_user_scope(context), params.message.task_id)
+        if key in self._handling:
+            raise UnsupportedOperationError(
+                message=f"Task {key[1]} is not waiting for input: a message to it is being handled"
+            )
+        self._handling.add(key)
+        try:
+            yield
+        finally:
+            self._handling.discard(key)
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        async with self._one_at_a_time(params, context):
+            answer: Message | Task = await super().on_message_send(params, context)
+            return answer
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        async with self._one_at_a_time(params, context):
+            async for event in super().on_message_send_stream(params, context):
+                yield event
 
     async def _cancel_remote(
         self, task_id: str, task: Task, version: TaskVersion, context: ServerCallContext
