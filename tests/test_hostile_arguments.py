@@ -30,6 +30,7 @@ from mainspring import (
 from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, _loads, parse_arguments
 from mainspring._results import ERROR_LIMIT
 from tests.helpers import send
+from tests.strategies import depths
 
 pytestmark = pytest.mark.anyio
 
@@ -67,11 +68,23 @@ HOSTILE = {
 SLOW = {"oversized"}  # the scripted model streams 10 MiB in small deltas
 
 
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in sorted(HOSTILE)],
-)
+@pytest.mark.parametrize("case", sorted(HOSTILE.keys() - SLOW))
 async def test_hostile_arguments_are_a_bounded_error_result(case: str) -> None:
+    await _hostile_arguments_are_a_bounded_error_result(case)
+
+
+# The 10 MiB case goes through the same loop-independent code on either event loop (the
+# deltas are joined, then the size is checked): asyncio always, trio nightly.
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "anyio_backend", ["asyncio", pytest.param("trio", marks=pytest.mark.nightly)]
+)
+@pytest.mark.parametrize("case", sorted(SLOW))
+async def test_oversized_arguments_are_a_bounded_error_result(case: str) -> None:
+    await _hostile_arguments_are_a_bounded_error_result(case)
+
+
+async def _hostile_arguments_are_a_bounded_error_result(case: str) -> None:
     name, raw = HOSTILE[case]
     ran.clear()
     model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall(name, raw)]), "recovered"])
@@ -177,9 +190,13 @@ def test_arguments_parse_and_validate_in_time_linear_in_their_size(shape: str) -
 
 
 @pytest.mark.slow
-@settings(max_examples=5, deadline=None, derandomize=True)
-@given(unit=JSONISH.filter(bool))
-def test_any_repeated_argument_text_parses_in_linear_time(unit: str) -> None:
+@depths(quick=1, nightly=20)  # the named shapes above run always; random ones are depth
+def test_any_repeated_argument_text_parses_in_linear_time(examples: int) -> None:
     from tests.growth import assert_linear
 
-    assert_linear(_parse_and_validate, lambda n: unit * max(1, n // len(unit)))
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(unit=JSONISH.filter(bool))
+    def check(unit: str) -> None:
+        assert_linear(_parse_and_validate, lambda n: unit * max(1, n // len(unit)))
+
+    check()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
@@ -28,6 +28,7 @@ from mainspring.pipelines import (
     load_workspace,
     scripted_pipeline_model,
 )
+from tests.strategies import depths
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "blog-pipeline"
 SECRET = "TOP-SECRET-OUTSIDE-THE-WORKSPACE"
@@ -426,25 +427,22 @@ def test_contract_loading_grows_linearly_up_to_the_cap(tmp_path: Path, shape: st
 
 
 @pytest.mark.slow
-@settings(
-    max_examples=2,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(unit=st.lists(_PIECES, min_size=1, max_size=4).map(lambda lines: "\n".join(lines) + "\n"))
-def test_any_repeated_contract_shape_loads_in_linear_time(tmp_path: Path, unit: str) -> None:
+@depths(quick=1, nightly=10)  # the named shapes above run always; random ones are depth
+def test_any_repeated_contract_shape_loads_in_linear_time(tmp_path: Path, examples: int) -> None:
     from tests.growth import assert_linear
 
     made: list[Path] = []
 
-    def make(size: int) -> Path:
-        root = tmp_path / f"unit-{len(made)}"
-        made.append(root)
-        shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("output"))
-        contract = root / "stages" / "01_research" / "CONTEXT.md"
-        contract.write_text(contract.read_text() + "\n" + unit * max(1, size // len(unit)))
-        return root
+    def make_for(unit: str) -> Callable[[int], Path]:
+        def make(size: int) -> Path:
+            root = tmp_path / f"unit-{len(made)}"
+            made.append(root)
+            shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("output"))
+            contract = root / "stages" / "01_research" / "CONTEXT.md"
+            contract.write_text(contract.read_text() + "\n" + unit * max(1, size // len(unit)))
+            return root
+
+        return make
 
     def load(root: Path) -> None:
         try:
@@ -452,8 +450,18 @@ def test_any_repeated_contract_shape_loads_in_linear_time(tmp_path: Path, unit: 
         except PipelineError:
             pass
 
-    try:
-        assert_linear(load, make, rounds=1)
-    finally:
-        for root in made:
-            shutil.rmtree(root, ignore_errors=True)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(unit=st.lists(_PIECES, min_size=1, max_size=4).map(lambda ls: "\n".join(ls) + "\n"))
+    def check(unit: str) -> None:
+        try:
+            assert_linear(load, make_for(unit), rounds=1)
+        finally:
+            for root in made:
+                shutil.rmtree(root, ignore_errors=True)
+
+    check()

@@ -22,6 +22,7 @@ from mainspring.skills import (
     SkillPathError,
 )
 from tests.helpers import send
+from tests.strategies import depths
 
 
 def skill_text(
@@ -668,21 +669,25 @@ def test_front_matter_parses_in_time_linear_in_its_size(tmp_path: Path, shape: s
 
 
 @pytest.mark.slow
-@settings(max_examples=5, deadline=None, derandomize=True)
-@given(unit=yaml_ish.filter(lambda s: bool(s.strip())))
-def test_any_repeated_front_matter_shape_parses_in_linear_time(unit: str) -> None:
+@depths(quick=1, nightly=20)  # the named shapes above run always; random ones are depth
+def test_any_repeated_front_matter_shape_parses_in_linear_time(examples: int) -> None:
     from tests.growth import assert_linear
 
-    with tempfile.TemporaryDirectory() as tmp:
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(unit=yaml_ish.filter(lambda s: bool(s.strip())))
+    def check(unit: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
 
-        def make(size: int) -> Path:
-            root = Path(tmp) / str(size)
-            front = unit * max(1, size // len(unit.encode()))
-            write(root, "s/SKILL.md", f"---\nname: s\ndescription: d\n{front}\n---\nbody\n")
-            return root
+            def make(size: int) -> Path:
+                root = Path(tmp) / str(size)
+                front = unit * max(1, size // len(unit.encode()))
+                write(root, "s/SKILL.md", f"---\nname: s\ndescription: d\n{front}\n---\nbody\n")
+                return root
 
-        def discover(root: Path) -> int:
-            catalog = SkillCatalog([root], limits=_BIG)
-            return len(catalog.skills) + len(catalog.diagnostics)
+            def discover(root: Path) -> int:
+                catalog = SkillCatalog([root], limits=_BIG)
+                return len(catalog.skills) + len(catalog.diagnostics)
 
-        assert_linear(discover, make)
+            assert_linear(discover, make)
+
+    check()

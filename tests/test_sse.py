@@ -34,7 +34,7 @@ from mainspring.sse import (
     serialize_sse,
 )
 from mainspring.usage import Usage
-from tests.strategies import EVENT_STRATEGIES, PROPERTY, events
+from tests.strategies import EVENT_STRATEGIES, PROPERTY, depths, events
 
 pytestmark = pytest.mark.anyio
 
@@ -612,15 +612,19 @@ def test_parsing_grows_linearly_with_the_stream(shape: str) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=5, deadline=None, derandomize=True)
-@given(unit=st.lists(st.sampled_from(SSE_PIECES), min_size=1, max_size=8).map("".join))
-def test_any_repeated_stream_shape_parses_in_linear_time(unit: str) -> None:
+@depths(quick=1, nightly=20)  # the named shapes above run always; random ones are depth
+def test_any_repeated_stream_shape_parses_in_linear_time(examples: int) -> None:
     from tests.growth import assert_linear
 
-    assert_linear(
-        lambda stream: _consume(parse_sse(stream)),
-        lambda n: unit * max(1, n // len(unit.encode())),
-    )
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(unit=st.lists(st.sampled_from(SSE_PIECES), min_size=1, max_size=8).map("".join))
+    def check(unit: str) -> None:
+        assert_linear(
+            lambda stream: _consume(parse_sse(stream)),
+            lambda n: unit * max(1, n // len(unit.encode())),
+        )
+
+    check()
 
 
 def test_a_leading_bom_is_stripped_even_when_split_across_byte_chunks() -> None:

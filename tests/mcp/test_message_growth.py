@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 from mainspring.mcp._results import block_text
 from mainspring.mcp._stderr import StderrTail
 from tests.growth import assert_linear
+from tests.strategies import depths
 
 pytestmark = pytest.mark.slow
 
@@ -92,17 +93,19 @@ def test_a_server_stderr_is_read_in_time_linear_in_its_size(
     assert_linear(_feed, make)
 
 
-@settings(max_examples=5, deadline=None, derandomize=True)
-@given(
-    block=st.fixed_dictionaries(
-        {"type": st.just("text"), "text": st.text(min_size=1, max_size=20)}
-    ),
-    per_block=st.integers(1, 50),
-)
-def test_any_repeated_result_shape_parses_in_linear_time(
-    block: dict[str, object], per_block: int
-) -> None:
-    unit = len(json.dumps(block)) + 2
-    assert_linear(
-        _tolerant, lambda n: _result([block] * max(1, n // unit // per_block * per_block))
+@depths(quick=1, nightly=20)  # the named shapes above run always; random ones are depth
+def test_any_repeated_result_shape_parses_in_linear_time(examples: int) -> None:
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(
+        block=st.fixed_dictionaries(
+            {"type": st.just("text"), "text": st.text(min_size=1, max_size=20)}
+        ),
+        per_block=st.integers(1, 50),
     )
+    def check(block: dict[str, object], per_block: int) -> None:
+        unit = len(json.dumps(block)) + 2
+        assert_linear(
+            _tolerant, lambda n: _result([block] * max(1, n // unit // per_block * per_block))
+        )
+
+    check()

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.server.conftest import ALICE, client_for
+from tests.strategies import depths
 
 pytestmark = pytest.mark.slow
 
@@ -125,14 +126,19 @@ def test_a_body_is_parsed_in_time_linear_in_its_size(shape: str) -> None:
     assert_linear(_body_parser(), BODY_SHAPES[shape])
 
 
-@settings(max_examples=5, deadline=None, derandomize=True)
-@given(value=json_values)
-def test_any_repeated_edit_value_parses_in_linear_time(value: Any) -> None:
+@depths(quick=1, nightly=20)  # the named shapes above run always; random ones are depth
+def test_any_repeated_edit_value_parses_in_linear_time(examples: int) -> None:
     from tests.growth import assert_linear
 
-    unit = len(json.dumps(value)) + 1
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(value=json_values)
+    def check(value: Any) -> None:
+        unit = len(json.dumps(value)) + 1
 
-    def make(n: int) -> bytes:
-        return json.dumps({"decision": "approve", "edits": {"v": [value] * (n // unit)}}).encode()
+        def make(n: int) -> bytes:
+            edits = {"v": [value] * (n // unit)}
+            return json.dumps({"decision": "approve", "edits": edits}).encode()
 
-    assert_linear(_body_parser(), make)
+        assert_linear(_body_parser(), make)
+
+    check()

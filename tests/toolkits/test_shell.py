@@ -223,7 +223,11 @@ async def test_a_session_is_killed_at_its_deadline_without_polling(shell: Shell)
     assert "killed (deadline)" in await shell.poll(sid, wait=5)
 
 
+# Counting sessions is the same code on either event loop (the others here run on both).
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "anyio_backend", ["asyncio", pytest.param("trio", marks=pytest.mark.nightly)]
+)
 async def test_the_sixty_fifth_running_session_is_refused(shell: Shell) -> None:
     marker = "sleep 987006"
     for _ in range(64):

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.tools import _schemas, client_tool
 from tests.growth import assert_linear
+from tests.strategies import depths
 
 pytestmark = pytest.mark.slow
 
@@ -114,22 +115,26 @@ def test_a_schema_is_compiled_and_used_in_time_linear_in_its_size(shape: str) ->
     assert_linear(build_and_validate, SCHEMA_SHAPES[shape], small=1_000, large=100_000)
 
 
-@settings(max_examples=2, deadline=None, derandomize=True)
-@given(
-    field=st.sampled_from(
-        [
-            {"type": "string"},
-            {"type": "integer", "minimum": 0},
-            {"type": "array", "items": {"type": "number"}},
-            {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            {"type": "string", "pattern": "^[a-z]+$"},
-        ]
-    ),
-)
-def test_any_repeated_property_shape_compiles_in_linear_time(field: dict[str, Any]) -> None:
-    unit = len(json.dumps(field)) + 10
+@depths(quick=1, nightly=10)  # the named shapes above run always; more fields are depth
+def test_any_repeated_property_shape_compiles_in_linear_time(examples: int) -> None:
+    @settings(max_examples=examples, deadline=None, derandomize=True)
+    @given(
+        field=st.sampled_from(
+            [
+                {"type": "string"},
+                {"type": "integer", "minimum": 0},
+                {"type": "array", "items": {"type": "number"}},
+                {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                {"type": "string", "pattern": "^[a-z]+$"},
+            ]
+        ),
+    )
+    def check(field: dict[str, Any]) -> None:
+        unit = len(json.dumps(field)) + 10
 
-    def make(n: int) -> dict[str, Any]:
-        return {"type": "object", "properties": {f"p{i}": field for i in range(n // unit)}}
+        def make(n: int) -> dict[str, Any]:
+            return {"type": "object", "properties": {f"p{i}": field for i in range(n // unit)}}
 
-    assert_linear(build_and_validate, make, small=1_000, large=100_000)
+        assert_linear(build_and_validate, make, small=1_000, large=100_000)
+
+    check()
