@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -42,8 +41,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.server.conftest import client_for, read_sse
 from tests.server.test_a2a import a2a, data_parts, events, last_status, tool_events, user
-from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
-from tests.stores.servers import free_port
+from tests.server.test_workers import _as_url, start_serve_worker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -98,29 +96,12 @@ def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]
     logs: list[Any] = []
 
     def start() -> None:
-        for attempt in range(3):
-            port = free_port()
-            command = [
-                sys.executable, "-m", "mainspring", "serve", "tests.server.worker_agent:agent",
-                "--port", str(port), *stores,
-            ]  # fmt: skip
-            path = tmp_path / f"worker-{port}.log"
-            log = path.open("wb")
-            logs.append(log)
-            process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-            processes.append(process)
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait_ready(url, process, path)
-            except WorkerExited as exc:
-                processes.remove(process)
-                if attempt == 2 or not _lost_its_port(exc):
-                    raise
-                continue
-            urls.append(url)
-            return
+        args = [
+            "tests.server.worker_agent:agent", *stores,
+        ]  # fmt: skip
+        urls.append(
+            start_serve_worker(args, folder=tmp_path, env=env, processes=processes, logs=logs)
+        )
 
     try:
         for _ in range(2):

@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,7 @@ import httpx
 import pytest
 
 from mainspring.engine.signing import SigningKey, public_key_text
-from tests.server.test_workers import WorkerExited, _as_url, _lost_its_port, _wait_ready
-from tests.stores.servers import free_port
+from tests.server.test_workers import _as_url, start_serve_worker
 
 pytestmark = [pytest.mark.slow]
 
@@ -68,30 +66,13 @@ def workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Workers]
     logs: list[Any] = []
 
     def start() -> None:
-        for attempt in range(3):
-            port = free_port()
-            command = [
-                sys.executable, "-m", "mainspring", "serve", "--port", str(port),
-                "--engine", "tests.server.worker_engine:engine", "--trusted-keys", str(trusted),
-                *stores,
-            ]  # fmt: skip
-            path = tmp_path / f"worker-{port}.log"
-            log = path.open("wb")
-            logs.append(log)
-            process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-            processes.append(process)
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait_ready(url, process, path)
-            except WorkerExited as exc:
-                processes.remove(process)
-                if attempt == 2 or not _lost_its_port(exc):
-                    raise
-                continue
-            urls.append(url)
-            return
+        args = [
+            "--engine", "tests.server.worker_engine:engine", "--trusted-keys", str(trusted),
+            *stores,
+        ]  # fmt: skip
+        urls.append(
+            start_serve_worker(args, folder=tmp_path, env=env, processes=processes, logs=logs)
+        )
 
     try:
         for _ in range(2):

@@ -56,6 +56,40 @@ def _lost_its_port(error: WorkerExited) -> bool:
     return "address already in use" in text or "errno 98" in text
 
 
+def start_serve_worker(
+    args: list[str],
+    *,
+    folder: Path,
+    env: dict[str, str],
+    processes: list[subprocess.Popen[bytes]],
+    logs: list[Any],
+) -> str:
+    """Start ``mainspring serve <args>`` on a free port and wait until it is ready; its URL.
+
+    The process joins ``processes`` and its log file ``logs`` (the caller stops
+    and closes them). A port another process took between its pick and the bind
+    is tried again, twice at most.
+    """
+    for attempt in range(3):
+        port = free_port()
+        command = [sys.executable, "-m", "mainspring", "serve", *args, "--port", str(port)]
+        path = folder / f"worker-{port}.log"
+        log = path.open("wb")
+        logs.append(log)
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        processes.append(process)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url, process, path)
+        except WorkerExited as exc:
+            processes.remove(process)
+            if attempt == 2 or not _lost_its_port(exc):
+                raise
+            continue
+        return url
+    raise AssertionError("unreachable")  # (the last attempt returns or raises)
+
+
 @pytest.fixture
 def workers(
     redis_server: RedisServer, postgres_url: str, tmp_path: Path
@@ -73,31 +107,13 @@ def workers(
     logs: list[Any] = []
 
     def start() -> None:
-        for attempt in range(3):
-            port = free_port()
-            command = [
-                sys.executable, "-m", "mainspring", "serve", "tests.server.worker_agent:agent",
-                "--port", str(port), "--sessions", _as_url(postgres_url),
-                "--checkpoints", redis_server.url, "--locks", redis_server.url,
-                "--lock-ttl", LEASE,
-            ]  # fmt: skip
-            path = tmp_path / f"worker-{port}.log"
-            log = path.open("wb")
-            logs.append(log)
-            process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-            processes.append(process)
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait_ready(url, process, path)
-            except WorkerExited as exc:
-                processes.remove(process)
-                if attempt == 2 or not _lost_its_port(exc):
-                    raise
-                continue
-            urls.append(url)
-            return
+        args = [
+            "tests.server.worker_agent:agent", "--sessions", _as_url(postgres_url),
+            "--checkpoints", redis_server.url, "--locks", redis_server.url, "--lock-ttl", LEASE,
+        ]  # fmt: skip
+        urls.append(
+            start_serve_worker(args, folder=tmp_path, env=env, processes=processes, logs=logs)
+        )
 
     try:
         for _ in range(2):
