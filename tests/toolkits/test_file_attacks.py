@@ -94,7 +94,7 @@ def test_a_symlinked_file_is_refused_for_read_write_and_edit(
 ) -> None:
     (root / "link.txt").symlink_to(outside / "secret.txt")
     refused(lambda: read_text(ws, "link.txt"), "symbolic link")
-    refused(lambda: apply(ws, "link.txt", write_text(ws, "link.txt", "pwned\n")), "symbolic link")
+    refused(lambda: apply(ws, "link.txt", write_text("pwned\n")), "symbolic link")
     refused(lambda: apply(ws, "link.txt", edit_text("TOP", "pwned")), "symbolic link")
     assert (outside / "secret.txt").read_text() == SECRET
     assert (root / "link.txt").is_symlink()
@@ -104,7 +104,7 @@ def test_a_symlinked_directory_is_refused(ws: FileWorkspace, root: Path, outside
     (root / "door").symlink_to(outside)
     refused(lambda: read_text(ws, "door/secret.txt"), "symbolic link")
     refused(lambda: list_entries(ws, "door"), "symbolic link")
-    refused(lambda: apply(ws, "door/new.txt", write_text(ws, "door/new.txt", "x")), "symbolic")
+    refused(lambda: apply(ws, "door/new.txt", write_text("x")), "symbolic")
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
@@ -118,7 +118,7 @@ def test_creating_directories_never_goes_through_a_symlink(
 ) -> None:
     (root / "sub" / "door").symlink_to(outside)
     path = "sub/door/made/new.txt"
-    refused(lambda: apply(ws, path, write_text(ws, path, "x")), "symbolic link")
+    refused(lambda: apply(ws, path, write_text("x")), "symbolic link")
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
@@ -145,7 +145,7 @@ def test_a_hardlink_to_an_outside_file_is_refused(
 ) -> None:
     os.link(outside / "secret.txt", root / "hard.txt")
     refused(lambda: read_text(ws, "hard.txt"), "hard links")
-    refused(lambda: apply(ws, "hard.txt", write_text(ws, "hard.txt", "pwned\n")), "hard links")
+    refused(lambda: apply(ws, "hard.txt", write_text("pwned\n")), "hard links")
     refused(lambda: apply(ws, "hard.txt", edit_text("TOP", "pwned")), "hard links")
     assert (outside / "secret.txt").read_text() == SECRET
 
@@ -156,7 +156,7 @@ def test_a_hardlink_to_an_outside_file_is_refused(
 def test_a_fifo_is_refused_without_blocking(ws: FileWorkspace, root: Path) -> None:
     os.mkfifo(root / "pipe")
     refused(lambda: read_text(ws, "pipe"), "FIFO")
-    refused(lambda: apply(ws, "pipe", write_text(ws, "pipe", "x")), "FIFO")
+    refused(lambda: apply(ws, "pipe", write_text("x")), "FIFO")
 
 
 def test_a_device_is_refused(ws: FileWorkspace, root: Path) -> None:
@@ -165,7 +165,7 @@ def test_a_device_is_refused(ws: FileWorkspace, root: Path) -> None:
     except PermissionError:
         pytest.skip("creating a device node needs CAP_MKNOD")
     refused(lambda: read_text(ws, "null"), "device")
-    refused(lambda: apply(ws, "null", write_text(ws, "null", "x")), "device")
+    refused(lambda: apply(ws, "null", write_text("x")), "device")
 
 
 def test_a_socket_is_refused(ws: FileWorkspace, root: Path) -> None:
@@ -191,7 +191,7 @@ def test_the_size_limit_counts_the_bytes_actually_read(root: Path) -> None:
     (root / "ok.txt").write_bytes(b"x" * 1024)
     refused(lambda: read_text(ws, "big.txt"), "over the 1024-byte limit")
     assert "lines 1-1" in read_text(ws, "ok.txt")
-    refused(lambda: apply(ws, "new.txt", write_text(ws, "new.txt", "y" * 1025)), "1024-byte")
+    refused(lambda: apply(ws, "new.txt", write_text("y" * 1025)), "1024-byte")
     assert not (root / "new.txt").exists()
 
 
@@ -339,7 +339,7 @@ def test_a_write_racing_a_symlink_swap_never_lands_outside(
     with flipping(flip):
         for i in range(RUNS):
             with contextlib.suppress(WorkspaceError, FileNotFoundError):
-                apply(ws, "swap.txt", write_text(ws, "swap.txt", f"write {i}\n"))
+                apply(ws, "swap.txt", write_text(f"write {i}\n"))
     assert (outside / "secret.txt").read_text() == SECRET
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
@@ -368,6 +368,6 @@ def test_a_write_racing_a_directory_swap_never_lands_outside(
     with flipping(flip):
         for i in range(RUNS):
             with contextlib.suppress(WorkspaceError, OSError):
-                apply(ws, "sub/new.txt", write_text(ws, "sub/new.txt", f"w{i}\n"))
+                apply(ws, "sub/new.txt", write_text(f"w{i}\n"))
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == SECRET

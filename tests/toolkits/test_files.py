@@ -127,7 +127,7 @@ def test_search_is_bounded(ws: FileWorkspace) -> None:
 
 
 def test_write_creates_directories_and_leaves_no_temporary_files(ws: FileWorkspace) -> None:
-    apply(ws, "new/deep/file.txt", write_text(ws, "new/deep/file.txt", "hello\n"))
+    apply(ws, "new/deep/file.txt", write_text("hello\n"))
     folder = ws.roots[0] / "new" / "deep"
     assert (folder / "file.txt").read_text() == "hello\n"
     assert os.listdir(folder) == ["file.txt"]
@@ -137,7 +137,7 @@ def test_write_creates_directories_and_leaves_no_temporary_files(ws: FileWorkspa
 def test_a_replaced_file_keeps_its_mode(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "notes.txt"
     target.chmod(0o600)
-    apply(ws, "notes.txt", write_text(ws, "notes.txt", "x\n"))
+    apply(ws, "notes.txt", write_text("x\n"))
     assert target.stat().st_mode & 0o777 == 0o600
 
 
@@ -164,7 +164,7 @@ def test_edits_keep_encoding_and_line_ends(ws: FileWorkspace, raw: bytes, encodi
 def test_writing_lf_content_into_a_crlf_file_keeps_crlf(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "win.txt"
     target.write_bytes(b"one\r\ntwo\r\n")
-    apply(ws, "win.txt", write_text(ws, "win.txt", "uno\ndos\n"))
+    apply(ws, "win.txt", write_text("uno\ndos\n"))
     assert target.read_bytes() == b"uno\r\ndos\r\n"
 
 

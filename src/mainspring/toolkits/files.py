@@ -176,9 +176,8 @@ def apply(
     return Change(location, before, after)
 
 
-def write_text(ws: FileWorkspace, path: str, content: str) -> Transform:
+def write_text(content: str) -> Transform:
     """The transform of ``write_file``: the whole new content."""
-    del ws, path
 
     def transform(before: Text | None, location: Location) -> str:
         if before is not None and before.newline == "crlf":
@@ -296,7 +295,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
             path: Relative to the workspace root; missing directories are created.
             content: The whole new content.
         """
-        return _summary(apply(ws, path, write_text(ws, path, content)))
+        return _summary(apply(ws, path, write_text(content)))
 
     @tool(
         name="edit_file",
@@ -321,7 +320,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
 
 def _write_transform(ws: FileWorkspace, args: ToolInput) -> tuple[str, Transform]:
     path = str(args["path"])
-    return path, write_text(ws, path, str(args["content"]))
+    return path, write_text(str(args["content"]))
 
 
 def _edit_transform(ws: FileWorkspace, args: ToolInput) -> tuple[str, Transform]:
