@@ -46,7 +46,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from mainspring.toolkits import Workspace
+from mainspring.toolkits import FileWorkspace
 from mainspring.toolkits.files import read_text, search_files
 from mainspring.toolkits.patch import apply_patch_text
 from mainspring.toolkits.patterns import Engine, compile_glob, compile_pattern
@@ -111,7 +111,7 @@ def patches(root: Path, targets: list[str]) -> tuple[str, str, str]:
     return "\n".join(forward) + "\n", "\n".join(backward) + "\n", "".join(unified)
 
 
-def engine_scan(ws: Workspace, using: Engine, pattern: str, ignore_case: bool) -> str:
+def engine_scan(ws: FileWorkspace, using: Engine, pattern: str, ignore_case: bool) -> str:
     """One whole-tree search through ``scan`` with ``using``'s compiled matchers."""
     return scan(
         ws,
@@ -132,7 +132,7 @@ def cpu_and_wall(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(cpu), statistics.median(wall)
 
 
-def engines(ws: Workspace, runs: int) -> None:
+def engines(ws: FileWorkspace, runs: int) -> None:
     """The search's engines on ordinary patterns (see ``--engines``)."""
     print(
         f"{'pattern':<12} {'re cpu ms':>10} {'re2 cpu ms':>11} {'ratio':>6}   "
@@ -165,7 +165,7 @@ def engines(ws: Workspace, runs: int) -> None:
 
 def counted_child(root: str, using: Engine) -> None:
     """Scan once to warm up, then once between callgrind's markers (``os.getppid``)."""
-    ws = Workspace(root)
+    ws = FileWorkspace(root)
     for _name, pattern, ignore_case in ORDINARY:
         engine_scan(ws, using, pattern, ignore_case)
     os.getppid()
@@ -235,7 +235,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mainspring-bench-") as folder:
         root = Path(folder)
         paths = build_tree(root, files)
-        ws = Workspace(root)
+        ws = FileWorkspace(root)
         size = sum(os.path.getsize(root / p) for p in paths)
         print(f"tree: {files} files, {size / 1e6:.1f} MB; median of {runs} runs")
         print(f"load average: {os.getloadavg()[0]:.2f}")

@@ -81,6 +81,39 @@ def test_every_public_module_has_a_sorted_complete_all() -> None:
         assert not missing, f"{name}.__all__ names what it lacks: {missing}"
 
 
+# --- deprecated names: still imported, with a warning naming the new one ---------------
+
+
+@pytest.mark.parametrize(
+    ("package", "new"),
+    [("mainspring.toolkits", "FileWorkspace"), ("mainspring.pipelines", "PipelineWorkspace")],
+)
+def test_an_old_workspace_name_still_imports_and_warns(package: str, new: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    message = rf"{package}\.Workspace is deprecated: use {package}\.{new}"
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        old = module.Workspace
+    assert old is getattr(module, new)
+    assert caught[0].filename == __file__  # the warning points at the user's line
+    assert "Workspace" not in module.__all__  # a star import neither warns nor gets it
+    with pytest.raises(AttributeError, match="has no attribute 'Workspaces'"):
+        _ = module.Workspaces
+
+
+def test_the_old_names_work_in_a_from_import() -> None:
+    from mainspring.pipelines import PipelineWorkspace
+    from mainspring.toolkits import FileWorkspace
+
+    with pytest.warns(DeprecationWarning, match="FileWorkspace"):
+        from mainspring.toolkits import Workspace as OldFileWorkspace
+    with pytest.warns(DeprecationWarning, match="PipelineWorkspace"):
+        from mainspring.pipelines import Workspace as OldPipelineWorkspace
+    assert OldFileWorkspace is FileWorkspace
+    assert OldPipelineWorkspace is PipelineWorkspace
+
+
 # --- mainspring.testing.check_events --------------------------------------------------
 
 DONE = TurnComplete(stop_reason="end_turn")

@@ -17,7 +17,7 @@ import anyio.to_thread
 import pytest
 
 from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, ToolResult
-from mainspring.toolkits import Workspace
+from mainspring.toolkits import FileWorkspace
 from mainspring.toolkits import search as search_module
 from mainspring.toolkits.confine import WorkspaceError
 from mainspring.toolkits.files import readonly_file_tools, search_files
@@ -34,11 +34,11 @@ GLOB_BOMB = "**a" * 20 + "b"
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
+def ws(tmp_path: Path) -> FileWorkspace:
     (tmp_path / "evil.txt").write_text(f"first line\n{EVIL_LINE}\nlast line\n")
     (tmp_path / ("a" * 80 + ".txt")).write_text("plain\n")
     (tmp_path / "good.py").write_text("def ok():\n    return 'aaa'\n")
-    return Workspace(tmp_path)
+    return FileWorkspace(tmp_path)
 
 
 def test_re2_is_the_engine_here() -> None:
@@ -47,16 +47,16 @@ def test_re2_is_the_engine_here() -> None:
 
 
 @pytest.mark.parametrize("pattern", EVIL_PATTERNS)
-def test_a_catastrophic_pattern_is_answered_at_once(ws: Workspace, pattern: str) -> None:
+def test_a_catastrophic_pattern_is_answered_at_once(ws: FileWorkspace, pattern: str) -> None:
     assert search_files(ws, pattern=pattern) == "(0 matches)"
 
 
-def test_a_catastrophic_pattern_still_finds_what_it_matches(ws: Workspace) -> None:
+def test_a_catastrophic_pattern_still_finds_what_it_matches(ws: FileWorkspace) -> None:
     found = search_files(ws, pattern="(?m)(a+)+!$")
     assert found == f"evil.txt:2: {EVIL_LINE}\n(1 matches)"
 
 
-def test_a_glob_bomb_is_answered_at_once(ws: Workspace) -> None:
+def test_a_glob_bomb_is_answered_at_once(ws: FileWorkspace) -> None:
     assert search_files(ws, glob=GLOB_BOMB) == "(0 files)"
     assert search_files(ws, glob=GLOB_BOMB, pattern="plain") == "(0 matches)"
     # the same shape that does match still matches
@@ -68,7 +68,7 @@ def test_runs_of_stars_collapse() -> None:
     assert matcher.matches("src/deep/x.py") and not matcher.matches("src/x.pyc")
 
 
-def test_pattern_and_glob_lengths_are_capped(ws: Workspace) -> None:
+def test_pattern_and_glob_lengths_are_capped(ws: FileWorkspace) -> None:
     with pytest.raises(WorkspaceError, match=f"at most {MAX_PATTERN_CHARS} characters"):
         search_files(ws, pattern="a" * (MAX_PATTERN_CHARS + 1))
     with pytest.raises(WorkspaceError, match=f"at most {MAX_GLOB_CHARS} characters"):
@@ -76,7 +76,7 @@ def test_pattern_and_glob_lengths_are_capped(ws: Workspace) -> None:
     assert search_files(ws, glob="*" + "a" * 80 + ".txt").endswith("(1 files)")
 
 
-def test_what_re2_cannot_run_is_a_clear_error(ws: Workspace) -> None:
+def test_what_re2_cannot_run_is_a_clear_error(ws: FileWorkspace) -> None:
     with pytest.raises(WorkspaceError, match="invalid search pattern for RE2"):
         search_files(ws, pattern=r"(a)\1")
     with pytest.raises(WorkspaceError, match="invalid search pattern for RE2"):
@@ -85,7 +85,7 @@ def test_what_re2_cannot_run_is_a_clear_error(ws: Workspace) -> None:
         search_files(ws, glob="[z-a].txt")
 
 
-async def test_the_loop_keeps_ticking_through_a_hostile_search(ws: Workspace) -> None:
+async def test_the_loop_keeps_ticking_through_a_hostile_search(ws: FileWorkspace) -> None:
     calls = [
         ScriptedCall("search_files", {"pattern": pattern, "glob": GLOB_BOMB.replace("b", "*")})
         for pattern in EVIL_PATTERNS
@@ -122,7 +122,7 @@ def no_re2(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("no_re2")
-def test_without_re2_ordinary_searches_work(ws: Workspace) -> None:
+def test_without_re2_ordinary_searches_work(ws: FileWorkspace) -> None:
     assert search_files(ws, pattern=r"return '(a+)'") == "good.py:2:     return 'aaa'\n(1 matches)"
     found = search_files(ws, pattern=r"(a)\1", glob="*.py")
     assert found == "good.py:2:     return 'aaa'\n(1 matches)"
@@ -133,12 +133,12 @@ def test_without_re2_ordinary_searches_work(ws: Workspace) -> None:
 
 
 @pytest.mark.usefixtures("no_re2")
-def test_asking_for_re2_without_it_names_the_extra(ws: Workspace) -> None:
+def test_asking_for_re2_without_it_names_the_extra(ws: FileWorkspace) -> None:
     with pytest.raises(ImportError, match=r"mainspring\[re2\]"):
         search_files(ws, pattern="x", using="re2")
 
 
-def test_re_can_be_chosen_for_what_re2_refuses(ws: Workspace) -> None:
+def test_re_can_be_chosen_for_what_re2_refuses(ws: FileWorkspace) -> None:
     found = search_files(ws, pattern=r"(a)\1", glob="*.py", using="re")
     assert found == "good.py:2:     return 'aaa'\n(1 matches)"
     with pytest.raises(WorkspaceError, match="ran past its 1s limit"):
@@ -147,7 +147,7 @@ def test_re_can_be_chosen_for_what_re2_refuses(ws: Workspace) -> None:
 
 @pytest.mark.usefixtures("no_re2")
 async def test_without_re2_a_hostile_search_is_killed_while_the_loop_ticks(
-    ws: Workspace,
+    ws: FileWorkspace,
 ) -> None:
     ticks = 0
     done = anyio.Event()

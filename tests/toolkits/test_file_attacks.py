@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mainspring.toolkits import MAX_FILE_BYTES, Workspace, WorkspaceError
+from mainspring.toolkits import MAX_FILE_BYTES, FileWorkspace, WorkspaceError
 from mainspring.toolkits.files import (
     apply,
     edit_text,
@@ -52,8 +52,8 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(root: Path) -> Workspace:
-    return Workspace(root)
+def ws(root: Path) -> FileWorkspace:
+    return FileWorkspace(root)
 
 
 def refused(action: Callable[[], object], match: str = "") -> WorkspaceError:
@@ -65,24 +65,24 @@ def refused(action: Callable[[], object], match: str = "") -> WorkspaceError:
 # ----------------------------------------------------------------- by name
 
 
-def test_dot_dot_is_refused(ws: Workspace) -> None:
+def test_dot_dot_is_refused(ws: FileWorkspace) -> None:
     refused(lambda: read_text(ws, "../outside/secret.txt"), "'..' is not allowed")
     refused(lambda: read_text(ws, "sub/../../outside/secret.txt"), "'..' is not allowed")
 
 
-def test_an_absolute_path_outside_the_roots_is_refused(ws: Workspace, outside: Path) -> None:
+def test_an_absolute_path_outside_the_roots_is_refused(ws: FileWorkspace, outside: Path) -> None:
     refused(lambda: read_text(ws, str(outside / "secret.txt")), "outside the workspace roots")
     refused(lambda: read_text(ws, "/etc/passwd"), "outside the workspace roots")
 
 
-def test_a_root_prefix_that_is_not_a_path_prefix_is_refused(ws: Workspace, root: Path) -> None:
+def test_a_root_prefix_that_is_not_a_path_prefix_is_refused(ws: FileWorkspace, root: Path) -> None:
     sibling = root.parent / (root.name + "-evil")
     sibling.mkdir()
     (sibling / "x.txt").write_text(SECRET)
     refused(lambda: read_text(ws, str(sibling / "x.txt")), "outside the workspace roots")
 
 
-def test_nul_in_a_path_is_refused(ws: Workspace) -> None:
+def test_nul_in_a_path_is_refused(ws: FileWorkspace) -> None:
     refused(lambda: read_text(ws, "inside.txt\x00.png"), "NUL")
 
 
@@ -90,39 +90,39 @@ def test_nul_in_a_path_is_refused(ws: Workspace) -> None:
 
 
 def test_a_symlinked_file_is_refused_for_read_write_and_edit(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     (root / "link.txt").symlink_to(outside / "secret.txt")
     refused(lambda: read_text(ws, "link.txt"), "symbolic link")
-    refused(lambda: apply(ws, "link.txt", write_text(ws, "link.txt", "pwned\n")), "symbolic link")
+    refused(lambda: apply(ws, "link.txt", write_text("pwned\n")), "symbolic link")
     refused(lambda: apply(ws, "link.txt", edit_text("TOP", "pwned")), "symbolic link")
     assert (outside / "secret.txt").read_text() == SECRET
     assert (root / "link.txt").is_symlink()
 
 
-def test_a_symlinked_directory_is_refused(ws: Workspace, root: Path, outside: Path) -> None:
+def test_a_symlinked_directory_is_refused(ws: FileWorkspace, root: Path, outside: Path) -> None:
     (root / "door").symlink_to(outside)
     refused(lambda: read_text(ws, "door/secret.txt"), "symbolic link")
     refused(lambda: list_entries(ws, "door"), "symbolic link")
-    refused(lambda: apply(ws, "door/new.txt", write_text(ws, "door/new.txt", "x")), "symbolic")
+    refused(lambda: apply(ws, "door/new.txt", write_text("x")), "symbolic")
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
-def test_a_symlink_to_a_file_inside_the_root_is_refused_too(ws: Workspace, root: Path) -> None:
+def test_a_symlink_to_a_file_inside_the_root_is_refused_too(ws: FileWorkspace, root: Path) -> None:
     (root / "alias.txt").symlink_to(root / "inside.txt")
     refused(lambda: read_text(ws, "alias.txt"), "symbolic link")
 
 
 def test_creating_directories_never_goes_through_a_symlink(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     (root / "sub" / "door").symlink_to(outside)
     path = "sub/door/made/new.txt"
-    refused(lambda: apply(ws, path, write_text(ws, path, "x")), "symbolic link")
+    refused(lambda: apply(ws, path, write_text("x")), "symbolic link")
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
-def test_search_does_not_follow_symlinks(ws: Workspace, root: Path, outside: Path) -> None:
+def test_search_does_not_follow_symlinks(ws: FileWorkspace, root: Path, outside: Path) -> None:
     (root / "door").symlink_to(outside)
     (root / "leak.txt").symlink_to(outside / "secret.txt")
     assert search_files(ws, pattern="SECRET") == "(0 matches)"
@@ -132,7 +132,7 @@ def test_search_does_not_follow_symlinks(ws: Workspace, root: Path, outside: Pat
 def test_a_root_given_through_a_symlink_is_resolved_once(tmp_path: Path, root: Path) -> None:
     via = tmp_path / "via"
     via.symlink_to(root)
-    ws = Workspace(via)
+    ws = FileWorkspace(via)
     assert ws.roots == (root,)
     assert "inside" in read_text(ws, "inside.txt")
 
@@ -140,10 +140,12 @@ def test_a_root_given_through_a_symlink_is_resolved_once(tmp_path: Path, root: P
 # -------------------------------------------------------------- hard links
 
 
-def test_a_hardlink_to_an_outside_file_is_refused(ws: Workspace, root: Path, outside: Path) -> None:
+def test_a_hardlink_to_an_outside_file_is_refused(
+    ws: FileWorkspace, root: Path, outside: Path
+) -> None:
     os.link(outside / "secret.txt", root / "hard.txt")
     refused(lambda: read_text(ws, "hard.txt"), "hard links")
-    refused(lambda: apply(ws, "hard.txt", write_text(ws, "hard.txt", "pwned\n")), "hard links")
+    refused(lambda: apply(ws, "hard.txt", write_text("pwned\n")), "hard links")
     refused(lambda: apply(ws, "hard.txt", edit_text("TOP", "pwned")), "hard links")
     assert (outside / "secret.txt").read_text() == SECRET
 
@@ -151,22 +153,22 @@ def test_a_hardlink_to_an_outside_file_is_refused(ws: Workspace, root: Path, out
 # -------------------------------------------------------- special files
 
 
-def test_a_fifo_is_refused_without_blocking(ws: Workspace, root: Path) -> None:
+def test_a_fifo_is_refused_without_blocking(ws: FileWorkspace, root: Path) -> None:
     os.mkfifo(root / "pipe")
     refused(lambda: read_text(ws, "pipe"), "FIFO")
-    refused(lambda: apply(ws, "pipe", write_text(ws, "pipe", "x")), "FIFO")
+    refused(lambda: apply(ws, "pipe", write_text("x")), "FIFO")
 
 
-def test_a_device_is_refused(ws: Workspace, root: Path) -> None:
+def test_a_device_is_refused(ws: FileWorkspace, root: Path) -> None:
     try:
         os.mknod(root / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
     except PermissionError:
         pytest.skip("creating a device node needs CAP_MKNOD")
     refused(lambda: read_text(ws, "null"), "device")
-    refused(lambda: apply(ws, "null", write_text(ws, "null", "x")), "device")
+    refused(lambda: apply(ws, "null", write_text("x")), "device")
 
 
-def test_a_socket_is_refused(ws: Workspace, root: Path) -> None:
+def test_a_socket_is_refused(ws: FileWorkspace, root: Path) -> None:
     with socket.socket(socket.AF_UNIX) as server:
         try:
             server.bind(str(root / "sock"))
@@ -175,7 +177,7 @@ def test_a_socket_is_refused(ws: Workspace, root: Path) -> None:
         refused(lambda: read_text(ws, "sock"), "not a regular file")
 
 
-def test_a_directory_is_not_read_as_a_file(ws: Workspace) -> None:
+def test_a_directory_is_not_read_as_a_file(ws: FileWorkspace) -> None:
     refused(lambda: read_text(ws, "sub"), "is a directory")
     refused(lambda: read_text(ws, "."), "root is not a file")
 
@@ -184,16 +186,16 @@ def test_a_directory_is_not_read_as_a_file(ws: Workspace) -> None:
 
 
 def test_the_size_limit_counts_the_bytes_actually_read(root: Path) -> None:
-    ws = Workspace(root, max_file_bytes=1024)
+    ws = FileWorkspace(root, max_file_bytes=1024)
     (root / "big.txt").write_bytes(b"x" * 1025)
     (root / "ok.txt").write_bytes(b"x" * 1024)
     refused(lambda: read_text(ws, "big.txt"), "over the 1024-byte limit")
     assert "lines 1-1" in read_text(ws, "ok.txt")
-    refused(lambda: apply(ws, "new.txt", write_text(ws, "new.txt", "y" * 1025)), "1024-byte")
+    refused(lambda: apply(ws, "new.txt", write_text("y" * 1025)), "1024-byte")
     assert not (root / "new.txt").exists()
 
 
-def test_the_default_limit_is_ten_mebibytes(ws: Workspace, root: Path) -> None:
+def test_the_default_limit_is_ten_mebibytes(ws: FileWorkspace, root: Path) -> None:
     assert MAX_FILE_BYTES == 10 * 1024 * 1024
     (root / "huge.txt").write_bytes(b"a\n" * (MAX_FILE_BYTES // 2 + 1))
     refused(lambda: read_text(ws, "huge.txt"), "over the")
@@ -258,7 +260,7 @@ def keep_going(runs: int, seen: set[str], until: float) -> bool:
 
 
 def test_a_file_swapped_for_a_symlink_is_never_read_through(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     target = root / "swap.txt"
     target.write_text("benign\n")
@@ -281,7 +283,7 @@ def test_a_file_swapped_for_a_symlink_is_never_read_through(
 
 
 def test_a_directory_swapped_for_a_symlink_is_never_walked_through(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     (outside / "file.txt").write_text(SECRET)
     sub = root / "sub"
@@ -329,7 +331,7 @@ def test_a_directory_swapped_for_a_symlink_is_never_walked_through(
 
 
 def test_a_write_racing_a_symlink_swap_never_lands_outside(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     target = root / "swap.txt"
     target.write_text("benign\n")
@@ -337,13 +339,13 @@ def test_a_write_racing_a_symlink_swap_never_lands_outside(
     with flipping(flip):
         for i in range(RUNS):
             with contextlib.suppress(WorkspaceError, FileNotFoundError):
-                apply(ws, "swap.txt", write_text(ws, "swap.txt", f"write {i}\n"))
+                apply(ws, "swap.txt", write_text(f"write {i}\n"))
     assert (outside / "secret.txt").read_text() == SECRET
     assert sorted(os.listdir(outside)) == ["secret.txt"]
 
 
 def test_a_write_racing_a_directory_swap_never_lands_outside(
-    ws: Workspace, root: Path, outside: Path
+    ws: FileWorkspace, root: Path, outside: Path
 ) -> None:
     sub = root / "sub"
     spare = root / "sub.link"
@@ -366,6 +368,6 @@ def test_a_write_racing_a_directory_swap_never_lands_outside(
     with flipping(flip):
         for i in range(RUNS):
             with contextlib.suppress(WorkspaceError, OSError):
-                apply(ws, "sub/new.txt", write_text(ws, "sub/new.txt", f"w{i}\n"))
+                apply(ws, "sub/new.txt", write_text(f"w{i}\n"))
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == SECRET

@@ -22,7 +22,7 @@ from mainspring import (
 from mainspring.testing import collect, pending_of
 from mainspring.toolkits import (
     PREVIEW_SOURCE,
-    Workspace,
+    FileWorkspace,
     WorkspaceError,
     file_tools,
     readonly_file_tools,
@@ -46,54 +46,54 @@ def tools_by_name(tools: list[Tool]) -> dict[str, Tool]:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
+def ws(tmp_path: Path) -> FileWorkspace:
     root = tmp_path / "root"
     root.mkdir()
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("def main():\n    return 1\n")
     (root / "notes.txt").write_text("one\ntwo\nthree\n")
-    return Workspace(root)
+    return FileWorkspace(root)
 
 
-def test_read_a_range_of_lines(ws: Workspace) -> None:
+def test_read_a_range_of_lines(ws: FileWorkspace) -> None:
     assert read_text(ws, "notes.txt", start_line=2, end_line=3) == (
         "notes.txt: lines 2-3 of 3\ntwo\nthree\n"
     )
     assert read_text(ws, "./src/app.py").startswith("src/app.py: lines 1-2 of 2\ndef main")
 
 
-def test_read_is_cut_at_the_output_limit_and_says_where_to_go_on(ws: Workspace) -> None:
+def test_read_is_cut_at_the_output_limit_and_says_where_to_go_on(ws: FileWorkspace) -> None:
     text = read_text(ws, "notes.txt", max_chars=5)
     assert (
         text == "notes.txt: lines 1-1 of 3; cut at 5 characters, continue with start_line=2\none\n"
     )
 
 
-def test_a_range_outside_the_file_is_an_error(ws: Workspace) -> None:
+def test_a_range_outside_the_file_is_an_error(ws: FileWorkspace) -> None:
     with pytest.raises(WorkspaceError, match="outside 1-3"):
         read_text(ws, "notes.txt", start_line=9)
 
 
-def test_an_absolute_path_inside_the_root_is_accepted(ws: Workspace) -> None:
+def test_an_absolute_path_inside_the_root_is_accepted(ws: FileWorkspace) -> None:
     path = str(ws.roots[0] / "notes.txt")
     assert "of 3" in read_text(ws, path)
 
 
-def test_a_second_root_takes_absolute_paths(tmp_path: Path, ws: Workspace) -> None:
+def test_a_second_root_takes_absolute_paths(tmp_path: Path, ws: FileWorkspace) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "x.txt").write_text("x\n")
-    both = Workspace([ws.roots[0], other])
+    both = FileWorkspace([ws.roots[0], other])
     assert read_text(both, str(other / "x.txt")).startswith(f"{other / 'x.txt'}: lines 1-1")
 
 
-def test_binary_files_are_not_read_as_text(ws: Workspace) -> None:
+def test_binary_files_are_not_read_as_text(ws: FileWorkspace) -> None:
     (ws.roots[0] / "blob.bin").write_bytes(b"\x00\x01\x02")
     with pytest.raises(WorkspaceError, match="binary"):
         read_text(ws, "blob.bin")
 
 
-def test_list_a_directory(ws: Workspace) -> None:
+def test_list_a_directory(ws: FileWorkspace) -> None:
     (ws.roots[0] / "link").symlink_to("/etc")
     listing = list_entries(ws, ".")
     assert listing.splitlines()[0] == ".: 3 entries"
@@ -111,14 +111,14 @@ def test_glob_patterns(using: Engine) -> None:
     assert not compile_glob("[!a]*.txt", using=using).matches("a.txt")
 
 
-def test_search_by_glob_and_by_regex(ws: Workspace) -> None:
+def test_search_by_glob_and_by_regex(ws: FileWorkspace) -> None:
     assert search_files(ws, glob="*.py") == "src/app.py\n(1 files)"
     found = search_files(ws, pattern=r"t\w+", glob="*.txt")
     assert found == "notes.txt:2: two\nnotes.txt:3: three\n(2 matches)"
     assert search_files(ws, pattern="RETURN", ignore_case=True).startswith("src/app.py:2:")
 
 
-def test_search_is_bounded(ws: Workspace) -> None:
+def test_search_is_bounded(ws: FileWorkspace) -> None:
     for i in range(30):
         (ws.roots[0] / f"f{i:02}.txt").write_text("hit\n")
     found = search_files(ws, pattern="hit", max_results=5)
@@ -126,18 +126,18 @@ def test_search_is_bounded(ws: Workspace) -> None:
     assert "stopped at a search bound" in found
 
 
-def test_write_creates_directories_and_leaves_no_temporary_files(ws: Workspace) -> None:
-    apply(ws, "new/deep/file.txt", write_text(ws, "new/deep/file.txt", "hello\n"))
+def test_write_creates_directories_and_leaves_no_temporary_files(ws: FileWorkspace) -> None:
+    apply(ws, "new/deep/file.txt", write_text("hello\n"))
     folder = ws.roots[0] / "new" / "deep"
     assert (folder / "file.txt").read_text() == "hello\n"
     assert os.listdir(folder) == ["file.txt"]
     assert oct((folder / "file.txt").stat().st_mode & 0o777) == "0o644"
 
 
-def test_a_replaced_file_keeps_its_mode(ws: Workspace) -> None:
+def test_a_replaced_file_keeps_its_mode(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "notes.txt"
     target.chmod(0o600)
-    apply(ws, "notes.txt", write_text(ws, "notes.txt", "x\n"))
+    apply(ws, "notes.txt", write_text("x\n"))
     assert target.stat().st_mode & 0o777 == 0o600
 
 
@@ -151,7 +151,7 @@ def test_a_replaced_file_keeps_its_mode(ws: Workspace) -> None:
         (b"a\r\nb\nmixed\r\n", "utf-8"),
     ],
 )
-def test_edits_keep_encoding_and_line_ends(ws: Workspace, raw: bytes, encoding: str) -> None:
+def test_edits_keep_encoding_and_line_ends(ws: FileWorkspace, raw: bytes, encoding: str) -> None:
     target = ws.roots[0] / "enc.txt"
     target.write_bytes(raw)
     apply(ws, "enc.txt", edit_text("b", "B"), create_dirs=False)
@@ -161,14 +161,14 @@ def test_edits_keep_encoding_and_line_ends(ws: Workspace, raw: bytes, encoding: 
     assert target.read_bytes() == expected
 
 
-def test_writing_lf_content_into_a_crlf_file_keeps_crlf(ws: Workspace) -> None:
+def test_writing_lf_content_into_a_crlf_file_keeps_crlf(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "win.txt"
     target.write_bytes(b"one\r\ntwo\r\n")
-    apply(ws, "win.txt", write_text(ws, "win.txt", "uno\ndos\n"))
+    apply(ws, "win.txt", write_text("uno\ndos\n"))
     assert target.read_bytes() == b"uno\r\ndos\r\n"
 
 
-def test_an_edit_must_match_exactly_once(ws: Workspace) -> None:
+def test_an_edit_must_match_exactly_once(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "notes.txt"
     with pytest.raises(WorkspaceError, match="not found"):
         apply(ws, "notes.txt", edit_text("four", "4"))
@@ -179,7 +179,7 @@ def test_an_edit_must_match_exactly_once(ws: Workspace) -> None:
     assert target.read_text() == "one\n2\nthree\n"
 
 
-def test_content_the_encoding_cannot_hold_is_refused(ws: Workspace) -> None:
+def test_content_the_encoding_cannot_hold_is_refused(ws: FileWorkspace) -> None:
     target = ws.roots[0] / "latin.txt"
     target.write_bytes("é\n".encode("latin-1"))
     with pytest.raises(WorkspaceError, match="cannot be stored as latin-1"):
@@ -187,7 +187,7 @@ def test_content_the_encoding_cannot_hold_is_refused(ws: Workspace) -> None:
     assert target.read_bytes() == "é\n".encode("latin-1")
 
 
-def test_cooperating_writers_are_serialized(ws: Workspace) -> None:
+def test_cooperating_writers_are_serialized(ws: FileWorkspace) -> None:
     (ws.roots[0] / "counter.txt").write_text("")
 
     def append_line(i: int) -> None:
@@ -206,7 +206,7 @@ def test_cooperating_writers_are_serialized(ws: Workspace) -> None:
     assert sorted(lines, key=int) == [str(i) for i in range(40)]
 
 
-def test_read_tools_run_in_parallel_and_writes_ask(ws: Workspace) -> None:
+def test_read_tools_run_in_parallel_and_writes_ask(ws: FileWorkspace) -> None:
     tools = tools_by_name(file_tools(ws))
     for name in ("read_file", "list_dir", "search_files"):
         assert tools[name].policy.parallel, name
@@ -216,14 +216,14 @@ def test_read_tools_run_in_parallel_and_writes_ask(ws: Workspace) -> None:
     assert set(tools_by_name(readonly_file_tools(ws))) == {"read_file", "list_dir", "search_files"}
 
 
-def agent_writing(ws: Workspace, call: ScriptedCall) -> Agent:
+def agent_writing(ws: FileWorkspace, call: ScriptedCall) -> Agent:
     model = ScriptedModel([ScriptedResponse(tool_calls=[call]), "Done."])
     return Agent(model=model, tools=file_tools(ws))
 
 
 @pytest.mark.anyio
 async def test_a_write_pauses_with_the_path_and_a_diff_then_runs_when_approved(
-    ws: Workspace,
+    ws: FileWorkspace,
 ) -> None:
     call = ScriptedCall(
         "edit_file", {"path": "notes.txt", "old_string": "two", "new_string": "deux"}
@@ -245,7 +245,7 @@ async def test_a_write_pauses_with_the_path_and_a_diff_then_runs_when_approved(
 
 
 @pytest.mark.anyio
-async def test_a_rejected_write_changes_nothing(ws: Workspace) -> None:
+async def test_a_rejected_write_changes_nothing(ws: FileWorkspace) -> None:
     call = ScriptedCall("write_file", {"path": "fresh.txt", "content": "hi\n"})
     session = Session(agent_writing(ws, call))
     pending = pending_of(await collect(session.send("write")))
@@ -256,7 +256,7 @@ async def test_a_rejected_write_changes_nothing(ws: Workspace) -> None:
 
 
 @pytest.mark.anyio
-async def test_an_edit_that_cannot_apply_fails_without_asking(ws: Workspace) -> None:
+async def test_an_edit_that_cannot_apply_fails_without_asking(ws: FileWorkspace) -> None:
     call = ScriptedCall(
         "edit_file", {"path": "notes.txt", "old_string": "absent", "new_string": "x"}
     )
@@ -267,7 +267,7 @@ async def test_an_edit_that_cannot_apply_fails_without_asking(ws: Workspace) -> 
 
 
 @pytest.mark.anyio
-async def test_an_auto_tier_write_is_not_made_to_pause(ws: Workspace) -> None:
+async def test_an_auto_tier_write_is_not_made_to_pause(ws: FileWorkspace) -> None:
     call = ScriptedCall("write_file", {"path": "auto.txt", "content": "a\n"})
     model = ScriptedModel([ScriptedResponse(tool_calls=[call]), "Done."])
     agent = Agent(model=model, tools=file_tools(ws, write_permission="auto"))

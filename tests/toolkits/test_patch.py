@@ -21,7 +21,7 @@ from mainspring import (
     ToolResult,
 )
 from mainspring.testing import collect, pending_of
-from mainspring.toolkits import PREVIEW_SOURCE, Workspace, WorkspaceError
+from mainspring.toolkits import PREVIEW_SOURCE, FileWorkspace, WorkspaceError
 from mainspring.toolkits.patch import apply_patch_text, patch_tools
 from mainspring.toolkits.patch_format import (
     AddFile,
@@ -51,8 +51,8 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(root: Path) -> Workspace:
-    return Workspace(root)
+def ws(root: Path) -> FileWorkspace:
+    return FileWorkspace(root)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -195,7 +195,7 @@ def test_chunks_apply_in_order_after_each_other() -> None:
 # ------------------------------------------------------------ on the files
 
 
-def test_apply_every_operation(ws: Workspace, root: Path) -> None:
+def test_apply_every_operation(ws: FileWorkspace, root: Path) -> None:
     report = apply_patch_text(
         ws,
         patch_of(
@@ -219,14 +219,14 @@ def test_apply_every_operation(ws: Workspace, root: Path) -> None:
     }
 
 
-def test_a_dry_run_writes_nothing(ws: Workspace, root: Path) -> None:
+def test_a_dry_run_writes_nothing(ws: FileWorkspace, root: Path) -> None:
     before = snapshot(root)
     report = apply_patch_text(ws, patch_of("*** Delete File: old.txt"), dry_run=True)
     assert report.startswith("dry run: would apply 1 operation(s):")
     assert snapshot(root) == before
 
 
-def test_nothing_is_written_when_any_operation_fails(ws: Workspace, root: Path) -> None:
+def test_nothing_is_written_when_any_operation_fails(ws: FileWorkspace, root: Path) -> None:
     before = snapshot(root)
     bad = patch_of(
         "*** Add File: fine.txt",
@@ -251,14 +251,18 @@ def test_nothing_is_written_when_any_operation_fails(ws: Workspace, root: Path) 
         (("*** Delete File: ../escape.txt",), "'..' is not allowed"),
     ],
 )
-def test_refused_operations(ws: Workspace, root: Path, body: tuple[str, ...], message: str) -> None:
+def test_refused_operations(
+    ws: FileWorkspace, root: Path, body: tuple[str, ...], message: str
+) -> None:
     before = snapshot(root)
     with pytest.raises((PatchError, WorkspaceError), match=message):
         apply_patch_text(ws, patch_of(*body))
     assert snapshot(root) == before
 
 
-def test_patches_go_through_the_same_confinement(ws: Workspace, root: Path, tmp_path: Path) -> None:
+def test_patches_go_through_the_same_confinement(
+    ws: FileWorkspace, root: Path, tmp_path: Path
+) -> None:
     outside = tmp_path.parent / (tmp_path.name + "-outside")
     outside.mkdir()
     (outside / "s.txt").write_text("secret\n")
@@ -269,7 +273,7 @@ def test_patches_go_through_the_same_confinement(ws: Workspace, root: Path, tmp_
     assert (outside / "s.txt").read_text() == "secret\n"
 
 
-def test_expected_versions(ws: Workspace, root: Path) -> None:
+def test_expected_versions(ws: FileWorkspace, root: Path) -> None:
     current = sha((root / "old.txt").read_bytes())
     delete = patch_of("*** Delete File: old.txt")
     with pytest.raises(PatchError, match="expected version 000000000000"):
@@ -281,19 +285,19 @@ def test_expected_versions(ws: Workspace, root: Path) -> None:
     assert not (root / "old.txt").exists()
 
 
-def test_crlf_and_encoding_survive_a_patch(ws: Workspace, root: Path) -> None:
+def test_crlf_and_encoding_survive_a_patch(ws: FileWorkspace, root: Path) -> None:
     (root / "win.txt").write_bytes("é one\r\ntwo\r\n".encode("latin-1"))
     apply_patch_text(ws, patch_of("*** Update File: win.txt", "@@", " é one", "-two", "+deux"))
     assert (root / "win.txt").read_bytes() == "é one\r\ndeux\r\n".encode("latin-1")
 
 
-def test_a_missing_final_newline_is_kept(ws: Workspace, root: Path) -> None:
+def test_a_missing_final_newline_is_kept(ws: FileWorkspace, root: Path) -> None:
     (root / "n.txt").write_text("a\nb")
     apply_patch_text(ws, patch_of("*** Update File: n.txt", "@@", "-b", "+c"))
     assert (root / "n.txt").read_text() == "a\nc"
 
 
-def test_a_file_changed_after_the_check_stops_the_write(ws: Workspace, root: Path) -> None:
+def test_a_file_changed_after_the_check_stops_the_write(ws: FileWorkspace, root: Path) -> None:
     from mainspring.toolkits import patch as patch_module
 
     plan = patch_module.plan_patch(ws, patch_of("*** Update File: old.txt", "@@", "-bye", "+hi"))
@@ -353,7 +357,7 @@ def test_a_generated_patch_gives_exactly_the_expected_file_or_changes_nothing(
         target = Path(folder) / "f.txt"
         target.write_text(original)
         try:
-            apply_patch_text(Workspace(folder), patch)
+            apply_patch_text(FileWorkspace(folder), patch)
         except PatchError as exc:
             assert "matches" in str(exc) or "end of the file" in str(exc), exc
             assert target.read_text() == original
@@ -367,7 +371,7 @@ def test_a_generated_patch_gives_exactly_the_expected_file_or_changes_nothing(
 
 @pytest.mark.anyio
 async def test_the_tool_pauses_with_a_preview_and_a_dry_run_does_not(
-    ws: Workspace, root: Path
+    ws: FileWorkspace, root: Path
 ) -> None:
     patch = patch_of("*** Update File: app.py", "@@", "-    x = 1", "+    x = 3")
     calls: list[str | ScriptedResponse] = [
@@ -390,7 +394,9 @@ async def test_the_tool_pauses_with_a_preview_and_a_dry_run_does_not(
 
 
 @pytest.mark.anyio
-async def test_a_patch_that_cannot_apply_is_refused_before_anyone_is_asked(ws: Workspace) -> None:
+async def test_a_patch_that_cannot_apply_is_refused_before_anyone_is_asked(
+    ws: FileWorkspace,
+) -> None:
     patch = patch_of("*** Update File: app.py", "@@", "-nope", "+x")
     model = ScriptedModel(
         [ScriptedResponse(tool_calls=[ScriptedCall("apply_patch", {"patch": patch})]), "ok"]

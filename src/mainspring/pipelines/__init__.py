@@ -6,9 +6,15 @@ See :mod:`mainspring.pipelines.workspace` for the folder format,
 :mod:`mainspring.pipelines.query` for a single run (:func:`query`). Errors in
 a workspace raise :class:`PipelineError` (a
 :class:`~mainspring.errors.ConfigError`) with ``.path`` and ``.line``.
+
+``Workspace``, the old name of :class:`PipelineWorkspace`, still imports from
+here for one release, with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
 
 from mainspring.pipelines.events import (
     ContextLoaded,
@@ -33,8 +39,8 @@ from mainspring.pipelines.workspace import (
     InputRef,
     OutputRef,
     PipelineError,
+    PipelineWorkspace,
     Stage,
-    Workspace,
     load_workspace,
     parse_contract,
 )
@@ -50,6 +56,7 @@ __all__ = [
     "PipelineEvent",
     "PipelineHalted",
     "PipelineRunner",
+    "PipelineWorkspace",
     "QueryApproval",
     "QueryResult",
     "Stage",
@@ -57,7 +64,6 @@ __all__ = [
     "StageFinished",
     "StageOutput",
     "StageStart",
-    "Workspace",
     "load_workspace",
     "parse_contract",
     "query",
@@ -65,3 +71,19 @@ __all__ = [
     "scripted_pipeline_model",
     "stage_task",
 ]
+
+if TYPE_CHECKING:
+    Workspace = PipelineWorkspace  # the deprecated name, as type checkers see it
+
+
+def __getattr__(name: str) -> object:
+    """``Workspace``: the deprecated name of :class:`PipelineWorkspace` (warns)."""
+    if name == "Workspace":
+        warnings.warn(
+            "mainspring.pipelines.Workspace is deprecated: "
+            "use mainspring.pipelines.PipelineWorkspace",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PipelineWorkspace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

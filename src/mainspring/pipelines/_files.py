@@ -1,7 +1,7 @@
 """Confined file access for a workspace: every read and write walks from its root.
 
 A pipeline reads contracts and inputs and writes artifacts only through
-:class:`~mainspring.toolkits.confine.Workspace`: each path is opened component
+:class:`~mainspring.toolkits.confine.FileWorkspace`: each path is opened component
 by component through directory handles with ``O_NOFOLLOW``, so a symlink (one
 planted after the workspace was loaded, too) is refused by the kernel, never
 read or written through. Reads are capped; text must be UTF-8. Every refusal
@@ -16,8 +16,7 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from mainspring.errors import ConfigError
-from mainspring.toolkits.confine import Workspace as Confinement
-from mainspring.toolkits.confine import WorkspaceError
+from mainspring.toolkits.confine import FileWorkspace, WorkspaceError
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "PipelineError", "WorkspaceFiles"]
 
@@ -59,7 +58,7 @@ class WorkspaceFiles:
         if max_bytes < 1:
             raise PipelineError("max_input_bytes must be at least 1", path=root)
         try:
-            self._confined = Confinement(root, max_file_bytes=max_bytes)
+            self._confined = FileWorkspace(root, max_file_bytes=max_bytes)
         except ConfigError:
             problem = (
                 "not a folder (a workspace is a folder with AGENT.md)"

@@ -47,7 +47,7 @@ from mainspring.pipelines.events import (
     StageStart,
 )
 from mainspring.pipelines.manifest import is_stale, write_manifest
-from mainspring.pipelines.workspace import InputRef, PipelineError, Stage, Workspace
+from mainspring.pipelines.workspace import InputRef, PipelineError, PipelineWorkspace, Stage
 from mainspring.session import Session
 from mainspring.tools.define import Tool, tool
 
@@ -97,7 +97,7 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
 class _Artifacts:
     """The stage's ``write_artifact`` tool and what it wrote (reported as events)."""
 
-    def __init__(self, workspace: Workspace, stage: Stage) -> None:
+    def __init__(self, workspace: PipelineWorkspace, stage: Stage) -> None:
         self.workspace = workspace
         self.stage = stage
         self.names = {o.name for o in stage.outputs}
@@ -142,7 +142,7 @@ class PipelineRunner:
 
     def __init__(
         self,
-        workspace: Workspace,
+        workspace: PipelineWorkspace,
         *,
         model: Model,
         tools: Sequence[Tool] = (),
@@ -373,7 +373,7 @@ class PipelineRunner:
 
 
 async def run_pipeline(
-    workspace: Workspace,
+    workspace: PipelineWorkspace,
     *,
     model: Model,
     gate: Gate | None = None,

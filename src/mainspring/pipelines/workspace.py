@@ -1,4 +1,4 @@
-"""Workspace: a folder of markdown contracts, parsed into numbered stages.
+"""Pipeline workspaces (:class:`PipelineWorkspace`): a folder of markdown contracts, in stages.
 
 ```
 blog-pipeline/
@@ -68,8 +68,8 @@ __all__ = [
     "InputRef",
     "OutputRef",
     "PipelineError",
+    "PipelineWorkspace",
     "Stage",
-    "Workspace",
     "load_workspace",
     "parse_contract",
 ]
@@ -157,7 +157,7 @@ class Stage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Workspace:
+class PipelineWorkspace:
     """A loaded workspace: layers 0 and 1, and its stages in numeric order."""
 
     root: Path
@@ -453,7 +453,7 @@ def _stage_folder(name: str, stages_dir: Path) -> tuple[int, str] | None:
 
 def load_workspace(
     root: str | Path, *, max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
-) -> Workspace:
+) -> PipelineWorkspace:
     """Load and check a workspace folder; raises :class:`PipelineError` when malformed.
 
     ``AGENT.md``, ``CONTEXT.md`` and every contract are read through the
@@ -488,7 +488,7 @@ def load_workspace(
     if not parsed:
         raise PipelineError("workspace has no stages (stages/NN_verb/)", path=stages_dir)
     ordered = _check_working_inputs([parsed[n] for n in sorted(parsed)])
-    return Workspace(
+    return PipelineWorkspace(
         root=root,
         agent_md=layers["AGENT.md"],
         context_md=layers["CONTEXT.md"],

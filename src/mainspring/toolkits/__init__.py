@@ -2,7 +2,7 @@
 
 - Files (:func:`file_tools`, :func:`readonly_file_tools`): read, list, search,
   write and edit, confined to roots through directory handles and no-follow
-  opens (:class:`Workspace`); search patterns and globs on a linear-time
+  opens (:class:`FileWorkspace`); search patterns and globs on a linear-time
   engine (RE2, extra ``re2``), else in a child process killed at a deadline.
 - :func:`patch_tools`: ``apply_patch`` in the ``*** Begin Patch`` format,
   checked whole (exact, unique context; versions) before its first write.
@@ -29,10 +29,16 @@
   ``list_dir``).
 - Every write tool previews its call (the path and a diff) in the pending
   action of a paused call (``source=PREVIEW_SOURCE``; :func:`preview_of`).
+
+``Workspace``, the old name of :class:`FileWorkspace`, still imports from here
+for one release, with a :class:`DeprecationWarning`.
 """
 
+import warnings
+from typing import TYPE_CHECKING
+
 from mainspring.toolkits.bundles import builtin_tools, coding_tools
-from mainspring.toolkits.confine import MAX_FILE_BYTES, Workspace, WorkspaceError
+from mainspring.toolkits.confine import MAX_FILE_BYTES, FileWorkspace, WorkspaceError
 from mainspring.toolkits.data import InMemoryToolDataStore, SQLiteToolDataStore, ToolDataStore
 from mainspring.toolkits.fetch import FetchLimits, fetch_tools, html_text
 from mainspring.toolkits.files import file_tools, readonly_file_tools
@@ -49,6 +55,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "PREVIEW_SOURCE",
     "FetchLimits",
+    "FileWorkspace",
     "InMemoryToolDataStore",
     "PatchError",
     "PatchLimits",
@@ -62,7 +69,6 @@ __all__ = [
     "TodoChange",
     "TodoItem",
     "ToolDataStore",
-    "Workspace",
     "WorkspaceError",
     "builtin_tools",
     "coding_tools",
@@ -77,3 +83,18 @@ __all__ = [
     "shell_tools",
     "todo_tools",
 ]
+
+if TYPE_CHECKING:
+    Workspace = FileWorkspace  # the deprecated name, as type checkers see it
+
+
+def __getattr__(name: str) -> object:
+    """``Workspace``: the deprecated name of :class:`FileWorkspace` (warns)."""
+    if name == "Workspace":
+        warnings.warn(
+            "mainspring.toolkits.Workspace is deprecated: use mainspring.toolkits.FileWorkspace",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FileWorkspace
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ second name of a file outside the roots) are refused.
 Replacement is atomic and stays inside the same directory handle: a temporary
 file created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` next to the target, then
 ``os.replace(…, src_dir_fd=…, dst_dir_fd=…)``. Writers that go through a
-:class:`Workspace` are serialized per file (the parent directory's device and
+:class:`FileWorkspace` are serialized per file (the parent directory's device and
 inode plus the name).
 
 The one thing this cannot stop is a directory that is *moved* out of a root
@@ -39,8 +39,8 @@ from mainspring.errors import ConfigError, ToolError
 __all__ = [
     "MAX_FILE_BYTES",
     "FileData",
+    "FileWorkspace",
     "Location",
-    "Workspace",
     "WorkspaceError",
 ]
 
@@ -68,7 +68,7 @@ class Location:
     """A path inside one root, as components (never ``..``, never empty)."""
 
     root: int
-    """Index of the root in :attr:`Workspace.roots`."""
+    """Index of the root in :attr:`FileWorkspace.roots`."""
     parts: tuple[str, ...]
     """Components below the root; ``()`` is the root itself."""
     display: str
@@ -85,7 +85,7 @@ class FileData:
     """Permission bits, kept when the file is replaced."""
 
 
-class Workspace:
+class FileWorkspace:
     """The roots a toolkit may touch, and the only way its tools touch files."""
 
     def __init__(

@@ -1,9 +1,9 @@
-"""Confined file tools: read, list, search, write and edit inside a :class:`Workspace`.
+"""Confined file tools: read, list, search, write and edit inside a :class:`FileWorkspace`.
 
 Reads are read-only and concurrency-safe (they run in parallel); ``write_file``
 and ``edit_file`` are confirm-tier by default, and their pending actions carry
 the path and a diff (their policy's ``preview``) when
-installed. Every path goes through :class:`Workspace` (directory handles,
+installed. Every path goes through :class:`FileWorkspace` (directory handles,
 no-follow opens, ``fstat`` on the handle); writes are atomic and keep the
 file's encoding and line ends.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
-from mainspring.toolkits.confine import Location, Workspace, WorkspaceError
+from mainspring.toolkits.confine import FileWorkspace, Location, WorkspaceError
 from mainspring.toolkits.search import MAX_OUTPUT_CHARS, search_files
 from mainspring.toolkits.text import BinaryFile, Text, decode_text, diff_preview, encode_text
 from mainspring.tools.define import Tool, tool
@@ -35,19 +35,19 @@ __all__ = [
 ]
 
 _NEW_FILE_MODE = 0o644
-Roots = Workspace | Sequence[str | os.PathLike[str]] | str | os.PathLike[str]
+Roots = FileWorkspace | Sequence[str | os.PathLike[str]] | str | os.PathLike[str]
 
 
-def workspace_of(roots: Roots) -> Workspace:
-    """``roots`` as a :class:`Workspace` (a workspace is returned as is)."""
-    return roots if isinstance(roots, Workspace) else Workspace(roots)
+def workspace_of(roots: Roots) -> FileWorkspace:
+    """``roots`` as a :class:`FileWorkspace` (a workspace is returned as is)."""
+    return roots if isinstance(roots, FileWorkspace) else FileWorkspace(roots)
 
 
 # ------------------------------------------------------------------ reading
 
 
 def read_text(
-    ws: Workspace,
+    ws: FileWorkspace,
     path: str,
     *,
     start_line: int = 1,
@@ -83,7 +83,7 @@ def read_text(
     return header + "\n" + "".join(out)
 
 
-def list_entries(ws: Workspace, path: str = ".", *, limit: int = 500) -> str:
+def list_entries(ws: FileWorkspace, path: str = ".", *, limit: int = 500) -> str:
     """The entries of a directory, one per line: kind, size, name (symlinks are not followed)."""
     location = ws.locate(path)
     rows: list[str] = []
@@ -140,7 +140,7 @@ def _decode(data: bytes, location: Location) -> Text:
         raise WorkspaceError(f"{location.display}: {exc}", path=location.display) from None
 
 
-def plan(ws: Workspace, path: str, transform: Transform) -> Change:
+def plan(ws: FileWorkspace, path: str, transform: Transform) -> Change:
     """What ``transform`` would make of ``path``, without writing (for previews)."""
     location = ws.locate(path)
     try:
@@ -154,7 +154,9 @@ def plan(ws: Workspace, path: str, transform: Transform) -> Change:
     return Change(location, before, transform(before, location))
 
 
-def apply(ws: Workspace, path: str, transform: Transform, *, create_dirs: bool = True) -> Change:
+def apply(
+    ws: FileWorkspace, path: str, transform: Transform, *, create_dirs: bool = True
+) -> Change:
     """Read, transform and atomically replace ``path`` while holding its writer lock."""
     location = ws.locate(path)
     with ws.open_parent(location, create=create_dirs) as dir_fd, ws.lock(dir_fd, location):
@@ -174,9 +176,8 @@ def apply(ws: Workspace, path: str, transform: Transform, *, create_dirs: bool =
     return Change(location, before, after)
 
 
-def write_text(ws: Workspace, path: str, content: str) -> Transform:
+def write_text(content: str) -> Transform:
     """The transform of ``write_file``: the whole new content."""
-    del ws, path
 
     def transform(before: Text | None, location: Location) -> str:
         if before is not None and before.newline == "crlf":
@@ -275,7 +276,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
     """The read tools plus ``write_file`` and ``edit_file``, confined to ``roots``.
 
     Args:
-        roots: A :class:`Workspace`, or the root directories (the first takes relative paths).
+        roots: A :class:`FileWorkspace`, or the root directories (the first takes relative paths).
         write_permission: ``"confirm"`` (the default) pauses every write for a decision.
     """
     ws = workspace_of(roots)
@@ -294,7 +295,7 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
             path: Relative to the workspace root; missing directories are created.
             content: The whole new content.
         """
-        return _summary(apply(ws, path, write_text(ws, path, content)))
+        return _summary(apply(ws, path, write_text(content)))
 
     @tool(
         name="edit_file",
@@ -317,24 +318,28 @@ def file_tools(roots: Roots, *, write_permission: Permission = "confirm") -> lis
     return [*readonly_file_tools(ws), write_file, edit_file]
 
 
-def _write_transform(ws: Workspace, args: ToolInput) -> tuple[str, Transform]:
+def _write_transform(ws: FileWorkspace, args: ToolInput) -> tuple[str, Transform]:
     path = str(args["path"])
-    return path, write_text(ws, path, str(args["content"]))
+    return path, write_text(str(args["content"]))
 
 
-def _edit_transform(ws: Workspace, args: ToolInput) -> tuple[str, Transform]:
+def _edit_transform(ws: FileWorkspace, args: ToolInput) -> tuple[str, Transform]:
     return str(args["path"]), edit_text(str(args["old_string"]), str(args["new_string"]))
 
 
 def _preview(
-    ws: Workspace, args: ToolInput, make: Callable[[Workspace, ToolInput], tuple[str, Transform]]
+    ws: FileWorkspace,
+    args: ToolInput,
+    make: Callable[[FileWorkspace, ToolInput], tuple[str, Transform]],
 ) -> str:
     path, transform = make(ws, args)
     return plan(ws, path, transform).preview()
 
 
 async def _check(
-    ws: Workspace, args: ToolInput, make: Callable[[Workspace, ToolInput], tuple[str, Transform]]
+    ws: FileWorkspace,
+    args: ToolInput,
+    make: Callable[[FileWorkspace, ToolInput], tuple[str, Transform]],
 ) -> str | None:
     try:
         await anyio.to_thread.run_sync(_preview, ws, args, make)

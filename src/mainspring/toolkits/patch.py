@@ -1,7 +1,7 @@
 """``apply_patch``: a multi-file patch, checked whole before its first write.
 
 Every operation is planned first — the originals read through the
-:class:`Workspace`, ``expected_versions`` compared, chunks applied in memory,
+:class:`FileWorkspace`, ``expected_versions`` compared, chunks applied in memory,
 targets of adds and moves found missing — and only then written, each file
 atomically, while holding the writer locks of every file it touches (taken in
 one order, so two patches cannot deadlock). A file that changed between the
@@ -18,7 +18,7 @@ from typing import Literal
 
 import anyio.to_thread
 
-from mainspring.toolkits.confine import FileData, Location, Workspace, WorkspaceError
+from mainspring.toolkits.confine import FileData, FileWorkspace, Location, WorkspaceError
 from mainspring.toolkits.files import Roots, workspace_of
 from mainspring.toolkits.patch_format import (
     AddFile,
@@ -89,7 +89,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read(ws: Workspace, location: Location) -> FileData | None:
+def _read(ws: FileWorkspace, location: Location) -> FileData | None:
     try:
         with ws.open_parent(location) as dir_fd:
             return ws.read_in(dir_fd, location)
@@ -117,7 +117,7 @@ def _lines(content: str) -> tuple[list[str], bool]:
 
 
 def plan_patch(
-    ws: Workspace,
+    ws: FileWorkspace,
     patch: str,
     *,
     expected_versions: Mapping[str, str] | None = None,
@@ -144,7 +144,7 @@ def plan_patch(
     return PatchPlan(tuple(changes))
 
 
-def _plan_one(ws: Workspace, op: AddFile | DeleteFile | UpdateFile) -> FileChange:
+def _plan_one(ws: FileWorkspace, op: AddFile | DeleteFile | UpdateFile) -> FileChange:
     source = ws.locate(op.path)
     found = _read(ws, source)
     display = source.display
@@ -180,7 +180,9 @@ def _plan_one(ws: Workspace, op: AddFile | DeleteFile | UpdateFile) -> FileChang
     return FileChange("move", source, target, found, text, data, after, summary)
 
 
-def _check_versions(ws: Workspace, changes: list[FileChange], expected: Mapping[str, str]) -> None:
+def _check_versions(
+    ws: FileWorkspace, changes: list[FileChange], expected: Mapping[str, str]
+) -> None:
     versions: dict[Location, str] = {}
     for change in changes:
         versions[change.source] = change.before_version
@@ -201,7 +203,7 @@ def _check_versions(ws: Workspace, changes: list[FileChange], expected: Mapping[
 
 
 def apply_patch_text(
-    ws: Workspace,
+    ws: FileWorkspace,
     patch: str,
     *,
     dry_run: bool = False,
@@ -216,7 +218,7 @@ def apply_patch_text(
     return plan.report(applied=True)
 
 
-def _write(ws: Workspace, plan: PatchPlan) -> None:
+def _write(ws: FileWorkspace, plan: PatchPlan) -> None:
     touched = {c.source for c in plan.changes} | {c.target for c in plan.changes}
     with contextlib.ExitStack() as stack:
         fds: dict[Location, int] = {}
@@ -231,7 +233,7 @@ def _write(ws: Workspace, plan: PatchPlan) -> None:
             _write_one(ws, fds, change)
 
 
-def _recheck(ws: Workspace, fds: dict[Location, int], change: FileChange) -> None:
+def _recheck(ws: FileWorkspace, fds: dict[Location, int], change: FileChange) -> None:
     now = ws.read_in(fds[change.source], change.source)
     now_version = MISSING if now is None else _sha(now.data)
     if now_version != change.before_version:
@@ -243,7 +245,7 @@ def _recheck(ws: Workspace, fds: dict[Location, int], change: FileChange) -> Non
         raise PatchError(f"{change.target.display} appeared; nothing was written")
 
 
-def _write_one(ws: Workspace, fds: dict[Location, int], change: FileChange) -> None:
+def _write_one(ws: FileWorkspace, fds: dict[Location, int], change: FileChange) -> None:
     if change.after is None:
         ws.unlink_in(fds[change.source], change.source)
         return
@@ -308,7 +310,7 @@ def patch_tools(
     return [apply_patch]
 
 
-def _plan_args(ws: Workspace, args: ToolInput, limits: PatchLimits) -> PatchPlan:
+def _plan_args(ws: FileWorkspace, args: ToolInput, limits: PatchLimits) -> PatchPlan:
     versions = args.get("expected_versions")
     expected = {str(k): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}
     return plan_patch(ws, str(args["patch"]), expected_versions=expected, limits=limits)

@@ -77,10 +77,9 @@ class Log:
     def preview(self, *, head: int, tail: int) -> str:
         """The first ``head`` and last ``tail`` bytes, with what was left out between them."""
         with self._lock:
-            total, start = self.total, self._start
+            total = self.total
             first = bytes(self._head[:head])
             last = bytes(self._tail[-tail:]) if tail else b""
-        del start
         return preview(first, last, tail_start=total - len(last))
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from mainspring.toolkits.confine import Location, Workspace, WorkspaceError
+from mainspring.toolkits.confine import FileWorkspace, Location, WorkspaceError
 from mainspring.toolkits.patterns import (
     Engine,
     LinePattern,
@@ -62,7 +62,7 @@ class Bounds:
 
 
 def _walk(
-    ws: Workspace, fd: int, location: Location, prefix: str, hidden: bool, depth: int
+    ws: FileWorkspace, fd: int, location: Location, prefix: str, hidden: bool, depth: int
 ) -> Iterator[tuple[int, Location, str]]:
     """Regular files below the directory ``fd`` as (parent fd, location, relative path)."""
     with os.scandir(fd) as it:
@@ -104,7 +104,7 @@ class _Query:
 
 
 def search_files(
-    ws: Workspace,
+    ws: FileWorkspace,
     *,
     pattern: str | None = None,
     glob: str = "*",
@@ -151,7 +151,7 @@ def search_files(
     return _search(ws, query, using="re2")
 
 
-def _search(ws: Workspace, query: _Query, *, using: Engine) -> str:
+def _search(ws: FileWorkspace, query: _Query, *, using: Engine) -> str:
     regex = None
     if query.pattern:
         regex = compile_pattern(query.pattern, ignore_case=query.ignore_case, using=using)
@@ -168,7 +168,7 @@ def _search(ws: Workspace, query: _Query, *, using: Engine) -> str:
 
 
 def scan(
-    ws: Workspace,
+    ws: FileWorkspace,
     *,
     regex: LinePattern | None,
     names: PathGlob,
@@ -237,7 +237,7 @@ def _grep(regex: LinePattern, data: bytes, display: str, bounds: Bounds) -> list
 # ------------------------------------------------------ the child (no RE2)
 
 
-def _in_child(ws: Workspace, query: _Query) -> str:
+def _in_child(ws: FileWorkspace, query: _Query) -> str:
     """Run the search with Python's ``re`` in a child process killed at the deadline."""
     request = {
         "roots": [str(root) for root in ws.roots],
@@ -277,7 +277,7 @@ _CHILD = "from mainspring.toolkits.search import child_main; child_main()"
 def child_main() -> None:  # pragma: no cover - runs in the child process
     """The child of a search without RE2: a request on stdin, the answer on stdout."""
     request = json.loads(sys.stdin.read())
-    ws = Workspace(request["roots"], max_file_bytes=request["max_file_bytes"])
+    ws = FileWorkspace(request["roots"], max_file_bytes=request["max_file_bytes"])
     try:
         text = _search(ws, _Query(**request["query"]), using="re")
     except WorkspaceError as exc:

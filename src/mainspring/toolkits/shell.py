@@ -34,7 +34,7 @@ from typing import Literal
 import anyio.to_thread
 
 from mainspring.errors import ConfigError, ToolError
-from mainspring.toolkits.confine import Workspace
+from mainspring.toolkits.confine import FileWorkspace
 from mainspring.toolkits.files import Roots, workspace_of
 from mainspring.toolkits.process import Process
 from mainspring.toolkits.sandbox import SandboxPolicy, child_env
@@ -125,7 +125,7 @@ class Shell:
         limits: ShellLimits = ShellLimits(),
         argv: Sequence[str] = ("/bin/sh", "-c"),
     ) -> None:
-        """Run in ``roots`` (a :class:`Workspace` or its roots) under ``sandbox``.
+        """Run in ``roots`` (a :class:`FileWorkspace` or its roots) under ``sandbox``.
 
         Args:
             roots: Commands run in the first root (or a directory below it).
@@ -135,7 +135,7 @@ class Shell:
             limits: Sessions, log quota, previews, timeouts.
             argv: The shell; the command is appended as its last argument.
         """
-        self.workspace: Workspace = workspace_of(roots)
+        self.workspace: FileWorkspace = workspace_of(roots)
         root = self.workspace.roots[0]
         self.sandbox = SandboxPolicy.workspace(root) if sandbox is None else sandbox
         self.limits = limits

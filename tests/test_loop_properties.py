@@ -1,7 +1,7 @@
 """Property: for random tool mixes, scripts, provider ids and decisions, the contracts hold.
 
 Provider ids are random too: each call's own, one id shared by a whole step,
-none at all, or the scripted model's; the engine's ids keep the calls apart.
+none at all, or the scripted model's; the loop's ids keep the calls apart.
 
 - no confirm-tier write runs before its approval, and a rejected one never runs;
 - every write runs at most once; client-executed tools never run on the server;

@@ -1,6 +1,6 @@
 """Property: the safety contracts hold through faults, cancellations and duplicate decisions.
 
-Random tool mixes and provider ids (as ``test_engine_properties``), and on top:
+Random tool mixes and provider ids (as ``test_loop_properties``), and on top:
 
 - a store that fails at a random operation — from then on the "process" is
   dead (every later operation of it fails too) and a new process takes over,
