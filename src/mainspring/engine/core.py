@@ -6,7 +6,7 @@ See the package docstring (:mod:`mainspring.engine`) for the model.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -411,12 +411,12 @@ class Engine:
         return await self._drive(caller, session, session.send(input), run)
 
     async def _drive(
-        self, caller: Caller, session: Session, stream: AsyncIterator[Event], scope: RunScope
+        self, caller: Caller, session: Session, stream: AsyncGenerator[Event, None], scope: RunScope
     ) -> AgentRun:
         events: list[Event] = []
         try:
             with self._slot(caller, session), run_scope(scope):
-                async with aclosing(stream) as running:  # type: ignore[type-var]
+                async with aclosing(stream) as running:
                     events.extend([event async for event in running])
         finally:
             await self._ended(scope, paused=session.pending is not None)
