@@ -183,6 +183,19 @@ def test_import_stays_light() -> None:
     assert out.stdout.strip() == "", f"import mainspring pulled in: {out.stdout.strip()}"
 
 
+def test_the_command_line_loads_a_command_s_machinery_when_it_runs() -> None:
+    """`mainspring --help` (every process of the CLI) does not import pipelines or demos."""
+    code = (
+        "import sys, mainspring.cli.commands; "
+        "heavy = [m for m in ('mainspring.pipelines', 'mainspring.demo', 'mainspring.toolkits', "
+        "'mainspring.cli.pipeline') if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "", f"the CLI imported at start: {out.stdout.strip()}"
+
+
 def test_the_toolkits_export_what_they_list() -> None:
     import mainspring.toolkits as toolkits
 
