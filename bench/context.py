@@ -79,6 +79,7 @@ from mainspring.context import (
     InMemorySink,
     MemoryRecall,
     Microcompact,
+    Processor,
     SkillRecipe,
     ToolResultBudget,
 )
@@ -192,7 +193,7 @@ async def memory_store() -> InMemoryMemoryStore:
     return store
 
 
-def processors(store: InMemoryMemoryStore) -> list:  # type: ignore[type-arg]
+def processors(store: InMemoryMemoryStore) -> list[Processor]:
     return [
         BaseSystemPrompt(bench.INSTRUCTIONS),
         ContextBlock(CONTEXT_BLOCK, title="Account"),

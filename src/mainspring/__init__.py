@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from mainspring.embeddings import Embedder, HashingEmbedder
     from mainspring.errors import (
         ApprovalError,
-        BudgetExceeded,
         ConfigError,
         DecisionConflict,
         FieldNotModifiable,
@@ -81,7 +80,6 @@ _LAZY: dict[str, str] = {
     "Allow": "mainspring.permissions",
     "ApprovalError": "mainspring.errors",
     "Approve": "mainspring.decisions",
-    "BudgetExceeded": "mainspring.errors",
     "Canvas": "mainspring.events",
     "ClientResult": "mainspring.decisions",
     "ConfigError": "mainspring.errors",
@@ -157,7 +155,6 @@ __all__ = [
     "Allow",
     "ApprovalError",
     "Approve",
-    "BudgetExceeded",
     "Canvas",
     "ClientResult",
     "ConfigError",

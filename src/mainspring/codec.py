@@ -296,7 +296,8 @@ def part_to_dict(part: object) -> JsonValue:
     """A message part (or any codec-known value) as JSON data; parts field by field."""
     encoder = _PART_ENCODERS.get(type(part)) or _part_encoder(type(part))
     if encoder is None:
-        return _adapter(type(part)).dump_python(part, mode="json")  # type: ignore[no-any-return]
+        dumped: JsonValue = _adapter(type(part)).dump_python(part, mode="json")
+        return dumped
     return encoder(part)
 
 

@@ -41,7 +41,6 @@ MainspringError
 ├── CompilerActiveError    a second context compiler for one session key
 ├── TelemetryError         a sink failed and telemetry is strict
 ├── WireFormatError        malformed SSE or JSON from outside (also a ValueError)
-├── BudgetExceeded         .spent_usd .budget_usd
 ├── McpStartupError        .server: a required MCP server did not start
 ├── SkillNotFound          .name (also a KeyError)
 ├── SkillPathError         .name .path (also a ValueError)
@@ -67,7 +66,6 @@ __all__ = [
     "ArtifactNotFound",
     "AuthenticationError",
     "BadRequest",
-    "BudgetExceeded",
     "CallerBusy",
     "CheckpointCorrupt",
     "CompilerActiveError",
@@ -358,15 +356,6 @@ class CompilerActiveError(MainspringError, RuntimeError):
 
 class TelemetryError(MainspringError):
     """A telemetry sink failed while telemetry is strict."""
-
-
-class BudgetExceeded(MainspringError):
-    """Spending passed the configured budget."""
-
-    def __init__(self, message: str, *, spent_usd: float, budget_usd: float) -> None:
-        super().__init__(message)
-        self.spent_usd = spent_usd
-        self.budget_usd = budget_usd
 
 
 class RunFailed(MainspringError):

@@ -67,6 +67,7 @@ __all__ = [
     "check_scope",
     "check_str",
     "check_where",
+    "embed_one",
     "fuse",
     "meta_matches",
     "words",
@@ -160,7 +161,11 @@ class MemoryStore(Protocol):
 
 
 def check_str(what: str, value: object) -> str:
-    """``value`` if it is a string SQLite can store (no lone surrogates), else ConfigError."""
+    """``value`` if it is a string every store can hold (no lone surrogates), else ConfigError.
+
+    The stores check every text argument they write or look up with it
+    (``what`` names the argument in the message).
+    """
     if not isinstance(value, str):
         raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
     if not value.isascii():
@@ -348,6 +353,27 @@ class _Scope:
         return sorted(scores, key=lambda i: (-scores[i], -self.entries[i].item.created_at, i))
 
 
+async def embed_one(
+    embedder: Embedder | None, text: str, failed: Callable[[], object]
+) -> Vector | None:
+    """``text``'s vector; ``None`` without an embedder, or when the embedder fails.
+
+    A failure is logged and reported to ``failed`` (a store counts it in its
+    ``embed_failures``); the caller goes on by full text.
+    """
+    if embedder is None:
+        return None
+    from mainspring.embeddings import embed_batched
+
+    try:
+        (vector,) = await embed_batched(embedder, [text])
+    except Exception:
+        failed()
+        log.warning("embedding failed; going on by full text only", exc_info=True)
+        return None
+    return vector
+
+
 class InMemoryMemoryStore:
     """Memories in a dict per scope, ranked by BM25 over :func:`words`; for tests and demos.
 
@@ -367,18 +393,8 @@ class InMemoryMemoryStore:
         self.embed_failures = 0
         """Embedder calls that failed (the item was kept, recall went on by keyword)."""
 
-    async def _vector(self, text: str) -> Vector | None:
-        if self._embedder is None:
-            return None
-        from mainspring.embeddings import embed_batched
-
-        try:
-            (vector,) = await embed_batched(self._embedder, [text])
-        except Exception:
-            self.embed_failures += 1
-            log.warning("embedding failed; going on by full text only", exc_info=True)
-            return None
-        return vector
+    def _embed_failed(self) -> None:
+        self.embed_failures += 1
 
     async def remember(
         self,
@@ -391,7 +407,7 @@ class InMemoryMemoryStore:
         text = check_memory_text(text)
         scope = check_scope(scope)
         _, meta_json = check_meta(meta)
-        vector = await self._vector(text)
+        vector = await embed_one(self._embedder, text, self._embed_failed)
         item = MemoryItem(id=uuid.uuid4().hex, text=text, created_at=self._clock())
         entry = self._scopes.setdefault(scope, _Scope()).add(item, meta_json)
         entry.vector = vector
@@ -413,7 +429,7 @@ class InMemoryMemoryStore:
         terms = words(query)
         if not terms or scope not in self._scopes:
             return []
-        vector = await self._vector(query)
+        vector = await embed_one(self._embedder, query, self._embed_failed)
         found = self._scopes.get(scope)
         if found is None:  # forgotten while the query was embedded
             return []

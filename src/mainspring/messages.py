@@ -107,7 +107,9 @@ class _EmptyMeta(dict[str, JsonValue]):
 
     __slots__ = ()
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> dict[str, JsonValue]:  # type: ignore[misc]
+    def __new__(  # type: ignore[misc]  # returns a plain dict, never a second shared one
+        cls, *args: Any, **kwargs: Any
+    ) -> dict[str, JsonValue]:
         return dict(*args, **kwargs)  # (a dict built from it, e.g. by asdict: a plain one)
 
     def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
@@ -122,7 +124,9 @@ class _EmptyMeta(dict[str, JsonValue]):
     def __delitem__(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse()
 
-    def __ior__(self, *args: Any, **kwargs: Any) -> NoReturn:  # type: ignore[misc]
+    def __ior__(  # type: ignore[misc]  # refuses where dict.__ior__ returns self
+        self, *args: Any, **kwargs: Any
+    ) -> NoReturn:
         self._refuse()
 
     def setdefault(self, *args: Any, **kwargs: Any) -> NoReturn:

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -322,14 +322,14 @@ class SubagentHandle:
     async def _consume(
         self,
         session: Session,
-        stream: AsyncIterator[Event],
+        stream: AsyncGenerator[Event, None],
         ctx: ToolContext | None,
         caller: Caller,
     ) -> SubagentResult:
         events: list[Event] = []
         cost_before = session.cost_usd
         try:
-            async with aclosing(stream) as running:  # type: ignore[type-var]
+            async with aclosing(stream) as running:
                 async for event in running:
                     events.append(event)
                     if ctx is not None:

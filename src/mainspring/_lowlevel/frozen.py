@@ -66,7 +66,7 @@ def fast_init(cls: type[T]) -> type[T]:
     """Replace ``cls.__init__`` (a frozen, slotted dataclass) with a faster equivalent."""
     if cls in RECORDS:
         return cls  # (its __init__ is the fast one already)
-    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]  # set by @dataclass, untyped
     if not (dataclasses.is_dataclass(cls) and params.frozen and params.init):
         raise TypeError(f"{cls.__name__} is not a frozen dataclass with an __init__")
     if "__slots__" not in cls.__dict__:
@@ -74,7 +74,7 @@ def fast_init(cls: type[T]) -> type[T]:
     init = _make_init(cls)
     init.__doc__ = cls.__init__.__doc__
     ORIGINAL[cls] = cls.__init__
-    cls.__init__ = init  # type: ignore[method-assign]
+    cls.__init__ = init  # type: ignore[method-assign]  # the point: a faster constructor
     return cls
 
 
@@ -219,9 +219,9 @@ def _record(cls: type, options: dict[str, Any]) -> type:
         kw_only=options.get("kw_only", False),
         match_args=options.get("match_args", True),
     )
-    params = copy.copy(made.__dataclass_params__)  # type: ignore[attr-defined]
+    params = copy.copy(made.__dataclass_params__)  # type: ignore[attr-defined]  # as above
     params.init = params.repr = params.eq = params.frozen = True  # what it is, as made here
-    made.__dataclass_params__ = params  # type: ignore[attr-defined]
+    made.__dataclass_params__ = params  # type: ignore[attr-defined]  # as above
     for name, method in _methods(made).items():
         method.__qualname__ = f"{made.__qualname__}.{name}"
         setattr(made, name, method)

@@ -30,9 +30,10 @@ engines join over signed HTTP (:mod:`mainspring.engine.remote`, which needs
 
 from __future__ import annotations
 
-from mainspring.engine.core import AgentRun, Engine, EngineInfo, ToolCallResult, agent_storage
+from mainspring.engine.core import Engine, agent_storage
 from mainspring.engine.members import MemberSessions
 from mainspring.engine.policy import ManagementPolicy, Visibility
+from mainspring.engine.results import AgentRun, EngineInfo, ToolCallResult
 from mainspring.errors import AccessDenied, CallerBusy, RemoteEngineError, SignatureRejected
 from mainspring.principals import ANONYMOUS, Caller
 

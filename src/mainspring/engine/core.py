@@ -5,11 +5,9 @@ See the package docstring (:mod:`mainspring.engine`) for the model.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,9 +16,11 @@ from pydantic import JsonValue
 from mainspring._direct import DirectCall, DirectCaller
 from mainspring.agent import Agent
 from mainspring.decisions import Decision
-from mainspring.engine.members import MemberSessions, member_tool
+from mainspring.engine.members import MemberSessions
 from mainspring.engine.paused import Parked, park, parked, unpark
-from mainspring.engine.policy import ManagementPolicy, Visibility
+from mainspring.engine.policy import ManagementPolicy
+from mainspring.engine.results import AgentRun, EngineInfo, ToolCallResult
+from mainspring.engine.roster import Roster
 from mainspring.engine.scopes import close_scope, open_scope, open_scopes
 from mainspring.errors import (
     AccessDenied,
@@ -31,7 +31,7 @@ from mainspring.errors import (
     ToolInputError,
     UnknownAttempt,
 )
-from mainspring.events import ErrorEvent, Event, PendingAction, StopReason, TurnComplete
+from mainspring.events import ErrorEvent, Event, PendingAction, TurnComplete
 from mainspring.guards import Guard
 from mainspring.hooks import Hooks
 from mainspring.models.base import ModelEvent, ModelRequest
@@ -48,74 +48,7 @@ if TYPE_CHECKING:
     from mainspring.engine.signing import SigningKey
     from mainspring.stores.base import SessionStore
 
-__all__ = ["AgentRun", "Engine", "EngineInfo", "ToolCallResult", "agent_storage"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentRun:
-    """How one agent run (or a continued one) came out."""
-
-    agent: str
-    text: str
-    """The agent's last assistant text."""
-    stop_reason: StopReason | None
-    """``None`` when the run ended in an error event."""
-    error: str | None = None
-    pending: PendingAction | None = None
-    """Set when the run paused: decide it with :meth:`Engine.decide`."""
-    session_id: str = ""
-    cost_usd: float = 0.0
-    """The session's spend so far (its subagents' included)."""
-    events: tuple[Event, ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallResult:
-    """How one direct tool call came out: its result, or the action it waits on."""
-
-    name: str
-    content: str = ""
-    is_error: bool = False
-    ran: bool = False
-    pending: PendingAction | None = None
-    """Set when the call paused: decide it with :meth:`Engine.decide`."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineInfo:
-    """What a caller may see of an engine."""
-
-    name: str
-    visibility: Visibility
-    default_agent: str | None
-    agents: tuple[dict[str, JsonValue], ...]
-    """``{"name", "description"}`` of each agent the caller may run."""
-    tools: tuple[dict[str, JsonValue], ...]
-    """``{"name", "description", "input_schema", "read_only"}`` of each callable tool."""
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        """The wire form (``GET /info`` of a served engine)."""
-        return {
-            "name": self.name,
-            "visibility": self.visibility,
-            "default_agent": self.default_agent,
-            "agents": list(self.agents),
-            "tools": list(self.tools),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _Member:
-    agent: Agent
-    export: bool
-    description: str
-    uses: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    tool: Tool
-    export: bool
+__all__ = ["Engine", "agent_storage"]
 
 
 MAX_SCOPES = 1_000
@@ -192,9 +125,6 @@ class Engine:
         self.hooks = hooks
         self.one_run_per_caller = one_run_per_caller
         self.max_scopes_per_caller = max_scopes_per_caller
-        self._agents: dict[str, _Member] = {}
-        self._tools: dict[str, _Entry] = {}
-        self._default: str | None = None
         self._caches: dict[tuple[str, ...], dict[str, Any]] = {}
         self._direct: dict[str, DirectCaller] = {}
         self._direct_agent: Agent | None = None
@@ -208,6 +138,8 @@ class Engine:
         self.members = MemberSessions(name, lambda: self.records)
         """Subagent sessions by scope, kept in :attr:`records` (see
         :mod:`mainspring.engine.members`)."""
+        self._roster = Roster(name, self.members)
+        """The agents and tools registered, and which of them a caller reaches."""
 
     # ----------------------------------------------------------- building
 
@@ -226,26 +158,20 @@ class Engine:
         agent may call besides its own tools; ``export`` makes it callable
         by non-managers; ``default`` makes it the agent ``agent_run`` runs.
         """
-        if agent.name in self._agents or agent.name in self._tools:
-            raise ConfigError(f"engine {self.name!r} already has a member {agent.name!r}")
-        self._agents[agent.name] = _Member(agent, export, description, tuple(uses))
-        if default or self._default is None:
-            self._default = agent.name
+        self._roster.add_agent(
+            agent, export=export, default=default, description=description, uses=uses
+        )
         return self
 
     def add_tool(self, tool: Tool, *, export: bool = False) -> Engine:
         """Register ``tool``; ``export`` makes it callable by non-managers. Returns the engine."""
-        if tool.name in self._tools or tool.name in self._agents:
-            raise ConfigError(f"engine {self.name!r} already has a member {tool.name!r}")
-        self._tools[tool.name] = _Entry(tool, export)
+        self._roster.add_tool(tool, export=export)
         self._direct_agent = None
         return self
 
     def set_default(self, agent: str) -> Engine:
         """Make ``agent`` the one ``agent_run`` runs when none is named."""
-        if agent not in self._agents:
-            raise ConfigError(f"engine {self.name!r} has no agent {agent!r}")
-        self._default = agent
+        self._roster.set_default(agent)
         return self
 
     def with_policy(self, policy: ManagementPolicy) -> Engine:
@@ -265,7 +191,7 @@ class Engine:
         Raises:
             RemoteEngineError: The remote is unreachable or refuses this engine.
         """
-        from mainspring.engine.remote import RemoteEngine, remote_tools
+        from mainspring.engine.client import RemoteEngine, remote_tools
 
         if not handle.replace("-", "").replace("_", "").isalnum() or len(handle) > 24:
             raise ConfigError(
@@ -284,50 +210,7 @@ class Engine:
         Raises:
             AccessDenied: The engine does not serve this caller at all.
         """
-        self.policy.check_caller(caller, self.name)
-        manager = self.policy.is_manager(caller)
-        agents: tuple[dict[str, JsonValue], ...] = tuple(
-            {"name": name, "description": m.description or m.agent.instructions[:200]}
-            for name, m in self._agents.items()
-            if m.export or manager
-        )
-        tools: tuple[dict[str, JsonValue], ...] = tuple(
-            {
-                "name": name,
-                "description": e.tool.description,
-                "input_schema": e.tool.input_schema,
-                "read_only": e.tool.policy.read_only,
-            }
-            for name, e in self._tools.items()
-            if e.export or manager
-        )
-        default = self._default
-        if default is not None and not (manager or self._agents[default].export):
-            default = None
-        return EngineInfo(
-            name=self.name,
-            visibility=self.policy.visibility,
-            default_agent=default,
-            agents=agents,
-            tools=tools,
-        )
-
-    def _check_tool(self, caller: Caller, name: str) -> Tool:
-        self.policy.check_caller(caller, self.name)
-        entry = self._tools.get(name)
-        if entry is None or not (entry.export or self.policy.is_manager(caller)):
-            raise AccessDenied(f"engine {self.name!r} exports no tool {name!r}", target=name)
-        return entry.tool
-
-    def _check_agent(self, caller: Caller, name: str | None) -> _Member:
-        self.policy.check_caller(caller, self.name)
-        name = name or self._default
-        if name is None:
-            raise ConfigError(f"engine {self.name!r} has no agents")
-        member = self._agents.get(name)
-        if member is None or not (member.export or self.policy.is_manager(caller)):
-            raise AccessDenied(f"engine {self.name!r} exports no agent {name!r}", target=name)
-        return member
+        return self._roster.information(caller, self.policy)
 
     # ------------------------------------------------------------- scopes
 
@@ -437,7 +320,7 @@ class Engine:
             self._direct_agent = Agent(
                 model=_NoModel(),
                 name=self.name,
-                tools=[e.tool for e in self._tools.values()],
+                tools=self._roster.tools,
                 permissions=self.permissions,
                 guards=self.guards,
                 hooks=self.hooks,
@@ -472,7 +355,7 @@ class Engine:
                 paused and the caller holds ``MAX_PAUSED`` paused calls and runs
                 already (the call is then rejected: it never runs).
         """
-        self._check_tool(caller, name)
+        self._roster.callable_tool(caller, self.policy, name)
         scope = await self._scope(caller, metadata, None, "")
         with self._slot(caller, None), run_scope(scope):
             call = await self._direct_caller(caller).start(name, arguments)
@@ -504,28 +387,6 @@ class Engine:
 
     # ---------------------------------------------------------- agent runs
 
-    def _runnable(self, member: _Member, within: tuple[str, ...] = ()) -> Agent:
-        agent = member.agent
-        if not member.uses:
-            return agent
-        if agent.name in within:
-            raise ConfigError(f"agents use each other in a cycle: {' -> '.join(within)}")
-        extra: list[Tool] = []
-        for name in member.uses:
-            if name in self._tools:
-                extra.append(self._tools[name].tool)
-            elif name in self._agents:
-                sub = self._agents[name]
-                described = sub.description or f"Ask the {name} agent."
-                runnable = self._runnable(sub, (*within, agent.name))
-                extra.append(member_tool(runnable, self.members, described))
-            else:
-                raise ConfigError(
-                    f"agent {agent.name!r} uses {name!r}, which engine {self.name!r} lacks"
-                )
-        own = [t for n in agent.tool_names if (t := agent.tool(n)) is not None]
-        return dataclasses.replace(agent, tools=[*own, *extra], allowed_tools=None)
-
     async def agent_run(
         self,
         caller: Caller,
@@ -544,18 +405,18 @@ class Engine:
             AccessDenied: The caller may not run it, or the scope is another caller's.
             CallerBusy: One run per caller, and this caller has one.
         """
-        member = self._check_agent(caller, agent)
-        run = await self._scope(caller, metadata, scope, member.agent.name)
-        session = Session(self._runnable(member))
+        runnable = self._roster.runnable_agent(caller, self.policy, agent)
+        run = await self._scope(caller, metadata, scope, runnable.name)
+        session = Session(runnable)
         return await self._drive(caller, session, session.send(input), run)
 
     async def _drive(
-        self, caller: Caller, session: Session, stream: AsyncIterator[Event], scope: RunScope
+        self, caller: Caller, session: Session, stream: AsyncGenerator[Event, None], scope: RunScope
     ) -> AgentRun:
         events: list[Event] = []
         try:
             with self._slot(caller, session), run_scope(scope):
-                async with aclosing(stream) as running:  # type: ignore[type-var]
+                async with aclosing(stream) as running:
                     events.extend([event async for event in running])
         finally:
             await self._ended(scope, paused=session.pending is not None)
@@ -637,8 +498,8 @@ class Engine:
         scope = self._scope_of(caller, paused)
         pending = paused.pending
         assert pending is not None
-        member = self._agents.get(paused.name)
-        if paused.kind == "run" and member is None:
+        agent = self._roster.agent(paused.name) if paused.kind == "run" else None
+        if paused.kind == "run" and agent is None:
             await self._park(caller, pending, paused)  # still waiting, for a worker that has it
             raise ConfigError(f"engine {self.name!r} has no agent {paused.name!r}")
         try:  # what may refuse the decision before anything of it is applied
@@ -651,8 +512,8 @@ class Engine:
                 with self._slot(caller, None), run_scope(scope):
                     await call.decide(decision)  # validates before it applies anything
             else:
-                assert member is not None
-                session = Session(self._runnable(member), state=paused.state)
+                assert agent is not None
+                session = Session(agent, state=paused.state)
                 resumed.append(session)
                 stream = session.resume(attempt_id, decision)  # validates first
         except (ApprovalError, ToolInputError, CallerBusy):  # refused: still waiting

@@ -38,7 +38,7 @@ events reach the host stream as ``canvas`` events of kind
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 
 import anyio
@@ -257,12 +257,12 @@ async def _delegate(
 
 
 async def _consume(
-    name: str, session: Session, stream: AsyncIterator[Event], ctx: ToolContext
+    name: str, session: Session, stream: AsyncGenerator[Event, None], ctx: ToolContext
 ) -> Event | None:
     terminal: Event | None = None
     before = session.cost_usd
     try:
-        async with aclosing(stream) as running:  # type: ignore[type-var]
+        async with aclosing(stream) as running:
             async for event in running:
                 terminal = event
                 data: dict[str, JsonValue] = {"agent": name, "event": event_to_dict(event)}

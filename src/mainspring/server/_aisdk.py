@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path
 from fastapi.responses import Response
@@ -490,7 +490,9 @@ aisdk_router = APIRouter(
 
 Caller = Annotated[Principal, Depends(authenticated)]
 Host = Annotated[SessionHost, Depends(host_of)]
-_STREAM = {200: {"content": {"text/event-stream": {}}, "description": "UI message chunks"}}
+_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "UI message chunks"}
+}
 
 
 def _sse(
@@ -519,7 +521,7 @@ def _sse(
     )
 
 
-@aisdk_router.post("/chat", responses=_STREAM, response_class=EventSourceResponse)  # type: ignore[arg-type]
+@aisdk_router.post("/chat", responses=_STREAM, response_class=EventSourceResponse)
 async def chat(
     caller: Caller, host: Host, body: Annotated[ChatRequest, Body()]
 ) -> EventSourceResponse:
@@ -557,7 +559,7 @@ async def chat(
 
 @aisdk_router.get(
     "/chat/{chat_id}/stream",
-    responses={**_STREAM, 204: {"description": "Nothing is running"}},  # type: ignore[dict-item]
+    responses={**_STREAM, 204: {"description": "Nothing is running"}},
     response_class=EventSourceResponse,
 )
 async def resume_chat(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query
 from fastapi.responses import Response
@@ -52,7 +52,9 @@ _ERRORS: dict[int | str, dict[str, object]] = {
     422: {"model": ErrorBody, "description": "Invalid input"},
     429: {"model": ErrorBody, "description": "Rate limited"},
 }
-_SSE = {200: {"content": {"text/event-stream": {}}, "description": "The run's events as SSE"}}
+_SSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "The run's events as SSE"}
+}
 
 router = APIRouter(prefix="/v1", responses=_ERRORS)
 
@@ -176,7 +178,7 @@ async def get_state(session_id: str, caller: Caller, host: Host) -> StateBody:
 
 @router.post(
     "/sessions/{session_id}/messages",
-    responses=_SSE,  # type: ignore[arg-type]
+    responses=_SSE,
     response_class=EventSourceResponse,
     tags=["runs"],
 )
@@ -210,7 +212,7 @@ async def post_message(
 
 @router.get(
     "/sessions/{session_id}/stream",
-    responses=_SSE,  # type: ignore[arg-type]
+    responses=_SSE,
     response_class=EventSourceResponse,
     tags=["runs"],
 )
@@ -248,7 +250,7 @@ def _decision(body: ApproveBody | RejectBody | ClientResultBody) -> Decision:
 
 @router.post(
     "/sessions/{session_id}/decisions/{approval_id}",
-    responses=_SSE,  # type: ignore[arg-type]
+    responses=_SSE,
     response_class=EventSourceResponse,
     tags=["runs"],
 )
@@ -267,7 +269,7 @@ async def post_decision(
 
 @router.post(
     "/sessions/{session_id}/regenerate/{approval_id}",
-    responses=_SSE,  # type: ignore[arg-type]
+    responses=_SSE,
     response_class=EventSourceResponse,
     tags=["runs"],
 )

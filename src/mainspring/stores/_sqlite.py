@@ -36,7 +36,6 @@ __all__ = [
     "Database",
     "Prepare",
     "StrPath",
-    "check_text",
     "check_ttl",
     "check_type",
     "dumps",
@@ -169,18 +168,6 @@ class encoding:  # (lower case: used like a function: ``with encoding(what):``)
     ) -> None:
         if isinstance(exc, CODEC_ERRORS):
             raise StoreError(f"{self.what} cannot be stored: {exc}") from exc
-
-
-def check_text(what: str, value: object) -> str:
-    """``value`` if it is a string SQLite can store, else :class:`ConfigError`."""
-    if not isinstance(value, str):
-        raise ConfigError(f"{what} must be a str, not {type(value).__name__}")
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise ConfigError(f"{what} {value!r} is not valid Unicode text") from None
-    return value
 
 
 def check_type(what: str, value: object, kind: type | UnionType) -> None:

@@ -38,19 +38,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-from collections.abc import AsyncIterator, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Sequence
 from typing import Self
 
-import anyio
 from pydantic import JsonValue, ValidationError
 
 try:
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-    from psycopg.pq import TransactionStatus
-    from psycopg.rows import TupleRow
+    from mainspring.stores._postgres import Connection, PostgresConnection
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'mainspring.stores.postgres needs: pip install "mainspring[postgres]"'
@@ -66,8 +60,6 @@ from mainspring.stores.base import SCHEMA_VERSION, RecordAdded, SpendKind
 from mainspring.stores.records import check_kind, check_record_ttl
 
 __all__ = ["PostgresSessionStore"]
-
-_Connection = psycopg.AsyncConnection[TupleRow]
 
 # Serializes table creation across workers opening at once (CREATE TABLE IF NOT
 # EXISTS races otherwise). The number spells "mainspr".
@@ -219,19 +211,18 @@ class PostgresSessionStore:
     """Sessions whose stored transcript this object remembers (message references)."""
 
     def __init__(self, url: str, *, connect_timeout: int = 10) -> None:
-        """Prepare a store on ``url`` without connecting; use :meth:`open`."""
-        try:
-            params = conninfo_to_dict(url)
-        except psycopg.ProgrammingError:
-            # from None: the URL may hold a password.
-            raise ConfigError("not a PostgreSQL URL or connection string") from None
-        host = params.get("host") or os.environ.get("PGHOST") or "localhost"
-        port = params.get("port") or os.environ.get("PGPORT") or 5432
-        self._where = f"{host}:{port}"
-        self._url = url
-        self._connect_timeout = connect_timeout
-        self._conn: _Connection | None = None
-        self._lock = anyio.Lock()
+        """Prepare a store on ``url`` without connecting; use :meth:`open`.
+
+        Raises:
+            ConfigError: ``url`` is not a PostgreSQL URL or connection string.
+        """
+        self._db = PostgresConnection(
+            url,
+            connect_timeout=connect_timeout,
+            set_up=self._set_up,
+            setup_lock=_SETUP_LOCK,
+            what="tables",
+        )
         self._known = KnownTranscripts(self.CACHE_SIZE)
         """Revisions are the session row's ``xmin``: the transaction that wrote it
         last. Every save rewrites the row (in any mainspring version), so an
@@ -250,81 +241,36 @@ class PostgresSessionStore:
             SchemaTooNew: The tables were written by a newer mainspring.
         """
         store = cls(url, connect_timeout=connect_timeout)
-        async with store._lock:
-            await store._connection()
+        await store._db.connect()
         return store
 
-    async def _connection(self) -> _Connection:
-        """The open connection, made again if it broke or was left mid-operation."""
-        conn = self._conn
-        if conn is not None:
-            if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                return conn
-            self._conn = None
-            with anyio.CancelScope(shield=True):
-                await conn.close()
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._url, autocommit=True, connect_timeout=self._connect_timeout
-            )
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot reach PostgreSQL at {self._where}: {exc}") from exc
-        try:
-            await self._set_up(conn)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await conn.close()
-            raise
-        self._conn = conn
-        return conn
-
-    async def _set_up(self, conn: _Connection) -> None:
+    async def _set_up(self, conn: Connection) -> None:
         """Check the schema version (set it on first use) and create missing tables."""
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS mainspring_meta (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        await conn.execute(
+            "INSERT INTO mainspring_meta (key, value) VALUES ('schema_version', %s)"
+            " ON CONFLICT (key) DO NOTHING",
+            (str(SCHEMA_VERSION),),
+        )
+        cur = await conn.execute("SELECT value FROM mainspring_meta WHERE key = 'schema_version'")
+        row = await cur.fetchone()
+        stored = row[0] if row else None
         try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
-                await conn.execute(
-                    "CREATE TABLE IF NOT EXISTS mainspring_meta"
-                    " (key text PRIMARY KEY, value text NOT NULL)"
-                )
-                await conn.execute(
-                    "INSERT INTO mainspring_meta (key, value) VALUES ('schema_version', %s)"
-                    " ON CONFLICT (key) DO NOTHING",
-                    (str(SCHEMA_VERSION),),
-                )
-                cur = await conn.execute(
-                    "SELECT value FROM mainspring_meta WHERE key = 'schema_version'"
-                )
-                row = await cur.fetchone()
-                stored = row[0] if row else None
-                try:
-                    version = int(str(stored))
-                except ValueError:
-                    raise StoreError(
-                        f"PostgreSQL at {self._where}: mainspring_meta holds schema version"
-                        f" {stored!r}, not a number"
-                    ) from None
-                if version > SCHEMA_VERSION:
-                    raise SchemaTooNew(
-                        f"PostgreSQL at {self._where} holds schema version {version}, written"
-                        f" by a newer mainspring; this one reads up to version {SCHEMA_VERSION}"
-                    )
-                for ddl in _TABLES:
-                    await conn.execute(ddl)
-        except psycopg.Error as exc:
+            version = int(str(stored))
+        except ValueError:
             raise StoreError(
-                f"PostgreSQL at {self._where}: setting up tables failed: {exc}"
-            ) from exc
-
-    @asynccontextmanager
-    async def _use(self, action: str) -> AsyncIterator[_Connection]:
-        """The connection, for one operation at a time; database errors become StoreError."""
-        async with self._lock:
-            conn = await self._connection()
-            try:
-                yield conn
-            except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL at {self._where}: {action} failed: {exc}") from exc
+                f"PostgreSQL at {self._db.where}: mainspring_meta holds schema version"
+                f" {stored!r}, not a number"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"PostgreSQL at {self._db.where} holds schema version {version}, written"
+                f" by a newer mainspring; this one reads up to version {SCHEMA_VERSION}"
+            )
+        for ddl in _TABLES:
+            await conn.execute(ddl)
 
     async def save(self, state: SessionState) -> None:
         """Write the state in one transaction (recorded decisions and ledger entries are kept).
@@ -339,7 +285,7 @@ class PostgresSessionStore:
         messages = list(state.messages)
         known = self._known.get(sid)
         self._known.remember(sid, None)  # until this save is known to have committed
-        async with self._use(f"save of session {sid!r}") as conn:
+        async with self._db.use(f"save of session {sid!r}") as conn:
             async with conn.transaction():
                 # Writing the session's row locks it: saves of one session run one at a time.
                 revision, unchanged = await self._write_header(conn, sid, _dumps(header), known)
@@ -367,7 +313,7 @@ class PostgresSessionStore:
 
     @staticmethod
     async def _write_header(
-        conn: _Connection, sid: str, header: str, known: Stored | None
+        conn: Connection, sid: str, header: str, known: Stored | None
     ) -> tuple[str, bool]:
         """Write the session's row: its new revision, and whether nobody wrote it since.
 
@@ -394,7 +340,7 @@ class PostgresSessionStore:
 
     @staticmethod
     async def _cut(
-        conn: _Connection, sid: str, messages: Sequence[Message], stored: Sequence[Message]
+        conn: Connection, sid: str, messages: Sequence[Message], stored: Sequence[Message]
     ) -> int:
         """The stored prefix, comparing references with what is known stored (rows past it go)."""
         keep = common_prefix(messages, stored)
@@ -405,7 +351,7 @@ class PostgresSessionStore:
         return keep
 
     @staticmethod
-    async def _compared_prefix(conn: _Connection, sid: str, messages: Sequence[Message]) -> int:
+    async def _compared_prefix(conn: Connection, sid: str, messages: Sequence[Message]) -> int:
         """The stored prefix, comparing the stored rows' JSON with the state's (rows past it go)."""
         cur = await conn.execute(
             "SELECT data FROM mainspring_messages WHERE session_id = %s ORDER BY seq", (sid,)
@@ -426,7 +372,7 @@ class PostgresSessionStore:
         Raises:
             StoreError: A stored row cannot be decoded.
         """
-        async with self._use(f"load of session {session_id!r}") as conn, conn.transaction():
+        async with self._db.use(f"load of session {session_id!r}") as conn, conn.transaction():
             # One snapshot for the four reads, even while another worker saves.
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cur = await conn.execute(
@@ -460,7 +406,8 @@ class PostgresSessionStore:
             state.decided = {str(a): str(d) for a, d in decisions}
         except (ValueError, ValidationError, RecursionError) as exc:
             raise StoreError(
-                f"PostgreSQL at {self._where}: stored session {session_id!r} is unreadable: {exc}"
+                f"PostgreSQL at {self._db.where}: stored session {session_id!r}"
+                f" is unreadable: {exc}"
             ) from exc
         self._known.remember(session_id, Stored(str(header[1]), list(state.messages)))
         return state
@@ -468,13 +415,13 @@ class PostgresSessionStore:
     async def delete(self, session_id: str) -> None:
         """Forget a session and everything recorded for it."""
         self._known.remember(session_id, None)
-        async with self._use(f"delete of session {session_id!r}") as conn, conn.transaction():
+        async with self._db.use(f"delete of session {session_id!r}") as conn, conn.transaction():
             for statement in _DELETES:
                 await conn.execute(statement, (session_id,))
 
     async def session_ids(self, *, limit: int = 100, principal: str | None = None) -> list[str]:
         """Stored session ids (only ``principal``'s, if given), sorted, at most ``limit``."""
-        async with self._use("listing sessions") as conn:
+        async with self._db.use("listing sessions") as conn:
             if principal is None:
                 cur = await conn.execute(
                     "SELECT session_id FROM mainspring_sessions ORDER BY session_id LIMIT %s",
@@ -490,7 +437,7 @@ class PostgresSessionStore:
 
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded, by any worker."""
-        async with self._use(f"claim of attempt {attempt_id!r}") as conn:
+        async with self._db.use(f"claim of attempt {attempt_id!r}") as conn:
             cur = await conn.execute(_INSERT_DECISION, (session_id, attempt_id, decision))
             return cur.rowcount == 1
 
@@ -517,7 +464,7 @@ class PostgresSessionStore:
             "hold": f"hold:{kind}:{hold}",
         }
         sql = _ADD_SPEND if hold is None else _ADD_HELD_SPEND
-        async with self._use(f"spend of session {session_id!r}") as conn:
+        async with self._db.use(f"spend of session {session_id!r}") as conn:
             cur = await conn.execute(sql, args)
             row = await cur.fetchone()
         if row is None:
@@ -528,7 +475,7 @@ class PostgresSessionStore:
 
     async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
-        async with self._use(f"release of attempt {attempt_id!r}") as conn:
+        async with self._db.use(f"release of attempt {attempt_id!r}") as conn:
             cur = await conn.execute(
                 "DELETE FROM mainspring_decisions"
                 " WHERE session_id = %s AND attempt_id = %s AND decision = %s",
@@ -541,7 +488,7 @@ class PostgresSessionStore:
     ) -> float | None:
         """Give back the holds of writes that never started; drop every hold (one transaction)."""
         prefix = f"hold:{kind}:"
-        async with self._use(f"holds of session {session_id!r}") as conn, conn.transaction():
+        async with self._db.use(f"holds of session {session_id!r}") as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT amount FROM mainspring_spend WHERE session_id = %s AND kind = %s"
                 " FOR UPDATE",
@@ -569,7 +516,7 @@ class PostgresSessionStore:
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry."""
         data = _dumps(encode(record))
-        async with self._use(f"ledger write {record.key!r}") as conn:
+        async with self._db.use(f"ledger write {record.key!r}") as conn:
             await conn.execute(_UPSERT_WRITE, (session_id, record.key, data))
 
     async def put_record(
@@ -585,7 +532,7 @@ class PostgresSessionStore:
         """Add a shared record unless a live one has the key (``SharedRecords``)."""
         seconds = check_record_ttl(ttl, limit)
         check_kind(kind)
-        async with self._use(f"put of record {kind}/{key!r}") as conn, conn.transaction():
+        async with self._db.use(f"put of record {kind}/{key!r}") as conn, conn.transaction():
             if limit is not None:
                 await conn.execute(_RECORD_OWNER_LOCK, (f"{kind}/{owner}",))
             await conn.execute(_RECORD_SWEEP_SOME)
@@ -605,7 +552,7 @@ class PostgresSessionStore:
     async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
         """Remove and return a live shared record, ``(owner, value)``."""
         check_kind(kind)
-        async with self._use(f"take of record {kind}/{key!r}") as conn:
+        async with self._db.use(f"take of record {kind}/{key!r}") as conn:
             cur = await conn.execute(_RECORD_TAKE, (kind, key))
             row = await cur.fetchone()
         if row is None or not row[2]:
@@ -617,7 +564,7 @@ class PostgresSessionStore:
     ) -> list[tuple[str, str]]:
         """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
         check_kind(kind)
-        async with self._use(f"list of records {kind}") as conn:
+        async with self._db.use(f"list of records {kind}") as conn:
             cur = await conn.execute(_RECORD_OWNED, (kind, owner, max(limit, 0)))
             return [(str(k), str(v)) for k, v in await cur.fetchall()]
 
@@ -626,28 +573,24 @@ class PostgresSessionStore:
         seconds = check_record_ttl(ttl)
         if not isinstance(data, bytes):
             raise ConfigError(f"data must be bytes, not {type(data).__name__}")
-        async with self._use(f"save of A2A task {task_id!r}") as conn:
+        async with self._db.use(f"save of A2A task {task_id!r}") as conn:
             await tasks.save_task(conn, owner, task_id, data, seconds)
 
     async def load_task(self, owner: str, task_id: str) -> bytes | None:
         """``owner``'s live A2A task record ``task_id``, or ``None``."""
-        async with self._use(f"load of A2A task {task_id!r}") as conn:
+        async with self._db.use(f"load of A2A task {task_id!r}") as conn:
             return await tasks.load_task(conn, owner, task_id)
 
     async def owned_tasks(self, owner: str) -> list[tuple[str, bytes]]:
         """``(task id, data)`` of ``owner``'s live A2A task records, sorted by task id."""
-        async with self._use("list of A2A tasks") as conn:
+        async with self._db.use("list of A2A tasks") as conn:
             return await tasks.owned_tasks(conn, owner)
 
     async def delete_task(self, owner: str, task_id: str) -> None:
         """Forget ``owner``'s A2A task record ``task_id``."""
-        async with self._use(f"delete of A2A task {task_id!r}") as conn:
+        async with self._db.use(f"delete of A2A task {task_id!r}") as conn:
             await tasks.delete_task(conn, owner, task_id)
 
     async def aclose(self) -> None:
         """Close the connection."""
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+        await self._db.aclose()

@@ -33,28 +33,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-import anyio
 from pydantic import JsonValue
 
 try:
     import psycopg
     from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict
-    from psycopg.pq import TransactionStatus
-    from psycopg.rows import TupleRow
+
+    from mainspring.stores._postgres import Connection, PostgresConnection
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'mainspring.stores.postgres_memory needs: pip install "mainspring[postgres]"'
     ) from exc
 
-from mainspring.errors import ConfigError, StoreError
+from mainspring.errors import StoreError
 from mainspring.memory import (
     DEFAULT_SCOPE,
     RRF_K,
@@ -68,6 +64,7 @@ from mainspring.memory import (
     check_scope,
     check_str,
     check_where,
+    embed_one,
     words,
 )
 
@@ -78,7 +75,6 @@ __all__ = ["PostgresMemoryStore"]
 
 log = logging.getLogger("mainspring.memory")
 
-_Connection = psycopg.AsyncConnection[TupleRow]
 _SETUP_LOCK = 0x6D61696E6D656D  # "mainmem": serializes table creation across workers
 _MAX_QUERY_WORDS = 64
 _REINDEX_BATCH = 256
@@ -167,19 +163,15 @@ class PostgresMemoryStore:
         Raises:
             ConfigError: ``url`` is not a PostgreSQL URL or connection string.
         """
-        try:
-            params = conninfo_to_dict(url)
-        except psycopg.ProgrammingError:
-            raise ConfigError("not a PostgreSQL URL or connection string") from None
-        host = params.get("host") or os.environ.get("PGHOST") or "localhost"
-        port = params.get("port") or os.environ.get("PGPORT") or 5432
-        self._where = f"{host}:{port}"
-        self._url = url
+        self._db = PostgresConnection(
+            url,
+            connect_timeout=connect_timeout,
+            set_up=self._set_up,
+            setup_lock=_SETUP_LOCK,
+            what="memory",
+        )
         self._embedder = embedder
-        self._connect_timeout = connect_timeout
         self._clock = clock
-        self._conn: _Connection | None = None
-        self._lock = anyio.Lock()
         self._indexed = False
         self.embed_failures = 0
         """Embedder calls that failed (items were kept, recall went on by full text)."""
@@ -199,14 +191,12 @@ class PostgresMemoryStore:
             StoreError: The server cannot be reached, or has no pgvector.
         """
         store = cls(url, embedder=embedder, connect_timeout=connect_timeout, clock=clock)
-        async with store._use("opening"):
-            pass
+        await store._db.connect()
         await store.reindex()
         return store
 
     async def __aenter__(self) -> Self:
-        async with self._use("opening"):
-            pass
+        await self._db.connect()
         if not self._indexed:
             await self.reindex()
         return self
@@ -214,53 +204,19 @@ class PostgresMemoryStore:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def _connection(self) -> _Connection:
-        conn = self._conn
-        if conn is not None:
-            if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                return conn
-            self._conn = None
-            with anyio.CancelScope(shield=True):
-                await conn.close()
+    async def _set_up(self, conn: Connection) -> None:
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._url, autocommit=True, connect_timeout=self._connect_timeout
-            )
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot reach PostgreSQL at {self._where}: {exc}") from exc
-        try:
-            await self._set_up(conn)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await conn.close()
-            raise
-        self._conn = conn
-        return conn
-
-    async def _set_up(self, conn: _Connection) -> None:
-        try:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                await conn.execute(_TABLE)
-                for ddl in _INDEXES:
-                    await conn.execute(ddl)
-                if self._embedder is not None:
-                    await conn.execute(_hnsw_index(self._embedder))
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            await conn.execute(_TABLE)
+            for ddl in _INDEXES:
+                await conn.execute(ddl)
+            if self._embedder is not None:
+                await conn.execute(_hnsw_index(self._embedder))
         except psycopg.Error as exc:
             hint = " (memory needs the pgvector extension)" if "vector" in str(exc) else ""
             raise StoreError(
-                f"PostgreSQL at {self._where}: setting up memory failed{hint}: {exc}"
+                f"PostgreSQL at {self._db.where}: setting up memory failed{hint}: {exc}"
             ) from exc
-
-    @asynccontextmanager
-    async def _use(self, action: str) -> AsyncIterator[_Connection]:
-        async with self._lock:
-            conn = await self._connection()
-            try:
-                yield conn
-            except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL at {self._where}: {action} failed: {exc}") from exc
 
     async def reindex(self) -> int:
         """Embed the texts that have no vector of this store's model; how many were.
@@ -275,7 +231,7 @@ class PostgresMemoryStore:
 
         done, after = 0, 0
         while True:
-            async with self._use("listing texts to embed") as conn:
+            async with self._db.use("listing texts to embed") as conn:
                 cur = await conn.execute(
                     "SELECT seq, body FROM mainspring_memory"
                     " WHERE model IS DISTINCT FROM %s AND seq > %s ORDER BY seq LIMIT %s",
@@ -293,7 +249,7 @@ class PostgresMemoryStore:
                             exc_info=True)  # fmt: skip
                 self._indexed = True
                 return done
-            async with self._use("storing vectors") as conn, conn.cursor() as cur:
+            async with self._db.use("storing vectors") as conn, conn.cursor() as cur:
                 await cur.executemany(
                     "UPDATE mainspring_memory SET model = %s, embedding = %s::vector"
                     " WHERE seq = %s",
@@ -305,18 +261,8 @@ class PostgresMemoryStore:
             done += len(rows)
             after = rows[-1][0]
 
-    async def _vector(self, text: str) -> Vector | None:
-        if self._embedder is None:
-            return None
-        from mainspring.embeddings import embed_batched
-
-        try:
-            (vector,) = await embed_batched(self._embedder, [text])
-        except Exception:
-            self.embed_failures += 1
-            log.warning("embedding failed; going on by full text only", exc_info=True)
-            return None
-        return vector
+    def _embed_failed(self) -> None:
+        self.embed_failures += 1
 
     async def remember(
         self,
@@ -334,12 +280,12 @@ class PostgresMemoryStore:
         text = check_memory_text(text)
         scope = check_scope(scope)
         stored_meta, meta_json = check_meta(meta)
-        vector = await self._vector(text)
+        vector = await embed_one(self._embedder, text, self._embed_failed)
         item = MemoryItem(
             id=uuid.uuid4().hex, text=text, meta=stored_meta, created_at=self._clock()
         )
         model = self._embedder.model_id if vector is not None and self._embedder else None
-        async with self._use("remember") as conn:
+        async with self._db.use("remember") as conn:
             await conn.execute(
                 "INSERT INTO mainspring_memory"
                 " (id, scope, body, meta, created_at, tsv, model, embedding)"
@@ -380,7 +326,7 @@ class PostgresMemoryStore:
         filters = check_where(where)
         if not tsq:
             return []
-        vector = await self._vector(query)
+        vector = await embed_one(self._embedder, query, self._embed_failed)
         where_sql = _where_sql(filters)
         args = {
             "tsq": sql.Literal(tsq),
@@ -399,7 +345,7 @@ class PostgresMemoryStore:
                 model=sql.Literal(self._embedder.model_id),
                 rrf=sql.Literal(RRF_K),
             )
-        async with self._use("recall") as conn, conn.transaction():
+        async with self._db.use("recall") as conn, conn.transaction():
             await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             await conn.execute(
                 sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
@@ -419,7 +365,7 @@ class PostgresMemoryStore:
                 raise TypeError("stored text or meta has the wrong type")
         except (ValueError, TypeError, RecursionError) as exc:
             raise StoreError(
-                f"PostgreSQL at {self._where}: stored memory {item_id!r} is unreadable: {exc}"
+                f"PostgreSQL at {self._db.where}: stored memory {item_id!r} is unreadable: {exc}"
             ) from exc
         return MemoryItem(
             id=str(item_id),
@@ -433,7 +379,7 @@ class PostgresMemoryStore:
         """Delete the item from ``scope``; ``False`` if it is not there."""
         item_id = check_str("item_id", item_id)
         scope = check_scope(scope)
-        async with self._use("forget") as conn:
+        async with self._db.use("forget") as conn:
             cur = await conn.execute(
                 "DELETE FROM mainspring_memory WHERE id = %s AND scope = %s", (item_id, scope)
             )
@@ -441,11 +387,7 @@ class PostgresMemoryStore:
 
     async def aclose(self) -> None:
         """Close the connection."""
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+        await self._db.aclose()
 
 
 def _hnsw_index(embedder: Embedder) -> sql.Composed:

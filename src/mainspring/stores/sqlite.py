@@ -51,13 +51,13 @@ from typing import Self, cast
 from mainspring.codec import encode, event_to_dict
 from mainspring.errors import CheckpointCorrupt
 from mainspring.events import Event
+from mainspring.memory import check_str
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores._log import decode_log
 from mainspring.stores._sqlite import (
     Clock,
     Database,
     StrPath,
-    check_text,
     check_ttl,
     check_type,
     dumps,
@@ -148,7 +148,7 @@ class SQLiteCheckpointStore:
 
     async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
         """Append events in order, in one transaction, as one row."""
-        check_text("stream_id", stream_id)
+        check_str("stream_id", stream_id)
         for event in events:
             check_type("event", event, Event)
         if not events:
@@ -192,7 +192,7 @@ class SQLiteCheckpointStore:
             CheckpointCorrupt: A record cannot be decoded (names stream and offset);
                 nothing is returned, not even the events before it.
         """
-        check_text("stream_id", stream_id)
+        check_str("stream_id", stream_id)
         return await self._db.run_inline(self._load, stream_id, self._clock())
 
     def _load(self, conn: sqlite3.Connection, stream_id: str, now: float) -> list[Event]:
@@ -236,7 +236,7 @@ class SQLiteCheckpointStore:
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
-        check_text("stream_id", stream_id)
+        check_str("stream_id", stream_id)
         self._next_seq.pop(stream_id, None)
         await self._db.run_inline(self._clear, stream_id)
 
@@ -311,16 +311,15 @@ class SQLiteSessionStore:
 
     def _job(self, state: SessionState) -> Save:
         check_type("state", state, SessionState)
-        sid = check_text("session_id", state.session_id)
+        sid = check_str("session_id", state.session_id)
         decided = [
-            (sid, check_text("attempt_id", a), check_text("decision", d))
+            (sid, check_str("attempt_id", a), check_str("decision", d))
             for a, d in state.decided.items()
         ]
         with encoding(f"session {sid!r}"):
             head = dumps(header(state))
             writes = [
-                (sid, check_text("ledger key", k), dumps(encode(r)))
-                for k, r in state.writes.items()
+                (sid, check_str("ledger key", k), dumps(encode(r))) for k, r in state.writes.items()
             ]
         return Save(sid, head, list(state.messages), decided, writes, self._known.get(sid))
 
@@ -338,8 +337,8 @@ class SQLiteSessionStore:
 
         With ``hold``, the add is held under that key too (see ``SpendHolds``).
         """
-        sid = check_text("session_id", session_id)
-        held = None if hold is None else check_text("hold", hold)
+        sid = check_str("session_id", session_id)
+        held = None if hold is None else check_str("hold", hold)
         args = (sid, str(kind), float(amount), cap, float(floor), held)
         return await self._db.run_inline(add_spend, args)
 
@@ -347,7 +346,7 @@ class SQLiteSessionStore:
         self, session_id: str, kind: SpendKind, started: Collection[str]
     ) -> float | None:
         """Give back the holds of writes that never started; drop every hold."""
-        args = (check_text("session_id", session_id), str(kind), frozenset(started))
+        args = (check_str("session_id", session_id), str(kind), frozenset(started))
         return await self._db.run_inline(release_holds, args)
 
     def joins(self, checkpoints: CheckpointStore | None) -> bool:
@@ -362,21 +361,21 @@ class SQLiteSessionStore:
 
     async def commit(self, commit: Commit, checkpoints: CheckpointStore | None) -> None:
         """Put a step boundary on record in one transaction (fsynced with ``sync``)."""
-        sid = check_text("session_id", commit.session_id)
+        sid = check_str("session_id", commit.session_id)
         rows = []
         for record in commit.writes:
             check_type("record", record, WriteRecord)
             with encoding(f"ledger entry {record.key!r} of session {sid!r}"):
-                rows.append((sid, check_text("ledger key", record.key), dumps(encode(record))))
+                rows.append((sid, check_str("ledger key", record.key), dumps(encode(record))))
         job = None if commit.state is None else self._job(commit.state)
         batch = None
         if commit.events:
             assert isinstance(checkpoints, SQLiteCheckpointStore) and commit.stream_id is not None
-            batch = checkpoints._batch(check_text("stream_id", commit.stream_id), commit.events)
-        clear = None if commit.clear is None else check_text("stream_id", commit.clear)
+            batch = checkpoints._batch(check_str("stream_id", commit.stream_id), commit.events)
+        clear = None if commit.clear is None else check_str("stream_id", commit.clear)
         release = commit.release
         if release is not None:
-            release = (check_text("key", release[0]), check_text("owner", release[1]))
+            release = (check_str("key", release[0]), check_str("owner", release[1]))
         step = Step(rows, job, batch, clear, release)
         if commit.sync:
             outcome = await self._db.run_grouped(commit_group_synced, step)
@@ -397,7 +396,7 @@ class SQLiteSessionStore:
         Raises:
             StoreError: A stored row cannot be decoded.
         """
-        check_text("session_id", session_id)
+        check_str("session_id", session_id)
         loaded = await self._db.run_inline(load_state, session_id)
         if loaded is None:
             self._known.remember(session_id, None)
@@ -408,7 +407,7 @@ class SQLiteSessionStore:
 
     async def delete(self, session_id: str) -> None:
         """Forget a session and everything recorded for it."""
-        check_text("session_id", session_id)
+        check_str("session_id", session_id)
         self._known.remember(session_id, None)
         await self._db.run(delete_session, session_id)
 
@@ -419,9 +418,9 @@ class SQLiteSessionStore:
     async def claim_decision(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Record the decision unless one was already recorded, by any process."""
         args = (
-            check_text("session_id", session_id),
-            check_text("attempt_id", attempt_id),
-            check_text("decision", decision),
+            check_str("session_id", session_id),
+            check_str("attempt_id", attempt_id),
+            check_str("decision", decision),
         )
         # Fsynced, in one group with whatever other sessions commit meanwhile.
         return cast(bool, await self._db.run_grouped(commit_group_synced, Claim(args)))
@@ -429,18 +428,18 @@ class SQLiteSessionStore:
     async def release_claim(self, session_id: str, attempt_id: str, decision: str) -> bool:
         """Drop the claim of ``attempt_id`` if it is still ``decision`` (see ``ClaimRelease``)."""
         args = (
-            check_text("session_id", session_id),
-            check_text("attempt_id", attempt_id),
-            check_text("decision", decision),
+            check_str("session_id", session_id),
+            check_str("attempt_id", attempt_id),
+            check_str("decision", decision),
         )
         return await self._db.run_inline(release_claim, args)
 
     async def record_write(self, session_id: str, record: WriteRecord) -> None:
         """Upsert one ledger entry; on disk when this returns."""
-        check_text("session_id", session_id)
+        check_str("session_id", session_id)
         check_type("record", record, WriteRecord)
         with encoding(f"ledger entry {record.key!r} of session {session_id!r}"):
-            row = (session_id, check_text("ledger key", record.key), dumps(encode(record)))
+            row = (session_id, check_str("ledger key", record.key), dumps(encode(record)))
         await self._db.run_grouped(commit_group_synced, Step([row], None, None, None, None))
 
     async def put_record(
@@ -457,9 +456,9 @@ class SQLiteSessionStore:
         now = time.time()
         args = (
             check_kind(kind),
-            check_text("key", key),
-            check_text("owner", owner),
-            check_text("value", value),
+            check_str("key", key),
+            check_str("owner", owner),
+            check_str("value", value),
             now + check_record_ttl(ttl, limit),
             limit,
             now,
@@ -468,35 +467,35 @@ class SQLiteSessionStore:
 
     async def take_record(self, kind: str, key: str) -> tuple[str, str] | None:
         """Remove and return a live shared record, ``(owner, value)``; fsynced."""
-        args = (check_kind(kind), check_text("key", key), time.time())
+        args = (check_kind(kind), check_str("key", key), time.time())
         return await self._db.run(take_record, *args)
 
     async def owned_records(
         self, kind: str, owner: str, *, limit: int = 1000
     ) -> list[tuple[str, str]]:
         """``(key, value)`` of ``owner``'s live records of ``kind``, sorted by key."""
-        args = (check_kind(kind), check_text("owner", owner), time.time(), max(limit, 0))
+        args = (check_kind(kind), check_str("owner", owner), time.time(), max(limit, 0))
         return await self._db.run_inline(list_owned, *args)
 
     async def save_task(self, owner: str, task_id: str, data: bytes, *, ttl: float) -> None:
         """Save (or replace) an A2A task record for ``ttl`` seconds (``TaskRecords``)."""
         check_type("data", data, bytes)
         now = time.time()
-        args = (check_text("owner", owner), check_text("task_id", task_id), data)
+        args = (check_str("owner", owner), check_str("task_id", task_id), data)
         await self._db.run_inline(save_task, (*args, now + check_ttl(ttl), now))
 
     async def load_task(self, owner: str, task_id: str) -> bytes | None:
         """``owner``'s live A2A task record ``task_id``, or ``None``."""
-        args = (check_text("owner", owner), check_text("task_id", task_id), time.time())
+        args = (check_str("owner", owner), check_str("task_id", task_id), time.time())
         return await self._db.run_inline(load_task, *args)
 
     async def owned_tasks(self, owner: str) -> list[tuple[str, bytes]]:
         """``(task id, data)`` of ``owner``'s live A2A task records, sorted by task id."""
-        return await self._db.run_inline(owned_tasks, check_text("owner", owner), time.time())
+        return await self._db.run_inline(owned_tasks, check_str("owner", owner), time.time())
 
     async def delete_task(self, owner: str, task_id: str) -> None:
         """Forget ``owner``'s A2A task record ``task_id``."""
-        args = (check_text("owner", owner), check_text("task_id", task_id))
+        args = (check_str("owner", owner), check_str("task_id", task_id))
         await self._db.run_inline(delete_task, *args)
 
     async def aclose(self) -> None:
@@ -534,23 +533,23 @@ class SQLiteRunLock:
     async def acquire(self, key: str, owner: str, *, ttl: float) -> bool:
         """Take the lease unless another owner holds a live one."""
         now = self._clock()
-        args = (check_text("key", key), check_text("owner", owner), now + check_ttl(ttl), now)
+        args = (check_str("key", key), check_str("owner", owner), now + check_ttl(ttl), now)
         return await self._db.run_inline(changed, ACQUIRE, args)
 
     async def refresh(self, key: str, owner: str, *, ttl: float) -> bool:
         """Extend this owner's live lease."""
         now = self._clock()
-        args = (now + check_ttl(ttl), check_text("key", key), check_text("owner", owner), now)
+        args = (now + check_ttl(ttl), check_str("key", key), check_str("owner", owner), now)
         return await self._db.run_inline(changed, REFRESH, args)
 
     async def release(self, key: str, owner: str) -> None:
         """Drop this owner's lease."""
-        args = (check_text("key", key), check_text("owner", owner))
+        args = (check_str("key", key), check_str("owner", owner))
         await self._db.run_inline(changed, RELEASE, args)
 
     async def holder(self, key: str) -> str | None:
         """The owner of the live lease, if any."""
-        return await self._db.run_inline(lease_holder, check_text("key", key), self._clock())
+        return await self._db.run_inline(lease_holder, check_str("key", key), self._clock())
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""

@@ -70,6 +70,7 @@ from mainspring.memory import (
     check_scope,
     check_str,
     check_where,
+    embed_one,
     fuse,
 )
 from mainspring.stores._sqlite import CODEC_ERRORS, Clock, Database, StrPath, transaction
@@ -268,18 +269,8 @@ class SQLiteMemoryStore:
             done += len(rows)
             after = rows[-1][0]
 
-    async def _vector(self, text: str) -> Vector | None:
-        if self._embedder is None:
-            return None
-        from mainspring.embeddings import embed_batched
-
-        try:
-            (vector,) = await embed_batched(self._embedder, [text])
-        except Exception:
-            self.embed_failures += 1
-            log.warning("embedding failed; going on by full text only", exc_info=True)
-            return None
-        return vector
+    def _embed_failed(self) -> None:
+        self.embed_failures += 1
 
     async def remember(
         self,
@@ -301,7 +292,7 @@ class SQLiteMemoryStore:
         scope = check_scope(scope)
         stored_meta, meta_json = check_meta(meta)
         database = await self._database()
-        vector = await self._vector(text)
+        vector = await embed_one(self._embedder, text, self._embed_failed)
         item = MemoryItem(
             id=uuid.uuid4().hex, text=text, meta=stored_meta, created_at=self._clock()
         )
@@ -336,7 +327,7 @@ class SQLiteMemoryStore:
         if self._embedder is None:
             rows = await database.run(_lexical, match, scope, filters, min(k, _MAX_LIMIT))
             return [_item(row, -float(row[5])) for row in rows]
-        vector = await self._vector(query)
+        vector = await embed_one(self._embedder, query, self._embed_failed)
         n = candidates(k)
         lexical = await database.run(_lexical, match, scope, filters, n)
         nearest: list[Row] = []

@@ -81,7 +81,8 @@ def validator_class(base: type[Any]) -> type[Any]:
         replaced["unevaluatedProperties"] = (
             _unevaluated_properties_2019 if legacy else _unevaluated_properties
         )
-    return extend(base, validators=replaced)  # type: ignore[no-any-return]
+    extended: type[Any] = extend(base, validators=replaced)  # (jsonschema is untyped here)
+    return extended
 
 
 def _error(message: str) -> Any:

@@ -89,7 +89,6 @@ class OpenAIChatModel:
                 max_retries=0,
             )
         self._openrouter = provider == "openrouter" or "openrouter.ai" in str(self._client.base_url)
-        self._call_ids = 0
 
     @property
     def name(self) -> str:
@@ -116,14 +115,8 @@ class OpenAIChatModel:
         body = self.build_request(request)
         return retrying_stream(lambda: self._attempt(body), self._retry)
 
-    def _new_call_id(self) -> str:
-        # Unique across processes too: a session resumed elsewhere must never see a
-        # second call with an id it already has (ids key the write ledger).
-        self._call_ids += 1
-        return f"call_{uuid.uuid4().hex[:16]}"
-
     async def _attempt(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        reader = ChunkReader(provider=self._provider, new_call_id=self._new_call_id)
+        reader = ChunkReader(provider=self._provider, new_call_id=_new_call_id)
         received = False  # the status line came back: a network failure now breaks a stream
         try:
             stream = cast(
@@ -152,3 +145,9 @@ class OpenAIChatModel:
             else stop_reason(reader.finish, has_tool_calls=reader.had_calls)
         )
         yield ModelStop(stop_reason=reason, model=reader.model or self._model)
+
+
+def _new_call_id() -> str:
+    # Unique across processes too: a session resumed elsewhere must never see a
+    # second call with an id it already has (ids key the write ledger).
+    return f"call_{uuid.uuid4().hex[:16]}"
