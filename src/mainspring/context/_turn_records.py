@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mainspring._frozen import maker
+from mainspring._lowlevel.frozen import maker
 from mainspring.context._compiled import CompiledContext
 from mainspring.context.snapshot import (
     CallSnapshot,
@@ -48,7 +48,7 @@ class Turn:
 
 
 new_turn = maker(Turn)
-"""A :class:`Turn` made without calling the class (one per turn; see ``_frozen.maker``)."""
+"""A :class:`Turn` made without calling the class (one per turn; see ``_lowlevel.frozen.maker``)."""
 
 
 class TurnRecords(Generic[T]):

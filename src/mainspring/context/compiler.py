@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from mainspring._frozen import maker
+from mainspring._lowlevel.frozen import maker
 from mainspring.context._compilation import Compilation
 from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
 from mainspring.context._shape import CompilerShape, Deferral, run_order
@@ -65,7 +65,7 @@ _NO_CONTRIBUTIONS: dict[str, list[Contribution]] = {}
 T = TypeVar("T")
 
 
-# Built every compile: made without calling the class (see mainspring._frozen.maker).
+# Built every compile: made without calling the class (see mainspring._lowlevel.frozen.maker).
 _new_compiled = maker(CompiledContext)
 
 
