@@ -182,6 +182,19 @@ def test_import_stays_light() -> None:
     assert out.stdout.strip() == "", f"import mainspring pulled in: {out.stdout.strip()}"
 
 
+def test_the_command_line_loads_a_command_s_machinery_when_it_runs() -> None:
+    """`mainspring --help` (every process of the CLI) does not import pipelines or demos."""
+    code = (
+        "import sys, mainspring.cli.commands; "
+        "heavy = [m for m in ('mainspring.pipelines', 'mainspring.demo', 'mainspring.toolkits', "
+        "'mainspring.cli.pipeline') if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "", f"the CLI imported at start: {out.stdout.strip()}"
+
+
 EXAMPLE = "mainspring_finance"
 """The finance example (``examples/finance/``): a user of the library, shipped beside it."""
 

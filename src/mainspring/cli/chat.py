@@ -43,7 +43,6 @@ from mainspring.agent import Agent
 from mainspring.cli.exit import Debug, ExitCode, failing_cleanly, require_database, show_failure
 from mainspring.cli.render import Renderer, approval_panel, styled
 from mainspring.decisions import Approve, Decision, Reject
-from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, StreamStarted, ToolCallDelta, UsageEvent
 from mainspring.session import Session
@@ -505,7 +504,7 @@ def chat(
     """
     console = Console(highlight=False)
     with failing_cleanly(debug=debug):
-        chosen = load_agent(agent) if agent else demo_agent()
+        chosen = load_agent(agent) if agent else _demo_agent()
         if model is not None and model != "scripted":
             chosen = replace(chosen, model=load_model(model))
         if session is not None:
@@ -516,3 +515,10 @@ def chat(
             chosen, spec=agent, store_url=store, session_id=session, console=console, debug=debug
         )
     raise typer.Exit(code)
+
+
+def _demo_agent() -> Agent:
+    """The offline wallet agent (:mod:`mainspring.demo`, loaded only when it is the one)."""
+    from mainspring.demo import demo_agent
+
+    return demo_agent()

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -22,39 +22,33 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._version import __version__
-from mainspring.agent import Agent
 from mainspring.cli.chat import chat
 from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring.cli.mcp_serve import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
 from mainspring.cli.mcp_serve import mcp_app
 from mainspring.cli.mcp_serve import mcp_serve as mcp_serve
-from mainspring.cli.pipeline import run_pipeline
 from mainspring.cli.render import Renderer, approval_panel, styled
 from mainspring.cli.report import report
 from mainspring.cli.serve import serve
 from mainspring.cli.sessions import sessions_app
 from mainspring.codec import event_to_json
 from mainspring.decisions import Approve, Decision, Reject
-from mainspring.demo import DEMO_MESSAGE, demo_agent
 from mainspring.errors import ConfigError
 from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
 )
-from mainspring.models.base import Model
-from mainspring.pipelines import (
-    PipelineRunner,
-    Stage,
-    load_workspace,
-    scripted_pipeline_model,
-)
 from mainspring.session import Session
 from mainspring.stores.urls import Stores, open_stores
 
+if TYPE_CHECKING:
+    from mainspring.agent import Agent
+    from mainspring.models.base import Model
+    from mainspring.pipelines import PipelineRunner, Stage
+
 __all__ = ["app", "main"]
 
-_run_pipeline = run_pipeline  # its name when it lived here
 
 app = typer.Typer(
     name="mainspring",
@@ -135,14 +129,14 @@ async def _run_demo(
             if stores.sessions is None:
                 raise ConfigError("--session needs a --store that holds sessions")
             session = await Session.load(
-                demo_agent(model=model),
+                _demo_agent(model),
                 stores.sessions,
                 session_id,
                 checkpoint_store=stores.checkpoints,
                 run_lock=stores.locks,
             )
         else:
-            session = Session(demo_agent(model=model), **stores.session_kwargs())
+            session = Session(_demo_agent(model), **stores.session_kwargs())
         return await _converse(session, message, yes=yes, console=console, store_url=store_url)
     finally:
         await stores.aclose()
@@ -287,7 +281,7 @@ def demo(
             else:
                 code = anyio.run(
                     lambda: _run_demo(
-                        message or DEMO_MESSAGE,
+                        message or _demo_message(),
                         yes=yes,
                         console=console,
                         store_url=store,
@@ -537,6 +531,8 @@ def pipeline_run(
     with failing_cleanly(debug=debug):
         if stage is not None and resume:
             raise ConfigError("--stage re-runs one stage, --resume the rest: choose one")
+        from mainspring.pipelines import PipelineRunner, load_workspace, scripted_pipeline_model
+
         chosen = _resolve_model(model)
         workspace = load_workspace(directory)
         runner = PipelineRunner(
@@ -550,6 +546,27 @@ def pipeline_run(
 
 
 app.command()(report)
+
+
+async def _run_pipeline(
+    runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
+) -> int:
+    """Run a pipeline at the terminal (:func:`mainspring.cli.pipeline.run_pipeline`)."""
+    from mainspring.cli.pipeline import run_pipeline
+
+    return await run_pipeline(runner, console, stage=stage, resume=resume)
+
+
+def _demo_agent(model: Model | None) -> Agent:
+    from mainspring.demo import demo_agent
+
+    return demo_agent(model=model)
+
+
+def _demo_message() -> str:
+    from mainspring.demo import DEMO_MESSAGE
+
+    return DEMO_MESSAGE
 
 
 def _resolve_model(model: str) -> Model | None:

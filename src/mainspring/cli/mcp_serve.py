@@ -24,7 +24,6 @@ from mainspring._agent_spec import load_agent
 from mainspring.agent import Agent
 from mainspring.cli.exit import Debug, ExitCode, failing_cleanly
 from mainspring.cli.serve_keys import signing_key
-from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError
 from mainspring.stores.records import shared_records
 from mainspring.stores.urls import open_session_store, sqlite_file
@@ -197,7 +196,7 @@ def mcp_serve(
             import mainspring.mcp.server  # noqa: F401 - fails first, naming the extra
         except ImportError as exc:
             raise ImportError('mainspring mcp serve needs: pip install "mainspring[mcp]"') from exc
-        chosen = load_agent(agent) if agent is not None else demo_agent()
+        chosen = load_agent(agent) if agent is not None else _demo_agent()
         for folder in skills or []:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--skills {folder}: no such folder (give a folder of skills)")
@@ -235,3 +234,10 @@ def mcp_serve(
             raise ConfigError(problem) from None
         except KeyboardInterrupt:
             raise typer.Exit(ExitCode.INTERRUPTED) from None  # a server stopped: nothing to say
+
+
+def _demo_agent() -> Agent:
+    """The offline wallet agent (:mod:`mainspring.demo`, loaded only when it is the one)."""
+    from mainspring.demo import demo_agent
+
+    return demo_agent()
