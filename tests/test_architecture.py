@@ -67,7 +67,6 @@ RANKS: dict[str, int] = {
     "testing": 5,
     "devtools": 13,
     "demo": 13,
-    "finance": 13,
     "mcp": 14,
     "server": 15,
     "_direct": 13,
@@ -194,6 +193,38 @@ def test_the_command_line_loads_a_command_s_machinery_when_it_runs() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "", f"the CLI imported at start: {out.stdout.strip()}"
+
+
+EXAMPLE = "mainspring_finance"
+"""The finance example (``examples/finance/``): a user of the library, shipped beside it."""
+
+
+def imported_packages(path: Path) -> set[str]:
+    """The top-level packages ``path`` imports (``mainspring``, ``anyio``, …)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.partition(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.partition(".")[0] for a in node.names)
+    return found
+
+
+def test_only_the_finance_demo_command_imports_the_finance_example() -> None:
+    importers = {
+        path.relative_to(SRC).as_posix()
+        for path in SRC.rglob("*.py")
+        if EXAMPLE in imported_packages(path)
+    }
+    assert importers == {"cli/finance.py"}
+    code = (
+        "import sys, mainspring.cli.commands, mainspring.cli.finance; "
+        f"print({EXAMPLE!r} in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False"], "the CLI loads the finance example only to run it"
 
 
 def test_the_toolkits_export_what_they_list() -> None:

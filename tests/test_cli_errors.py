@@ -109,6 +109,16 @@ def test_the_finance_demo_needs_no_extra(here: Path) -> None:
     assert "turn complete (end_turn)" in ran.out and "Traceback" not in ran.err
 
 
+@pytest.mark.parametrize("absent", ["mainspring_finance", "mainspring_finance.ledger"])
+def test_the_finance_demo_without_its_example_says_how_to_get_it(here: Path, absent: str) -> None:
+    before = files(here)
+    ran = mainspring("demo", "finance", "--yes", cwd=here, block=(absent,))
+    assert ran.code == ExitCode.USAGE
+    assert "needs the finance example (mainspring_finance)" in ran.line
+    assert "pip install --force-reinstall mainspring" in ran.line
+    assert files(here) == before
+
+
 def test_the_wallet_hint_works_when_pasted(here: Path) -> None:
     paused = mainspring("demo", "--store", "sqlite:///demo.db", cwd=here)
     assert paused.code == ExitCode.OK, paused

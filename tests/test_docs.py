@@ -51,6 +51,7 @@ DOCS_MODULES = (
     "mainspring.models.retry",
     "mainspring.stores.redis",
     "mainspring.stores.postgres",
+    "mainspring_finance",  # the finance example (examples/finance/), shipped in the wheel
 )
 # Names of other projects' protocols and SDKs that pages mention (not mainspring's).
 FOREIGN_NAMES = {

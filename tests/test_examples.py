@@ -253,6 +253,16 @@ def test_blog_pipeline(tmp_path: Path) -> None:
         assert (workspace / "stages" / artifact).read_text().strip(), artifact
 
 
+def test_finance(tmp_path: Path) -> None:
+    out = run_example("finance", tmp_path)
+    check_documented("finance", out)
+    assert "waiting: swap on quote q1" in out
+    assert "balances so far: {'checking': 2400.0, 'savings': 8000.0}" in out, "nothing ran yet"
+    assert "refreshed: swap on quote q2" in out
+    assert "an approval of the old quote is refused (InputChanged)" in out
+    assert out.rstrip().endswith("balances now: {'checking': 2100.0, 'savings': 8000.0}")
+
+
 @pytest.mark.parametrize("name", ["approvals", "token-accounting", "mcp-tools", "testing-an-agent"])
 def test_a_real_model_without_its_key_is_a_one_line_usage_error(name: str, tmp_path: Path) -> None:
     """``--model`` takes a model string; a missing key says so (exit 2), and nothing runs."""
@@ -283,6 +293,7 @@ TESTED: dict[str, Callable[[Path], None]] = {
     "workspace-tools": test_workspace_tools,
     "engine-multi-agent": test_engine_multi_agent,
     "blog-pipeline": test_blog_pipeline,
+    "finance": test_finance,
 }
 """Each example folder and the test that runs it."""
 

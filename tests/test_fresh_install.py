@@ -1,8 +1,11 @@
 """The README's Quick start, as a new user runs it: a fresh virtualenv, nothing shared.
 
-Slow (each installs the package from scratch), so both are ``nightly``: CI's
-``.ci/run`` runs these very commands in a clean clone anyway (the demo's in a
-fresh clone with the core dependencies only, checking the same output).
+Slow (each installs the package from scratch), so each is ``nightly``: CI's
+``.ci/run`` runs the Quick start's very commands in a clean clone anyway (the
+demo's in a fresh clone with the core dependencies only, checking the same
+output). The last installs the built wheel, not the checkout: the finance
+example ships in it as a package of its own, which ``mainspring demo finance``
+imports.
 """
 
 from __future__ import annotations
@@ -71,3 +74,19 @@ def test_the_test_command_collects_the_suite_in_a_fresh_virtualenv(tmp_path: Pat
     second = sh(collect, cwd=checkout(tmp_path), timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert re.search(r"\d+ tests collected", second.stdout), second.stdout[-2000:]
+
+
+@pytest.mark.nightly
+def test_the_finance_demo_runs_from_an_installed_wheel(tmp_path: Path) -> None:
+    """The finance example ships in the wheel as a package of its own (not from a checkout)."""
+    work, venv, elsewhere = checkout(tmp_path), tmp_path / "venv", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    command = (
+        f"python3 -m venv {venv} && . {venv}/bin/activate"
+        f" && pip wheel -q --no-deps -w {tmp_path / 'dist'} {work}"
+        f" && pip install -q {tmp_path / 'dist'}/mainspring-*.whl"
+        " && mainspring demo finance --yes"
+    )
+    ran = sh(command, cwd=elsewhere, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "→ swap(" in ran.stdout and "turn complete (end_turn)" in ran.stdout

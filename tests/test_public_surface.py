@@ -20,6 +20,7 @@ PUBLIC = {
     "mainspring.devtools",
     "mainspring.engine",
     "mainspring.mcp",
+    "mainspring.messages",
     "mainspring.models",
     "mainspring.pipelines",
     "mainspring.server",
@@ -32,8 +33,10 @@ PUBLIC = {
 
 
 def imported_modules(text: str) -> set[str]:
-    found = set(re.findall(r"^\s*from (mainspring[\w.]*) import", text, flags=re.MULTILINE))
-    found |= set(re.findall(r"^\s*import (mainspring[\w.]*)", text, flags=re.MULTILINE))
+    """The mainspring modules ``text`` imports (not another package named ``mainspring_…``)."""
+    module = r"(mainspring(?:\.[\w.]+)?)\b"
+    found = set(re.findall(rf"^\s*from {module} import", text, flags=re.MULTILINE))
+    found |= set(re.findall(rf"^\s*import {module}", text, flags=re.MULTILINE))
     return found
 
 
@@ -55,6 +58,13 @@ def test_the_checker_sees_a_private_import() -> None:
     ) == {
         "mainspring._run.loop",
         "mainspring.session",
+    }
+
+
+def test_the_checker_leaves_other_packages_alone() -> None:
+    text = "from mainspring_finance.ledger import Ledger\nimport mainspring_finance\n"
+    assert imported_modules(text + "from mainspring import Agent\nimport mainspring\n") == {
+        "mainspring"
     }
 
 

@@ -28,7 +28,6 @@ PUBLIC_MODULES = (
     "mainspring.toolkits",
     "mainspring.engine",
     "mainspring.server",
-    "mainspring.finance",
     "mainspring.embeddings",
     "mainspring.memory",
     # Modules behind extras, named in the README where it mentions their names.

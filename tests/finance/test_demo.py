@@ -19,9 +19,9 @@ from mainspring import (
     ToolResult,
     ToolStart,
 )
-from mainspring.finance import FINANCE_MESSAGE, FinanceDemo, execute_client_transfer, finance_demo
 from mainspring.mcp.server import build_mcp_server
 from mainspring.stores import InMemorySessionStore
+from mainspring_finance import FINANCE_MESSAGE, FinanceDemo, execute_client_transfer, finance_demo
 from tests.helpers import collect, pending_of, resume, send
 from tests.mcp.test_server import http_session
 

@@ -13,16 +13,16 @@ from typer.testing import CliRunner
 
 from mainspring import Approve, Session
 from mainspring.cli.commands import app
-from mainspring.finance import Ledger, LedgerError, finance_demo
-from mainspring.finance.guards import (
+from mainspring.guards import run_before
+from mainspring.tools import Tool
+from mainspring_finance import Ledger, LedgerError, finance_demo
+from mainspring_finance.guards import (
     daily_outflow_limit,
     fresh_quote,
     max_single_amount,
     sufficient_funds,
 )
-from mainspring.finance.tools import finance_tools
-from mainspring.guards import run_before
-from mainspring.tools import Tool
+from mainspring_finance.tools import finance_tools
 from tests.helpers import pending_of, resume, send
 
 

@@ -3,6 +3,10 @@
 Before a swap is confirmed its quote is regenerated (a fresh price, the
 approval bound to the new input's hash); a client-executed transfer is
 "signed" by the demo's wallet (the ledger) once approved.
+
+The agent is the finance example, ``mainspring_finance`` (``examples/finance/``
+in the repository): a package of its own beside ``mainspring`` in the wheel,
+imported only when the demo runs, since the library never depends on it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from mainspring.cli.render import Renderer, styled
 from mainspring.decisions import Approve, Decision
 from mainspring.errors import ConfigError
 from mainspring.events import ErrorEvent, Event, PendingAction
-from mainspring.finance import FINANCE_MESSAGE, execute_client_transfer, finance_demo
 from mainspring.models.base import Model
 from mainspring.session import Session
 
@@ -42,6 +45,21 @@ def auto_model(env: Mapping[str, str] | None = None) -> str:
 
 Ask = Callable[[Console, PendingAction], Decision]
 
+EXAMPLE = "mainspring_finance"
+"""The finance example's package: shipped in mainspring's wheel, imported on use."""
+
+
+def missing_example(exc: ImportError) -> ImportError:
+    """``exc`` itself, unless the finance example is absent or incomplete: then what to do."""
+    if (exc.name or "").partition(".")[0] != EXAMPLE:
+        return exc
+    return ImportError(
+        f"mainspring demo finance needs the finance example ({EXAMPLE}), which"
+        " mainspring's wheel ships beside mainspring; reinstall it: pip install"
+        " --force-reinstall mainspring (in a checkout: pip install -e .)",
+        name=EXAMPLE,
+    )
+
 
 async def run_finance_demo(
     message: str | None,
@@ -56,7 +74,12 @@ async def run_finance_demo(
 
     Raises:
         ConfigError: ``tiers`` is not a preset, or the ledger cannot be opened.
+        ImportError: the finance example is not installed (the message says what to do).
     """
+    try:
+        from mainspring_finance import FINANCE_MESSAGE, execute_client_transfer, finance_demo
+    except ImportError as exc:
+        raise missing_example(exc) from None
     try:
         demo = await finance_demo(ledger, model=model, tiers=tiers)
     except sqlite3.Error as exc:

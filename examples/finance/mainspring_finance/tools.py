@@ -1,4 +1,4 @@
-"""The finance agent's tools over a :class:`~mainspring.finance.ledger.Ledger`.
+"""The finance agent's tools over a :class:`~mainspring_finance.ledger.Ledger`.
 
 Reads (read-only, run in parallel): balances, one account, prices, one price,
 holdings, the loan, its health factor, net worth, recent activity, contacts,
@@ -19,9 +19,8 @@ from dataclasses import asdict
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from mainspring.finance.ledger import Ledger, LedgerError
-from mainspring.tools.define import Tool, client_tool, tool
-from mainspring.tools.policy import Flag, ToolInput, usd
+from mainspring.tools import Flag, Tool, ToolInput, client_tool, tool, usd
+from mainspring_finance.ledger import Ledger, LedgerError
 
 __all__ = ["QUOTE_ROUTE", "QuoteBook", "finance_tools", "snapshot_text"]
 

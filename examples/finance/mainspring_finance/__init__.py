@@ -6,16 +6,16 @@ session = Session(demo.agent)
 ```
 """
 
-from mainspring.finance.demo import (
+from mainspring_finance.demo import (
     FINANCE_MESSAGE,
     SKILLS_DIR,
     FinanceDemo,
     execute_client_transfer,
     finance_demo,
 )
-from mainspring.finance.guards import finance_guards
-from mainspring.finance.ledger import Ledger, LedgerError, Quote
-from mainspring.finance.tools import QuoteBook, finance_tools, snapshot_text
+from mainspring_finance.guards import finance_guards
+from mainspring_finance.ledger import Ledger, LedgerError, Quote
+from mainspring_finance.tools import QuoteBook, finance_tools, snapshot_text
 
 __all__ = [
     "FINANCE_MESSAGE",

@@ -27,21 +27,30 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from mainspring.agent import Agent
-from mainspring.context.options import ContextOptions
-from mainspring.cost import ModelPrice
-from mainspring.decisions import ClientResult
-from mainspring.events import PendingAction
-from mainspring.finance.guards import finance_guards
-from mainspring.finance.ledger import Ledger, LedgerError
-from mainspring.finance.tools import QuoteBook, finance_tools, snapshot_text
-from mainspring.memory import InMemoryMemoryStore, MemoryStore
-from mainspring.messages import Message, TextPart, ToolResultPart
-from mainspring.models.base import Model, ToolSpec
-from mainspring.models.effort import AdaptiveEffort
-from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
-from mainspring.permissions import PermissionRules, UsdTiers
+from mainspring import (
+    Agent,
+    ClientResult,
+    ContextOptions,
+    Message,
+    ModelPrice,
+    PendingAction,
+    PermissionRules,
+    UsdTiers,
+)
+from mainspring.messages import TextPart, ToolResultPart
+from mainspring.models import (
+    AdaptiveEffort,
+    Model,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    ToolSpec,
+)
 from mainspring.skills import SkillCatalog
+from mainspring.stores import InMemoryMemoryStore, MemoryStore
+from mainspring_finance.guards import finance_guards
+from mainspring_finance.ledger import Ledger, LedgerError
+from mainspring_finance.tools import QuoteBook, finance_tools, snapshot_text
 
 __all__ = [
     "FINANCE_MESSAGE",

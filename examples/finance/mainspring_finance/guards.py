@@ -1,7 +1,7 @@
 """Built-in finance guards, in the three tiers: safety > financial > UX.
 
-Each factory returns a :class:`~mainspring.guards.Guard` over a
-:class:`~mainspring.finance.ledger.Ledger`; checks read the ledger in a
+Each factory returns a :class:`~mainspring.Guard` over a
+:class:`~mainspring_finance.ledger.Ledger`; checks read the ledger in a
 worker thread. They look at calls by convention: the USD amount in
 ``amount_usd``, the account debited in ``account`` (or ``source``), and the
 tool's flags (``Flag.REQUIRES_BALANCE``, ``Flag.AFFECTS_HEALTH``).
@@ -26,10 +26,9 @@ from typing import Literal
 
 import anyio.to_thread
 
-from mainspring.finance.ledger import Ledger, LedgerError
-from mainspring.guards import Guard
-from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import Flag, ToolInput
+from mainspring import Guard
+from mainspring.tools import Flag, Tool, ToolInput, ToolOutput
+from mainspring_finance.ledger import Ledger, LedgerError
 
 __all__ = [
     "amount_of",
