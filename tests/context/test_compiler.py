@@ -158,9 +158,9 @@ async def test_user_slots_and_virtual_tail_are_not_committed() -> None:
     assert {c.processor for c in out.contributions} == {"tail", "last", "first"}
     slots = {c.processor: (c.slot, c.source, c.scope, c.module) for c in out.contributions}
     assert slots == {
-        "first": ("first-user", "system", "session", "engine"),
-        "last": ("last-user", "system", "turn", "engine"),
-        "tail": ("virtual-tail", "reminder", "turn", "engine"),
+        "first": ("first-user", "system", "session", "core"),
+        "last": ("last-user", "system", "turn", "core"),
+        "tail": ("virtual-tail", "reminder", "turn", "core"),
     }
 
 
@@ -353,7 +353,7 @@ async def test_microcompact_keeps_the_newest_result_whole_and_collapses_the_olde
     assert view[6] == messages[6]  # the newest copy: the model reads the fresh result
     assert view[8] == messages[8]  # other arguments: not a repeat
     assert engine.transcript.messages[2].tool_results_parts[0].content == big
-    assert engine.view.owner(2) == ("engine", "microcompact")
+    assert engine.view.owner(2) == ("core", "microcompact")
 
 
 async def test_microcompact_never_replaces_the_result_of_the_call_just_made() -> None:

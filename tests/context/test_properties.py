@@ -321,7 +321,7 @@ def recount(
     for index, message in enumerate(engine.view):
         module, processor = engine.view.owner(index)
         if replacer.done is not None and replacer.done[0] == index:
-            message, module, processor = replacer.done[1], "engine", replacer.id
+            message, module, processor = replacer.done[1], "core", replacer.id
         for source, text in message_segments(message):
             add((source, module, processor, "history"), text)
     total = sum(tokens for _, tokens in rows.values()) or 1

@@ -28,10 +28,10 @@ from mainspring.usage import Usage
 
 COST = CostEstimate(usd=0.25, priced=True, price_source="configured")
 ROWS: list[SegmentRow] = [
-    ("system", "engine", "base-system", "system", 40, 10, None),
+    ("system", "core", "base-system", "system", 40, 10, None),
     ("user", "transcript", "transcript", "history", 0, 0, None),  # empty: dropped
     ("user", "transcript", "transcript", "history", 12, 3, "hi there"),
-    ("tool_result", "engine", "tool-result-budget", "history", 30, 7, None),
+    ("tool_result", "core", "tool-result-budget", "history", 30, 7, None),
 ]
 
 
@@ -39,7 +39,7 @@ def as_tuple() -> tuple[Segment, ...]:
     return (
         Segment(
             source="system",
-            module="engine",
+            module="core",
             processor="base-system",
             slot="system",
             chars=40,
@@ -58,7 +58,7 @@ def as_tuple() -> tuple[Segment, ...]:
         ),
         Segment(
             source="tool_result",
-            module="engine",
+            module="core",
             processor="tool-result-budget",
             slot="history",
             chars=30,

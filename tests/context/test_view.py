@@ -441,7 +441,7 @@ def test_a_processor_with_only_map_messages_maps() -> None:
     assert tag.maps_messages
     engine = ContextCompiler(messages=history(4), processors=[tag])
     assert [m.meta for m in engine.view] == [{}, {"tag": 1}, {}, {"tag": 3}]
-    assert engine.view.owner(1) == ("engine", "tag")
+    assert engine.view.owner(1) == ("core", "tag")
     assert engine.view.owner(0) == ("transcript", "transcript")
     engine.append(history(2))  # the next run starts at transcript index 4
     assert [m.meta for m in engine.view][4:] == [{}, {"tag": 5}]
