@@ -48,7 +48,7 @@ from mainspring import (
     Usage,
     tool,
 )
-from mainspring._results import truncate_result
+from mainspring._run.results import truncate_result
 from mainspring.messages import Part, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, SystemBlock, ToolCallEnd
 
@@ -170,7 +170,7 @@ def _usage(input_tokens: int, output_tokens: int) -> Usage:
 
 
 S1_ARGS: dict[str, JsonValue] = {
-    "path": "src/mainspring/_loop.py",
+    "path": "src/mainspring/_loop.py",  # canned data: the bytes the benchmark has always sent
     "start_line": 1,
     "max_lines": 120,
 }

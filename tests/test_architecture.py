@@ -13,15 +13,15 @@ SRC = Path(mainspring.__file__).parent
 
 # Lower numbers know nothing of higher ones.
 RANKS: dict[str, int] = {
-    "_frozen": -1,
-    "_library": -1,
+    "_lowlevel.frozen": -1,
+    "_lowlevel.library": -1,
     "errors": 0,
     "usage": 0,
-    "_background": 0,
-    "_relay": 1,  # above _wakeup
-    "_wakeup": 0,
-    "_lazy": 0,
-    "_json": 0,
+    "_lowlevel.background": 0,
+    "_lowlevel.relay": 1,  # above _wakeup
+    "_lowlevel.wakeup": 0,
+    "_lowlevel.lazy": 0,
+    "_lowlevel.json_value": 0,
     "_http_guard": 1,
     "_version": 0,
     "thinking": 0,
@@ -45,23 +45,23 @@ RANKS: dict[str, int] = {
     "agent": 7,
     "skills": 7,
     "skill_runner": 14,
-    "_arguments": 2,
-    "_recovery": 7,
-    "_tasks": 0,
-    "_deadline": 0,
-    "_journal": 9,
-    "_lease": 1,  # above _wakeup
-    "_decide": 9,
-    "_results": 7,
-    "_dispatch": 8,
-    "_steering": 8,
+    "_run.arguments": 2,
+    "_run.recovery": 7,
+    "_lowlevel.tasks": 0,
+    "_lowlevel.deadline": 0,
+    "_run.journal": 9,
+    "_run.lease": 1,  # above _wakeup
+    "_run.decide": 9,
+    "_run.results": 7,
+    "_run.dispatch": 8,
+    "_run.steering": 8,
     "_agent_spec": 8,
-    "_loop_resume": 9,
-    "_loop": 10,
+    "_run.resume": 9,
+    "_run.loop": 10,
     "stores": 8,
     "replay": 8,
     "result": 2,
-    "_session_runs": 11,
+    "_run.run": 11,
     "session": 12,
     "subagents": 13,
     "testing": 5,
@@ -76,25 +76,42 @@ RANKS: dict[str, int] = {
     "principals": 1,
     "namespaces": 1,
     "toolkits": 13,
-    "_cli_render": 13,
-    "_cli_exit": 13,
-    "_cli_serve_keys": 14,
-    "_cli_sessions": 14,
-    "_cli_chat": 14,
-    "_cli_serve": 16,
-    "_cli_finance": 14,
-    "_cli_report": 14,
-    "_cli_pipeline": 15,
-    "_cli_mcp": 16,
-    "cli": 17,
-    "__init__": 18,
-    "__main__": 18,
+    "cli.render": 13,
+    "cli.exit": 13,
+    "cli.serve_keys": 14,
+    "cli.sessions": 14,
+    "cli.chat": 14,
+    "cli.serve": 16,
+    "cli.finance": 14,
+    "cli.report": 14,
+    "cli.pipeline": 15,
+    "cli.mcp_serve": 16,
+    "cli.commands": 17,
+    "_lowlevel": -2,  # the wings' own packages: a docstring only
+    "_run": -2,
+    "cli": 18,  # loads cli.commands on first use
+    "__init__": 19,
+    "__main__": 19,
 }
 
 
+WINGS = ("_run", "_lowlevel", "cli")
+"""Private packages whose modules are ranked one by one: ``"<wing>.<module>"``."""
+
+
 def concept(path: Path) -> str:
-    rel = path.relative_to(SRC)
-    return rel.parts[0].removesuffix(".py")
+    parts = path.relative_to(SRC).with_suffix("").parts
+    if parts[0] in WINGS:
+        return ".".join(parts[:2]) if parts[1:] != ("__init__",) else parts[0]
+    return parts[0]
+
+
+def dotted_concept(name: str) -> str:
+    """The concept of ``mainspring.<name>``: a wing's module, or a top-level package."""
+    parts = name.split(".")
+    if parts[0] in WINGS and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0]
 
 
 def imported_concepts(path: Path) -> set[str]:
@@ -104,13 +121,15 @@ def imported_concepts(path: Path) -> set[str]:
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module]
+            if node.module.removeprefix("mainspring.") in WINGS:  # from mainspring._run import x
+                names = [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         for name in names:
             if name == "mainspring":
                 found.add("__init__")
             elif name.startswith("mainspring."):
-                found.add(name.split(".")[1])
+                found.add(dotted_concept(name.removeprefix("mainspring.")))
     return found
 
 
@@ -143,7 +162,7 @@ def test_all_is_sorted_and_complete() -> None:
 def test_bare_import_loads_nothing_heavy_until_a_name_is_used() -> None:
     code = (
         "import sys, mainspring; "
-        "print('pydantic' in sys.modules, 'mainspring._loop' in sys.modules)"
+        "print('pydantic' in sys.modules, 'mainspring._run.loop' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
@@ -184,9 +203,9 @@ DEFERRED = (
     "logging",
     "uuid",
     "hashlib",
-    "mainspring._loop",
-    "mainspring._dispatch",
-    "mainspring._journal",
+    "mainspring._run.loop",
+    "mainspring._run.dispatch",
+    "mainspring._run.journal",
     "mainspring.codec",
     "mainspring.state",
     "mainspring.stores",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mainspring import cli
-from mainspring.cli import app
+from mainspring.cli import commands as cli
+from mainspring.cli.commands import app
 
 runner = CliRunner()
 

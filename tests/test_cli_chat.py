@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mainspring.cli import app
+from mainspring.cli.commands import app
 from tests.terminal import Start
 
 pytestmark = [pytest.mark.timeout(240)]

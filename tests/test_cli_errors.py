@@ -2,7 +2,7 @@
 
 Each test runs the real ``mainspring`` command in a folder of its own and
 checks the one line (``error: …``, no traceback), the exit code of
-:class:`~mainspring._cli_exit.ExitCode`, and that nothing was created or
+:class:`~mainspring.cli.exit.ExitCode`, and that nothing was created or
 deleted. A missing extra is simulated by blocking its import in the child
 (``sys.modules[name] = None``, what Python does for a package that is absent).
 Hints the CLI prints are run as printed.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mainspring._cli_exit import ExitCode
+from mainspring.cli.exit import ExitCode
 from tests.stores.servers import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ BLOCKING = (
     "for name in sys.argv[1].split(','):\n"
     "    sys.modules[name] = None  # as if the package were not installed\n"
     "sys.argv = ['mainspring', *sys.argv[2:]]\n"
-    "from mainspring.cli import main\n"
+    "from mainspring.cli.commands import main\n"
     "main()\n"
 )
 

@@ -1,6 +1,6 @@
 """The package's dataclasses are what the standard decorator makes, built and defined faster.
 
-Classes :func:`mainspring._frozen.dataclass` makes without compiling (all the
+Classes :func:`mainspring._lowlevel.frozen.dataclass` makes without compiling (all the
 frozen, slotted ones of the modules a program imports) are checked against a
 twin the standard decorator makes of the same fields: signature, fields,
 equality, hashing, ``repr``, immutability, copying and pickling.
@@ -20,11 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mainspring
-import mainspring._dispatch  # (the modules whose makers are checked)
-import mainspring._loop
+import mainspring._run.dispatch  # (the modules whose makers are checked)
+import mainspring._run.loop
 import mainspring.context.compiler
-from mainspring._frozen import MAKERS, ORIGINAL, RECORDS, fast_init, maker
-from mainspring._loop_resume import Answer
+from mainspring._lowlevel.frozen import MAKERS, ORIGINAL, RECORDS, fast_init, maker
+from mainspring._run.resume import Answer
 from mainspring.context.accounting import Piece
 from mainspring.context.compiler import CompiledContext
 from mainspring.context.snapshot import CostEstimate, TurnSnapshot
@@ -136,7 +136,7 @@ def test_each_record_behaves_as_the_standard_twin(cls: type) -> None:
 
 
 def test_a_record_compares_and_hashes_only_the_fields_that_count() -> None:
-    from mainspring._frozen import dataclass
+    from mainspring._lowlevel.frozen import dataclass
 
     @dataclass(frozen=True, slots=True, kw_only=True)
     class Tagged:
@@ -266,7 +266,7 @@ MADE_SAMPLES: dict[type, dict[str, Any]] = {
 
 def test_the_hot_paths_build_their_records_with_makers() -> None:
     hot = {Message, TextPart, ToolCallPart, ToolResultPart, ToolResult, ToolStart, UsageEvent}
-    assert hot | {TurnComplete, ModelRequest, CompiledContext, Call, Turn, Answer} <= set(MAKERS)
+    assert hot | {TurnComplete, ModelRequest, Call, Turn, Answer} <= set(MAKERS)
 
 
 @pytest.mark.parametrize(
@@ -316,7 +316,7 @@ def test_a_makers_default_factories_give_each_instance_its_own() -> None:
 
 
 def test_a_maker_runs_the_post_init_check() -> None:
-    from mainspring._frozen import dataclass
+    from mainspring._lowlevel.frozen import dataclass
 
     @dataclass(frozen=True, slots=True, kw_only=True)
     class Positive:

@@ -27,8 +27,13 @@ from mainspring import (
     TurnComplete,
     tool,
 )
-from mainspring._arguments import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, _loads, parse_arguments
-from mainspring._results import ERROR_LIMIT
+from mainspring._run.arguments import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    _loads,
+    parse_arguments,
+)
+from mainspring._run.results import ERROR_LIMIT
 from tests.helpers import send
 from tests.strategies import depths
 

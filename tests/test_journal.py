@@ -13,8 +13,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mainspring._journal import Journal
-from mainspring._relay import Relay
+from mainspring._lowlevel.relay import Relay
+from mainspring._run.journal import Journal
 from mainspring.events import Event, TextDelta
 from mainspring.state import SessionState, WriteRecord
 from mainspring.stores.base import CheckpointStore, Commit

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.lazy import lazy_module
 
 
 def test_an_imported_module_is_returned_as_it_is() -> None:
@@ -25,7 +25,7 @@ def _run(code: str) -> str:
 def test_the_module_loads_on_first_use_from_any_thread_once() -> None:
     code = """
 import sys, threading
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.lazy import lazy_module
 wave = lazy_module("wave")
 before = "wave" in sys.modules
 results = []
@@ -46,7 +46,7 @@ def test_a_missing_name_or_module_fails_clearly_when_used() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         lazy_module("json").no_such_name  # noqa: B018
     code = (
-        "from mainspring._lazy import lazy_module\n"
+        "from mainspring._lowlevel.lazy import lazy_module\n"
         "m = lazy_module('colorsys')\n"
         "try:\n    m.no_such_name\nexcept AttributeError as e:\n    print('no_such_name' in str(e))"
     )

@@ -7,8 +7,8 @@ import logging
 import anyio
 import pytest
 
-from mainspring._lease import LeaseKeeper, now
-from mainspring._wakeup import Wakeup
+from mainspring._lowlevel.wakeup import Wakeup
+from mainspring._run.lease import LeaseKeeper, now
 
 pytestmark = pytest.mark.anyio
 

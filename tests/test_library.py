@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import sniffio
 
-from mainspring._library import on_asyncio
+from mainspring._lowlevel.library import on_asyncio
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from mainspring.cli import app
+from mainspring.cli.commands import app
 from mainspring.events import ToolResult
 from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
@@ -291,7 +291,7 @@ def test_cli_pipeline_with_a_model_missing_its_key_says_so(
 ) -> None:
     from typer.testing import CliRunner
 
-    from mainspring.cli import app
+    from mainspring.cli.commands import app
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = CliRunner().invoke(app, ["pipeline", "run", str(tmp_path), "--model", "openai:gpt-5"])

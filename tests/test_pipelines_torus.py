@@ -451,7 +451,7 @@ def test_the_cli_asks_at_the_terminal_for_an_approval_inside_a_stage(
 ) -> None:
     from rich.console import Console
 
-    from mainspring import cli
+    from mainspring.cli import commands as cli
     from mainspring.pipelines import PipelineRunner
 
     published: list[str] = []
@@ -488,7 +488,7 @@ def test_the_cli_without_a_terminal_halts_the_stage_instead_of_approving(
 ) -> None:
     from rich.console import Console
 
-    from mainspring import cli
+    from mainspring.cli import commands as cli
     from mainspring.pipelines import PipelineRunner
 
     @tool(name="mcp__search__publish", permission="confirm")

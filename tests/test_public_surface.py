@@ -50,8 +50,10 @@ def user_facing_code() -> dict[str, str]:
 
 
 def test_the_checker_sees_a_private_import() -> None:
-    assert imported_modules("from mainspring._loop import Loop\nimport mainspring.session\n") == {
-        "mainspring._loop",
+    assert imported_modules(
+        "from mainspring._run.loop import Loop\nimport mainspring.session\n"
+    ) == {
+        "mainspring._run.loop",
         "mainspring.session",
     }
 

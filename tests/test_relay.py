@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mainspring._relay import Relay
+from mainspring._lowlevel.relay import Relay
 
 pytestmark = pytest.mark.anyio
 

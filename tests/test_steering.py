@@ -99,7 +99,7 @@ async def test_a_steering_message_reaches_the_model_at_the_next_step() -> None:
 
 
 async def test_sessions_share_only_an_empty_queue_that_takes_nothing() -> None:
-    from mainspring._steering import NO_STEERING
+    from mainspring._run.steering import NO_STEERING
 
     with pytest.raises(TypeError):
         NO_STEERING.put(Message.user("x"), "next_step")

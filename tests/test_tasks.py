@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mainspring._tasks import TaskGroup
+from mainspring._lowlevel.tasks import TaskGroup
 
 pytestmark = pytest.mark.anyio
 

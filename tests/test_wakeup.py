@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mainspring._wakeup import Wakeup
+from mainspring._lowlevel.wakeup import Wakeup
 
 pytestmark = pytest.mark.anyio
 

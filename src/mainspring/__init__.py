@@ -7,7 +7,7 @@ parallel, pauses writes for approval, and keeps going until the turn is done.
 
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_attributes
+from mainspring._lowlevel.lazy import lazy_attributes
 from mainspring._version import __version__
 
 if TYPE_CHECKING:

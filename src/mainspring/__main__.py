@@ -1,5 +1,5 @@
 """``python -m mainspring``."""
 
-from mainspring.cli import main
+from mainspring.cli.commands import main
 
 main()

@@ -13,8 +13,8 @@ from dataclasses import field, replace
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
-from mainspring._frozen import dataclass
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.frozen import dataclass
+from mainspring._lowlevel.lazy import lazy_module
 from mainspring.context.options import ContextOptions
 from mainspring.errors import ConfigError
 from mainspring.hooks import AutoExecuted, Hooks

@@ -13,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from mainspring._frozen import generate
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import generate
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import StoreError
 from mainspring.events import (
     ErrorEvent,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.lazy import lazy_module
 from mainspring.errors import ConfigError
 from mainspring.usage import Usage
 

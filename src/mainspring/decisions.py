@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TypeAlias
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 
 __all__ = [
     "Approve",

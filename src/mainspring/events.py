@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import dataclass, fast_init
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass, fast_init
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.thinking import EvalItem
 from mainspring.usage import Usage
 

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
-from mainspring._frozen import dataclass
+from mainspring._lowlevel.frozen import dataclass
 from mainspring.events import Finding
 from mainspring.models.base import ModelRequest
 from mainspring.tools.define import Tool, ToolOutput

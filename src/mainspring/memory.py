@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import anyio
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -525,7 +525,7 @@ class MemoryWriter:
             self.dropped += 1
             log.warning("memory writer: %d writes pending; a text was dropped", self.pending)
             return False
-        from mainspring._background import spawn
+        from mainspring._lowlevel.background import spawn
 
         self.pending += 1
         spawn(self._write(text, scope, stored_meta))

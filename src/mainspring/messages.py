@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import field
 from typing import Any, Literal, NoReturn, TypeAlias
 
-from mainspring._frozen import dataclass, fast_init
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass, fast_init
+from mainspring._lowlevel.json_value import JsonValue
 
 __all__ = [
     "EMPTY_META",

@@ -19,8 +19,8 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import dataclass
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError, ToolError
 from mainspring.events import Finding
 from mainspring.tools.define import Tool

@@ -23,8 +23,8 @@ from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from mainspring._lazy import lazy_module
-from mainspring._session_runs import SessionRuns
+from mainspring._lowlevel.lazy import lazy_module
+from mainspring._run.run import SessionRuns
 from mainspring.agent import Agent
 from mainspring.errors import (
     ConfigError,
@@ -46,11 +46,11 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import anyio
 
-    import mainspring._steering as _steering
+    import mainspring._run.steering as _steering
     import mainspring.state as _state
-    from mainspring._journal import Journal
-    from mainspring._loop import Loop
-    from mainspring._steering import SteerMode
+    from mainspring._run.journal import Journal
+    from mainspring._run.loop import Loop
+    from mainspring._run.steering import SteerMode
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.decisions import Decision
     from mainspring.result import RunResult
@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
-    _steering = lazy_module("mainspring._steering")
+    _steering = lazy_module("mainspring._run.steering")
     _state = lazy_module("mainspring.state")
 
 __all__ = ["Session"]
@@ -304,7 +304,7 @@ class Session(SessionRuns):
             InputChanged: The decision names an ``input_hash`` that is not the
                 pending input's (the input changed after it was shown).
         """
-        from mainspring._decide import validate_decision
+        from mainspring._run.decide import validate_decision
         from mainspring.decisions import decision_record
 
         if self._running:
@@ -431,7 +431,7 @@ class Session(SessionRuns):
             ApprovalError: Its tool has no ``regenerate`` hook.
             SessionBusy: A run is active.
         """
-        from mainspring._decide import check_regenerable
+        from mainspring._run.decide import check_regenerable
 
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.codec import decode
 from mainspring.events import ErrorEvent, PendingAction, TurnComplete
 from mainspring.messages import Message, ToolResultPart

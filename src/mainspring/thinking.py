@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from mainspring._frozen import dataclass
+from mainspring._lowlevel.frozen import dataclass
 
 __all__ = ["MAX_EVAL_ITEMS", "EvalItem", "parse_eval_summary"]
 

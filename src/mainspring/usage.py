@@ -8,7 +8,7 @@ subset, not an addition).
 
 from __future__ import annotations
 
-from mainspring._frozen import dataclass, fast_init
+from mainspring._lowlevel.frozen import dataclass, fast_init
 
 __all__ = ["Usage"]
 

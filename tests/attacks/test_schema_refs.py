@@ -23,7 +23,7 @@ from mainspring import (
     ToolResult,
     TurnComplete,
 )
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError
 from mainspring.mcp import McpClientManager
 from mainspring.tools import Tool, client_tool

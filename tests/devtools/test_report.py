@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from mainspring.cli import app
+from mainspring.cli.commands import app
 from mainspring.context.snapshot import CallSnapshot, CostEstimate, Segment, TurnSnapshot
 from mainspring.devtools import read_snapshots, render_html, report_data, write_report
 from mainspring.errors import TelemetryError

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mainspring import Approve, Session
-from mainspring.cli import app
+from mainspring.cli.commands import app
 from mainspring.finance import Ledger, LedgerError, finance_demo
 from mainspring.finance.guards import (
     daily_outflow_limit,
@@ -195,7 +195,7 @@ def test_cli_demo_finance_without_a_terminal_needs_yes() -> None:
 
 
 def test_auto_model_picks_a_provider_only_with_a_key() -> None:
-    from mainspring._cli_finance import auto_model
+    from mainspring.cli.finance import auto_model
 
     assert auto_model({}) == "scripted"
     assert auto_model({"OPENAI_API_KEY": "sk"}) == "openai:gpt-5"

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mainspring import _cli_serve_keys as keys_module
-from mainspring._cli_serve_keys import SIGNING_KEY_ENV, signing_key
+from mainspring.cli import serve_keys as keys_module
+from mainspring.cli.serve_keys import SIGNING_KEY_ENV, signing_key
 from mainspring.demo import DEMO_MESSAGE
 from mainspring.errors import ConfigError
 from tests.server.conftest import ALICE

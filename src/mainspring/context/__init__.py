@@ -9,7 +9,7 @@ Names load lazily.
 
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_attributes
+from mainspring._lowlevel.lazy import lazy_attributes
 
 _EXPORTS = {
     "mainspring.context.transcript": (

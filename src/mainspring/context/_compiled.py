@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from mainspring._frozen import fast_init
+from mainspring._lowlevel.frozen import fast_init
 from mainspring.context._compilation import Contribution
 from mainspring.context._segments import read_deferred
 from mainspring.context.snapshot import Segment, Segments

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from mainspring._frozen import fast_init
+from mainspring._lowlevel.frozen import fast_init
 from mainspring.context._compilation import Contribution
 from mainspring.context._shape import CORE_MODULE
 from mainspring.context.accounting import Meter, Piece

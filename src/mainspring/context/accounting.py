@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from mainspring._frozen import fast_init
+from mainspring._lowlevel.frozen import fast_init
 from mainspring.context.sinks import SnapshotSink
 from mainspring.context.transcript import message_segments
 from mainspring.tokens import CountCache, Tokenizer, tokenizer_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from mainspring._frozen import dataclass
+from mainspring._lowlevel.frozen import dataclass
 from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:

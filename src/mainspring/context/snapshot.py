@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from mainspring._frozen import fast_init
+from mainspring._lowlevel.frozen import fast_init
 from mainspring.context._segments import (
     Pending,
     Segment,

@@ -24,7 +24,7 @@ state echoed, until the server gives the call's result. Here:
   elicitation of the round is answered the retry is sent, once: the session
   consumes the decision on record before the tool runs again, so a crash
   after that ends the turn with an error result instead of a second send
-  (:mod:`mainspring._recovery`). Without the pause an ``on_elicit`` handler
+  (:mod:`mainspring._run.recovery`). Without the pause an ``on_elicit`` handler
   answers at once; with neither, the elicitation is declined.
 
 The server is not trusted: its ``requestState`` must be a string of at most

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_attributes
+from mainspring._lowlevel.lazy import lazy_attributes
 from mainspring.models.base import (
     Model,
     ModelEvent,

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
-from mainspring._frozen import dataclass, fast_init
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass, fast_init
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import Message
 from mainspring.usage import Usage

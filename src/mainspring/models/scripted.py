@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import field
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import dataclass
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError, ModelError, ModelOutputError
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
 from mainspring.messages import (

@@ -8,7 +8,7 @@ The SQLite stores load on first use (``sqlite3`` stays out of ``import mainsprin
 
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_attributes
+from mainspring._lowlevel.lazy import lazy_attributes
 from mainspring.stores.base import (
     SCHEMA_VERSION,
     CheckpointStore,

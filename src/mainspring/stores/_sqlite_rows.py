@@ -15,7 +15,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 
-from mainspring._frozen import dataclass
+from mainspring._lowlevel.frozen import dataclass
 from mainspring.codec import message_from_dict, message_to_dict
 from mainspring.errors import StoreError
 from mainspring.messages import Message

@@ -12,8 +12,8 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from mainspring._frozen import dataclass
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.codec import encode_without, event_to_dict, fields_dict, part_to_dict
 from mainspring.events import ErrorEvent, TurnComplete
 from mainspring.messages import Message

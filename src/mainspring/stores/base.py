@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-from mainspring._frozen import dataclass
+from mainspring._lowlevel.frozen import dataclass
 from mainspring.events import Event
 from mainspring.state import SessionState, SpendKind, WriteRecord
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import cast
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.codec import (
     PLAIN_EVENTS,
     encode,

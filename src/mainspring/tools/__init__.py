@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from mainspring._lazy import lazy_attributes
+from mainspring._lowlevel.lazy import lazy_attributes
 from mainspring.tools.define import Tool, ToolOutput, client_tool, tool
 from mainspring.tools.policy import Flag, Permission, ToolInput, ToolPolicy, UsdAmount, usd
 from mainspring.tools.registry import ToolRegistry, matches, matches_any, namespaced

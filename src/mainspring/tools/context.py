@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
 from mainspring.namespaces import InMemoryKeyValueStore, KeyValueStore, Namespace
 from mainspring.principals import Caller, data_scope, encode_segment

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from mainspring._frozen import dataclass, maker
-from mainspring._json import JsonValue
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.frozen import dataclass, maker
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring._lowlevel.lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
@@ -193,7 +193,7 @@ def _validation_error() -> type[ValidationError]:
     return ValidationError
 
 
-_output = maker(ToolOutput)  # (one per call; see mainspring._frozen.maker)
+_output = maker(ToolOutput)  # (one per call; see mainspring._lowlevel.frozen.maker)
 
 
 def to_output(result: object) -> ToolOutput:

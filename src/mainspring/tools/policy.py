@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from typing import Literal, TypeAlias
 
-from mainspring._frozen import dataclass
-from mainspring._json import JsonValue
+from mainspring._lowlevel.frozen import dataclass
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError
 
 __all__ = [

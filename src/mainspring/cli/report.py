@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from mainspring._cli_exit import Debug, failing_cleanly
+from mainspring.cli.exit import Debug, failing_cleanly
 from mainspring.errors import ConfigError, TelemetryError
 
 __all__ = ["report"]

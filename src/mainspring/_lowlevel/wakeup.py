@@ -17,7 +17,7 @@ import asyncio
 
 import anyio
 
-from mainspring._library import running_loop
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["Wakeup"]
 

@@ -21,18 +21,18 @@ from rich.console import Console
 from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_chat import chat
-from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
-from mainspring._cli_mcp import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
-from mainspring._cli_mcp import mcp_app
-from mainspring._cli_mcp import mcp_serve as mcp_serve
-from mainspring._cli_pipeline import run_pipeline
-from mainspring._cli_render import Renderer, approval_panel, styled
-from mainspring._cli_report import report
-from mainspring._cli_serve import serve
-from mainspring._cli_sessions import sessions_app
 from mainspring._version import __version__
 from mainspring.agent import Agent
+from mainspring.cli.chat import chat
+from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
+from mainspring.cli.mcp_serve import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
+from mainspring.cli.mcp_serve import mcp_app
+from mainspring.cli.mcp_serve import mcp_serve as mcp_serve
+from mainspring.cli.pipeline import run_pipeline
+from mainspring.cli.render import Renderer, approval_panel, styled
+from mainspring.cli.report import report
+from mainspring.cli.serve import serve
+from mainspring.cli.sessions import sessions_app
 from mainspring.codec import event_to_json
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import DEMO_MESSAGE, demo_agent
@@ -273,7 +273,7 @@ def demo(
                 raise ConfigError("--session needs --store, e.g. --store sqlite:///demo.db")
             require_database(store)
         if model == "auto":
-            from mainspring._cli_finance import auto_model
+            from mainspring.cli.finance import auto_model
 
             model = auto_model()
         chosen = _resolve_model(model)
@@ -310,7 +310,7 @@ def _finance(
     tiers: str,
     ledger: str | None,
 ) -> int:
-    from mainspring._cli_finance import run_finance_demo
+    from mainspring.cli.finance import run_finance_demo
 
     return anyio.run(
         lambda: run_finance_demo(

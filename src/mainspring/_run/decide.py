@@ -13,7 +13,7 @@ import json
 import math
 from typing import TYPE_CHECKING
 
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.agent import Agent
 from mainspring.decisions import (
     Approve,

@@ -23,11 +23,11 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from mainspring._deadline import EXPIRED, finish_by
-from mainspring._frozen import maker
-from mainspring._json import JsonValue
-from mainspring._library import running_loop
-from mainspring._results import (
+from mainspring._lowlevel.deadline import EXPIRED, finish_by
+from mainspring._lowlevel.frozen import maker
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring._lowlevel.library import running_loop
+from mainspring._run.results import (
     ERROR_LIMIT,
     details_of,
     failed,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
 
-# Built for every call: made without calling the class (see mainspring._frozen.maker).
+# Built for every call: made without calling the class (see mainspring._lowlevel.frozen.maker).
 _result_part = maker(ToolResultPart)
 _tool_result = maker(ToolResult)
 _tool_start = maker(ToolStart)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import anyio.to_thread
 
-from mainspring._arguments import clip
-from mainspring._json import JsonValue
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring._run.arguments import clip
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Details, Preview, Summarize
 

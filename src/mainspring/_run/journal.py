@@ -25,7 +25,7 @@ from typing import cast
 
 import anyio
 
-from mainspring._relay import Relay
+from mainspring._lowlevel.relay import Relay
 from mainspring.errors import LeaseLost
 from mainspring.events import ErrorEvent, Event, TurnComplete
 from mainspring.state import SessionState, SpendKind, WriteRecord

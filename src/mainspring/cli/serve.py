@@ -16,9 +16,9 @@ import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly
-from mainspring._cli_serve_keys import SIGNING_KEY_ENV, signing_key
 from mainspring._http_guard import allowed_hosts, served_address
+from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly
+from mainspring.cli.serve_keys import SIGNING_KEY_ENV, signing_key
 from mainspring.errors import ConfigError
 from mainspring.stores.urls import open_stores, sqlite_file
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio.to_thread
 from rich.console import Console
 
-from mainspring._cli_exit import ExitCode
-from mainspring._cli_render import Renderer, styled
+from mainspring.cli.exit import ExitCode
+from mainspring.cli.render import Renderer, styled
 from mainspring.decisions import Approve, Decision
 from mainspring.errors import ConfigError
 from mainspring.events import ErrorEvent, Event, PendingAction

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from mainspring._library import running_loop
-from mainspring._wakeup import Wakeup
+from mainspring._lowlevel.library import running_loop
+from mainspring._lowlevel.wakeup import Wakeup
 
 __all__ = ["LeaseKeeper", "now"]
 

@@ -38,7 +38,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mainspring._library import running_loop
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["TaskGroup"]
 

@@ -21,9 +21,9 @@ import typer
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent
-from mainspring._cli_exit import Debug, ExitCode, failing_cleanly
-from mainspring._cli_serve_keys import signing_key
 from mainspring.agent import Agent
+from mainspring.cli.exit import Debug, ExitCode, failing_cleanly
+from mainspring.cli.serve_keys import signing_key
 from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError
 from mainspring.stores.records import shared_records

@@ -20,7 +20,7 @@ import contextvars
 from collections.abc import Coroutine
 from typing import Any
 
-from mainspring._library import running_loop
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["release", "spawn"]
 

@@ -12,7 +12,7 @@ session takes the next message.
 Exit codes: 0 after ``/exit`` or Ctrl-D; 130 after Ctrl-C on an empty prompt
 (on a line with text, Ctrl-C only clears it); 2 a usage or configuration error
 at start (agent, model or store); 4 the store cannot be reached; 1 any other
-failure at start (see :class:`~mainspring._cli_exit.ExitCode`). An error inside
+failure at start (see :class:`~mainspring.cli.exit.ExitCode`). An error inside
 the chat (a bad command, an unknown session, an edit the tool refuses) is one
 line, and the chat goes on.
 """
@@ -39,9 +39,9 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from mainspring._agent_spec import load_agent, load_model
-from mainspring._cli_exit import Debug, ExitCode, failing_cleanly, require_database, show_failure
-from mainspring._cli_render import Renderer, approval_panel, styled
 from mainspring.agent import Agent
+from mainspring.cli.exit import Debug, ExitCode, failing_cleanly, require_database, show_failure
+from mainspring.cli.render import Renderer, approval_panel, styled
 from mainspring.decisions import Approve, Decision, Reject
 from mainspring.demo import demo_agent
 from mainspring.errors import ConfigError

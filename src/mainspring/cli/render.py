@@ -2,7 +2,7 @@
 
 Nothing here parses rich markup out of text it did not write: an exception
 that says ``pip install "mainspring[anthropic]"`` prints with its brackets.
-How a command fails (one line, an exit code) is :mod:`mainspring._cli_exit`.
+How a command fails (one line, an exit code) is :mod:`mainspring.cli.exit`.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class Renderer:
             self.at_line_start = True
 
     def show(self, event: Event) -> None:
+        """Print one event as the terminal shows it."""
         c = self.console
         if isinstance(event, ThinkingDelta):
             if not self.thinking:

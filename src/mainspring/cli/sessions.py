@@ -11,7 +11,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from mainspring._cli_exit import Debug, ExitCode, error_line, failing_cleanly, require_database
+from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring.errors import ConfigError, StoreError
 from mainspring.stores.base import SessionStore
 from mainspring.stores.urls import open_session_store

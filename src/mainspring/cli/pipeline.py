@@ -6,8 +6,8 @@ from contextlib import aclosing
 
 from rich.console import Console
 
-from mainspring._cli_exit import ExitCode
-from mainspring._cli_render import Renderer, styled
+from mainspring.cli.exit import ExitCode
+from mainspring.cli.render import Renderer, styled
 from mainspring.pipelines import (
     ContextLoaded,
     PipelineEvent,
@@ -48,6 +48,7 @@ def _show_pipeline_event(console: Console, render: Renderer, event: PipelineEven
 async def run_pipeline(
     runner: PipelineRunner, console: Console, *, stage: int | None, resume: bool
 ) -> int:
+    """Run the pipeline (one stage, the stale rest, or all), showing its events; the exit code."""
     render = Renderer(console)
     if stage is not None:
         events = runner.run_stage(runner.workspace.stage(stage))

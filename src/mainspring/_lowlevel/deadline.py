@@ -1,6 +1,6 @@
 """A read's deadline on asyncio, armed only once the read waits.
 
-Every tool call has a deadline (:meth:`~mainspring._dispatch.Dispatcher.execute`).
+Every tool call has a deadline (:meth:`~mainspring._run.dispatch.Dispatcher.execute`).
 A cancel scope with a deadline costs a read about 55,000 instructions on
 asyncio (the scope 30,000, a timer armed and cancelled 15,000, the clock
 asked through anyio 8,000): 7 % of a whole one-read turn, and a read that

@@ -32,13 +32,13 @@ from typing import Any, Protocol, cast
 import anyio
 import anyio.lowlevel
 
-from mainspring._arguments import clip, parse_arguments
-from mainspring._dispatch import Dispatcher, Durability
-from mainspring._frozen import maker
-from mainspring._json import JsonValue
-from mainspring._loop_resume import Answer, LoopResume, error_event, thinking_blocks
-from mainspring._steering import SteeringQueue, SteerMode
-from mainspring._tasks import TaskGroup
+from mainspring._lowlevel.frozen import maker
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring._lowlevel.tasks import TaskGroup
+from mainspring._run.arguments import clip, parse_arguments
+from mainspring._run.dispatch import Dispatcher, Durability
+from mainspring._run.resume import Answer, LoopResume, error_event, thinking_blocks
+from mainspring._run.steering import SteeringQueue, SteerMode
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
@@ -76,7 +76,7 @@ log = logging.getLogger("mainspring.loop")
 
 _ZERO = Usage()
 
-# Built every step: made without calling the class (see mainspring._frozen.maker).
+# Built every step: made without calling the class (see mainspring._lowlevel.frozen.maker).
 _answer = maker(Answer)
 _call = maker(Call)
 _cost = maker(CostEstimate)
@@ -125,7 +125,7 @@ class Loop(LoopResume):
         after it runs, each step's results. With ``pace``, the model stream
         waits while the consumer's buffer is full (back-pressure). With
         ``steering``, queued messages are taken at step boundaries. ``fence``
-        runs before each write (see :class:`~mainspring._dispatch.Dispatcher`).
+        runs before each write (see :class:`~mainspring._run.dispatch.Dispatcher`).
         """
         self.agent = agent
         self.state = state

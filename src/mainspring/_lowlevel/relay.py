@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Awaitable, Generator, Sequence
 from typing import Generic, TypeVar
 
-from mainspring._library import running_loop
-from mainspring._wakeup import Wakeup
+from mainspring._lowlevel.library import running_loop
+from mainspring._lowlevel.wakeup import Wakeup
 
 __all__ = ["Relay"]
 

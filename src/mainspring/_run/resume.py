@@ -1,6 +1,6 @@
 """The loop's other entries and its failure path: a decided or regenerated turn, repair.
 
-:class:`~mainspring._loop.Loop` runs a turn from its user message; a paused
+:class:`~mainspring._run.loop.Loop` runs a turn from its user message; a paused
 turn goes on from here (:meth:`LoopResume.resume_turn` applies the decision
 to the paused call, then the rest of the step and the next steps;
 :meth:`LoopResume.regenerate_turn` pauses again on a fresh input), and a
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mainspring._arguments import clip
-from mainspring._dispatch import Dispatcher, edited_note
-from mainspring._frozen import maker
-from mainspring._json import JsonValue
-from mainspring._results import truncate_result
+from mainspring._lowlevel.frozen import maker
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring._run.arguments import clip
+from mainspring._run.dispatch import Dispatcher, edited_note
+from mainspring._run.results import truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
@@ -55,7 +55,7 @@ __all__ = ["Answer", "LoopResume", "error_event", "thinking_blocks"]
 log = logging.getLogger("mainspring.loop")
 
 
-_text_part = maker(TextPart)  # (built every step; see mainspring._frozen.maker)
+_text_part = maker(TextPart)  # (built every step; see mainspring._lowlevel.frozen.maker)
 
 
 @dataclass(slots=True)
@@ -78,7 +78,7 @@ class Answer:
 
 
 class LoopResume:
-    """Resuming and repairing a turn (the base class of :class:`~mainspring._loop.Loop`)."""
+    """Resuming and repairing a turn (the base class of :class:`~mainspring._run.loop.Loop`)."""
 
     # What the loop provides.
     agent: Agent

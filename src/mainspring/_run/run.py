@@ -5,7 +5,7 @@ stream function to :meth:`SessionRuns._stream`, which takes the session for a
 run (the running flag, the lease, crash recovery), starts the producer task
 (the loop; its lease renewal, a task only once due) and yields what is on
 record: with a checkpoint store the consumer commits the run's events before
-it yields them (:meth:`~mainspring._journal.Journal.take`). The lease is fenced
+it yields them (:meth:`~mainspring._run.journal.Journal.take`). The lease is fenced
 at writes (:meth:`SessionRuns._fence`). Stream replay from the checkpoint log
 (:meth:`SessionRuns._replay`) lives here too.
 A base class of ``Session``: these are its private methods, in a module of
@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from mainspring._lazy import lazy_module
+from mainspring._lowlevel.lazy import lazy_module
 from mainspring.agent import Agent
 from mainspring.errors import (
     LeaseLost,
@@ -40,20 +40,20 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import anyio
 
-    import mainspring._background as _background
-    import mainspring._journal as _journal
-    import mainspring._lease as _lease
-    import mainspring._loop as _loop
-    import mainspring._relay as _relay
-    import mainspring._wakeup as _wakeup
+    import mainspring._lowlevel.background as _background
+    import mainspring._lowlevel.relay as _relay
+    import mainspring._lowlevel.wakeup as _wakeup
+    import mainspring._run.journal as _journal
+    import mainspring._run.lease as _lease
+    import mainspring._run.loop as _loop
     import mainspring.cost as _costs
     import mainspring.state as _state
-    from mainspring._dispatch import Durability
-    from mainspring._journal import Journal
-    from mainspring._loop import Loop
-    from mainspring._relay import Relay
-    from mainspring._steering import SteeringQueue
-    from mainspring._wakeup import Wakeup
+    from mainspring._lowlevel.relay import Relay
+    from mainspring._lowlevel.wakeup import Wakeup
+    from mainspring._run.dispatch import Durability
+    from mainspring._run.journal import Journal
+    from mainspring._run.loop import Loop
+    from mainspring._run.steering import SteeringQueue
     from mainspring.context.compiler import ContextCompiler
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.cost import CostTracker
@@ -62,12 +62,12 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 else:  # loaded on first use (an import statement in a function costs a microsecond a call)
     anyio = lazy_module("anyio")
     logging = lazy_module("logging")
-    _background = lazy_module("mainspring._background")
-    _journal = lazy_module("mainspring._journal")
-    _lease = lazy_module("mainspring._lease")
-    _loop = lazy_module("mainspring._loop")
-    _relay = lazy_module("mainspring._relay")
-    _wakeup = lazy_module("mainspring._wakeup")
+    _background = lazy_module("mainspring._lowlevel.background")
+    _journal = lazy_module("mainspring._run.journal")
+    _lease = lazy_module("mainspring._run.lease")
+    _loop = lazy_module("mainspring._run.loop")
+    _relay = lazy_module("mainspring._lowlevel.relay")
+    _wakeup = lazy_module("mainspring._lowlevel.wakeup")
     _state = lazy_module("mainspring.state")
     _costs = lazy_module("mainspring.cost")
 
@@ -158,7 +158,7 @@ class SessionRuns:
         await self.save()
 
     def _recover_state(self) -> list[WriteRecord]:
-        from mainspring._recovery import recover_interrupted
+        from mainspring._run.recovery import recover_interrupted
 
         unknown = recover_interrupted(self._state, lambda m: self._context.append((m,)))
         if unknown:
