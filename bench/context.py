@@ -1,4 +1,4 @@
-"""Benchmark the context engine's per-turn cost against the transcript's length.
+"""Benchmark the context compiler's per-turn cost against the transcript's length.
 
 Run by hand from the repository root (it is not a pytest test)::
 
@@ -13,17 +13,17 @@ assistant's answer. Every figure is the median, over batches, of the mean µs
 per turn of a batch (``time.perf_counter_ns``, garbage collector frozen and
 disabled while a batch runs); ``--steady`` takes the minimum over many short
 batches of thread CPU time instead, which a machine shared with other work
-disturbs far less. The engines being compared are all built and
+disturbs far less. The compilers being compared are all built and
 filled first, then their batches are interleaved round-robin, so a baseline and
 the runs measured against it share the same machine state.
 
 Three tables:
 
-- **append**: ``engine.append([user])`` + ``compile(turn_index=next)`` +
-  ``engine.append([answer])`` with 1k, 10k and 100k messages already in the
+- **append**: ``compiler.append([user])`` + ``compile(turn_index=next)`` +
+  ``compiler.append([answer])`` with 1k, 10k and 100k messages already in the
   transcript. Ratios against 1k; target: flat within 1.5x.
 - **sync**: the same turn by a host that keeps one Python list, appends to it
-  and calls ``engine.sync(the_list)`` (``trust_message_identity=True``, the
+  and calls ``compiler.sync(the_list)`` (``trust_message_identity=True``, the
   identity fast path) before and after the compile. Ratios against 1k.
 - **accounting** at 10k messages, warm count cache: the append turn with
   ``Accounting(tokenizer=TiktokenTokenizer("o200k_base"))`` against the same
@@ -212,11 +212,11 @@ Turn = Callable[[Message, Message], Awaitable[None]]
 
 @dataclass
 class Subject:
-    """An engine filled with history, and how one timed turn drives it."""
+    """A compiler filled with history, and how one timed turn drives it."""
 
     name: str
     turn: Turn
-    engine: ContextCompiler[Message]
+    compiler: ContextCompiler[Message]
     next_turn: int
     length: int
 
@@ -245,46 +245,46 @@ async def append_subject(
     record: bool = False,
     read: bool = False,
 ) -> Subject:
-    engine: ContextCompiler[Message] = ContextCompiler(
+    compiler: ContextCompiler[Message] = ContextCompiler(
         processors=processors(await memory_store()), accounting=accounting, model="gpt-4o"
     )
-    engine.append(history(n))
+    compiler.append(history(n))
     state = {"turn": (n + 3) // 4}
     usage = Usage(input_tokens=12_000, output_tokens=120, requests=1)
     cost = CostEstimate(usd=0.0, priced=False, price_source="none")
 
     async def turn(user: Message, answer: Message) -> None:
-        engine.append([user])
-        compiled = await engine.compile(turn_index=state["turn"])
-        engine.append([answer])
+        compiler.append([user])
+        compiled = await compiler.compile(turn_index=state["turn"])
+        compiler.append([answer])
         if record:
-            engine.record_call(compiled, model="gpt-4o", usage=usage, cost=cost)
-            snapshot = engine.end_turn()
+            compiler.record_call(compiled, model="gpt-4o", usage=usage, cost=cost)
+            snapshot = compiler.end_turn()
             if read and snapshot is not None:
                 snapshot.by_source()
                 _ = snapshot.tokens, snapshot.prefix_reuse
         state["turn"] += 1
 
-    return Subject(name, turn, engine, state["turn"], n)
+    return Subject(name, turn, compiler, state["turn"], n)
 
 
 async def sync_subject(name: str, n: int) -> Subject:
-    engine: ContextCompiler[Message] = ContextCompiler(
+    compiler: ContextCompiler[Message] = ContextCompiler(
         processors=processors(await memory_store()), trust_message_identity=True, model="gpt-4o"
     )
     host = history(n)
-    engine.sync(host)
+    compiler.sync(host)
     state = {"turn": (n + 3) // 4}
 
     async def turn(user: Message, answer: Message) -> None:
         host.append(user)
-        engine.sync(host)
-        await engine.compile(turn_index=state["turn"])
+        compiler.sync(host)
+        await compiler.compile(turn_index=state["turn"])
         host.append(answer)
-        engine.sync(host)
+        compiler.sync(host)
         state["turn"] += 1
 
-    return Subject(name, turn, engine, state["turn"], n)
+    return Subject(name, turn, compiler, state["turn"], n)
 
 
 # -------------------------------------------------------------------- timing
@@ -310,7 +310,7 @@ STEADY = Plan(warmup=50, batch=20, batches=60, steady=True)
 async def measure(subjects: list[Subject], plan: Plan) -> dict[str, float]:
     """Median (or, steady, minimum) over batches of the mean µs per turn, interleaved.
 
-    The filled engines (millions of objects at 100k messages) are frozen out of
+    The filled compilers (millions of objects at 100k messages) are frozen out of
     the collector's way once, so no batch pays for a full collection of them.
     """
     clock = time.thread_time_ns if plan.steady else time.perf_counter_ns
@@ -374,18 +374,18 @@ def _load() -> str:
 
 
 async def run(plan: Plan) -> None:
-    """Each table's engines are built, measured together, then dropped."""
+    """Each table's compilers are built, measured together, then dropped."""
     started = time.perf_counter()
     print(
-        f"plan: {plan.warmup} warm-up turns per engine, then {plan.batches} batches of "
-        f"{plan.batch} turns per engine, interleaved; figures are "
+        f"plan: {plan.warmup} warm-up turns per compiler, then {plan.batches} batches of "
+        f"{plan.batch} turns per compiler, interleaved; figures are "
         f"{'minima of batch means in thread CPU time' if plan.steady else 'medians of batch means'}"
         "\n"
     )
 
     fill = time.perf_counter()
     appended = [await append_subject(f"append {n}", n) for n in SIZES]
-    print(f"(append engines filled in {time.perf_counter() - fill:.1f} s)")
+    print(f"(append compilers filled in {time.perf_counter() - fill:.1f} s)")
     a = await measure(appended, plan)
     print_scaling("append + compile + append", {x.length: a[x.name] for x in appended})
     del appended
@@ -393,7 +393,7 @@ async def run(plan: Plan) -> None:
 
     fill = time.perf_counter()
     synced = [await sync_subject(f"sync {n}", n) for n in SIZES]
-    print(f"(sync engines filled in {time.perf_counter() - fill:.1f} s)")
+    print(f"(sync compilers filled in {time.perf_counter() - fill:.1f} s)")
     s = await measure(synced, plan)
     print_scaling("sync + compile + sync", {x.length: s[x.name] for x in synced})
     del synced
@@ -421,8 +421,8 @@ async def run(plan: Plan) -> None:
             read=True,
         ),
     ]
-    print(f"(accounting engines filled in {time.perf_counter() - fill:.1f} s)")
-    counting = accounted[1].engine.meter
+    print(f"(accounting compilers filled in {time.perf_counter() - fill:.1f} s)")
+    counting = accounted[1].compiler.meter
     assert counting is not None
     cache = counting.cache
     hits, misses = cache.hits, cache.misses
@@ -434,7 +434,7 @@ async def run(plan: Plan) -> None:
     print(
         f"(count cache, per timed turn: {(cache.hits - hits) / turns:.1f} hits, "
         f"{(cache.misses - misses) / turns:.1f} misses, mostly the new user message; "
-        f"{cache.evictions} evictions; a text the engine counted lately is answered "
+        f"{cache.evictions} evictions; a text the compiler counted lately is answered "
         f"before the cache; sink holds {len(sink.snapshots)} snapshots)"
     )
     print(f"\ntotal bench time {time.perf_counter() - started:.1f} s, load {_load()}")
@@ -531,7 +531,7 @@ def count_all(n: int, rounds: int, baseline: str | None, names: Sequence[str] = 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Benchmark mainspring's context engine.")
+    parser = argparse.ArgumentParser(description="Benchmark mainspring's context compiler.")
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     parser.add_argument(
         "--steady", action="store_true", help="minima of short batches in thread CPU time"

@@ -98,7 +98,7 @@ def texts(message: Message) -> list[str]:
 
 
 async def test_system_blocks_session_first_and_the_breakpoint_on_the_last_session_block() -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[
             PerTurn("per-turn"),
@@ -106,7 +106,7 @@ async def test_system_blocks_session_first_and_the_breakpoint_on_the_last_sessio
             Text("ctx", "Account: 42", source="context"),
         ],
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert [(b.text, b.source, b.cache_breakpoint) for b in out.system] == [
         ("You are helpful.", "system", False),
         ("Account: 42", "context", True),
@@ -117,15 +117,15 @@ async def test_system_blocks_session_first_and_the_breakpoint_on_the_last_sessio
 
 
 async def test_the_breakpoint_block_does_not_move_across_turns() -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[PerTurn("per-turn"), Text("base", "You are helpful."), Last("last")],
     )
     seen = []
     for turn in range(4):
-        out = await engine.compile(turn_index=turn)
+        out = await compiler.compile(turn_index=turn)
         seen.append(out)
-        engine.append([Message.assistant(f"answer {turn}"), Message.user(f"question {turn}")])
+        compiler.append([Message.assistant(f"answer {turn}"), Message.user(f"question {turn}")])
     for out in seen:
         marked = [i for i, b in enumerate(out.system) if b.cache_breakpoint]
         assert marked == [0]
@@ -135,38 +135,38 @@ async def test_the_breakpoint_block_does_not_move_across_turns() -> None:
 
 
 async def test_no_session_block_means_no_breakpoint() -> None:
-    engine = ContextCompiler(messages=conversation(), processors=[PerTurn("per-turn")])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[PerTurn("per-turn")])
+    out = await compiler.compile(turn_index=0)
     assert [b.cache_breakpoint for b in out.system] == [False]
     assert out.stable_blocks == 0
 
 
 async def test_user_slots_and_virtual_tail_are_not_committed() -> None:
     original = conversation()
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=original, processors=[Tail("tail"), Last("last"), First("first"), Empty("empty")]
     )
-    out = await engine.compile(turn_index=3)
+    out = await compiler.compile(turn_index=3)
     msgs = list(out.messages)
     assert len(msgs) == 4
     assert texts(msgs[0]) == ["first question", "FIRST-USER NOTE"]
     assert msgs[1] == original[1]
     assert texts(msgs[2]) == ["second question", "LAST-USER NOTE 3"]
     assert msgs[3] == Message.user("remember the rules")
-    assert list(engine.transcript.messages) == original
-    assert list(engine.view) == original
+    assert list(compiler.transcript.messages) == original
+    assert list(compiler.view) == original
     assert {c.processor for c in out.contributions} == {"tail", "last", "first"}
     slots = {c.processor: (c.slot, c.source, c.scope, c.module) for c in out.contributions}
     assert slots == {
-        "first": ("first-user", "system", "session", "engine"),
-        "last": ("last-user", "system", "turn", "engine"),
-        "tail": ("virtual-tail", "reminder", "turn", "engine"),
+        "first": ("first-user", "system", "session", "core"),
+        "last": ("last-user", "system", "turn", "core"),
+        "tail": ("virtual-tail", "reminder", "turn", "core"),
     }
 
 
 async def test_a_single_user_message_gets_both_first_and_last_text() -> None:
-    engine = ContextCompiler(messages=[Message.user("only")], processors=[First("f"), Last("l")])
-    out = await engine.compile(turn_index=1)
+    compiler = ContextCompiler(messages=[Message.user("only")], processors=[First("f"), Last("l")])
+    out = await compiler.compile(turn_index=1)
     assert texts(out.messages[0]) == ["only", "FIRST-USER NOTE", "LAST-USER NOTE 1"]
 
 
@@ -175,19 +175,19 @@ async def test_empty_contributions_are_skipped() -> None:
         async def process(self, ctx: Compilation[Any]) -> None:
             ctx.contribute("", slot="system")
 
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[Empty("empty"), Text("blank", ""), EmptyContribute("ec"), ContextBlock("  ")],
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert out.contributions == ()
     assert out.system == ()
     assert list(out.messages) == conversation()
 
 
 async def test_compiled_messages_behave_like_a_sequence() -> None:
-    engine = ContextCompiler(messages=conversation(), processors=[Tail("tail"), Last("last")])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[Tail("tail"), Last("last")])
+    out = await compiler.compile(turn_index=0)
     msgs = out.messages
     assert isinstance(msgs, CompiledMessages)
     as_list = list(msgs)
@@ -209,7 +209,7 @@ async def test_compiled_messages_behave_like_a_sequence() -> None:
         msgs[-5]
     with pytest.raises(TypeError):
         hash(msgs)
-    engine.append([Message.assistant("later")])
+    compiler.append([Message.assistant("later")])
     assert len(msgs) == 4  # later appends do not show through
 
 
@@ -248,7 +248,7 @@ class BrokenStore(InMemoryMemoryStore):
 async def test_the_five_layers() -> None:
     store = CountingStore()
     await store.remember("the user likes tea")
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=[Message.user("hello"), Message.assistant("hi"), Message.user("what about tea")],
         processors=[
             MemoryRecall(scope="default"),
@@ -258,7 +258,7 @@ async def test_the_five_layers() -> None:
         ],
         services={"memory": store},
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert [(b.source, b.text) for b in out.system] == [
         ("system", "You are a butler."),
         ("context", "## Account\n\nbalance 10"),
@@ -278,8 +278,8 @@ async def test_async_text_sources() -> None:
     async def block() -> str:
         return "async block"
 
-    engine = ContextCompiler(messages=conversation(), processors=[ContextBlock(block)])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[ContextBlock(block)])
+    out = await compiler.compile(turn_index=0)
     assert [b.text for b in out.system] == ["async block"]
 
 
@@ -287,23 +287,25 @@ async def test_memory_is_recalled_once_per_turn() -> None:
     store = CountingStore()
     await store.remember("tea is good")
     recall = MemoryRecall(store, scope="default")
-    engine = ContextCompiler(messages=[Message.user("tea please")], processors=[recall])
-    one = await engine.compile(turn_index=1, step=1)
-    engine.append([call("c1"), result("c1", "done")])
-    two = await engine.compile(turn_index=1, step=2)
+    compiler = ContextCompiler(messages=[Message.user("tea please")], processors=[recall])
+    one = await compiler.compile(turn_index=1, step=1)
+    compiler.append([call("c1"), result("c1", "done")])
+    two = await compiler.compile(turn_index=1, step=2)
     assert store.recalls == ["tea please"]
     assert texts(one.messages[0]) == texts(two.messages[0])
-    engine.append([Message.assistant("ok"), Message.user("more tea")])
-    three = await engine.compile(turn_index=2)
+    compiler.append([Message.assistant("ok"), Message.user("more tea")])
+    three = await compiler.compile(turn_index=2)
     assert store.recalls == ["tea please", "more tea"]
     assert texts(three.messages[-1])[-1] == "Relevant memories:\n- tea is good"
 
 
 async def test_a_failing_store_drops_the_memory_layer(caplog: pytest.LogCaptureFixture) -> None:
     recall = MemoryRecall(BrokenStore())
-    engine = ContextCompiler(messages=conversation(), processors=[BaseSystemPrompt("base"), recall])
+    compiler = ContextCompiler(
+        messages=conversation(), processors=[BaseSystemPrompt("base"), recall]
+    )
     with caplog.at_level(logging.WARNING, logger="mainspring.context"):
-        out = await engine.compile(turn_index=0)
+        out = await compiler.compile(turn_index=0)
     assert recall.failures == 1
     assert [c.source for c in out.contributions] == ["system"]
     assert list(out.messages) == conversation()
@@ -314,7 +316,7 @@ async def test_a_failing_store_drops_the_memory_layer(caplog: pytest.LogCaptureF
 
 async def test_empty_layers_contribute_nothing() -> None:
     store = CountingStore()  # empty: recalls nothing
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[
             BaseSystemPrompt(""),
@@ -323,7 +325,7 @@ async def test_empty_layers_contribute_nothing() -> None:
             MemoryRecall(store),
         ],
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert out.system == ()
     assert out.contributions == ()
     assert list(out.messages) == conversation()
@@ -345,24 +347,24 @@ async def test_microcompact_keeps_the_newest_result_whole_and_collapses_the_olde
         call("c3", path="b.txt"),
         result("c3", big),
     ]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
-    out = await engine.compile(turn_index=1)
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
+    out = await compiler.compile(turn_index=1)
     view = list(out.messages)
     note = "[same result as the repeat of this call in turn 2, shown later]"
     assert view[2].tool_results_parts[0].content == note
     assert view[6] == messages[6]  # the newest copy: the model reads the fresh result
     assert view[8] == messages[8]  # other arguments: not a repeat
-    assert engine.transcript.messages[2].tool_results_parts[0].content == big
-    assert engine.view.owner(2) == ("engine", "microcompact")
+    assert compiler.transcript.messages[2].tool_results_parts[0].content == big
+    assert compiler.view.owner(2) == ("core", "microcompact")
 
 
 async def test_microcompact_never_replaces_the_result_of_the_call_just_made() -> None:
     big = "balance: 100 " * 100
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
     for n in range(2, 6):  # the same call again and again: the last one is always whole
-        engine.append([call(f"c{n}", path="x"), result(f"c{n}", big)])
-        out = await engine.compile(turn_index=0)
+        compiler.append([call(f"c{n}", path="x"), result(f"c{n}", big)])
+        out = await compiler.compile(turn_index=0)
         view = list(out.messages)
         assert view[-1].tool_results_parts[0].content == big
         collapsed = [m for m in view[:-1] if m.role == "tool"]
@@ -373,12 +375,12 @@ async def test_microcompact_waits_until_the_view_passes_its_threshold() -> None:
     big = "rows " * 400
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
     mc = Microcompact(over_tokens=10_000)
-    engine = ContextCompiler(messages=messages, processors=[mc])
-    engine.append([call("c2", path="x"), result("c2", big)])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=messages, processors=[mc])
+    compiler.append([call("c2", path="x"), result("c2", big)])
+    out = await compiler.compile(turn_index=0)
     assert [m.tool_results_parts[0].content for m in out.messages if m.role == "tool"] == [big, big]
     mc.over_tokens = 10  # the view grows past it: the older copy goes, the newest stays
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     contents = [m.tool_results_parts[0].content for m in out.messages if m.role == "tool"]
     assert contents[0].startswith("[same result") and contents[1] == big
 
@@ -392,8 +394,8 @@ async def test_microcompact_leaves_small_results_alone() -> None:
         call("c2", path="x"),
         result("c2", small),
     ]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
+    out = await compiler.compile(turn_index=0)
     assert list(out.messages) == messages
 
 
@@ -406,23 +408,23 @@ async def test_microcompact_never_compacts_errors() -> None:
         call("c2", path="x"),
         result("c2", err, is_error=True),
     ]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
+    out = await compiler.compile(turn_index=0)
     assert list(out.messages) == messages
 
 
 async def test_tool_result_budget_keeps_head_and_tail() -> None:
     content = "H" * 500 + "M" * 1000 + "T" * 500
     messages = [Message.user("go"), call("c1"), result("c1", content), result("c1", "short")]
-    engine = ContextCompiler(messages=messages, processors=[ToolResultBudget(300)])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=messages, processors=[ToolResultBudget(300)])
+    out = await compiler.compile(turn_index=0)
     cut = out.messages[2].tool_results_parts[0].content
     assert len(cut) <= 300
     assert cut.startswith("H" * 100)
     assert cut.endswith("T" * 50)
     assert "characters left out" in cut
     assert out.messages[3] == messages[3]
-    assert engine.transcript.messages[2].tool_results_parts[0].content == content
+    assert compiler.transcript.messages[2].tool_results_parts[0].content == content
 
 
 async def test_tool_result_budget_per_tool() -> None:
@@ -433,10 +435,10 @@ async def test_tool_result_budget_per_tool() -> None:
         call("c2", name="small"),
         result("c2", content, name="small"),
     ]
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages, processors=[ToolResultBudget(5000, per_tool={"small": 200})]
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert out.messages[1] == messages[1]
     assert len(out.messages[3].tool_results_parts[0].content) <= 200
 
@@ -469,22 +471,22 @@ def estimate() -> Accounting:
 async def test_compaction_prunes_old_tool_results_under_the_target() -> None:
     messages = long_session(12, result_chars=1_500)
     compaction = Compaction(2_000, keep_recent_turns=2)
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
     )
-    assert engine.view.tokens > 2_000
-    out = await engine.compile(turn_index=12)
+    assert compiler.view.tokens > 2_000
+    out = await compiler.compile(turn_index=12)
     assert compaction.runs == 1
-    assert engine.view.tokens <= 0.6 * 2_000
+    assert compiler.view.tokens <= 0.6 * 2_000
     assert out.tokens <= 0.6 * 2_000
     view = list(out.messages)
     assert len(view) == len(messages)
     assert_tool_pairs_intact(view)
     assert view[-8:] == messages[-8:]  # the last two turns
     assert view[2].tool_results_parts[0].content.startswith("[tool result pruned")
-    assert list(engine.transcript.messages) == messages
+    assert list(compiler.transcript.messages) == messages
 
 
 async def test_compaction_summarizes_when_pruning_is_not_enough() -> None:
@@ -496,12 +498,12 @@ async def test_compaction_summarizes_when_pruning_is_not_enough() -> None:
         return "they talked about files"
 
     compaction = Compaction(2_000, keep_recent_turns=2, summarizer=summarizer)
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
     )
-    out = await engine.compile(turn_index=12)
+    out = await compiler.compile(turn_index=12)
     view = list(out.messages)
     assert compaction.summaries == 1
     assert len(seen) == 1
@@ -511,7 +513,7 @@ async def test_compaction_summarizes_when_pruning_is_not_enough() -> None:
     assert len(view) == len(messages) - len(seen[0]) + 1
     assert view[-8:] == messages[-8:]
     assert_tool_pairs_intact(view)
-    assert list(engine.transcript.messages) == messages
+    assert list(compiler.transcript.messages) == messages
 
 
 async def test_a_failing_summarizer_keeps_the_pruned_history(
@@ -523,13 +525,13 @@ async def test_a_failing_summarizer_keeps_the_pruned_history(
         raise RuntimeError("model down")
 
     compaction = Compaction(2_000, keep_recent_turns=2, summarizer=summarizer)
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages,
         processors=[compaction],
         accounting=estimate(),
     )
     with caplog.at_level(logging.WARNING, logger="mainspring.context"):
-        out = await engine.compile(turn_index=12)
+        out = await compiler.compile(turn_index=12)
     view = list(out.messages)
     assert compaction.summaries == 0
     assert len(view) == len(messages)
@@ -541,16 +543,16 @@ async def test_a_failing_summarizer_keeps_the_pruned_history(
 
 async def test_compaction_counts_tool_results_with_the_default_adapter() -> None:
     compaction = Compaction(2_000)
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=long_session(12), processors=[compaction], accounting=estimate()
     )
-    await engine.compile(turn_index=12)
+    await compiler.compile(turn_index=12)
     assert compaction.runs == 1
 
 
 async def test_default_accounting_counts_tool_results() -> None:
-    engine = ContextCompiler(messages=long_session(1), accounting=estimate())
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=long_session(1), accounting=estimate())
+    out = await compiler.compile(turn_index=0)
     assert "tool_result" in {s.source for s in out.segments}
 
 
@@ -570,12 +572,12 @@ async def test_segments_match_an_independent_count() -> None:
         Message.assistant("It is sunny."),
         Message.user("And tomorrow?"),
     ]
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages,
         processors=[BaseSystemPrompt("You are a weather bot."), Last("last"), Tail("tail")],
         accounting=tiktoken_accounting(),
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     assert out.tokens == sum(s.tokens for s in out.segments)
     by_source: dict[str, int] = {}
     for s in out.segments:
@@ -593,12 +595,12 @@ async def test_segments_match_an_independent_count() -> None:
 
 
 async def test_include_content_keeps_text() -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt")],
         accounting=tiktoken_accounting(include_content=True),
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     contents = {(s.source, s.slot): s.content for s in out.segments}
     assert contents[("system", "system")] == "base prompt"
     assert contents[("user", "history")] == "first question\nsecond question"
@@ -606,45 +608,45 @@ async def test_include_content_keeps_text() -> None:
 
 
 async def test_no_accounting_means_no_segments() -> None:
-    engine = ContextCompiler(messages=conversation(), processors=[BaseSystemPrompt("base")])
-    out = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[BaseSystemPrompt("base")])
+    out = await compiler.compile(turn_index=0)
     assert out.segments == ()
     assert out.tokens == 0
-    assert engine.end_turn() is None
+    assert compiler.end_turn() is None
 
 
 async def test_prefix_reuse_within_a_turn() -> None:
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt"), Last("last")],
         accounting=tiktoken_accounting(),
         strict=False,  # invalidate_prefix below starts a new generation
     )
-    first = await engine.compile(turn_index=0, step=1)
+    first = await compiler.compile(turn_index=0, step=1)
     assert first.prefix_tokens == 0
-    engine.append([call("c1", q="x"), result("c1", "the result")])
-    second = await engine.compile(turn_index=0, step=2)
+    compiler.append([call("c1", q="x"), result("c1", "the result")])
+    second = await compiler.compile(turn_index=0, step=2)
     # Unchanged: the system block and the two messages before the latest user message
     # (which carries the last-user note, but the note is identical this step).
     unchanged = tok.count("base prompt") + tok.count("first question") + tok.count("first answer")
     assert second.prefix_tokens > 0
     assert second.prefix_tokens == unchanged + tok.count("second question")
-    engine.invalidate_prefix("host changed")
-    third = await engine.compile(turn_index=0, step=3)
+    compiler.invalidate_prefix("host changed")
+    third = await compiler.compile(turn_index=0, step=3)
     assert third.prefix_tokens == 0
 
 
 async def test_prefix_reuse_stops_at_a_changed_last_user_note() -> None:
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base prompt"), Last("last")],
         accounting=tiktoken_accounting(),
     )
-    await engine.compile(turn_index=0)
-    engine.append([Message.assistant("a"), Message.user("third question")])
-    out = await engine.compile(turn_index=1)  # the note moved and changed
+    await compiler.compile(turn_index=0)
+    compiler.append([Message.assistant("a"), Message.user("third question")])
+    out = await compiler.compile(turn_index=1)  # the note moved and changed
     assert out.prefix_tokens == tok.count("base prompt") + tok.count("first question") + tok.count(
         "first answer"
     )
@@ -656,10 +658,10 @@ async def test_a_replaced_message_is_accounted_as_sent() -> None:
             ctx.replace_message(0, Message.user("a much much longer replacement " * 10))
 
     tok = TiktokenTokenizer("o200k_base")
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), processors=[Replace("replace")], accounting=tiktoken_accounting()
     )
-    out = await engine.compile(turn_index=0)
+    out = await compiler.compile(turn_index=0)
     sent = sum(tok.count(t) for m in out.messages for t in texts(m))
     assert out.tokens == sent
 
@@ -674,22 +676,22 @@ class Broken:
 
 async def test_record_call_and_end_turn_emit_a_snapshot() -> None:
     sink = InMemorySink()
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[BaseSystemPrompt("base")],
         accounting=tiktoken_accounting(sinks=[sink]),
         session_id="sess",
         model="gpt-4o",
     )
-    compiled = await engine.compile(turn_index=0)
+    compiled = await compiler.compile(turn_index=0)
     usage = Usage(input_tokens=100, output_tokens=7, requests=1)
     cost = CostEstimate(usd=0.01, priced=True, price_source="configured")
-    call_snap = engine.record_call(compiled, model="gpt-4o", usage=usage, cost=cost)
+    call_snap = compiler.record_call(compiled, model="gpt-4o", usage=usage, cost=cost)
     assert call_snap is not None
-    snap = engine.end_turn()
+    snap = compiler.end_turn()
     assert snap is not None
     assert sink.snapshots == [snap]
-    assert engine.summary == [snap]
+    assert compiler.summary == [snap]
     assert snap.session_id == "sess"
     assert snap.turn_index == 0
     assert len(snap.calls) == 1
@@ -697,64 +699,66 @@ async def test_record_call_and_end_turn_emit_a_snapshot() -> None:
     assert (only.usage, only.cost, only.model) == (usage, cost, "gpt-4o")
     assert only.tokens == compiled.tokens > 0
     assert only.segments == compiled.segments
-    assert engine.end_turn() is None  # nothing open
+    assert compiler.end_turn() is None  # nothing open
 
 
 async def test_an_unreported_compile_is_flushed_with_empty_usage() -> None:
     sink = InMemorySink()
-    engine = ContextCompiler(messages=conversation(), accounting=tiktoken_accounting(sinks=[sink]))
-    await engine.compile(turn_index=0)
-    await engine.compile(turn_index=1)  # a new turn closes the previous one
+    compiler = ContextCompiler(
+        messages=conversation(), accounting=tiktoken_accounting(sinks=[sink])
+    )
+    await compiler.compile(turn_index=0)
+    await compiler.compile(turn_index=1)  # a new turn closes the previous one
     assert [s.turn_index for s in sink.snapshots] == [0]
     assert sink.snapshots[0].calls[0].usage == Usage()
-    await engine.destroy()  # flushes the open turn
+    await compiler.destroy()  # flushes the open turn
     assert [s.turn_index for s in sink.snapshots] == [0, 1]
 
 
 async def test_a_failing_sink_is_logged_when_not_strict(caplog: pytest.LogCaptureFixture) -> None:
     sink = InMemorySink()
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), accounting=tiktoken_accounting(sinks=[Broken(), sink])
     )
-    compiled = await engine.compile(turn_index=0)
-    engine.record_call(
+    compiled = await compiler.compile(turn_index=0)
+    compiler.record_call(
         compiled,
         model="m",
         usage=Usage(),
         cost=CostEstimate(usd=0, priced=False, price_source="none"),
     )
     with caplog.at_level(logging.ERROR):
-        snap = engine.end_turn()
+        snap = compiler.end_turn()
     assert snap is not None
-    assert engine.summary == [snap]
+    assert compiler.summary == [snap]
     assert sink.snapshots == [snap]
     assert "disk full" in caplog.text
 
 
 async def test_a_failing_sink_raises_when_strict(caplog: pytest.LogCaptureFixture) -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), accounting=tiktoken_accounting(sinks=[Broken()], strict=True)
     )
-    compiled = await engine.compile(turn_index=0)
-    engine.record_call(
+    compiled = await compiler.compile(turn_index=0)
+    compiler.record_call(
         compiled,
         model="m",
         usage=Usage(),
         cost=CostEstimate(usd=0, priced=False, price_source="none"),
     )
     with caplog.at_level(logging.CRITICAL), pytest.raises(TelemetryError):
-        engine.end_turn()
-    assert len(engine.summary) == 1
+        compiler.end_turn()
+    assert len(compiler.summary) == 1
 
 
 async def test_a_compiled_request_never_changes_when_the_view_is_edited_later() -> None:
     big = "rows " * 400
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
-    first = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
+    first = await compiler.compile(turn_index=0)
     sent = list(first.messages)
-    engine.append([call("c2", path="x"), result("c2", big)])
-    second = await engine.compile(turn_index=0)  # collapses the older copy in the view
+    compiler.append([call("c2", path="x"), result("c2", big)])
+    second = await compiler.compile(turn_index=0)  # collapses the older copy in the view
     assert second.messages[2].tool_results_parts[0].content.startswith("[same result")
     assert list(first.messages) == sent  # what was sent stays what was sent
     assert first.messages[2].tool_results_parts[0].content == big
@@ -763,30 +767,30 @@ async def test_a_compiled_request_never_changes_when_the_view_is_edited_later() 
 async def test_the_view_holds_the_transcript_s_list_until_an_edit_copies_it() -> None:
     big = "rows " * 400
     messages = [Message.user("go"), call("c1", path="x"), result("c1", big)]
-    engine = ContextCompiler(messages=messages, processors=[Microcompact()])
-    assert engine.view._items is engine.transcript.backing  # held once, not copied
-    first = await engine.compile(turn_index=0)
-    engine.append([call("c2", path="x"), result("c2", big)])
-    assert engine.view._items is engine.transcript.backing
-    assert len(first.messages) == 3 and len(engine.view) == 5
-    assert engine.view.last_user == 0 and engine.view.tokens > 0
-    second = await engine.compile(turn_index=0)  # collapses the older copy: an edit
-    assert engine.view._items is not engine.transcript.backing
+    compiler = ContextCompiler(messages=messages, processors=[Microcompact()])
+    assert compiler.view._items is compiler.transcript.backing  # held once, not copied
+    first = await compiler.compile(turn_index=0)
+    compiler.append([call("c2", path="x"), result("c2", big)])
+    assert compiler.view._items is compiler.transcript.backing
+    assert len(first.messages) == 3 and len(compiler.view) == 5
+    assert compiler.view.last_user == 0 and compiler.view.tokens > 0
+    second = await compiler.compile(turn_index=0)  # collapses the older copy: an edit
+    assert compiler.view._items is not compiler.transcript.backing
     assert second.messages[2].tool_results_parts[0].content.startswith("[same result")
-    committed = [p.content for m in engine.transcript.messages for p in m.tool_results_parts]
+    committed = [p.content for m in compiler.transcript.messages for p in m.tool_results_parts]
     assert committed == [big, big]  # the transcript is as committed
     assert first.messages[2].tool_results_parts[0].content == big
-    engine.append([Message.user("again")])  # the view goes on with its own list
-    assert len(engine.view) == len(engine.transcript) == 6
-    assert engine.view[5] is engine.transcript.messages[5]
+    compiler.append([Message.user("again")])  # the view goes on with its own list
+    assert len(compiler.view) == len(compiler.transcript) == 6
+    assert compiler.view[5] is compiler.transcript.messages[5]
 
 
 async def test_a_view_given_to_a_rewriting_processor_keeps_a_copy_from_the_start() -> None:
     big = "x" * 5_000
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=[Message.user("go"), call("c1", path="x"), result("c1", big)],
         processors=[ToolResultBudget(max_chars=200)],
     )
-    assert engine.view._items is not engine.transcript.backing
-    assert len(engine.view[2].tool_results_parts[0].content) < 1_000
-    assert engine.transcript.messages[2].tool_results_parts[0].content == big
+    assert compiler.view._items is not compiler.transcript.backing
+    assert len(compiler.view[2].tool_results_parts[0].content) < 1_000
+    assert compiler.transcript.messages[2].tool_results_parts[0].content == big

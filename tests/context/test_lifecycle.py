@@ -1,4 +1,4 @@
-"""A session's one context engine: registry ownership, aclose, retain_turns, the summary."""
+"""A session's one context compiler: registry ownership, aclose, retain_turns, the summary."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def agent(*, model: ScriptedModel | None = None, **context: Any) -> Agent:
     )
 
 
-async def test_a_session_owns_its_engine_through_the_registry() -> None:
+async def test_a_session_owns_its_compiler_through_the_registry() -> None:
     registry: CompilerRegistry[Message] = CompilerRegistry()
     first = Session(agent(), session_id="s1", context_registry=registry)
     assert "s1" in registry and len(registry) == 1
@@ -126,9 +126,9 @@ async def test_aclose_aborts_a_running_compilation_and_flushes_the_summary() -> 
     async def second() -> None:
         events.extend([event async for event in session.send("second")])
 
-    engine = registry.get(session.session_id)
-    assert engine is not None
-    engine.invalidate("blocking")  # recompute it: the next compile blocks in it
+    compiler = registry.get(session.session_id)
+    assert compiler is not None
+    compiler.invalidate("blocking")  # recompute it: the next compile blocks in it
     blocking.entered = anyio.Event()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -136,7 +136,7 @@ async def test_aclose_aborts_a_running_compilation_and_flushes_the_summary() -> 
             await blocking.entered.wait()
             await session.aclose()
     assert blocking.cancelled
-    assert engine.destroyed and session.session_id not in registry
+    assert compiler.destroyed and session.session_id not in registry
     terminal = [e for e in events if isinstance(e, TurnComplete)]
     assert len(terminal) <= 1
     (summary,) = sink.summaries
@@ -156,11 +156,11 @@ async def test_retain_turns_bounds_what_a_session_keeps_and_the_summary_counts_a
     )
     for text in ("a", "b", "c", "d", "e"):
         await send(session, text)
-    engine = registry.get(session.session_id)
-    assert engine is not None
-    assert [s.turn_index for s in engine.summary] == [4, 5]  # the newest two
+    compiler = registry.get(session.session_id)
+    assert compiler is not None
+    assert [s.turn_index for s in compiler.summary] == [4, 5]  # the newest two
     assert len(sink.snapshots) == 5  # sinks still get every turn
-    live = engine.session_summary()
+    live = compiler.session_summary()
     assert live.turns == 5 and live.retained_turns == 2
     await session.aclose()
     (summary,) = sink.summaries
@@ -225,8 +225,8 @@ async def test_a_sink_without_emit_summary_still_works_and_a_failing_one_is_skip
     assert "failed to emit the summary" in caplog.text
 
 
-async def test_a_reset_session_keeps_one_engine_and_its_totals() -> None:
-    """A session that reloads its state (another worker moved it on) swaps engines in place."""
+async def test_a_reset_session_keeps_one_compiler_and_its_totals() -> None:
+    """A session that reloads its state (another worker moved it on) swaps compilers in place."""
     from mainspring.stores.memory import InMemoryRunLock, InMemorySessionStore
 
     store = InMemorySessionStore()
@@ -246,11 +246,11 @@ async def test_a_reset_session_keeps_one_engine_and_its_totals() -> None:
     await send(other, "elsewhere")  # the stored state moves on without `a`
     await other.aclose()
     before = registry.get("shared")
-    await send(a, "back")  # `a` reloads the state: a new engine under the same id
+    await send(a, "back")  # `a` reloads the state: a new compiler under the same id
     after = registry.get("shared")
     assert after is not None and after is not before and before is not None and before.destroyed
     assert len(registry) == 1
-    assert after.session_summary().turns == 2  # totals carried over from the old engine
+    assert after.session_summary().turns == 2  # totals carried over from the old compiler
     assert sink.summaries == []  # the session did not end
     await a.aclose()
     assert len(sink.summaries) == 1 and sink.summaries[0].turns == 2

@@ -1,4 +1,4 @@
-"""Processor ordering, registration, session scope, modules and engine lifecycle."""
+"""Processor ordering, registration, session scope, modules and compiler lifecycle."""
 
 from __future__ import annotations
 
@@ -87,10 +87,10 @@ def ids(processors: list[Processor]) -> list[str]:
 async def test_phases_run_in_phase_order_whatever_the_registration_order() -> None:
     log: list[str] = []
     procs: list[Processor] = [Recorder(phase, log, phase=phase) for phase in reversed(PHASES)]
-    engine = ContextCompiler(messages=conversation(), processors=procs)
-    await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=procs)
+    await compiler.compile(turn_index=0)
     assert log == list(PHASES)
-    await engine.compile(turn_index=0, step=2)
+    await compiler.compile(turn_index=0, step=2)
     assert log == list(PHASES) * 2
 
 
@@ -114,8 +114,8 @@ async def test_before_after_order_is_what_a_compile_runs() -> None:
         Recorder("zero", log, before=("first",)),
         Recorder("early", log, phase="sanitize"),
     ]
-    engine = ContextCompiler(messages=conversation(), processors=procs)
-    await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=procs)
+    await compiler.compile(turn_index=0)
     assert log == ["early", "zero", "first", "second", "late"]
 
 
@@ -195,8 +195,8 @@ async def test_constraints_naming_absent_processors_are_ignored() -> None:
         Recorder("a", log, before=("ghost",), after=("phantom",)),
         Recorder("b", log, after=("nobody",)),
     ]
-    engine = ContextCompiler(messages=conversation(), processors=procs)
-    await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=procs)
+    await compiler.compile(turn_index=0)
     assert log == ["a", "b"]
 
 
@@ -205,13 +205,13 @@ async def test_constraints_naming_absent_processors_are_ignored() -> None:
 
 async def test_a_session_processor_runs_once_and_is_replayed() -> None:
     proc = CountingSystem()
-    engine = ContextCompiler(messages=conversation(), processors=[proc])
-    first = await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[proc])
+    first = await compiler.compile(turn_index=0)
     outputs: list[CompiledContext[Message]] = [first]
     for turn in range(1, 6):
-        engine.append([Message.assistant(f"a{turn}"), Message.user(f"u{turn}")])
-        outputs.append(await engine.compile(turn_index=turn))
-        outputs.append(await engine.compile(turn_index=turn, step=2))
+        compiler.append([Message.assistant(f"a{turn}"), Message.user(f"u{turn}")])
+        outputs.append(await compiler.compile(turn_index=turn))
+        outputs.append(await compiler.compile(turn_index=turn, step=2))
     assert proc.calls == 1
     for out in outputs:
         assert out.contributions == first.contributions
@@ -222,14 +222,14 @@ async def test_a_session_processor_runs_once_and_is_replayed() -> None:
 async def test_invalidate_recomputes_one_session_processor() -> None:
     proc = CountingSystem()
     other = CountingSystem("other")
-    engine = ContextCompiler(messages=conversation(), processors=[proc, other])
-    await engine.compile(turn_index=0)
-    engine.invalidate("counting")
-    out = await engine.compile(turn_index=0, step=2)
+    compiler = ContextCompiler(messages=conversation(), processors=[proc, other])
+    await compiler.compile(turn_index=0)
+    compiler.invalidate("counting")
+    out = await compiler.compile(turn_index=0, step=2)
     assert (proc.calls, other.calls) == (2, 1)
     assert [b.text for b in out.system] == ["stable instructions #2", "stable instructions #1"]
-    engine.invalidate("not-a-processor")  # harmless
-    await engine.compile(turn_index=1)
+    compiler.invalidate("not-a-processor")  # harmless
+    await compiler.compile(turn_index=1)
     assert (proc.calls, other.calls) == (2, 1)
 
 
@@ -237,12 +237,12 @@ async def test_invalidate_prefix_recomputes_session_processors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     proc = CountingSystem()
-    engine = ContextCompiler(messages=conversation(), processors=[proc], strict=False)
-    await engine.compile(turn_index=0)
+    compiler = ContextCompiler(messages=conversation(), processors=[proc], strict=False)
+    await compiler.compile(turn_index=0)
     with caplog.at_level(logging.WARNING):
-        change = engine.invalidate_prefix("host data changed")
+        change = compiler.invalidate_prefix("host data changed")
     assert change.reason == "host data changed"
-    out = await engine.compile(turn_index=1)
+    out = await compiler.compile(turn_index=1)
     assert proc.calls == 2
     assert out.system[0].text.endswith("#2")
     assert list(out.messages) == conversation()
@@ -251,14 +251,14 @@ async def test_invalidate_prefix_recomputes_session_processors(
 async def test_invalidate_prefix_in_strict_mode_is_refused_and_changes_nothing() -> None:
     proc = CountingSystem()
     changes: list[PrefixChange] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), processors=[proc], on_prefix_change=changes.append
     )
-    first = await engine.compile(turn_index=0)
+    first = await compiler.compile(turn_index=0)
     with pytest.raises(PrefixMutationError, match="strict mode"):
-        engine.invalidate_prefix("host data changed")
-    assert changes == [] and engine.transcript.generation == 0
-    again = await engine.compile(turn_index=1)
+        compiler.invalidate_prefix("host data changed")
+    assert changes == [] and compiler.transcript.generation == 0
+    again = await compiler.compile(turn_index=1)
     assert proc.calls == 1  # the session-scoped contribution was not recomputed
     assert again.system == first.system and list(again.messages) == conversation()
 
@@ -266,16 +266,16 @@ async def test_invalidate_prefix_in_strict_mode_is_refused_and_changes_nothing()
 async def test_relaxed_sync_with_a_changed_prefix_recomputes_session_processors() -> None:
     proc = CountingSystem()
     changes: list[object] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), processors=[proc], strict=False, on_prefix_change=changes.append
     )
-    await engine.compile(turn_index=0)
-    engine.sync([*conversation(), Message.assistant("fine")])  # append only: no recompute
-    await engine.compile(turn_index=1)
+    await compiler.compile(turn_index=0)
+    compiler.sync([*conversation(), Message.assistant("fine")])  # append only: no recompute
+    await compiler.compile(turn_index=1)
     assert proc.calls == 1
     edited = [Message.user("HELLO (edited)"), Message.assistant("hi")]
-    engine.sync(edited)
-    out = await engine.compile(turn_index=2)
+    compiler.sync(edited)
+    out = await compiler.compile(turn_index=2)
     assert proc.calls == 2
     assert len(changes) == 1
     assert list(out.messages) == edited
@@ -284,20 +284,20 @@ async def test_relaxed_sync_with_a_changed_prefix_recomputes_session_processors(
 async def test_a_prefix_change_made_on_the_transcript_directly_is_taken_in_at_next_read() -> None:
     proc = CountingSystem()
     changes: list[PrefixChange] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(), processors=[proc], strict=False, on_prefix_change=changes.append
     )
-    await engine.compile(turn_index=0)
+    await compiler.compile(turn_index=0)
     edited = [Message.user("HELLO (edited)"), Message.assistant("hi")]
-    engine.transcript.sync(edited)  # past the compiler: it looks at the generation itself
+    compiler.transcript.sync(edited)  # past the compiler: it looks at the generation itself
     assert changes == []  # taken in at the compiler's next read
-    engine.view  # noqa: B018
+    compiler.view  # noqa: B018
     assert [c.generation for c in changes] == [1]
-    out = await engine.compile(turn_index=1)
+    out = await compiler.compile(turn_index=1)
     assert proc.calls == 2  # the session-scoped contribution was recomputed
     assert list(out.messages) == edited and len(changes) == 1
-    engine.transcript.invalidate_prefix("host data changed")
-    await engine.compile(turn_index=2)
+    compiler.transcript.invalidate_prefix("host data changed")
+    await compiler.compile(turn_index=2)
     assert proc.calls == 3 and [c.reason for c in changes][-1] == "host data changed"
 
 
@@ -317,18 +317,18 @@ class Structural(Processor):
 
 @pytest.mark.parametrize("what", ["replace", "edit", "rewrite"])
 async def test_a_session_processor_may_not_change_structure(what: str) -> None:
-    engine = ContextCompiler(messages=conversation(), processors=[Structural(what)])
+    compiler = ContextCompiler(messages=conversation(), processors=[Structural(what)])
     with pytest.raises(ProcessorScopeError, match=f"structural-{what}"):
-        await engine.compile(turn_index=0)
-    assert list(engine.view) == conversation()
-    assert list(engine.transcript.messages) == conversation()
+        await compiler.compile(turn_index=0)
+    assert list(compiler.view) == conversation()
+    assert list(compiler.transcript.messages) == conversation()
 
 
 @pytest.mark.parametrize("what", ["replace", "edit", "rewrite"])
 async def test_a_turn_processor_may_change_structure(what: str) -> None:
-    engine = ContextCompiler(messages=conversation(), processors=[Structural(what, scope="turn")])
-    await engine.compile(turn_index=0)
-    assert list(engine.transcript.messages) == conversation()
+    compiler = ContextCompiler(messages=conversation(), processors=[Structural(what, scope="turn")])
+    await compiler.compile(turn_index=0)
+    assert list(compiler.transcript.messages) == conversation()
 
 
 # -- modules -------------------------------------------------------------------
@@ -362,60 +362,60 @@ async def test_modules_set_up_once_before_the_first_compile_with_their_config() 
             seen_config.append(ctx.config())
 
     three = Module("three", [ReadsConfig("reads-config")])
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         modules=[one, two, three],
         services={"memory": "the store"},
         config={"one": {"k": 1}, "three": {"flag": True}},
     )
     assert events == []
-    await engine.compile(turn_index=0)
-    await engine.compile(turn_index=1)
+    await compiler.compile(turn_index=0)
+    await compiler.compile(turn_index=1)
     assert events == ["setup one", "setup two", "compile", "compile"]
     assert one.setups == [({"memory": "the store"}, {"k": 1})]
     assert two.setups == [({"memory": "the store"}, {})]
     assert seen_config == [{"flag": True}, {"flag": True}]
-    assert [p.module for p in engine.processors] == ["one", "two", "three"]
+    assert [p.module for p in compiler.processors] == ["one", "two", "three"]
 
 
 async def test_teardown_runs_in_reverse_order_and_destroy_twice_is_fine() -> None:
     events: list[str] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         modules=[Tracked("a", events), Tracked("b", events), Tracked("c", events)],
     )
-    await engine.compile(turn_index=0)
+    await compiler.compile(turn_index=0)
     events.clear()
-    await engine.destroy()
+    await compiler.destroy()
     assert events == ["teardown c", "teardown b", "teardown a"]
-    assert engine.destroyed
-    await engine.destroy()
+    assert compiler.destroyed
+    await compiler.destroy()
     assert events == ["teardown c", "teardown b", "teardown a"]
 
 
 async def test_modules_never_set_up_are_not_torn_down() -> None:
     events: list[str] = []
-    engine: ContextCompiler[Message] = ContextCompiler(modules=[Tracked("a", events)])
-    await engine.destroy()
+    compiler: ContextCompiler[Message] = ContextCompiler(modules=[Tracked("a", events)])
+    await compiler.destroy()
     assert events == []
 
 
-async def test_a_destroyed_engine_refuses_work() -> None:
-    engine = ContextCompiler(messages=conversation())
-    await engine.compile(turn_index=0)
-    await engine.destroy()
+async def test_a_destroyed_compiler_refuses_work() -> None:
+    compiler = ContextCompiler(messages=conversation())
+    await compiler.compile(turn_index=0)
+    await compiler.destroy()
     with pytest.raises(CompilerDestroyedError):
-        await engine.compile(turn_index=1)
+        await compiler.compile(turn_index=1)
     with pytest.raises(CompilerDestroyedError):
-        engine.append([Message.user("more")])
+        compiler.append([Message.user("more")])
     with pytest.raises(CompilerDestroyedError):
-        engine.sync(conversation())
+        compiler.sync(conversation())
     with pytest.raises(CompilerDestroyedError):
-        engine.invalidate("x")
+        compiler.invalidate("x")
     with pytest.raises(CompilerDestroyedError):
-        engine.invalidate_prefix("x")
+        compiler.invalidate_prefix("x")
     with pytest.raises(CompilerDestroyedError):
-        engine.end_turn()
+        compiler.end_turn()
 
 
 async def test_destroy_during_a_compile_aborts_it() -> None:
@@ -428,7 +428,7 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
             await never.wait()
 
     after: list[str] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         processors=[Waits("waits"), Recorder("after", after, phase="finalize")],
     )
@@ -436,7 +436,7 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
 
     async def run_compile() -> None:
         try:
-            await engine.compile(turn_index=0)
+            await compiler.compile(turn_index=0)
         except CompilerDestroyedError as exc:
             errors.append(exc)
 
@@ -444,10 +444,10 @@ async def test_destroy_during_a_compile_aborts_it() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_compile)
             await started.wait()
-            await engine.destroy()
+            await compiler.destroy()
     assert len(errors) == 1
     assert after == []
-    assert engine.destroyed
+    assert compiler.destroyed
 
 
 async def test_destroy_during_a_compile_aborts_it_after_processors_that_never_wait() -> None:
@@ -463,17 +463,17 @@ async def test_destroy_during_a_compile_aborts_it_after_processors_that_never_wa
 
     history = Microcompact()
     assert not history.waits and Waits("waits").waits
-    engine = ContextCompiler(messages=conversation(), processors=[history, Waits("waits")])
+    compiler = ContextCompiler(messages=conversation(), processors=[history, Waits("waits")])
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
 
             async def run_compile() -> None:
                 with pytest.raises(CompilerDestroyedError):
-                    await engine.compile(turn_index=0)
+                    await compiler.compile(turn_index=0)
 
             tg.start_soon(run_compile)
             await started.wait()
-            await engine.destroy()
+            await compiler.destroy()
 
 
 def test_which_built_in_processors_may_wait() -> None:
@@ -512,7 +512,7 @@ async def test_a_failing_teardown_still_tears_down_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events: list[str] = []
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=conversation(),
         modules=[
             Tracked("a", events),
@@ -520,47 +520,47 @@ async def test_a_failing_teardown_still_tears_down_the_others(
             Tracked("c", events),
         ],
     )
-    await engine.compile(turn_index=0)
+    await compiler.compile(turn_index=0)
     events.clear()
     with caplog.at_level(logging.ERROR), pytest.raises(ContextError) as info:
-        await engine.destroy()
+        await compiler.destroy()
     assert isinstance(info.value.__cause__, RuntimeError)
     assert events == ["teardown c", "teardown b", "teardown a"]
-    assert engine.destroyed
+    assert compiler.destroyed
     assert "'b' failed to tear down" in caplog.text
-    await engine.destroy()  # already destroyed: nothing more
+    await compiler.destroy()  # already destroyed: nothing more
 
 
 # -- registry ------------------------------------------------------------------
 
 
-async def test_registry_allows_one_live_engine_per_key() -> None:
+async def test_registry_allows_one_live_compiler_per_key() -> None:
     registry: CompilerRegistry[Message] = CompilerRegistry()
-    engine = registry.create("s1", messages=conversation())
-    assert engine.session_id == "s1"
+    compiler = registry.create("s1", messages=conversation())
+    assert compiler.session_id == "s1"
     assert "s1" in registry
-    assert registry.get("s1") is engine
+    assert registry.get("s1") is compiler
     with pytest.raises(CompilerActiveError, match="s1"):
         registry.create("s1")
     other = registry.create("s2", factory=lambda: ContextCompiler(session_id="custom"))
     assert other.session_id == "custom"
     assert len(registry) == 2
     assert await registry.destroy("s1") is True
-    assert engine.destroyed
+    assert compiler.destroyed
     assert "s1" not in registry
     assert await registry.destroy("s1") is False
     again = registry.create("s1")
-    assert again is not engine
+    assert again is not compiler
     assert len(registry) == 2
     await registry.destroy_all()
     assert len(registry) == 0
     assert other.destroyed and again.destroyed
 
 
-async def test_registry_key_is_free_once_the_engine_destroys_itself() -> None:
+async def test_registry_key_is_free_once_the_compiler_destroys_itself() -> None:
     registry: CompilerRegistry[Message] = CompilerRegistry()
-    engine = registry.create("k")
-    await engine.destroy()
+    compiler = registry.create("k")
+    await compiler.destroy()
     assert registry.get("k") is None
     fresh = registry.create("k")
     assert not fresh.destroyed

@@ -128,18 +128,20 @@ def accounting() -> Accounting:
     return Accounting(tokenizer=EstimateTokenizer("test"))
 
 
-def compile_now(engine: ContextCompiler[Message], turn_index: int = 0) -> CompiledContext[Message]:
+def compile_now(
+    compiler: ContextCompiler[Message], turn_index: int = 0
+) -> CompiledContext[Message]:
     async def go() -> CompiledContext[Message]:
-        return await engine.compile(turn_index=turn_index)
+        return await compiler.compile(turn_index=turn_index)
 
     return anyio.run(go)
 
 
 def compile_step(
-    engine: ContextCompiler[Message], turn_index: int, step: int
+    compiler: ContextCompiler[Message], turn_index: int, step: int
 ) -> CompiledContext[Message]:
     async def go() -> CompiledContext[Message]:
-        return await engine.compile(turn_index=turn_index, step=step)
+        return await compiler.compile(turn_index=turn_index, step=step)
 
     return anyio.run(go)
 
@@ -153,9 +155,9 @@ def shape(out: CompiledContext[Message]) -> tuple[object, ...]:
 def test_strict_sync_catches_any_prefix_change(
     messages: list[Message], data: st.DataObject
 ) -> None:
-    engine = ContextCompiler(messages=messages, processors=processors())
-    compile_now(engine)
-    before = (len(engine.transcript), list(engine.view), list(engine.transcript.messages))
+    compiler = ContextCompiler(messages=messages, processors=processors())
+    compile_now(compiler)
+    before = (len(compiler.transcript), list(compiler.view), list(compiler.transcript.messages))
     index = data.draw(st.integers(0, len(messages) - 1))
     changed = list(messages)
     if data.draw(st.booleans()):
@@ -169,36 +171,40 @@ def test_strict_sync_catches_any_prefix_change(
     if len(full) >= len(messages) and full[: len(messages)] == messages:
         return  # dropping a message and adding an equal one back is no change
     try:
-        engine.sync(full)
+        compiler.sync(full)
     except PrefixMutationError:
         pass
     else:
         raise AssertionError("a changed prefix was accepted in strict mode")
-    assert (len(engine.transcript), list(engine.view), list(engine.transcript.messages)) == before
-    assert engine.transcript.generation == 0
+    assert (
+        len(compiler.transcript),
+        list(compiler.view),
+        list(compiler.transcript.messages),
+    ) == before
+    assert compiler.transcript.generation == 0
 
 
 @SETTINGS
 @given(transcripts(), transcripts(), st.integers(0, 10))
-def test_relaxed_sync_compiles_like_a_fresh_engine(
+def test_relaxed_sync_compiles_like_a_fresh_compiler(
     old: list[Message], new: list[Message], keep: int
 ) -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=old,
         processors=processors(),
         strict=False,
         accounting=accounting(),
         on_prefix_change=lambda change: None,
     )
-    compile_now(engine)
+    compile_now(compiler)
     target = old[: min(keep, len(old))] + new
     assume(target[: len(old)] != old)  # a real prefix change (an append replays by design)
-    engine.sync(target)
-    assert engine.transcript.generation == 1
+    compiler.sync(target)
+    assert compiler.transcript.generation == 1
     fresh = ContextCompiler(messages=target, processors=processors(), accounting=accounting())
-    got, want = compile_now(engine, 1), compile_now(fresh, 1)
+    got, want = compile_now(compiler, 1), compile_now(fresh, 1)
     assert shape(got) == shape(want)
-    assert list(engine.transcript.messages) == target
+    assert list(compiler.transcript.messages) == target
     assert got.tokens == want.tokens
 
 
@@ -207,17 +213,17 @@ def test_relaxed_sync_compiles_like_a_fresh_engine(
 def test_replayed_session_contributions_equal_recomputed_ones(
     messages: list[Message], later: list[list[Message]]
 ) -> None:
-    engine = ContextCompiler(messages=messages, processors=processors())
-    compile_now(engine)
+    compiler = ContextCompiler(messages=messages, processors=processors())
+    compile_now(compiler)
     full = list(messages)
     for i, delta in enumerate(later, start=1):
-        engine.append(delta)
+        compiler.append(delta)
         full += delta
-        replayed = compile_now(engine, i)
+        replayed = compile_now(compiler, i)
         fresh = ContextCompiler(messages=full, processors=processors())
         recomputed = compile_now(fresh, i)
         # Contextual reads the transcript, so it replays what the first compile saw;
-        # every other session contribution is what a fresh engine computes.
+        # every other session contribution is what a fresh compiler computes.
         stable = [
             c
             for c in replayed.contributions
@@ -247,10 +253,10 @@ def test_token_totals_are_the_sum_of_segments(
     messages: list[Message], later: list[list[Message]]
 ) -> None:
     tok = EstimateTokenizer("test")
-    engine = ContextCompiler(messages=messages, processors=processors(), accounting=accounting())
+    compiler = ContextCompiler(messages=messages, processors=processors(), accounting=accounting())
     for i, delta in enumerate([[], *later]):
-        engine.append(delta)
-        out = compile_now(engine, i)
+        compiler.append(delta)
+        out = compile_now(compiler, i)
         assert out.tokens == sum(s.tokens for s in out.segments)
         assert all(s.tokens >= 0 for s in out.segments)
         independent = sum(tok.count(b.text) for b in out.system)
@@ -306,7 +312,7 @@ class Splicer(Processor):
 
 
 def recount(
-    engine: ContextCompiler[Message], out: CompiledContext[Message], replacer: Replacer
+    compiler: ContextCompiler[Message], out: CompiledContext[Message], replacer: Replacer
 ) -> list[tuple[tuple[str, str, str, str], int, int, float]]:
     """The request's segments counted from scratch: contributions, then every view entry."""
     tok = WordCount()
@@ -318,10 +324,10 @@ def recount(
 
     for c in out.contributions:
         add((c.source, c.module, c.processor, c.slot), c.text)
-    for index, message in enumerate(engine.view):
-        module, processor = engine.view.owner(index)
+    for index, message in enumerate(compiler.view):
+        module, processor = compiler.view.owner(index)
         if replacer.done is not None and replacer.done[0] == index:
-            message, module, processor = replacer.done[1], "engine", replacer.id
+            message, module, processor = replacer.done[1], "core", replacer.id
         for source, text in message_segments(message):
             add((source, module, processor, "history"), text)
     total = sum(tokens for _, tokens in rows.values()) or 1
@@ -334,7 +340,7 @@ def test_incremental_accounting_equals_a_recount(
     messages: list[Message], data: st.DataObject
 ) -> None:
     varying, replacer, splicer = Varying("varying"), Replacer("replacer"), Splicer("splicer")
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=messages,
         processors=[*processors(), varying, splicer, replacer],
         accounting=Accounting(tokenizer=WordCount(), cache=CountCache(maxsize=4)),
@@ -344,26 +350,26 @@ def test_incremental_accounting_equals_a_recount(
         for turn_index in range(data.draw(st.integers(1, 6))):
             for step in range(1, data.draw(st.integers(1, 3)) + 1):
                 if data.draw(st.booleans()):
-                    engine.append(data.draw(turn(turn_index)))
+                    compiler.append(data.draw(turn(turn_index)))
                 varying.next_text = data.draw(st.sampled_from(["", "rules", "other rules"]))
                 replacer.index = data.draw(st.none() | st.integers(0, 12))
                 splicer.cut = data.draw(st.sampled_from([0, 0, 0, 2, 5]))
-                out = compile_step(engine, turn_index, step)
+                out = compile_step(compiler, turn_index, step)
                 got = sorted(
                     ((s.source, s.module, s.processor, s.slot), s.chars, s.tokens, s.share)
                     for s in out.segments
                 )
-                assert got == recount(engine, out, replacer)
+                assert got == recount(compiler, out, replacer)
                 assert out.segments == tuple(out.segments)
                 assert hash(out.segments) == hash(tuple(out.segments))
                 assert out.tokens == sum(s.tokens for s in out.segments)
-                call = engine.record_call(out, model="m", usage=Usage(input_tokens=3), cost=COST)
+                call = compiler.record_call(out, model="m", usage=Usage(input_tokens=3), cost=COST)
                 assert call is not None
                 assert call.chars == sum(s.chars for s in out.segments)
-            snapshot = engine.end_turn()
+            snapshot = compiler.end_turn()
             assert snapshot is not None
             snapshots.append(snapshot)
-    summary = engine.session_summary()
+    summary = compiler.session_summary()
     by_source: dict[str, int] = {}
     for snap in snapshots:
         for c in snap.calls:
@@ -375,7 +381,7 @@ def test_incremental_accounting_equals_a_recount(
 
 
 class Twin:
-    """One engine of a pair driven alike: one reads its figures at once, one only later."""
+    """One compiler of a pair driven alike: one reads its figures at once, one only later."""
 
     def __init__(self, messages: list[Message]) -> None:
         self.varying, self.replacer, self.splicer = (
@@ -384,7 +390,7 @@ class Twin:
             Splicer("splicer"),
         )
         self.sink = InMemorySink()
-        self.engine = ContextCompiler(
+        self.compiler = ContextCompiler(
             messages=messages,
             processors=[*processors(), self.varying, self.splicer, self.replacer],
             accounting=Accounting(
@@ -401,14 +407,14 @@ class Twin:
         index: int | None,
         cut: int,
     ) -> CompiledContext[Message]:
-        self.engine.append(delta)
+        self.compiler.append(delta)
         self.varying.next_text = text
         self.replacer.index = index
         self.splicer.cut = cut
         made: list[CompiledContext[Message]] = []
 
         async def go() -> None:  # (a coroutine's result is formatted by the task's repr)
-            made.append(await self.engine.compile(turn_index=turn_index, step=step))
+            made.append(await self.compiler.compile(turn_index=turn_index, step=step))
 
         anyio.run(go)
         return made[0]
@@ -417,10 +423,10 @@ class Twin:
 def from_scratch(twin: Twin) -> Twin:
     """Make ``twin`` work every request out from nothing: no reuse of the previous request's
     counted slots or tally, no prefix sums kept from earlier reads."""
-    accountant = twin.engine._accountant
+    accountant = twin.compiler._accountant
     assert accountant is not None
     settle = accountant._settle
-    view = twin.engine.view
+    view = twin.compiler.view
 
     def settle_afresh(segments: Segments, request: Any) -> None:
         accountant._tally = None
@@ -472,15 +478,15 @@ def test_figures_read_late_equal_figures_read_at_once(
                 assert sorted(
                     ((s.source, s.module, s.processor, s.slot), s.chars, s.tokens, s.share)
                     for s in out.segments
-                ) == recount(eager.engine, out, eager.replacer)
+                ) == recount(eager.compiler, out, eager.replacer)
                 kept.append(late.compile(turn_index, step, delta, text, index, cut))
                 afresh = scratch.compile(turn_index, step, delta, text, index, cut)
                 assert figures(afresh) == at_once[-1]  # the reused parts are what a recount gives
-                scratch.engine.record_call(
+                scratch.compiler.record_call(
                     afresh, model="m", usage=Usage(input_tokens=3), cost=COST
                 )
-                for engine, into in ((eager.engine, calls_at_once), (late.engine, None)):
-                    call = engine.record_call(
+                for compiler, into in ((eager.compiler, calls_at_once), (late.compiler, None)):
+                    call = compiler.record_call(
                         out if into is not None else kept[-1],
                         model="m",
                         usage=Usage(input_tokens=3),
@@ -492,27 +498,27 @@ def test_figures_read_late_equal_figures_read_at_once(
                     else:
                         calls.append(call)
                 if data.draw(st.booleans()):  # the late twin counts its whole view meanwhile
-                    assert late.engine.view.totals is not None
+                    assert late.compiler.view.totals is not None
                 if kept and data.draw(st.integers(0, 4)) == 0:  # and reads one figure early
                     figures(kept[data.draw(st.integers(0, len(kept) - 1))])
-            snapshot = eager.engine.end_turn()
+            snapshot = eager.compiler.end_turn()
             assert snapshot is not None
             lines.append(turn_line(snapshot))
-            assert late.engine.end_turn() is not None
-            assert scratch.engine.end_turn() is not None
+            assert late.compiler.end_turn() is not None
+            assert scratch.compiler.end_turn() is not None
     assert [figures(o) for o in reversed(kept)] == at_once[::-1]  # newest first: in order anyway
     assert [call_figures(c) for c in calls] == calls_at_once
     assert [turn_line(s) for s in late.sink.snapshots] == lines
-    assert [turn_line(s) for s in late.engine.summary] == lines
+    assert [turn_line(s) for s in late.compiler.summary] == lines
     assert [turn_line(s) for s in scratch.sink.snapshots] == lines
-    want, got = eager.engine.session_summary(), late.engine.session_summary()
+    want, got = eager.compiler.session_summary(), late.compiler.session_summary()
     assert (got.tokens, got.by_source, got.calls, got.turns) == (
         want.tokens,
         want.by_source,
         want.calls,
         want.turns,
     )
-    assert late.engine.view.tokens == eager.engine.view.tokens
+    assert late.compiler.view.tokens == eager.compiler.view.tokens
 
 
 tiktoken_texts = st.text(alphabet=st.characters(blacklist_categories=()), max_size=60)
@@ -546,19 +552,19 @@ def test_counting_on_read_keeps_views_and_compaction_exact(
     tok = TiktokenTokenizer("o200k_base")
     budget = data.draw(st.integers(1, 60))
     compaction = Compaction(budget, trigger=1.0, target=1.0)
-    engine: ContextCompiler[Message] = ContextCompiler(
+    compiler: ContextCompiler[Message] = ContextCompiler(
         processors=[compaction], accounting=Accounting(tokenizer=tok), model="gpt-4o"
     )
     over = 0
     for i, texts in enumerate(turns):
-        engine.append(
+        compiler.append(
             [Message.user(t) if k % 2 == 0 else Message.assistant(t) for k, t in enumerate(texts)]
         )
         exact = sum(tok.count(t) for ts in turns[: i + 1] for t in ts)
         over += exact > budget  # text only: nothing to prune, so the view never shrinks
-        compile_now(engine, i)
+        compile_now(compiler, i)
         assert compaction.runs == over
         if data.draw(st.booleans()):
             limit = data.draw(st.integers(0, 200))
-            assert engine.view.tokens_within(limit) == (exact <= limit)
-        assert engine.view.tokens == exact
+            assert compiler.view.tokens_within(limit) == (exact <= limit)
+        assert compiler.view.tokens == exact

@@ -104,7 +104,7 @@ class Reminder(LastUserProcessor):
         ctx.contribute("(answer briefly)")
 
 
-def compiler(*, strict: bool = True) -> ContextCompiler[ModelMessage]:
+def new_compiler(*, strict: bool = True) -> ContextCompiler[ModelMessage]:
     return ContextCompiler(
         adapter=PydanticAIAdapter(),
         processors=[BaseSystemPrompt("House rules: cite sources."), Reminder()],
@@ -127,8 +127,8 @@ async def test_a_pydantic_ai_agent_runs_on_the_context_pipeline() -> None:
             return ModelResponse(parts=[ToolCallPart("lookup", {"q": "tides"}, "call-1")])
         return ModelResponse(parts=[TextPart(content="High tide at noon.")])
 
-    engine = compiler()  # strict: a changed prefix would raise
-    history = PydanticAIHistory(engine)
+    compiler = new_compiler()  # strict: a changed prefix would raise
+    history = PydanticAIHistory(compiler)
     agent = PydanticAgent(FunctionModel(model), capabilities=[ProcessHistory(history)])
 
     @agent.tool_plain
@@ -147,9 +147,9 @@ async def test_a_pydantic_ai_agent_runs_on_the_context_pipeline() -> None:
     last_user = [p.content for p in seen[0][-1].parts if isinstance(p, UserPromptPart)]
     assert last_user == ["When is high tide?", "(answer briefly)"]
     # the transcript holds the host's own messages, once each, unaugmented
-    roles = [engine.adapter.role(m) for m in engine.transcript.messages]
+    roles = [compiler.adapter.role(m) for m in compiler.transcript.messages]
     assert roles == ["user", "assistant", "tool"]
-    assert ADAPTER.text_segments(engine.transcript.messages[0]) == ["When is high tide?"]
+    assert ADAPTER.text_segments(compiler.transcript.messages[0]) == ["When is high tide?"]
     assert history.last is not None
     sources = {s.source for s in history.last.segments}
     assert {"system", "user", "tool_call", "tool_result"} <= sources
@@ -157,29 +157,29 @@ async def test_a_pydantic_ai_agent_runs_on_the_context_pipeline() -> None:
     # a second run continues the same history: the prefix still holds
     again = await agent.run("And low tide?", message_history=result.all_messages())
     assert again.output == "High tide at noon."
-    roles = [engine.adapter.role(m) for m in engine.transcript.messages]
+    roles = [compiler.adapter.role(m) for m in compiler.transcript.messages]
     # the first run's answer, then the new question (the processor runs before each call)
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
-    assert engine.transcript.generation == 0
+    assert compiler.transcript.generation == 0
 
 
 async def test_a_rewritten_history_is_refused_in_strict_mode() -> None:
-    engine = compiler()
-    history = PydanticAIHistory(engine)
+    compiler = new_compiler()
+    history = PydanticAIHistory(compiler)
     first: list[ModelMessage] = [request("one"), ModelResponse(parts=[TextPart(content="two")])]
     await history(first)
     with pytest.raises(PrefixMutationError):
         await history([request("rewritten"), *first[1:], request("three")])
-    assert len(engine.transcript) == 2  # nothing changed
+    assert len(compiler.transcript) == 2  # nothing changed
 
 
 async def test_a_relaxed_compiler_takes_a_rewritten_history_as_a_new_generation() -> None:
-    engine = compiler(strict=False)
-    history = PydanticAIHistory(engine)
+    compiler = new_compiler(strict=False)
+    history = PydanticAIHistory(compiler)
     await history([request("one"), ModelResponse(parts=[TextPart(content="two")])])
     out = await history([request("rewritten")])
-    assert engine.transcript.generation == 1
-    assert [ADAPTER.text_segments(m)[0] for m in engine.transcript.messages] == ["rewritten"]
+    assert compiler.transcript.generation == 1
+    assert [ADAPTER.text_segments(m)[0] for m in compiler.transcript.messages] == ["rewritten"]
     assert isinstance(out[0], ModelRequest)
 
 

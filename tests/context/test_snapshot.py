@@ -28,10 +28,10 @@ from mainspring.usage import Usage
 
 COST = CostEstimate(usd=0.25, priced=True, price_source="configured")
 ROWS: list[SegmentRow] = [
-    ("system", "engine", "base-system", "system", 40, 10, None),
+    ("system", "core", "base-system", "system", 40, 10, None),
     ("user", "transcript", "transcript", "history", 0, 0, None),  # empty: dropped
     ("user", "transcript", "transcript", "history", 12, 3, "hi there"),
-    ("tool_result", "engine", "tool-result-budget", "history", 30, 7, None),
+    ("tool_result", "core", "tool-result-budget", "history", 30, 7, None),
 ]
 
 
@@ -39,7 +39,7 @@ def as_tuple() -> tuple[Segment, ...]:
     return (
         Segment(
             source="system",
-            module="engine",
+            module="core",
             processor="base-system",
             slot="system",
             chars=40,
@@ -58,7 +58,7 @@ def as_tuple() -> tuple[Segment, ...]:
         ),
         Segment(
             source="tool_result",
-            module="engine",
+            module="core",
             processor="tool-result-budget",
             slot="history",
             chars=30,
@@ -122,21 +122,21 @@ def test_segments_survive_pickle_and_deepcopy() -> None:
 
 @pytest.mark.anyio
 async def test_a_compiled_call_round_trips_through_its_json_line() -> None:
-    engine: ContextCompiler[Message] = ContextCompiler(
+    compiler: ContextCompiler[Message] = ContextCompiler(
         messages=[Message.user("Where is the tide table?"), Message.assistant("In the harbour.")],
         processors=[BaseSystemPrompt("You are terse."), ContextBlock("Port: Brest")],
         accounting=Accounting(tokenizer=EstimateTokenizer("test")),
     )
-    engine.append([Message.user("And tomorrow?")])
-    compiled = await engine.compile(turn_index=1)
+    compiler.append([Message.user("And tomorrow?")])
+    compiled = await compiler.compile(turn_index=1)
     assert isinstance(compiled.segments, Segments)
-    call = engine.record_call(
+    call = compiler.record_call(
         compiled,
         model="m",
         usage=Usage(input_tokens=9, output_tokens=2, requests=1),
         cost=CostEstimate(usd=0.25, priced=True, price_source="configured"),
     )
-    snapshot = engine.end_turn()
+    snapshot = compiler.end_turn()
     assert call is not None and snapshot is not None
     line = json.dumps(snapshot.to_dict())
     again = TurnSnapshot.from_dict(json.loads(line))
@@ -151,7 +151,7 @@ async def test_a_compiled_call_round_trips_through_its_json_line() -> None:
         "user": sum(s.tokens for s in call.segments if s.source == "user"),
         "assistant": sum(s.tokens for s in call.segments if s.source == "assistant"),
     }
-    assert engine.session_summary().by_source == snapshot.by_source()
+    assert compiler.session_summary().by_source == snapshot.by_source()
 
 
 class OnDemand:
@@ -220,12 +220,12 @@ def test_an_unknown_attribute_of_a_deferred_object_is_an_attribute_error() -> No
 
 
 def test_a_view_length_out_of_range_is_refused() -> None:
-    engine: ContextCompiler[Message] = ContextCompiler(messages=[Message.user("hi")])
+    compiler: ContextCompiler[Message] = ContextCompiler(messages=[Message.user("hi")])
     with pytest.raises(IndexError, match="out of range"):
-        engine.view.totals_upto(2)
+        compiler.view.totals_upto(2)
     with pytest.raises(IndexError, match="out of range"):
-        engine.view.totals_upto(-1)
-    assert engine.view.totals_upto(1) == {("user", "transcript", "transcript"): (2, 1)}
+        compiler.view.totals_upto(-1)
+    assert compiler.view.totals_upto(1) == {("user", "transcript", "transcript"): (2, 1)}
 
 
 def accounted() -> ContextCompiler[Message]:
@@ -238,15 +238,15 @@ def accounted() -> ContextCompiler[Message]:
 
 @pytest.mark.anyio
 async def test_a_snapshot_read_in_another_thread_reads_as_in_the_loop() -> None:
-    engines = accounted(), accounted()
+    compilers = accounted(), accounted()
     snapshots = []
-    for engine in engines:
-        engine.append([Message.user("And tomorrow?")])
-        compiled = await engine.compile(turn_index=1)
-        engine.record_call(compiled, model="m", usage=Usage(input_tokens=9), cost=COST)
-        snapshot = engine.end_turn()
+    for compiler in compilers:
+        compiler.append([Message.user("And tomorrow?")])
+        compiled = await compiler.compile(turn_index=1)
+        compiler.record_call(compiled, model="m", usage=Usage(input_tokens=9), cost=COST)
+        snapshot = compiler.end_turn()
         assert snapshot is not None
-        engine.append([Message.assistant("Same place."), Message.user("Thanks")])
+        compiler.append([Message.assistant("Same place."), Message.user("Thanks")])
         snapshots.append(snapshot)
     here = snapshots[0].to_dict()
     there = await anyio.to_thread.run_sync(snapshots[1].to_dict)
@@ -255,15 +255,15 @@ async def test_a_snapshot_read_in_another_thread_reads_as_in_the_loop() -> None:
 
 @pytest.mark.anyio
 async def test_requests_nobody_keeps_are_not_kept_for_their_figures() -> None:
-    engine = accounted()
+    compiler = accounted()
     refs = []
     for step in range(1, 201):  # steps of one turn: only the latest is the turn's pending call
-        engine.append([Message.user(f"question {step}")])
-        compiled = await engine.compile(turn_index=0, step=step)
+        compiler.append([Message.user(f"question {step}")])
+        compiled = await compiler.compile(turn_index=0, step=step)
         refs.append(weakref.ref(compiled.segments))
         del compiled
     gc.collect()
     assert [ref() is not None for ref in refs] == [False] * 199 + [True]
-    snapshot = engine.end_turn()  # the pending compile is flushed with empty usage
+    snapshot = compiler.end_turn()  # the pending compile is flushed with empty usage
     assert snapshot is not None and snapshot.calls[0].step == 200
     assert snapshot.calls[0].tokens == sum(s.tokens for s in snapshot.calls[0].segments) > 0

@@ -14,7 +14,6 @@ from mainspring.context import (
     MessageAdapter,
     PrefixChange,
     ToolCallLookup,
-    ToolLink,
     Transcript,
 )
 from mainspring.context.transcript import message_segments, tool_call_text
@@ -39,22 +38,11 @@ def new(
 
 
 def snapshot(t: Transcript[Any]) -> tuple[object, ...]:
-    return (
-        list(t.messages),
-        t.fingerprints,
-        t.roles,
-        t.tool_links,
-        t.last_user_index,
-        t.generation,
-    )
-
-
-def indexes(t: Transcript[Any]) -> tuple[object, ...]:
-    return (t.roles, t.tool_links, t.last_user_index, t.fingerprints)
+    return (list(t.messages), t.last_user_index, t.generation)
 
 
 def assert_indexes_fresh(t: Transcript[Message]) -> None:
-    assert indexes(t) == indexes(new(list(t.messages)))
+    assert t.last_user_index == new(list(t.messages)).last_user_index
 
 
 # -- append and sync -------------------------------------------------------
@@ -65,10 +53,6 @@ def test_append_commits_in_order_and_indexes() -> None:
     t.append([Message.user("hi"), call("c1")])
     t.append([result("c1"), Message.assistant("done")])
     assert [m.role for m in t.messages] == ["user", "assistant", "tool", "assistant"]
-    assert t.indices_by_role("assistant") == (1, 3)
-    assert t.indices_by_role("system") == ()
-    assert t.tool_link("c1") == ToolLink(1, 2)
-    assert t.tool_link("nope") is None
     assert t.last_user_index == 0
     assert len(t) == 4
     assert t.generation == 0
@@ -87,7 +71,7 @@ def test_sync_accepts_equal_values_in_new_objects() -> None:
     t = new([Message.user("a"), call("c1")])
     rebuilt = [Message.user("a"), call("c1"), result("c1")]
     assert t.sync(rebuilt) == 1
-    assert t.tool_link("c1") == ToolLink(1, 2)
+    assert list(t.messages) == rebuilt and t.messages[2] is rebuilt[2]
     assert t.generation == 0
 
 
@@ -108,25 +92,20 @@ def test_view_is_stable_and_read_only() -> None:
         view[1]
 
 
-def test_result_before_call_is_linked_when_the_call_arrives() -> None:
-    t = new([result("c9")])
-    assert t.tool_link("c9") == ToolLink(None, 0)
-    t.append([call("c9")])
-    assert t.tool_link("c9") == ToolLink(1, 0)
-
-
 # -- strict mode -----------------------------------------------------------
 
 
 def test_strict_rejects_a_changed_message_and_leaves_state_untouched() -> None:
-    t = new([Message.user("a"), Message.assistant("b")])
-    cleared: list[PrefixChange] = []
-    t.register_cache(cleared.append)
+    changes: list[PrefixChange] = []
+    t = Transcript(
+        ADAPTER, [Message.user("a"), Message.assistant("b")], on_prefix_change=changes.append
+    )
     before = snapshot(t)
     with pytest.raises(PrefixMutationError, match="committed message 1"):
         t.sync([Message.user("a"), Message.assistant("B"), Message.user("c")])
     assert snapshot(t) == before
-    assert cleared == []
+    assert changes == []
+    assert t.sync([Message.user("a"), Message.assistant("b"), Message.user("c")]) == 1
 
 
 def test_strict_rejects_a_shortened_list() -> None:
@@ -146,33 +125,25 @@ def test_meta_is_part_of_the_value() -> None:
 # -- relaxed mode ----------------------------------------------------------
 
 
-def test_relaxed_starts_a_generation_clears_caches_rebuilds_and_warns() -> None:
+def test_relaxed_starts_a_generation_reindexes_and_reports() -> None:
     changes: list[PrefixChange] = []
-    cleared: list[PrefixChange] = []
     t = Transcript(
         ADAPTER,
         [Message.user("a"), call("c1"), result("c1"), Message.user("q")],
         strict=False,
         on_prefix_change=changes.append,
     )
-    cache = {"compiled": "stale"}
-    t.register_cache(lambda change: cache.clear())
-    unregister = t.register_cache(cleared.append)
+    assert t.last_user_index == 3
     old_view = t.messages
     assert t.sync([Message.user("a"), call("c2"), result("c2")]) == 2
     assert t.generation == 1
-    assert changes == [PrefixChange(1, 1, "sync: committed prefix changed")]
-    assert cleared == changes
-    assert cache == {}
-    assert t.tool_link("c1") is None
-    assert t.tool_link("c2") == ToolLink(1, 2)
+    assert t.last_change == PrefixChange(1, 1, "sync: committed prefix changed")
+    assert changes == [t.last_change]
+    assert list(t.messages) == [Message.user("a"), call("c2"), result("c2")]
     assert t.last_user_index == 0
     assert_indexes_fresh(t)
     assert len(old_view) == 4 and old_view[1] == call("c1")
-    unregister()
-    unregister()
     t.sync([Message.user("z")])
-    assert len(cleared) == 1
     assert t.generation == 2
     assert changes[-1].first_changed_index == 0
 
@@ -184,7 +155,7 @@ def test_relaxed_truncation_and_default_warning_goes_to_the_log(
     with caplog.at_level(logging.WARNING, logger="mainspring.context"):
         assert t.sync([Message.user("a")]) == 0
     assert t.generation == 1
-    assert t.indices_by_role("assistant") == ()
+    assert list(t.messages) == [Message.user("a")]
     record = caplog.records[-1]
     assert getattr(record, "prefix_change") == {  # noqa: B009
         "generation": 1,
@@ -194,28 +165,23 @@ def test_relaxed_truncation_and_default_warning_goes_to_the_log(
     }
 
 
-def test_invalidate_prefix_keeps_messages_and_clears_caches() -> None:
+def test_invalidate_prefix_keeps_messages_and_reports_the_change() -> None:
     changes: list[PrefixChange] = []
     t = Transcript(ADAPTER, [Message.user("a")], strict=False, on_prefix_change=changes.append)
-    cleared: list[PrefixChange] = []
-    t.register_cache(cleared.append)
-    before = indexes(t)
+    before = snapshot(t)
     change = t.invalidate_prefix("system prompt changed", "base-system")
     assert change == PrefixChange(1, 0, "system prompt changed", "base-system")
-    assert changes == cleared == [change]
-    assert t.generation == 1
-    assert indexes(t) == before
+    assert changes == [change] and t.last_change == change
+    assert snapshot(t) == (*before[:2], 1)
 
 
 def test_invalidate_prefix_in_strict_mode_raises_and_changes_nothing() -> None:
     changes: list[PrefixChange] = []
     t = Transcript(ADAPTER, [Message.user("a")], on_prefix_change=changes.append)
-    cleared: list[PrefixChange] = []
-    t.register_cache(cleared.append)
-    before = indexes(t)
+    before = snapshot(t)
     with pytest.raises(PrefixMutationError, match="strict mode"):
         t.invalidate_prefix("system prompt changed")
-    assert changes == cleared == [] and t.generation == 0 and indexes(t) == before
+    assert changes == [] and t.last_change is None and snapshot(t) == before
 
 
 # -- identity fast path ----------------------------------------------------
@@ -279,6 +245,7 @@ def test_default_adapter() -> None:
     assert ADAPTER.fingerprint(m) == ADAPTER.fingerprint(clone)
     assert ADAPTER.fingerprint(m) != ADAPTER.fingerprint(Message.user("ab"))
     assert isinstance(ADAPTER, ToolCallLookup)
+    assert not isinstance(DictAdapter(), ToolCallLookup)
 
 
 Dict = dict[str, Any]
@@ -309,16 +276,8 @@ class DictAdapter:
         return {**message, "content": f"{message.get('content') or ''}{text}"}
 
 
-class DictToolAdapter(DictAdapter):
-    def tool_call_ids(self, message: Dict) -> Sequence[str]:
-        return [c["id"] for c in message.get("tool_calls", [])]
-
-    def tool_result_ids(self, message: Dict) -> Sequence[str]:
-        return [message["tool_call_id"]] if "tool_call_id" in message else []
-
-
 def test_custom_dict_adapter() -> None:
-    adapter: MessageAdapter[Dict] = DictToolAdapter()
+    adapter: MessageAdapter[Dict] = DictAdapter()
     user = adapter.create_user("hi")
     history: list[Dict] = [
         user,
@@ -327,20 +286,11 @@ def test_custom_dict_adapter() -> None:
     ]
     t = Transcript(adapter, history[:1])
     assert t.sync([copy.deepcopy(m) for m in history]) == 2
-    assert t.tool_link("k") == ToolLink(1, 2)
-    assert t.indices_by_role("tool") == (2,)
+    assert list(t.messages) == history and t.last_user_index == 0
     assert adapter.text_segments(adapter.append_user_content(user, "!")) == ["hi!"]
     assert adapter.clone(user) == user and adapter.clone(user) is not user
     with pytest.raises(PrefixMutationError):
         t.sync([{"role": "user", "content": "changed"}, *history[1:]])
-
-
-def test_adapter_without_tool_lookup_keeps_no_tool_index() -> None:
-    adapter = DictAdapter()
-    assert not isinstance(adapter, ToolCallLookup)
-    t = Transcript(adapter, [{"role": "tool", "tool_call_id": "k", "content": ""}])
-    assert t.tool_links == {}
-    assert t.indices_by_role("tool") == (0,)
 
 
 # -- properties ------------------------------------------------------------
@@ -424,7 +374,9 @@ def test_relaxed_indexes_always_equal_a_rebuild(ops: list[tuple[Any, ...]], iden
         generation = t.generation
         full = run(t, op, step)
         if full is not None:
-            assert t.fingerprints == tuple(ADAPTER.fingerprint(m) for m in full)
+            assert [ADAPTER.fingerprint(m) for m in t.messages] == [
+                ADAPTER.fingerprint(m) for m in full
+            ]
         assert t.generation in {generation, generation + 1}
         assert len(changes) == t.generation
         assert_indexes_fresh(t)
@@ -439,19 +391,21 @@ class RoleCountingAdapter(MainspringAdapter):
         return message.role
 
 
-def test_appends_are_indexed_when_read_each_message_once() -> None:
+def test_the_last_user_message_is_found_when_read_looking_at_each_message_once() -> None:
     adapter = RoleCountingAdapter()
     t = Transcript(adapter, [Message.user(f"q{i}") for i in range(1_000)])
     t.append([call("c1"), result("c1")])
     assert adapter.looked_at == 0  # committing is a list extend
     assert t.last_user_index == 999
-    assert adapter.looked_at == 1_002
-    assert t.tool_link("c1") == ToolLink(1_000, 1_001)
-    assert t.indices_by_role("tool") == (1_001,)
-    assert adapter.looked_at == 1_002  # read again: nothing is indexed twice
-    t.append([Message.assistant("done"), Message.user("more")])
-    assert t.last_user_index == 1_003
-    assert adapter.looked_at == 1_004  # only the delta
+    assert adapter.looked_at == 3  # from the newest back to the first user message
+    assert t.last_user_index == 999
+    assert adapter.looked_at == 3  # read again: nothing is looked at twice
+    t.append([Message.user("more"), Message.assistant("done"), result("c2")])
+    assert t.last_user_index == 1_002
+    assert adapter.looked_at == 6  # only the delta
+    t.append([Message.assistant("more")])
+    assert t.last_user_index == 1_002
+    assert adapter.looked_at == 7  # a delta without a user message keeps the last one
     assert_indexes_fresh(t)
 
 

@@ -110,8 +110,8 @@ def reference(
 def test_the_view_sizes_equal_its_pieces_for_every_kind_of_message(
     messages: list[Message], tokenizer: EstimateTokenizer | WordTokenizer
 ) -> None:
-    engine = ContextCompiler(messages=messages, accounting=Accounting(tokenizer=tokenizer))
-    view = engine.view
+    compiler = ContextCompiler(messages=messages, accounting=Accounting(tokenizer=tokenizer))
+    view = compiler.view
     totals = view.totals
     assert view.tokens == sum(t for _, t in totals.values())
     assert view.chars == sum(c for c, _ in totals.values())
@@ -187,9 +187,9 @@ ops = st.lists(
 def test_edits_and_reads_in_any_order_match_a_recount(
     start: list[Message], script: list[tuple[Any, ...]], tokenizer: Any
 ) -> None:
-    engine = ContextCompiler(messages=start, accounting=Accounting(tokenizer=tokenizer))
-    view = engine.view
-    meter = engine.meter
+    compiler = ContextCompiler(messages=start, accounting=Accounting(tokenizer=tokenizer))
+    view = compiler.view
+    meter = compiler.meter
     assert meter is not None
     entries = list(start)
     owners = [("transcript", "transcript")] * len(start)
@@ -232,11 +232,11 @@ def test_edits_and_reads_in_any_order_match_a_recount(
 
 
 def test_bad_indexes_raise_and_change_nothing() -> None:
-    engine = ContextCompiler(
+    compiler = ContextCompiler(
         messages=[Message.user("one two"), Message.assistant("three")],
         accounting=Accounting(tokenizer=EstimateTokenizer("test")),
     )
-    view = engine.view
+    view = compiler.view
 
     def state() -> tuple[object, ...]:
         return (list(view), view.tokens, view.chars, live(view.totals), view.tokens_before(2))
@@ -382,11 +382,11 @@ def pipeline(*, one_by_one: bool = False, over_tokens: int | None = None) -> lis
     ]
 
 
-def compiled_now(engine: ContextCompiler[Message], turn: int) -> CompiledContext[Message]:
+def compiled_now(compiler: ContextCompiler[Message], turn: int) -> CompiledContext[Message]:
     import anyio
 
     async def go() -> CompiledContext[Message]:
-        return await engine.compile(turn_index=turn)
+        return await compiler.compile(turn_index=turn)
 
     return anyio.run(go)
 
@@ -407,13 +407,13 @@ def test_runs_appended_at_once_compile_like_messages_appended_one_by_one(
     by_sync: bool,
     over_tokens: int | None,
 ) -> None:
-    def engine(one_by_one: bool = False) -> ContextCompiler[Message]:
+    def compiler(one_by_one: bool = False) -> ContextCompiler[Message]:
         return ContextCompiler(
             processors=pipeline(one_by_one=one_by_one, over_tokens=over_tokens),
             accounting=Accounting(tokenizer=EstimateTokenizer("test")) if accounting else None,
         )
 
-    bulk, other = engine(), engine(one_by_one=True)
+    bulk, other = compiler(), compiler(one_by_one=True)
     bounds = [0]
     for size in chunks:
         bounds.append(min(bounds[-1] + size, len(messages)))
@@ -439,12 +439,12 @@ def test_runs_appended_at_once_compile_like_messages_appended_one_by_one(
 def test_a_processor_with_only_map_messages_maps() -> None:
     tag = TagEveryOther()
     assert tag.maps_messages
-    engine = ContextCompiler(messages=history(4), processors=[tag])
-    assert [m.meta for m in engine.view] == [{}, {"tag": 1}, {}, {"tag": 3}]
-    assert engine.view.owner(1) == ("engine", "tag")
-    assert engine.view.owner(0) == ("transcript", "transcript")
-    engine.append(history(2))  # the next run starts at transcript index 4
-    assert [m.meta for m in engine.view][4:] == [{}, {"tag": 5}]
+    compiler = ContextCompiler(messages=history(4), processors=[tag])
+    assert [m.meta for m in compiler.view] == [{}, {"tag": 1}, {}, {"tag": 3}]
+    assert compiler.view.owner(1) == ("core", "tag")
+    assert compiler.view.owner(0) == ("transcript", "transcript")
+    compiler.append(history(2))  # the next run starts at transcript index 4
+    assert [m.meta for m in compiler.view][4:] == [{}, {"tag": 5}]
 
 
 class Broken(Processor):
@@ -456,17 +456,17 @@ class Broken(Processor):
 
 def test_a_mapper_naming_a_message_outside_the_run_is_refused_and_the_view_recovers() -> None:
     broken = Broken("broken")
-    engine: ContextCompiler[Message] = ContextCompiler(processors=[broken])
-    engine.append(history(2))  # committed: the view is derived, when next read
+    compiler: ContextCompiler[Message] = ContextCompiler(processors=[broken])
+    compiler.append(history(2))  # committed: the view is derived, when next read
     with pytest.raises(ContextError, match=r"broken.*outside the run of 2"):
-        len(engine.view)
-    assert list(engine.transcript.messages) == history(2)
+        len(compiler.view)
+    assert list(compiler.transcript.messages) == history(2)
     with pytest.raises(ContextError, match=r"broken.*outside the run of 2"):
-        compiled_now(engine, 1)  # a compile maps the run again, and fails again
+        compiled_now(compiler, 1)  # a compile maps the run again, and fails again
     broken.map_messages = lambda messages, start: {}  # type: ignore[method-assign]
-    out = compiled_now(engine, 1)  # the view is rebuilt from the transcript
+    out = compiled_now(compiler, 1)  # the view is rebuilt from the transcript
     assert list(out.messages) == history(2)
-    assert engine.view.tokens > 0
+    assert compiler.view.tokens > 0
 
 
 # -- a view without accounting: shared sizing, lent lists ----------------------

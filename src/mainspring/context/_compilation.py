@@ -3,34 +3,123 @@
 A :class:`Compilation` is handed to every processor of one compile: it reads
 the transcript, the history view, services and config, collects the
 contributions, and (turn-scoped processors only) replaces messages for this
-request or edits the view.
+request or edits the view. It reads them from its :class:`CompileHost`, the
+compiler running the compile, and knows the running processor only by the
+few attributes of :class:`RunningProcessor` (the processors' module,
+``pipeline``, types its ``process`` method with this one).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
-from mainspring.context.pipeline import Contribution, Processor, Slot
-from mainspring.context.transcript import Transcript
+from mainspring.context.transcript import MessageAdapter, Transcript
 from mainspring.context.view import ModelView
 from mainspring.errors import ContextError, ProcessorScopeError
 
-if TYPE_CHECKING:
-    from mainspring.context.compiler import ContextCompiler
-
-__all__ = ["Compilation"]
+__all__ = [
+    "CacheScope",
+    "Compilation",
+    "CompileHost",
+    "Contribution",
+    "RunningProcessor",
+    "Slot",
+]
 
 T = TypeVar("T")
+
+Slot: TypeAlias = Literal["system", "first-user", "last-user", "virtual-tail"]
+
+CacheScope: TypeAlias = Literal["session", "turn"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Contribution:
+    """Text a processor adds to a slot, with where it came from."""
+
+    slot: Slot
+    text: str
+    source: str
+    """The kind of content: system, context, memory, skill, reminder, …"""
+    module: str
+    processor: str
+    scope: CacheScope
+
+
+class CompileHost(Protocol[T]):
+    """What a compile reads from the compiler running it."""
+
+    @property
+    def transcript(self) -> Transcript[T]:
+        """The committed transcript."""
+        ...
+
+    @property
+    def view(self) -> ModelView[T]:
+        """The model's history view, up to date."""
+        ...
+
+    @property
+    def adapter(self) -> MessageAdapter[T]:
+        """The host's message adapter."""
+        ...
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        """The compiler's services."""
+        ...
+
+    @property
+    def config(self) -> Mapping[str, Mapping[str, Any]]:
+        """Each module's config, by module name."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by the compiler's tokenizer."""
+        ...
+
+
+class RunningProcessor(Protocol):
+    """What a compile knows of the processor running in it."""
+
+    @property
+    def id(self) -> str:
+        """The processor's id."""
+        ...
+
+    @property
+    def module(self) -> str:
+        """The owning module's name."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The source type its contributions carry unless it names another."""
+        ...
+
+    @property
+    def slot(self) -> Slot | None:
+        """The slot its contributions go to unless it names another."""
+        ...
+
+    @property
+    def scope(self) -> CacheScope:
+        """``"session"`` (may only contribute) or ``"turn"``."""
+        ...
 
 
 class Compilation(Generic[T]):
     """What a processor sees and may do during one compile."""
 
     def __init__(
-        self, engine: ContextCompiler[T], turn_index: int, step: int, turn_cache: dict[str, Any]
+        self, compiler: CompileHost[T], turn_index: int, step: int, turn_cache: dict[str, Any]
     ) -> None:
-        self.engine = engine
+        """One compile by ``compiler``: turn ``turn_index``, model step ``step``."""
+        self.compiler = compiler
+        """The compiler running this compile."""
         self.turn_index = turn_index
         self.step = step
         self.turn_cache = turn_cache
@@ -39,42 +128,52 @@ class Compilation(Generic[T]):
         self.overrides: dict[int, T] = {}
         self.override_owners: dict[int, tuple[str, str]] = {}
         self.tail: list[T] = []
-        self._current: Processor | None = None
+        self._current: RunningProcessor | None = None
+
+    @property
+    def engine(self) -> CompileHost[T]:
+        """Deprecated: the compiler running this compile (read :attr:`compiler`)."""
+        warnings.warn(
+            "Compilation.engine is deprecated; read Compilation.compiler",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.compiler
 
     # -- reading -----------------------------------------------------------
 
     @property
     def transcript(self) -> Transcript[T]:
         """The committed transcript (read it; never change it)."""
-        return self.engine.transcript
+        return self.compiler.transcript
 
     @property
     def messages(self) -> ModelView[T]:
         """The model's history view."""
-        return self.engine.view
+        return self.compiler.view
 
     @property
     def services(self) -> Mapping[str, Any]:
-        """The engine's services (e.g. ``"memory"``)."""
-        return self.engine.services
+        """The compiler's services (e.g. ``"memory"``)."""
+        return self.compiler.services
 
     def config(self, module: str | None = None) -> Mapping[str, Any]:
         """A module's config (default: the running processor's module)."""
         name = module if module is not None else (self._current.module if self._current else "")
-        return self.engine.config.get(name, {})
+        return self.compiler.config.get(name, {})
 
     @property
     def last_user_text(self) -> str:
         """The text of the latest user message ("" when there is none)."""
-        index = self.engine.transcript.last_user_index
+        index = self.compiler.transcript.last_user_index
         if index is None:
             return ""
-        message = self.engine.transcript.messages[index]
-        return "\n".join(self.engine.adapter.text_segments(message))
+        message = self.compiler.transcript.messages[index]
+        return "\n".join(self.compiler.adapter.text_segments(message))
 
     def count_tokens(self, text: str) -> int:
-        """Tokens in ``text`` by the engine's tokenizer (an estimate without accounting)."""
-        return self.engine._sizer.count(text)
+        """Tokens in ``text`` by the compiler's tokenizer (an estimate without accounting)."""
+        return self.compiler.count_tokens(text)
 
     # -- contributing ------------------------------------------------------
 
@@ -117,7 +216,7 @@ class Compilation(Generic[T]):
     def replace_message(self, index: int, message: T) -> None:
         """Show ``message`` instead of view entry ``index`` in this request only."""
         proc = self._structural("replace a message")
-        if not 0 <= index < len(self.engine.view):
+        if not 0 <= index < len(self.compiler.view):
             raise IndexError(f"message index {index} out of range")
         self.overrides[index] = message
         self.override_owners[index] = (proc.module, proc.id)
@@ -125,9 +224,9 @@ class Compilation(Generic[T]):
     def edit_history(self) -> _HistoryEditor[T]:
         """Persistent edits of the view (compaction), attributed to this processor."""
         proc = self._structural("edit the history")
-        return _HistoryEditor(self.engine.view, proc.module, proc.id)
+        return _HistoryEditor(self.compiler.view, proc.module, proc.id)
 
-    def _structural(self, what: str) -> Processor:
+    def _structural(self, what: str) -> RunningProcessor:
         proc = self._current
         if proc is None:
             raise ContextError(f"cannot {what} outside a processor")

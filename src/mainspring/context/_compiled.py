@@ -14,8 +14,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mainspring._lowlevel.frozen import fast_init
+from mainspring.context._compilation import Contribution
 from mainspring.context._segments import read_deferred
-from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import Segment, Segments
 from mainspring.models.base import SystemBlock
 

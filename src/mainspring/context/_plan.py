@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from mainspring.context._shape import CompilerShape, Deferral, Made, run_order
+from mainspring.context._shape import CORE_MODULE, CompilerShape, Deferral, Made, run_order
 from mainspring.context.compaction import Compaction
 from mainspring.context.compiler import ContextCompiler
 from mainspring.context.history import Microcompact
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
     from mainspring.memory import MemoryStore
 
 __all__ = ["ContextPlan"]
-
-ENGINE = "engine"
-"""The module the agent's own processors belong to."""
 
 
 class ContextPlan:
@@ -76,7 +73,7 @@ class ContextPlan:
             accounting=options.accounting, model=model, retain_turns=options.retain_turns
         )
         parts: list[Processor | Callable[[], Processor]] = []
-        """The engine module's processors as registered: shared ones, or how to make one."""
+        """The core module's processors as registered: shared ones, or how to make one."""
         if instructions:
             parts.append(BaseSystemPrompt(instructions))
         if context_block is not None:
@@ -101,7 +98,7 @@ class ContextPlan:
         if options.budget is not None:
             parts.append(partial(Compaction, options.budget, summarizer=options.summarizer))
         made = [p if isinstance(p, Processor) else p() for p in parts]  # checks the arguments
-        ordered = run_order((Module(ENGINE, made),))
+        ordered = run_order((Module(CORE_MODULE, made),))
         position = {id(p): i for i, p in enumerate(made)}
         self._parts = tuple(parts)
         self._order = tuple(position[id(p)] for p in ordered)
@@ -114,7 +111,7 @@ class ContextPlan:
         """With budget processors the only ones keeping state: how sessions make them."""
         if all(isinstance(p, Processor) for p in parts):  # none keeps state: one module for all
             self._processors = tuple(made[i] for i in self._order)
-            self._modules = (Module(ENGINE, self._processors),)
+            self._modules = (Module(CORE_MODULE, self._processors),)
         elif not options.modules:
             self._defer(made)
 
@@ -156,9 +153,9 @@ class ContextPlan:
         if processors is None or modules is None:
             processors, modules = _make(self._parts, self._order, self._in_place)
         extra = self.options.modules
-        if extra:  # the agent's own modules: ordered with the engine's, per session
-            engine = (Module(ENGINE, processors),) if modules is None else modules
-            modules = (*engine, *(m if isinstance(m, Module) else m() for m in extra))
+        if extra:  # the agent's own modules: ordered with the core one, per session
+            core = (Module(CORE_MODULE, processors),) if modules is None else modules
+            modules = (*core, *(m if isinstance(m, Module) else m() for m in extra))
             return ContextCompiler.shaped(self.shape, modules, messages, session_id=session_id)
         return ContextCompiler.shaped(
             self.shape, modules, messages, session_id=session_id, processors=processors
@@ -174,9 +171,9 @@ def _make(
     made = [p if isinstance(p, Processor) else p() for p in parts]
     processors = tuple(made[i] for i in order)
     for proc in processors:
-        proc.module = ENGINE
+        proc.module = CORE_MODULE
     # (in run order: the compiler makes the plain module only if it is asked for)
-    return processors, None if in_place else (Module(ENGINE, made),)
+    return processors, None if in_place else (Module(CORE_MODULE, made),)
 
 
 def _inert_within(proc: Processor) -> float | None:

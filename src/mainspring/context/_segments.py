@@ -77,7 +77,7 @@ SegmentRow = tuple[str, str, str, str, int, int, str | None]
 
 
 class Pending(Protocol):
-    """Where deferred :class:`Segments` get their figures (the engine's request accounting)."""
+    """Where deferred :class:`Segments` get their figures (the compiler's request accounting)."""
 
     def settle(self, segments: Segments) -> None:
         """Give ``segments`` its figures (:meth:`Segments.fill`), as of when it was made."""
@@ -166,7 +166,7 @@ class Segments(Sequence[Segment]):
     ) -> None:
         """:meth:`fill` with rows already checked (none empty) and their sums worked out.
 
-        For a pending source that builds the rows itself (the engine's): no
+        For a pending source that builds the rows itself (the compiler's): no
         second pass over them. ``chars`` and ``tokens`` must be the rows' sums.
         """
         if self._pending is None:

@@ -22,9 +22,13 @@ from mainspring.context.transcript import MainspringAdapter, MessageAdapter, Pre
 from mainspring.errors import ConfigError
 from mainspring.tokens import TiktokenTokenizer
 
-__all__ = ["CompilerShape", "Deferral", "ViewParts", "run_order"]
+__all__ = ["CORE_MODULE", "CompilerShape", "Deferral", "ViewParts", "run_order"]
 
 T = TypeVar("T")
+
+CORE_MODULE = "core"
+"""The module of the processors a compiler is given outside any module (an agent's
+own), and of the request's tool definitions in its accounting."""
 
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 """No services, no config: one read-only mapping shared by the compilers given none."""

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from mainspring._lowlevel.frozen import fast_init
+from mainspring.context._compilation import Contribution
+from mainspring.context._shape import CORE_MODULE
 from mainspring.context.accounting import Meter, Piece
-from mainspring.context.pipeline import Contribution
 from mainspring.context.snapshot import SegmentRow, Segments
 from mainspring.context.transcript import Transcript
 from mainspring.context.view import ModelView
@@ -229,7 +230,10 @@ class Accountant(Generic[T]):
         if tools:
             if self._tools_piece is None or self._tools_piece[0] != tools:
                 text = "".join(t.name + t.description + str(t.input_schema) for t in tools)
-                self._tools_piece = (tools, meter.piece("tools", "engine", "tools", "tools", text))
+                self._tools_piece = (
+                    tools,
+                    meter.piece("tools", CORE_MODULE, "tools", "tools", text),
+                )
             tools_piece = self._tools_piece[1]
             tools_tokens = tools_piece.tokens
             rows.extend(_grouped((tools_piece,)))

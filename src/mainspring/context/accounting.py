@@ -2,7 +2,7 @@
 
 :class:`Accounting` is the opt-in configuration (tokenizer, sinks, whether
 raw text may enter snapshots, strict sinks). :class:`Meter` does the counting
-for one engine: a message is measured once, when it enters the model's
+for one compiler: a message is measured once, when it enters the model's
 history view, into :class:`Piece` s keyed by source / module / processor; a
 contribution is measured when it is made. Counts go through a
 :class:`~mainspring.tokens.CountCache` keyed by (tokenizer, model, framing,
@@ -54,7 +54,7 @@ class Accounting:
 
     ``tokenizer`` defaults to the one :func:`~mainspring.tokens.tokenizer_for`
     picks for the first model compiled for (exact tiktoken for OpenAI models,
-    a labelled estimate for others), fixed for the engine's life so history
+    a labelled estimate for others), fixed for the compiler's life so history
     counts stay comparable.
     """
 
@@ -68,7 +68,7 @@ class Accounting:
 
 
 class Meter:
-    """Counts text for one engine with one tokenizer and a shared cache."""
+    """Counts text for one compiler with one tokenizer and a shared cache."""
 
     __slots__ = ("_counts", "_exact", "_memo", "cache", "include_content", "model", "tokenizer")
 

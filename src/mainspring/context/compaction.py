@@ -30,7 +30,7 @@ from mainspring.errors import ConfigError
 from mainspring.messages import Message, Part, ToolResultPart
 
 if TYPE_CHECKING:
-    from mainspring.context.compiler import Compilation
+    from mainspring.context._compilation import Compilation
     from mainspring.context.view import ModelView
     from mainspring.models.base import Model
 

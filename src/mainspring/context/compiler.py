@@ -18,8 +18,9 @@ and never move it; turn-scoped ones sit after it (the latest user message,
 the virtual tail, system blocks after the breakpoint).
 
 The compiled request's types are in ``_compiled``, what a processor sees in
-``_compilation`` (both re-exported here), and the request's counting in
-``_tally``.
+``_compilation`` (both re-exported here), the request's assembly in
+``_assemble``, its counting in ``_tally``, and the turns' records (with
+accounting on) in ``_turn_log``.
 """
 
 from __future__ import annotations
@@ -27,46 +28,34 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
-from mainspring._lowlevel.frozen import maker
+from mainspring.context._assemble import assemble
 from mainspring.context._compilation import Compilation
-from mainspring.context._compiled import CompiledContext, CompiledMessages, deferring
-from mainspring.context._shape import CompilerShape, Deferral, run_order
+from mainspring.context._compiled import CompiledContext, CompiledMessages
+from mainspring.context._shape import CORE_MODULE, CompilerShape, Deferral, run_order
 from mainspring.context._tally import Accountant
-from mainspring.context._turn_records import TurnRecords, new_turn
+from mainspring.context._turn_log import CompiledTurn, TurnLog, empty_summary
 from mainspring.context.accounting import Accounting, Meter
 from mainspring.context.pipeline import Contribution, Module, Processor
 from mainspring.context.sinks import SinkSet
-from mainspring.context.snapshot import (
-    Segment,
-    TurnSnapshot,
-)
+from mainspring.context.snapshot import CallSnapshot, CostEstimate, SessionSummary, TurnSnapshot
 from mainspring.context.transcript import MessageAdapter, PrefixChange, Transcript
 from mainspring.context.view import ModelView
 from mainspring.errors import CompilerDestroyedError, ContextError
-from mainspring.models.base import SystemBlock, ToolSpec
+from mainspring.models.base import ToolSpec
+from mainspring.usage import Usage
 
 __all__ = ["Compilation", "CompiledContext", "CompiledMessages", "ContextCompiler"]
 
 log = logging.getLogger("mainspring.context")
 
-_NO_SLOTS: Mapping[str, list[Contribution]] = MappingProxyType(
-    {"system": [], "first-user": [], "last-user": [], "virtual-tail": []}
-)
-"""The contributions by slot of a compile that has none."""
-
 _NO_CONTRIBUTIONS: dict[str, list[Contribution]] = {}
 """The session cache of compilers that kept nothing yet (empty: only read, popped, cleared)."""
 
 T = TypeVar("T")
-
-
-# Built every compile: made without calling the class (see mainspring._lowlevel.frozen.maker).
-_new_compiled = maker(CompiledContext)
 
 
 def _noticed_by_compiler(change: PrefixChange) -> None:
@@ -78,7 +67,7 @@ def _noticed_by_compiler(change: PrefixChange) -> None:
     """
 
 
-class ContextCompiler(TurnRecords[T]):
+class ContextCompiler(Generic[T]):
     """One session's context pipeline: transcript, processors, view, accounting."""
 
     # How every compiler starts (read from the class until first changed: an agent
@@ -99,6 +88,10 @@ class ContextCompiler(TurnRecords[T]):
     written, until the first is kept (a dict of its own then)."""
     _deferred: Deferral | None = None
     """Processors not made yet (see :class:`~mainspring.context._shape.Deferral`)."""
+    _turn: CompiledTurn | None = None
+    """The turn being compiled (made at its first compile, dropped at its end)."""
+    _log: TurnLog[T] | None = None
+    """The turns' records: with accounting on (or telemetry adopted), else none."""
 
     def __init__(
         self,
@@ -117,7 +110,7 @@ class ContextCompiler(TurnRecords[T]):
         model: str = "",
         retain_turns: int | None = None,
     ) -> None:
-        """Build the engine; ``processors`` belong to an implicit module ``"engine"``.
+        """Build the compiler; ``processors`` belong to an implicit module ``"core"``.
 
         ``retain_turns`` bounds :attr:`summary` to the newest turn snapshots
         (the session's totals still count every turn).
@@ -136,7 +129,7 @@ class ContextCompiler(TurnRecords[T]):
             model=model,
             retain_turns=retain_turns,
         )
-        self._start(shape, (Module("engine", processors), *modules), messages, session_id)
+        self._start(shape, (Module(CORE_MODULE, processors), *modules), messages, session_id)
 
     @classmethod
     def shaped(
@@ -155,7 +148,7 @@ class ContextCompiler(TurnRecords[T]):
         order with their module names set (a caller that builds many compilers
         of the same modules works the order out once); otherwise they are
         ordered here, as the constructor does. ``modules=None`` (with
-        ``processors``): one plain :class:`Module` ``"engine"`` holding them,
+        ``processors``): one plain :class:`Module` ``"core"`` holding them,
         made only if :attr:`modules` is read (its setup and teardown do nothing).
         ``deferred``: processors made only when first needed (then they replace
         ``processors`` and ``modules``; see :class:`~mainspring.context._shape.Deferral`).
@@ -185,15 +178,14 @@ class ContextCompiler(TurnRecords[T]):
             processors = run_order(modules)
         self._processors: tuple[Processor, ...] = processors
         self._mappers = tuple(i for i, p in enumerate(processors) if p.maps_messages)
-        """Where the processors that map messages are in :attr:`processors` (indexes: a
-        tuple of ints is not walked by the cyclic collector, one of processors is)."""
+        """Where the processors that map messages are in :attr:`processors` (indexes)."""
         self._user_on_prefix_change = shape.on_prefix_change
         self.transcript: Transcript[T] = Transcript(
             shape.adapter,
             strict=shape.strict,
             trust_message_identity=shape.trust_message_identity,
-            # (no callback into the compiler: that would make the two a cycle, which only
-            # the garbage collector frees -- a session's every message with them)
+            # (no callback into the compiler: the two would be a reference cycle, which
+            # only the cyclic garbage collector frees, with the session's every message)
             on_prefix_change=_noticed_by_compiler,
         )
         self.retain_turns = shape.retain_turns
@@ -201,16 +193,16 @@ class ContextCompiler(TurnRecords[T]):
         self.meter: Meter | None
         self._sizer: Meter
         """Counts the view even without accounting (compaction needs sizes)."""
-        self._sinks: SinkSet | None
         self._accountant: Accountant[T] | None
         """Counts requests, with accounting on (none kept without: nothing reads it)."""
         if accounting is None:  # the shape's sizing and view parts, shared
-            self.meter = self._accountant = self._sinks = None
+            self.meter = self._accountant = None
             self._sizer = shape.sizer
             self._view: ModelView[T] = ModelView(*shape.view_parts)
         else:  # a meter of its own
             meter = self.meter = self._sizer = Meter(accounting, shape.model)
-            self._sinks = SinkSet(accounting.sinks, strict=accounting.strict)
+            sinks = SinkSet(accounting.sinks, strict=accounting.strict)
+            self._log = TurnLog(meter, session_id, shape.retain_turns, sinks)
             parts = shape.view_parts_for(meter)
             self._view = ModelView(*parts)
             self._accountant = Accountant(meter, self._view, self.transcript, parts[0])
@@ -231,7 +223,7 @@ class ContextCompiler(TurnRecords[T]):
             self._make_deferred()
         modules = self._modules
         if modules is None:  # (see shaped: one plain module, made when first asked for)
-            modules = self._modules = (Module("engine", self._processors),)
+            modules = self._modules = (Module(CORE_MODULE, self._processors),)
         return modules
 
     def _make_deferred(self) -> None:
@@ -382,7 +374,7 @@ class ContextCompiler(TurnRecords[T]):
     ) -> CompiledContext[T]:
         """Run the processors and assemble one request.
 
-        Raises CompilerDestroyedError if the engine is (or gets) destroyed.
+        Raises CompilerDestroyedError if the compiler is (or gets) destroyed.
         """
         self._alive()
         await self._setup()
@@ -395,11 +387,11 @@ class ContextCompiler(TurnRecords[T]):
         deferred = self._deferred
         if deferred is not None and not self._view.tokens_within(deferred.within):
             self._make_deferred()  # (until here they would have done nothing)
-        if self._turn is None or self._turn.turn_index != turn_index:
+        turn = self._turn
+        if turn is None or turn.turn_index != turn_index:
             self._flush_turn()
-            self._turn = new_turn(turn_index=turn_index, started_at=time.time())
-            self._turn_cache = {}
-        ctx: Compilation[T] = Compilation(self, turn_index, step, self._turn_cache)
+            turn = self._turn = CompiledTurn(turn_index=turn_index, started_at=time.time())
+        ctx: Compilation[T] = Compilation(self, turn_index, step, turn.cache)
         processors = self._processors
         if any(proc.waits for proc in processors):
             with anyio.CancelScope() as scope:  # what destroy() aborts
@@ -416,7 +408,9 @@ class ContextCompiler(TurnRecords[T]):
                 await self._run(proc, ctx)
         if self._destroyed:
             raise CompilerDestroyedError("the context compiler was destroyed during a compile")
-        compiled = self._assemble(ctx, tools)
+        compiled = assemble(
+            ctx, self._view, self.adapter, tools, self._accountant, self.transcript.generation
+        )
         if self._turn is not None:
             self._turn.pending = compiled
         return compiled
@@ -444,76 +438,56 @@ class ContextCompiler(TurnRecords[T]):
         finally:
             ctx._current = None
 
-    def _assemble(self, ctx: Compilation[T], tools: tuple[ToolSpec, ...]) -> CompiledContext[T]:
-        view = self._view
-        n = len(view)
-        contributions = tuple(ctx.contributions)
-        by_slot = _NO_SLOTS  # (read only: filled in a copy when there are contributions)
-        system_c: list[Contribution] = []
-        system: tuple[SystemBlock, ...] = ()
-        stable = 0
-        overrides = ctx.overrides
-        first_index = view.first_user
-        last_index = view.last_user
-        first_text = last_text = ""
-        tail: list[T] = []
-        if contributions:  # (none: no instructions, no layers, no modules)
-            adapter = self.adapter
-            by_slot = {slot: [] for slot in _NO_SLOTS}
-            for c in contributions:
-                by_slot[c.slot].append(c)
-            # Session-scoped system text first: the stable prefix ends after it.
-            system_c = [c for c in by_slot["system"] if c.scope == "session"]
-            stable = len(system_c)
-            system_c += [c for c in by_slot["system"] if c.scope == "turn"]
-            system = tuple(
-                SystemBlock(text=c.text, source=c.source, cache_breakpoint=(i == stable - 1))
-                for i, c in enumerate(system_c)
-            )
-            overrides = dict(overrides)
-            first_text = "\n\n".join(c.text for c in by_slot["first-user"])
-            last_text = "\n\n".join(c.text for c in by_slot["last-user"])
-            if first_text and first_index is not None:
-                base = overrides.get(first_index, view[first_index])
-                overrides[first_index] = adapter.append_user_content(base, first_text)
-            if last_text and last_index is not None:
-                base = overrides.get(last_index, view[last_index])
-                overrides[last_index] = adapter.append_user_content(base, last_text)
-            tail_c = by_slot["virtual-tail"]
-            if tail_c:
-                tail = [adapter.create_user("\n\n".join(c.text for c in tail_c))]
-        messages = CompiledMessages(view.lend(), n, overrides, tail)
-        segments: Sequence[Segment] = ()
-        accountant = self._accountant
-        if accountant is not None:  # worked out when first read (see _tally)
-            segments = accountant.capture(
-                contributions,
-                system_c,
-                stable,
-                tools,
-                by_slot,
-                (first_index, first_text),
-                (last_index, last_text),
-                ctx.overrides,
-                ctx.override_owners,
-            )
-        view.mark_compiled()
-        compiled: CompiledContext[T] = _new_compiled(
-            system=system,
-            messages=messages,
-            contributions=contributions,
-            turn_index=ctx.turn_index,
-            step=ctx.step,
-            generation=self.transcript.generation,
-            stable_blocks=stable,
-            segments=segments,
-        )
-        return compiled if self.meter is None else deferring(compiled)
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by this compiler's tokenizer (an estimate without accounting)."""
+        return self._sizer.count(text)
+
+    # -- turn records (kept by the TurnLog, with accounting on) -----------------
+
+    def record_call(
+        self,
+        compiled: CompiledContext[T],
+        *,
+        model: str,
+        usage: Usage,
+        cost: CostEstimate,
+    ) -> CallSnapshot | None:
+        """Attach the provider's usage and cost to a compiled request (accounting on)."""
+        log, turn = self._log, self._turn
+        if log is None or turn is None:
+            return None
+        return log.record_call(turn, compiled, model=model, usage=usage, cost=cost)
 
     def end_turn(self) -> TurnSnapshot | None:
         """Close the current turn: take its snapshot and hand it to the sinks."""
         self._alive()
         return self._flush_turn()
+
+    def _flush_turn(self) -> TurnSnapshot | None:
+        turn, self._turn = self._turn, None
+        if turn is None or self._log is None:
+            return None
+        return self._log.close(turn)
+
+    @property
+    def summary(self) -> list[TurnSnapshot]:
+        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
+        return [] if self._log is None else self._log.summary
+
+    def session_summary(self) -> SessionSummary:
+        """Totals over every turn snapshot taken so far (also those no longer kept)."""
+        if self._log is None:
+            return empty_summary(self.session_id)
+        return self._log.session_summary()
+
+    def adopt_telemetry(self, previous: ContextCompiler[Any]) -> None:
+        """Carry another compiler's kept snapshots and totals over (one session, new compiler)."""
+        log = self._log
+        if log is None:
+            if previous._log is None:  # neither recorded a turn
+                return
+            log = self._log = TurnLog(None, self.session_id, self.retain_turns, None)
+        log.adopt(previous._log)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -535,7 +509,7 @@ class ContextCompiler(TurnRecords[T]):
         The current turn's snapshot goes to the sinks, then (``final``) the
         :class:`~mainspring.context.snapshot.SessionSummary` and the sinks are
         closed; modules are torn down in reverse order, every one even when
-        one fails. With ``final=False`` (the session goes on in a new engine,
+        one fails. With ``final=False`` (the session goes on in a new compiler,
         see :meth:`adopt_telemetry`) no summary is sent and the sinks stay
         open. Later calls raise CompilerDestroyedError; a second destroy does
         nothing.
@@ -544,15 +518,16 @@ class ContextCompiler(TurnRecords[T]):
             return
         if self._active is not None:
             self._active.cancel()
+        sinks = None if self._log is None else self._log.sinks
         try:
             self._flush_turn()
-            if final and self._sinks is not None:
-                self._sinks.emit_summary(self.session_summary())
+            if final and sinks is not None:
+                sinks.emit_summary(self.session_summary())
         finally:
             self._destroyed = True
             try:
-                if final and self._sinks is not None:
-                    self._sinks.close()
+                if final and sinks is not None:
+                    sinks.close()
             finally:
                 await self._teardown()
 

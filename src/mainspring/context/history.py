@@ -26,7 +26,7 @@ from mainspring.errors import ConfigError
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
-    from mainspring.context.compiler import Compilation
+    from mainspring.context._compilation import Compilation
 
 __all__ = ["Microcompact", "ToolResultBudget"]
 

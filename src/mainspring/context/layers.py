@@ -32,7 +32,7 @@ from mainspring.context.pipeline import CacheScope, LastUserProcessor, Phase, Sy
 from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mainspring.context.compiler import Compilation
+    from mainspring.context._compilation import Compilation
     from mainspring.memory import MemoryItem, MemoryStore
 
 __all__ = ["BaseSystemPrompt", "ContextBlock", "MemoryRecall", "SkillRecipe", "TextSource"]
@@ -133,7 +133,7 @@ class MemoryRecall(LastUserProcessor):
         heading: str = "Relevant memories:",
         timeout: float = 5.0,
     ) -> None:
-        """Recall from ``store`` (default: the engine's ``"memory"`` service).
+        """Recall from ``store`` (default: the compiler's ``"memory"`` service).
 
         ``scope`` ``None`` (the default) is the running caller's own with
         ``agent`` (:func:`~mainspring.principals.data_scope`, the scope

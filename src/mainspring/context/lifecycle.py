@@ -1,8 +1,8 @@
 """One active context compiler per session key.
 
-:class:`CompilerRegistry` hands out engines by session key and refuses a
+:class:`CompilerRegistry` hands out compilers by session key and refuses a
 second live one for the same key (:class:`~mainspring.errors.CompilerActiveError`),
-so two compiles never race over one transcript. Destroying an engine through
+so two compiles never race over one transcript. Destroying a compiler through
 the registry frees its key.
 """
 
@@ -24,68 +24,68 @@ class CompilerRegistry(Generic[T]):
 
     def __init__(self) -> None:
         """An empty registry."""
-        self._engines: dict[str, ContextCompiler[T]] = {}
+        self._compilers: dict[str, ContextCompiler[T]] = {}
 
     def create(
         self, key: str, factory: Callable[[], ContextCompiler[T]] | None = None, **kwargs: Any
     ) -> ContextCompiler[T]:
-        """Make the engine for ``key`` (``factory()`` or ``ContextCompiler(**kwargs)``).
+        """Make the compiler for ``key`` (``factory()`` or ``ContextCompiler(**kwargs)``).
 
-        Raises CompilerActiveError if ``key`` already has a live engine.
+        Raises CompilerActiveError if ``key`` already has a live compiler.
         """
-        current = self._engines.get(key)
+        current = self._compilers.get(key)
         if current is not None and not current.destroyed:
             raise CompilerActiveError(
                 f"session {key!r} already has an active context compiler; destroy it first"
             )
-        engine: ContextCompiler[T] = (
+        compiler: ContextCompiler[T] = (
             factory() if factory is not None else ContextCompiler(session_id=key, **kwargs)
         )
-        self._engines[key] = engine
-        return engine
+        self._compilers[key] = compiler
+        return compiler
 
     def get(self, key: str) -> ContextCompiler[T] | None:
-        """The live engine for ``key``, if any."""
-        engine = self._engines.get(key)
-        if engine is not None and engine.destroyed:
-            del self._engines[key]
+        """The live compiler for ``key``, if any."""
+        compiler = self._compilers.get(key)
+        if compiler is not None and compiler.destroyed:
+            del self._compilers[key]
             return None
-        return engine
+        return compiler
 
     async def replace(
         self, key: str, factory: Callable[[], ContextCompiler[T]]
     ) -> ContextCompiler[T]:
-        """Swap ``key``'s engine for ``factory()``: the same session, a fresh pipeline.
+        """Swap ``key``'s compiler for ``factory()``: the same session, a fresh pipeline.
 
-        The old engine is destroyed without ending the session (no summary,
+        The old compiler is destroyed without ending the session (no summary,
         sinks left open) and the new one adopts its telemetry, so the
-        session's totals run on. With no live engine this is :meth:`create`.
+        session's totals run on. With no live compiler this is :meth:`create`.
         """
-        old = self._engines.pop(key, None)
+        old = self._compilers.pop(key, None)
         if old is not None and not old.destroyed:
             await old.destroy(final=False)
-        engine = factory()
+        compiler = factory()
         if old is not None:
-            engine.adopt_telemetry(old)
-        self._engines[key] = engine
-        return engine
+            compiler.adopt_telemetry(old)
+        self._compilers[key] = compiler
+        return compiler
 
     async def destroy(self, key: str) -> bool:
-        """Destroy ``key``'s engine and free the key; False if there was none."""
-        engine = self._engines.pop(key, None)
-        if engine is None:
+        """Destroy ``key``'s compiler and free the key; False if there was none."""
+        compiler = self._compilers.pop(key, None)
+        if compiler is None:
             return False
-        await engine.destroy()
+        await compiler.destroy()
         return True
 
     async def destroy_all(self) -> None:
-        """Destroy every engine (e.g. at shutdown), in creation order."""
-        keys = list(self._engines)
+        """Destroy every compiler (e.g. at shutdown), in creation order."""
+        keys = list(self._compilers)
         for key in keys:
             await self.destroy(key)
 
     def __len__(self) -> int:
-        return sum(1 for e in self._engines.values() if not e.destroyed)
+        return sum(1 for e in self._compilers.values() if not e.destroyed)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None

@@ -21,20 +21,17 @@ generation and replayed, so it forms the stable, cached prefix; it may only
 contribute (a structural change raises :class:`~mainspring.errors.ProcessorScopeError`)
 — or ``"turn"``: run at every compile.
 
-A :class:`Module` groups processors and gets the engine's services and its
+A :class:`Module` groups processors and gets the compiler's services and its
 initial config at setup; modules are torn down in reverse order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
+from mainspring.context._compilation import CacheScope, Compilation, Contribution, Slot
 from mainspring.errors import ConfigError, ContextError, ProcessorCycleError
-
-if TYPE_CHECKING:
-    from mainspring.context.compiler import Compilation
 
 __all__ = [
     "PHASES",
@@ -66,25 +63,9 @@ Phase: TypeAlias = Literal[
 PHASES: tuple[Phase, ...] = get_args(Phase)
 """The phases, in the order a compile runs them."""
 
-Slot: TypeAlias = Literal["system", "first-user", "last-user", "virtual-tail"]
 SLOTS: tuple[Slot, ...] = get_args(Slot)
 
-CacheScope: TypeAlias = Literal["session", "turn"]
-
 _MESSAGE_PHASES = frozenset({"sanitize", "history"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Contribution:
-    """Text a processor adds to a slot, with where it came from."""
-
-    slot: Slot
-    text: str
-    source: str
-    """The kind of content: system, context, memory, skill, reminder, …"""
-    module: str
-    processor: str
-    scope: CacheScope
 
 
 _MAPPERS: dict[type, bool] = {}
@@ -137,7 +118,7 @@ class Processor:
         self.before = tuple(before)
         self.after = tuple(after)
         self.module = ""
-        """Set by the engine to the owning module's name."""
+        """Set by the compiler to the owning module's name."""
         if self.phase not in PHASES:
             raise ConfigError(f"processor {self.id!r}: unknown phase {self.phase!r}")
         if self.scope not in ("session", "turn"):
@@ -241,7 +222,7 @@ class Module:
     """A named group of processors with services, config and a teardown.
 
     Override :meth:`processors`, and :meth:`setup` / :meth:`teardown` when the
-    module holds resources. ``services`` are what the engine was given
+    module holds resources. ``services`` are what the compiler was given
     (e.g. a memory store); ``config`` is this module's initial config.
     """
 
@@ -261,7 +242,7 @@ class Module:
         """Called once before the first compile."""
 
     async def teardown(self) -> None:
-        """Called once when the engine is destroyed, in reverse module order."""
+        """Called once when the compiler is destroyed, in reverse module order."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

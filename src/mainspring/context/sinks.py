@@ -5,7 +5,7 @@ Sinks are synchronous: a snapshot is small and is emitted once per turn. Its
 figures are worked out when first read (a sink that only keeps it pays
 nothing for them); they are those of the turn as it ended whenever they are
 read, from any thread. Until then the snapshot holds what they need (at most
-until the engine next edits its history view or is destroyed).
+until the compiler next edits its history view or is destroyed).
 
 - :class:`InMemorySink` keeps the snapshots in a list (optionally a ring buffer),
   for tests and dashboards in the same process.

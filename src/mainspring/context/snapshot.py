@@ -14,7 +14,7 @@ goes to the sinks too: totals over every turn, also those no longer kept
 
 Snapshots are plain frozen data with :meth:`TurnSnapshot.to_dict` /
 :meth:`TurnSnapshot.from_dict`, one JSON object per line in a JSONL sink,
-which ``mainspring report`` reads back. The engine's own are *deferred*: a
+which ``mainspring report`` reads back. The compiler's own are *deferred*: a
 call's figures and its segments are worked out on first read
 (:meth:`Segments.deferred`, :meth:`CallSnapshot.deferred`), and equal, read
 as, pickle as and compare with the snapshots built with those figures.
@@ -330,7 +330,7 @@ class SessionSummary:
     calls: int
     """Model calls over those turns."""
     tokens: int
-    """Tokens sent over those calls (by the engine's count)."""
+    """Tokens sent over those calls (by the compiler's count)."""
     usage: Usage
     """The provider's usage, summed."""
     cost_usd: float

@@ -21,15 +21,14 @@ Messages are treated as immutable once committed; changing one in place
 A changed prefix (a different message, or a list shorter than the
 transcript) is refused in strict mode with :class:`PrefixMutationError`
 before anything changes. In relaxed mode it starts a new *generation*: the
-transcript keeps the unchanged part, commits the rest, clears every
-registered prefix-dependent cache, rebuilds its indexes and reports a
-:class:`PrefixChange` to ``on_prefix_change``. :meth:`Transcript.invalidate_prefix`
-does the same for changes outside the transcript (a new system prompt).
+transcript keeps the unchanged part, commits the rest, finds its last user
+message again and reports a :class:`PrefixChange` to ``on_prefix_change``.
+:meth:`Transcript.invalidate_prefix` does the same for changes outside the
+transcript (a new system prompt).
 
-Indexes (by role, tool call id to call and result, last user message) are
-brought up to date when read: each committed message is indexed once, the
-committed prefix is never rescanned, and committing N messages costs a list
-extend. They are rebuilt only on a new generation.
+The last user message's index is brought up to date when read: each
+committed message is looked at once, the committed prefix is never
+rescanned, and committing N messages costs a list extend.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Generic, Protocol, TypeVar, cast, overload, runtime_checkable
+from typing import Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from mainspring.codec import message_to_dict
 from mainspring.errors import PrefixMutationError
@@ -59,7 +58,6 @@ __all__ = [
     "MessageAdapter",
     "PrefixChange",
     "ToolCallLookup",
-    "ToolLink",
     "Transcript",
     "TranscriptView",
     "json_fingerprint",
@@ -122,7 +120,7 @@ class ToolCallLookup(Protocol[T_contra]):
 
 @cache
 def _compact_json() -> Callable[[object], bytes]:
-    from pydantic_core import to_json  # an order faster than json.dumps on small objects
+    from pydantic_core import to_json  # compact JSON, faster than json.dumps
 
     return to_json
 
@@ -209,14 +207,6 @@ class PrefixChange:
     """Who asked for the change (for :meth:`Transcript.invalidate_prefix`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolLink:
-    """Where a tool call and its result sit in the transcript."""
-
-    call_index: int | None
-    result_index: int | None
-
-
 class TranscriptView(Sequence[T]):
     """A read-only O(1) view of the first ``n`` committed messages.
 
@@ -252,44 +242,11 @@ class TranscriptView(Sequence[T]):
             yield items[i]
 
 
-class _Indexes:
-    """Incremental indexes over committed messages."""
-
-    __slots__ = ("by_role", "last_user", "tools")
-
-    def __init__(self) -> None:
-        self.by_role: dict[str, list[int]] = {}
-        self.tools: dict[str, ToolLink] = {}
-        self.last_user: int | None = None
-
-    def add(self, index: int, role: str, calls: Sequence[str], results: Sequence[str]) -> None:
-        self.by_role.setdefault(role, []).append(index)
-        if role == "user":
-            self.last_user = index
-        for call_id in calls:
-            old = self.tools.get(call_id)
-            self.tools[call_id] = ToolLink(index, old.result_index if old else None)
-        for call_id in results:
-            old = self.tools.get(call_id)
-            self.tools[call_id] = ToolLink(old.call_index if old else None, index)
-
-
 _NO_DIGESTS: Mapping[int, bytes] = MappingProxyType({})
-
-_LOOKUPS: dict[type, bool] = {}
-"""Adapter classes by whether they are ToolCallLookups (a protocol check is slow)."""
-
-
-def _is_lookup(adapter: object) -> bool:
-    kind = type(adapter)
-    found = _LOOKUPS.get(kind)
-    if found is None:
-        found = _LOOKUPS[kind] = isinstance(adapter, ToolCallLookup)
-    return found
 
 
 class Transcript(Generic[T]):
-    """An append-only list of committed messages with incremental indexes."""
+    """An append-only list of committed messages, fingerprinted when first compared."""
 
     _last_change: PrefixChange | None = None
 
@@ -303,24 +260,18 @@ class Transcript(Generic[T]):
         on_prefix_change: Callable[[PrefixChange], None] | None = None,
     ) -> None:
         self._adapter = adapter
-        self._lookup: ToolCallLookup[T] | None = (
-            cast("ToolCallLookup[T]", adapter) if _is_lookup(adapter) else None
-        )
         self.strict = strict
         self.trust_message_identity = trust_message_identity
         self._on_prefix_change = on_prefix_change
         self._items: list[T] = []
         self._fingerprints: Mapping[int, bytes] = _NO_DIGESTS
-        """Digests by index, computed on first need (append does not pay for them; a
-        dict of ints and bytes is not even walked by the cyclic collector), in a
+        """Digests by index, computed on first need (append does not compute them), in a
         shared empty read-only mapping until the first one."""
-        self._indexes: _Indexes | None = None
-        """Built on first read (see :meth:`_indexes_now`)."""
-        self._indexed = 0
-        """Messages ``[0, _indexed)`` are in the indexes."""
+        self._last_user: int | None = None
+        """The last user message among ``[0, _scanned)``."""
+        self._scanned = 0
+        """Messages ``[0, _scanned)`` were looked at for :attr:`last_user_index`."""
         self._generation = 0
-        self._caches: tuple[Callable[[PrefixChange], None], ...] = ()
-        """Replaced on change, not mutated (the empty tuple is shared)."""
         if type(messages) not in (tuple, list) or messages:  # (a new session has none)
             self.append(messages)
 
@@ -357,46 +308,17 @@ class Transcript(Generic[T]):
         return self._items
 
     @property
-    def fingerprints(self) -> tuple[bytes, ...]:
-        """The cached fingerprint of each committed message."""
-        return tuple(self._digest(i) for i in range(len(self._items)))
-
-    def indices_by_role(self, role: str) -> Sequence[int]:
-        """Indexes of the committed messages with ``role``, ascending."""
-        return tuple(self._indexes_now().by_role.get(role, ()))
-
-    @property
-    def roles(self) -> dict[str, tuple[int, ...]]:
-        """Every role's message indexes."""
-        return {role: tuple(ix) for role, ix in self._indexes_now().by_role.items()}
-
-    def tool_link(self, call_id: str) -> ToolLink | None:
-        """Where the call ``call_id`` and its result sit, if either is committed."""
-        return self._indexes_now().tools.get(call_id)
-
-    @property
-    def tool_links(self) -> dict[str, ToolLink]:
-        """Every known tool call id and where its call and result sit."""
-        return dict(self._indexes_now().tools)
-
-    @property
     def last_user_index(self) -> int | None:
         """The index of the last user message, if any."""
-        return self._indexes_now().last_user
-
-    # -- prefix-dependent caches -------------------------------------------
-
-    def register_cache(self, clear: Callable[[PrefixChange], None]) -> Callable[[], None]:
-        """Call ``clear`` on every prefix change; returns an unregister function."""
-        self._caches = (*self._caches, clear)
-
-        def unregister() -> None:
-            caches = self._caches
-            if clear in caches:
-                at = caches.index(clear)
-                self._caches = caches[:at] + caches[at + 1 :]
-
-        return unregister
+        items = self._items
+        if self._scanned < len(items):
+            role = self._adapter.role
+            for index in range(len(items) - 1, self._scanned - 1, -1):
+                if role(items[index]) == "user":
+                    self._last_user = index
+                    break
+            self._scanned = len(items)
+        return self._last_user
 
     # -- committing --------------------------------------------------------
 
@@ -422,7 +344,7 @@ class Transcript(Generic[T]):
             )
         self._items = self._items[:changed]  # a new list: earlier views keep theirs
         self._fingerprints = {i: d for i, d in self._fingerprints.items() if i < changed}
-        self._rebuild_indexes()
+        self._last_user, self._scanned = None, 0
         self._extend(full, changed, fresh)
         self._start_generation(changed, "sync: committed prefix changed", None)
         return len(full) - changed
@@ -430,11 +352,11 @@ class Transcript(Generic[T]):
     def invalidate_prefix(self, reason: str, processor_id: str | None = None) -> PrefixChange:
         """Start a new generation for a change outside the transcript.
 
-        The messages stay as they are; prefix-dependent caches are cleared
-        and the change is reported like one found by :meth:`sync`.
+        The messages stay as they are; the change is reported like one found
+        by :meth:`sync` (a compiler then recomputes what depends on the prefix).
 
         Raises PrefixMutationError in strict mode, as a changed prefix found by
-        :meth:`sync` does: nothing changes then (no generation, no cleared cache).
+        :meth:`sync` does: nothing changes then (no new generation).
         """
         if self.strict:
             raise PrefixMutationError(
@@ -486,29 +408,6 @@ class Transcript(Generic[T]):
             fps = self._fingerprints = {}
         return fps
 
-    def _indexes_now(self) -> _Indexes:
-        """The indexes, after indexing the messages committed since the last read."""
-        items = self._items
-        indexes = self._indexes
-        if indexes is None:
-            indexes = self._indexes = _Indexes()
-        if self._indexed < len(items):
-            lookup, role = self._lookup, self._adapter.role
-            for index in range(self._indexed, len(items)):
-                message = items[index]
-                calls: Sequence[str] = ()
-                results: Sequence[str] = ()
-                if lookup is not None:
-                    calls = lookup.tool_call_ids(message)
-                    results = lookup.tool_result_ids(message)
-                indexes.add(index, role(message), calls, results)
-            self._indexed = len(items)
-        return indexes
-
-    def _rebuild_indexes(self) -> None:
-        self._indexes = None
-        self._indexed = 0
-
     def _start_generation(
         self, first_changed: int, reason: str, processor_id: str | None
     ) -> PrefixChange:
@@ -516,8 +415,6 @@ class Transcript(Generic[T]):
         change = self._last_change = PrefixChange(
             self._generation, first_changed, reason, processor_id
         )
-        for clear in list(self._caches):
-            clear(change)
         if self._on_prefix_change is not None:
             self._on_prefix_change(change)
         else:

@@ -77,9 +77,9 @@ class ModelView(Sequence[T], Generic[T]):
         self._role = role
         self._scan = scan or self._measured_scan
         self._users: tuple[int, ...] | list[int] = ()
-        """Indexes of user messages, ascending: a tuple while short (a tuple of ints is
-        not walked by the cyclic collector, a list is: one more object per live
-        session), a list from ``_USERS_IN_A_TUPLE`` on (appends stay O(1))."""
+        """Indexes of user messages, ascending: a tuple while short (a live session
+        with few turns holds no list for them), a list from ``_USERS_IN_A_TUPLE`` on
+        (appends stay O(1))."""
         self._items: list[T] = []
         self._owners: list[tuple[str, str]] | None = None
         """(module, processor) that last wrote each entry; ``None`` while every entry is
@@ -230,7 +230,7 @@ class ModelView(Sequence[T], Generic[T]):
         reader keeps its own length) works on a copy and leaves this list to
         whoever still reads it, so a request needs no registration (no weak
         reference per request kept in a live session) and one no longer read
-        costs nothing.
+        is simply dropped.
         """
         self._lent = True
         return self._items

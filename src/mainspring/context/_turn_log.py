@@ -1,11 +1,16 @@
 """What a context compiler records of its turns: call snapshots, turn snapshots, totals.
 
-With accounting on, each compiled request a model call reports on becomes a
+A :class:`CompiledTurn` is the turn a compiler is compiling: its index, the
+tool cache its compiles share, and (with accounting on) the calls recorded
+so far. The compiler holds one per turn, with or without accounting.
+
+A :class:`TurnLog` is the accounting side, held by a compiler only when
+accounting is on: each compiled request a model call reports on becomes a
 :class:`~mainspring.context.snapshot.CallSnapshot` of the current turn; the
 turn's end makes them a :class:`~mainspring.context.snapshot.TurnSnapshot`,
 handed to the sinks and kept (the newest ``retain_turns``), and folded into
-the session's totals when they are read or when the bound drops one.
-:class:`TurnRecords` is the compiler's base class for this part.
+the session's totals when they are read or when the bound drops one. It
+holds no reference to its compiler.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from mainspring._lowlevel.frozen import maker
 from mainspring.context._compiled import CompiledContext
 from mainspring.context.snapshot import (
     CallSnapshot,
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
     from mainspring.context.accounting import Meter
     from mainspring.context.sinks import SinkSet
 
-__all__ = ["TurnRecords", "new_turn"]
+__all__ = ["CompiledTurn", "TurnLog", "empty_summary"]
 
 T = TypeVar("T")
 
@@ -38,51 +42,66 @@ _NO_COST = CostEstimate(usd=0.0, priced=False, price_source="none")
 
 
 @dataclass(slots=True)
-class Turn:
-    """The turn being compiled: its calls so far, the compiled request awaiting usage."""
+class CompiledTurn:
+    """The turn being compiled: its tool cache, its calls so far, the request awaiting usage.
+
+    The cache is shared by the turn's compiles (e.g. memory recalled once per
+    turn) and goes with the turn.
+    """
 
     turn_index: int
     started_at: float
+    cache: dict[str, Any] = field(default_factory=dict)
     calls: list[CallSnapshot] = field(default_factory=list)
     pending: CompiledContext[Any] | None = None
 
 
-new_turn = maker(Turn)
-"""A :class:`Turn` made without calling the class (one per turn; see ``_lowlevel.frozen.maker``)."""
+def empty_summary(session_id: str) -> SessionSummary:
+    """The session summary of a compiler that recorded no turn."""
+    return SessionTotals().summary(session_id, retained_turns=0)
 
 
-class TurnRecords(Generic[T]):
-    """The turn and session records of a :class:`~mainspring.context.ContextCompiler`."""
+class TurnLog(Generic[T]):
+    """The turn and session records of one compiler with accounting on."""
 
-    # Read from the class until first changed (most sessions keep no records).
-    _turn: Turn | None = None
-    _totals: SessionTotals | None = None
-    """Made at the first snapshot added (only accounting takes them)."""
-    _summary: list[TurnSnapshot] | None = None
-    """The turn snapshots kept (see :attr:`summary`): a list from the first one."""
-    _unfolded: list[TurnSnapshot] | None = None
-    """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
-    _turn_cache: dict[str, Any]
-    """The current turn's cache (made at a turn's first compile, dropped at its end)."""
-    # Set by the compiler:
-    meter: Meter | None
-    session_id: str
-    retain_turns: int | None
-    _sinks: SinkSet | None
+    def __init__(
+        self,
+        meter: Meter | None,
+        session_id: str,
+        retain_turns: int | None,
+        sinks: SinkSet | None,
+    ) -> None:
+        """Records for ``session_id``, made with ``meter`` (``None``: adopted ones only).
+
+        ``retain_turns`` bounds :attr:`summary`; ``sinks`` receive each turn
+        snapshot.
+        """
+        self.meter = meter
+        self.session_id = session_id
+        self.retain_turns = retain_turns
+        self.sinks = sinks
+        self._totals: SessionTotals | None = None
+        """Made at the first snapshot folded in (or adopted)."""
+        self._summary: list[TurnSnapshot] = []
+        """The turn snapshots kept (see :attr:`summary`)."""
+        self._unfolded: list[TurnSnapshot] = []
+        """Turn snapshots not added to ``_totals`` yet (added when read, or past the bound)."""
 
     def record_call(
         self,
+        turn: CompiledTurn,
         compiled: CompiledContext[T],
         *,
         model: str,
         usage: Usage,
         cost: CostEstimate,
     ) -> CallSnapshot | None:
-        """Attach the provider's usage and cost to a compiled request (accounting on)."""
-        if self.meter is None or self._turn is None:
+        """Attach the provider's usage and cost to a request compiled in ``turn``."""
+        meter = self.meter
+        if meter is None:
             return None
         segments = compiled.segments
-        tokenizer = self.meter.tokenizer
+        tokenizer = meter.tokenizer
         if isinstance(segments, Segments):  # its figures are read when first needed
             call = CallSnapshot.deferred(
                 step=compiled.step,
@@ -107,24 +126,21 @@ class TurnRecords(Generic[T]):
                 usage=usage,
                 cost=cost,
             )
-        self._turn.calls.append(call)
-        if self._turn.pending is compiled:
-            self._turn.pending = None
+        turn.calls.append(call)
+        if turn.pending is compiled:
+            turn.pending = None
         return call
 
-    def _flush_turn(self) -> TurnSnapshot | None:
-        turn, self._turn = self._turn, None
-        if turn is None:
-            return None
-        if self.meter is None:
-            del self._turn_cache  # made with the turn (a new turn makes a new one)
+    def close(self, turn: CompiledTurn) -> TurnSnapshot | None:
+        """The snapshot of the ended ``turn`` (kept, and handed to the sinks), if it made calls.
+
+        A request compiled but never reported on is recorded with no usage.
+        """
+        meter = self.meter
+        if meter is None:
             return None
         if turn.pending is not None:  # compiled, but the call never reported usage
-            pending = turn.pending
-            self._turn = turn
-            self.record_call(pending, model=self.meter.model, usage=_NO_USAGE, cost=_NO_COST)
-            self._turn = None
-        del self._turn_cache
+            self.record_call(turn, turn.pending, model=meter.model, usage=_NO_USAGE, cost=_NO_COST)
         if not turn.calls:
             return None
         snapshot = TurnSnapshot(
@@ -133,32 +149,39 @@ class TurnRecords(Generic[T]):
             calls=tuple(turn.calls),
             started_at=turn.started_at,
         )
-        summary = self._summary
-        if summary is None:
-            summary = self._summary = []
+        summary, unfolded = self._summary, self._unfolded
         summary.append(snapshot)
-        unfolded = self._unfolded
-        if unfolded is None:
-            unfolded = self._unfolded = []
         unfolded.append(snapshot)
         if self.retain_turns is not None:
             if len(summary) > self.retain_turns:
                 del summary[0]  # one at a time: the list never holds more than the bound
             if len(unfolded) > self.retain_turns:  # counted now: memory stays bounded
                 self._folded_totals().add(unfolded.pop(0))
-        if self._sinks is not None:
-            self._sinks.emit(snapshot)
+        if self.sinks is not None:
+            self.sinks.emit(snapshot)
         return snapshot
 
     @property
     def summary(self) -> list[TurnSnapshot]:
-        """The turn snapshots taken (with accounting on), the newest ``retain_turns``."""
-        kept = self._summary
-        return [] if kept is None else kept
+        """The turn snapshots taken, the newest ``retain_turns``."""
+        return self._summary
 
     def session_summary(self) -> SessionSummary:
         """Totals over every turn snapshot taken so far (also those no longer kept)."""
-        return self._folded().summary(self.session_id, retained_turns=len(self.summary))
+        return self._folded().summary(self.session_id, retained_turns=len(self._summary))
+
+    def adopt(self, previous: TurnLog[Any] | None) -> None:
+        """Carry ``previous``'s kept snapshots and totals over (one session, a new compiler).
+
+        ``None`` (the previous compiler recorded nothing): start from empty totals.
+        """
+        if previous is None:
+            self._totals, self._summary = SessionTotals(), []
+            return
+        self._totals = previous._folded().copy()
+        summary = self._summary = list(previous.summary)
+        if self.retain_turns is not None:
+            del summary[: max(0, len(summary) - self.retain_turns)]
 
     def _folded_totals(self) -> SessionTotals:
         if self._totals is None:
@@ -168,14 +191,7 @@ class TurnRecords(Generic[T]):
     def _folded(self) -> SessionTotals:
         """The session's totals, the turns not added yet added now (in order)."""
         totals, unfolded = self._folded_totals(), self._unfolded
-        while unfolded:  # (None before the first snapshot)
+        while unfolded:
             totals.add(unfolded[0])
             del unfolded[0]
         return totals
-
-    def adopt_telemetry(self, previous: TurnRecords[T]) -> None:
-        """Carry another engine's kept snapshots and totals over (one session, new engine)."""
-        self._totals = previous._folded().copy()
-        summary = self._summary = list(previous.summary)
-        if self.retain_turns is not None:
-            del summary[: max(0, len(summary) - self.retain_turns)]
