@@ -1,6 +1,7 @@
 """DueTask: a background task started when it is due, or never.
 
-Replaces a task started at once that sleeps until it is due (what it is on trio): PAYS_LINE
+Replaces a task started at once that sleeps until it is due (what it is on trio):
+pays 8.7 % of the durable S1 (149 k instructions), bench/F-figures.md.
 
 A run's lease renewal is due only once the run outlasts a third of its lease, and most runs
 end well before. On asyncio a loop timer waits for the due time; only when it fires does
@@ -14,8 +15,9 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import sniffio
+
 from mainspring._lowlevel.background import spawn
-from mainspring._lowlevel.library import running_loop
 
 __all__ = ["DueTask"]
 
@@ -38,7 +40,7 @@ class DueTask:
 
         On trio the task starts now: it has to wait for ``due`` itself.
         """
-        loop = running_loop()
+        loop = asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
         if loop is not None:
             self._timer = loop.call_at(due, self._due)
         else:
