@@ -32,7 +32,9 @@ class DueTask:
     __slots__ = ("_make", "_timer")
 
     def __init__(self, make: Callable[[], Coroutine[Any, Any, None] | None]) -> None:
-        self._make = make
+        self._make: Callable[[], Coroutine[Any, Any, None] | None] | None = make
+        """Until the task starts or is cancelled (then ``None``: the owner that made this
+        and is referenced by ``make`` is freed by reference counting alone)."""
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self, due: float) -> None:
@@ -48,12 +50,13 @@ class DueTask:
 
     def cancel(self) -> None:
         """Never start the task, if it has not started yet (a started one runs on)."""
+        self._make = None
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
 
     def _due(self) -> None:
-        self._timer = None
-        coroutine = self._make()
+        make, self._make, self._timer = self._make, None, None
+        coroutine = make() if make is not None else None
         if coroutine is not None:
             spawn(coroutine)
