@@ -14,14 +14,14 @@ SRC = Path(mainspring.__file__).parent
 # Lower numbers know nothing of higher ones.
 RANKS: dict[str, int] = {
     "_lowlevel.frozen": -1,
-    "_lowlevel.library": -1,
     "errors": 0,
     "usage": 0,
     "_lowlevel.background": 0,
-    "_lowlevel.relay": 1,  # above _wakeup
-    "_lowlevel.wakeup": 0,
+    "_lowlevel.relay": 0,
     "_lowlevel.lazy": 0,
     "_lowlevel.json_value": 0,
+    "_lowlevel.ids": 0,
+    "_lowlevel.timers": 1,  # above _background
     "_http_guard": 1,
     "_version": 0,
     "thinking": 0,
@@ -50,7 +50,7 @@ RANKS: dict[str, int] = {
     "_lowlevel.tasks": 0,
     "_lowlevel.deadline": 0,
     "_run.journal": 9,
-    "_run.lease": 1,  # above _wakeup
+    "_run.lease": 2,  # above _timers
     "_run.decide": 9,
     "_run.results": 7,
     "_run.dispatch": 8,
@@ -306,3 +306,32 @@ print("ran")
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.split() == ["ran"]
+
+
+LOOP_CALLS = frozenset({"create_task", "call_soon", "call_later", "call_at"})
+"""Event-loop methods that start work outside any task group (ruff's ban sees only names)."""
+
+
+def loop_calls(path: Path) -> list[str]:
+    """``file:line method`` for each call of a :data:`LOOP_CALLS` method in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path.relative_to(SRC)}:{node.lineno} .{node.func.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in LOOP_CALLS
+    ]
+
+
+def test_no_loop_tasks_outside_lowlevel() -> None:
+    lowlevel = SRC / "_lowlevel"
+    found = [
+        call
+        for path in sorted(SRC.rglob("*.py"))
+        if lowlevel not in path.parents
+        for call in loop_calls(path)
+    ]
+    assert not found, f"start tasks and timers through a _lowlevel primitive: {found}"
+    # The walk sees such calls where they are allowed (else it would pass on anything).
+    assert any(loop_calls(path) for path in lowlevel.rglob("*.py"))

@@ -24,15 +24,13 @@ the provider's own id is kept in :attr:`Call.provider_id`, never used as a key
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
+from mainspring._lowlevel.ids import new_call_id
+from mainspring._lowlevel.ids import new_uuid4 as new_uuid4  # (re-exported: run.py, session.py)
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring.codec import decode
 from mainspring.events import ErrorEvent, PendingAction, TurnComplete
@@ -52,73 +50,6 @@ __all__ = [
 ]
 
 TurnStatus: TypeAlias = Literal["streaming", "executing", "paused"]
-
-
-class _CallIds:
-    """Engine call ids: ``call_<20 random hex><12 hex counter>``.
-
-    A random prefix per process (drawn again in a forked child) and a counter,
-    so ids are unique across steps, turns, sessions and processes without a
-    system call per id.
-    """
-
-    def __init__(self) -> None:
-        self.reseed()
-        os.register_at_fork(after_in_child=self.reseed)
-
-    def reseed(self) -> None:
-        self.prefix = "call_" + uuid.uuid4().hex[:20]
-        self.counter = itertools.count()
-
-    def __call__(self) -> str:
-        return f"{self.prefix}{next(self.counter):012x}"
-
-
-class _RandomHex:
-    """The operating system's random bytes as hex, drawn 2 KiB at a time.
-
-    ``os.urandom`` is a system call (most of a UUID4's cost); each of these
-    draws serves 128 ids. Every id takes its own bytes: the lock keeps two
-    threads from taking the same ones, and a forked child draws afresh
-    instead of repeating its parent's.
-    """
-
-    __slots__ = ("_hex", "_lock", "_next")
-
-    def __init__(self) -> None:
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._hex = ""
-        self._next = 0
-
-    def take(self) -> str:
-        """32 hex digits (16 random bytes) no other call gets."""
-        with self._lock:
-            start = self._next
-            if start >= len(self._hex):
-                self._hex = os.urandom(2048).hex()
-                start = 0
-            self._next = start + 32
-            return self._hex[start : start + 32]
-
-
-_random_hex = _RandomHex()
-
-
-def new_uuid4() -> str:
-    """A random UUID4 in its text form, as ``str(uuid.uuid4())`` is, at a fraction of the cost."""
-    h = _random_hex.take()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
-
-
-_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
-
-
-new_call_id = _CallIds()
-"""A fresh engine call id: unique across steps, turns, sessions and processes."""
 
 
 @dataclass(slots=True, kw_only=True)

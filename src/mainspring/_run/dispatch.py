@@ -12,6 +12,7 @@ caches of its own (verdicts, parsed arguments, live tool contexts).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import uuid
@@ -22,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import sniffio
 
 from mainspring._lowlevel.deadline import EXPIRED, finish_by
 from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
-from mainspring._lowlevel.library import running_loop
 from mainspring._run.results import (
     ERROR_LIMIT,
     details_of,
@@ -49,8 +50,6 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
 if TYPE_CHECKING:
-    import asyncio
-
     from mainspring.cost import CostTracker
 
 __all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
@@ -146,7 +145,9 @@ class Dispatcher:
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
-        self._loop = running_loop()
+        self._loop = (
+            asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
+        )
         """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
         then run in a cancel scope, as writes do)."""
 

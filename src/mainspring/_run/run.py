@@ -42,14 +42,12 @@ if TYPE_CHECKING:  # the run-time machinery loads when a session is built or fir
 
     import mainspring._lowlevel.background as _background
     import mainspring._lowlevel.relay as _relay
-    import mainspring._lowlevel.wakeup as _wakeup
     import mainspring._run.journal as _journal
     import mainspring._run.lease as _lease
     import mainspring._run.loop as _loop
     import mainspring.cost as _costs
     import mainspring.state as _state
     from mainspring._lowlevel.relay import Relay
-    from mainspring._lowlevel.wakeup import Wakeup
     from mainspring._run.dispatch import Durability
     from mainspring._run.journal import Journal
     from mainspring._run.loop import Loop
@@ -67,7 +65,6 @@ else:  # loaded on first use (an import statement in a function costs a microsec
     _lease = lazy_module("mainspring._run.lease")
     _loop = lazy_module("mainspring._run.loop")
     _relay = lazy_module("mainspring._lowlevel.relay")
-    _wakeup = lazy_module("mainspring._lowlevel.wakeup")
     _state = lazy_module("mainspring.state")
     _costs = lazy_module("mainspring.cost")
 
@@ -212,7 +209,7 @@ class SessionRuns:
         state.messages = self._context.transcript.backing
         self._drop_tracker(keep_figures=False)  # (the next run's starts from the new state)
 
-    async def _keep_lease(self, stop: Wakeup) -> None:
+    async def _keep_lease(self, stop: anyio.Event) -> None:
         """Renew the run's lease until ``stop`` is set (set, not cancelled: a cancel costs)."""
         lock = self.run_lock
         assert lock is not None
@@ -220,7 +217,9 @@ class SessionRuns:
         # process's first run spends a while importing in between).
         wait = self._leased_at + self.lock_ttl / 3 - anyio.current_time()
         while True:
-            if await stop.wait_for(max(wait, 0.0)):
+            with anyio.move_on_after(max(wait, 0.0)):
+                await stop.wait()
+            if stop.is_set():
                 return
             wait = self.lock_ttl / 3
             try:
@@ -336,7 +335,7 @@ class SessionRuns:
         # The producer holds the run (the loop, its dispatcher, ``start``); this frame
         # does not, so that all of it is freed as the producer ends, not when the
         # consumer has taken the last event (10,000 streams finish at once).
-        done = _wakeup.Wakeup()
+        done = anyio.Event()
         failure: list[BaseException] = []  # what stopped the run, if not the run itself
         produce = self._produce(runner, start, relay, stream_id, done, failure)
         del runner, start
@@ -409,7 +408,7 @@ class SessionRuns:
         start: Callable[[Loop], Awaitable[None]],
         relay: Relay[Event],
         stream_id: str,
-        done: Wakeup,
+        done: anyio.Event,
         failure: list[BaseException],
     ) -> None:
         """The producer task: the run, and its lease renewal (no task unless it is due)."""
