@@ -529,9 +529,7 @@ class Session:
             await self.session_store.record_write(self.session_id, record)
 
     @classmethod
-    def _for_direct(
-        cls, agent: Agent, state: SessionState, spend: Durability | None
-    ) -> Session:
+    def _for_direct(cls, agent: Agent, state: SessionState, spend: Durability | None) -> Session:
         """A session for :mod:`mainspring._direct` (the internal seam it uses).
 
         ``spend`` keeps the runs' spend totals in a store's ledger, under the

@@ -55,9 +55,7 @@ async def claim(
     # The claim and its note here are one step a cancellation cannot split:
     # a claim on record that this object does not know would wedge it.
     with anyio.CancelScope(shield=True):
-        claimed = store is None or await store.claim_decision(
-            state.session_id, attempt_id, record
-        )
+        claimed = store is None or await store.claim_decision(state.session_id, attempt_id, record)
         if claimed:
             state.decided[attempt_id] = record
     if not claimed:

@@ -83,7 +83,7 @@ class Run:
         lease: SessionLease | None,
         buffer_events: int,
         turn_cache: dict[str, Any] | None,
-        steering: SteeringQueue,
+        steering: SteeringQueue | None,
         unpriced: frozenset[str],
         share: Durability | None,
     ) -> None:
@@ -127,7 +127,8 @@ class Run:
             emit=relay.put,
             share=durable,
         )
-        self.turn_cache = {} if turn_cache is None else turn_cache
+        cache = {} if turn_cache is None else turn_cache
+        self.turn_cache: dict[str, Any] | None = cache
         """The turn's tool cache (``ToolContext.cache``): kept after the run only while a
         paused turn holds entries (else ``None``)."""
         self.loop: Loop | None = Loop(
@@ -135,7 +136,7 @@ class Run:
             state=state,
             context=context,
             spend=self.spend,
-            turn_cache=self.turn_cache,
+            turn_cache=cache,
             emit=relay.put,
             pace=relay,
             durable=durable,
