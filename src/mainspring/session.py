@@ -583,7 +583,9 @@ class Session:
             finally:
                 self._run = None
                 self._turn_cache = run.turn_cache
-                self._unpriced = run.spend.unpriced
+                unpriced = run.spend.unpriced
+                if unpriced is not self._unpriced:  # (the class's empty set, until one is found)
+                    self._unpriced = unpriced
                 self._running = False
 
     async def _begin(self, check: Check) -> SessionLease | None:
