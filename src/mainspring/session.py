@@ -589,15 +589,31 @@ class Session:
                 self._running = False
 
     async def _begin(self, check: Check) -> SessionLease | None:
-        """Take the session for a run: the flag, the lease, crash recovery, the check."""
+        """Take the session for a run: the flag, the lease, a fresher state, recovery, the check."""
         if self._closed:
             raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._running = True
+        # No other worker can know a session nothing stored yet: its first run needs no reload.
+        unstored, self._unstored = self._unstored, False
+        unchecked, self._unchecked = self._unchecked, False
         lease = None
         try:
-            lease = await self._acquire()
+            if self.run_lock is not None:
+                from mainspring._run.session_lease import SessionLease
+
+                taking = SessionLease(
+                    self.run_lock,
+                    session_id=self.session_id,
+                    owner=self.owner,
+                    ttl=self.lock_ttl,
+                    when_busy=self.when_busy,
+                )
+                await taking.acquire()
+                lease = taking
+            if unchecked or (lease is not None and not unstored):
+                await self._catch_up()  # another worker may have moved the session on
             if self._state.active_stream is not None:
                 from mainspring._run.recovery import recover
 
@@ -606,42 +622,8 @@ class Session:
         except BaseException:
             self._running = False
             if lease is not None:
-                import anyio
-
-                with anyio.CancelScope(shield=True):
-                    await lease.release()
+                await lease.release_shielded()
             raise
-        return lease
-
-    async def _acquire(self) -> SessionLease | None:
-        """The run lock's lease (with a run lock), and the stored state if it moved on."""
-        # No other worker can know a session nothing stored yet: its first run needs no reload.
-        unstored, self._unstored = self._unstored, False
-        unchecked, self._unchecked = self._unchecked, False
-        lock = self.run_lock
-        if lock is None:
-            if unchecked:  # named, not loaded: a store may hold it already
-                await self._catch_up()
-            return None
-        from mainspring._run.session_lease import SessionLease
-
-        lease = SessionLease(
-            lock,
-            session_id=self.session_id,
-            owner=self.owner,
-            ttl=self.lock_ttl,
-            when_busy=self.when_busy,
-        )
-        await lease.acquire()
-        if not unstored:
-            try:
-                await self._catch_up()  # another worker may have moved the session on
-            except BaseException:
-                import anyio
-
-                with anyio.CancelScope(shield=True):
-                    await lease.release()
-                raise
         return lease
 
     async def _catch_up(self) -> None:

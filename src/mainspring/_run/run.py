@@ -104,7 +104,8 @@ class Run:
         # With a checkpoint store, the journal puts each batch on record while the
         # run goes on producing the next; the consumer gets only what is on record.
         self._relay = relay
-        self._outbox = Relay[Event](buffer_events) if checkpoints is not None else relay
+        outbox: Relay[Event] = Relay(buffer_events) if checkpoints is not None else relay
+        self._outbox = outbox
         journal = None
         if sessions is not None or checkpoints is not None:
             journal = Journal(

@@ -102,3 +102,8 @@ class SessionLease:
         """Drop the lease (unless it was lost: another worker may hold it now)."""
         if not self.lost:
             await self.lock.release(self.session_id, self.owner)
+
+    async def release_shielded(self) -> None:
+        """:meth:`release`, shielded from a cancel (a run that could not start)."""
+        with anyio.CancelScope(shield=True):
+            await self.release()
