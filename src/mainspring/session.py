@@ -136,9 +136,11 @@ class Session:
         self._unchecked = state is None and session_id is not None
         """Whether the session was named but not loaded: its first run looks in the store."""
         if state is None:
-            from mainspring.state import SessionState, new_uuid4
+            import mainspring.state as states
 
-            state = SessionState(session_id=session_id or new_uuid4(), agent_name=agent.name)
+            state = states.SessionState(
+                session_id=session_id or states.new_uuid4(), agent_name=agent.name
+            )
         self._state: SessionState = state
         self._state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
@@ -545,9 +547,9 @@ class Session:
     async def _stream(self, start: Start, *, check: Check) -> AsyncGenerator[Event, None]:
         """A run's stream: take the session, run, hand over what is on record, end."""
         lease = await self._begin(check)
-        from mainspring._run.run import Run
+        import mainspring._run.run as runs
 
-        run = self._run = Run(
+        run = self._run = runs.Run(
             agent=self.agent,
             state=self._state,
             context=self._context,
