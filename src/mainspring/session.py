@@ -568,8 +568,8 @@ class Session:
             run.cancel()
         try:
             run.start(start)
-            while (events := await run.take()) is not None:
-                for event in events:
+            while run.failure is None and await run.wait():
+                for event in run.drain():
                     yield event
             if run.terminal is None:
                 failed = await run.failed()

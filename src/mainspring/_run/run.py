@@ -3,8 +3,8 @@
 ``Session`` takes the session for a run (the running flag, the run lock's
 lease, crash recovery, the call's own check), then makes a :class:`Run` and
 consumes it: :meth:`Run.start` spawns the producer task (the loop, and the
-lease's renewal, a task only once due), :meth:`Run.take` hands over the
-events on record (with a checkpoint store the consumer commits each batch
+lease's renewal, a task only once due), :meth:`Run.wait` / :meth:`Run.drain` hand over
+the events on record (with a checkpoint store the consumer commits each batch
 before it takes it: :meth:`~mainspring._run.journal.Journal.take`), and
 :meth:`Run.close` / :meth:`Run.end` stop the producer, save and drop the lease
 when the consumer is done or gone. The lease is fenced at writes
@@ -61,6 +61,7 @@ class Run:
         "_outbox",
         "_relay",
         "_sessions",
+        "_taken",
         "done",
         "failure",
         "live",
@@ -119,6 +120,8 @@ class Run:
                 lease=None if lease is None else (lease.lock, lease.owner),
             )
         self._journal = journal
+        self._taken: list[Event] | None = [] if checkpoints is not None else None
+        """What the consumer committed and has still to take (with a checkpoint store)."""
         durable = journal if sessions is not None else share
         self.spend = Spend(
             state=state,
@@ -202,25 +205,40 @@ class Run:
 
     # ------------------------------------------------------------- consumer
 
-    async def take(self) -> list[Event] | None:
-        """The next events on record; ``None`` at the end, or once a store failed."""
-        if self.failure is not None:
-            return None
-        relay = self._relay
-        if self._journal is None or self._checkpoints is None:
-            events = relay.drain() if await relay.wait() else None
+    def wait(self) -> Awaitable[bool]:
+        """Until there are events to :meth:`drain`; ``False`` at the end or after a store failed.
+
+        Without a checkpoint store the consumer waits on the relay itself; with
+        one, it commits what the run emitted before it takes it (see
+        :meth:`~mainspring._run.journal.Journal.take`).
+        """
+        if self._taken is None:
+            return self._relay.wait()
+        return self._take_on_record()
+
+    async def _take_on_record(self) -> bool:
+        assert self._journal is not None
+        try:
+            events = await self._journal.take()
+        except Exception as exc:  # a store failed under the run
+            self.failure = exc
+            self._relay.close()  # the run stops: what it emits now goes nowhere
+            self.cancel()  # (a running write still finishes)
+            return False
+        if events is None:
+            return False
+        self._taken = events
+        return True
+
+    def drain(self) -> list[Event]:
+        """The events to hand over now (each on record, with a checkpoint store)."""
+        if self._taken is None:
+            events = self._relay.drain()
         else:
-            try:
-                events = await self._journal.take()
-            except Exception as exc:  # a store failed under the run
-                self.failure = exc
-                relay.close()  # the run stops: what it emits now goes nowhere
-                self.cancel()  # (a running write still finishes)
-                return None
-        if events:
-            for event in events:
-                if isinstance(event, _TERMINAL):
-                    self.terminal = event
+            events, self._taken = self._taken, []
+        for event in events:
+            if isinstance(event, _TERMINAL):
+                self.terminal = event
         return events
 
     async def failed(self) -> ErrorEvent | None:
