@@ -190,7 +190,8 @@ class Run:
                 keeper.start(self._lease.renewal_due)
             await loop.run(partial(begin, loop))
         except Exception as exc:  # (the loop reports its own failures as events)
-            self.failure = exc
+            if self.failure is None:  # (the first failure is the one reported)
+                self.failure = exc
         finally:
             relay.close()
             try:
@@ -221,7 +222,8 @@ class Run:
         try:
             events = await self._journal.take()
         except Exception as exc:  # a store failed under the run
-            self.failure = exc
+            if self.failure is None:
+                self.failure = exc
             self._relay.close()  # the run stops: what it emits now goes nowhere
             self.cancel()  # (a running write still finishes)
             return False
