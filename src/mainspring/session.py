@@ -585,7 +585,7 @@ class Session:
             finally:
                 self._run = None
                 self._turn_cache = run.turn_cache
-                unpriced = run.spend.unpriced
+                unpriced = run.unpriced
                 if unpriced is not self._unpriced:  # (the class's empty set, until one is found)
                     self._unpriced = unpriced
                 self._running = False

@@ -66,11 +66,11 @@ class Run:
         "failure",
         "live",
         "loop",
-        "spend",
         "state",
         "stream_id",
         "terminal",
         "turn_cache",
+        "unpriced",
     )
 
     def __init__(
@@ -123,7 +123,7 @@ class Run:
         self._taken: list[Event] | None = [] if checkpoints is not None else None
         """What the consumer committed and has still to take (with a checkpoint store)."""
         durable = journal if sessions is not None else share
-        self.spend = Spend(
+        spend = Spend(
             state=state,
             prices=agent.prices,
             budget_usd=agent.limits.budget_usd,
@@ -139,7 +139,7 @@ class Run:
             agent=agent,
             state=state,
             context=context,
-            spend=self.spend,
+            spend=spend,
             turn_cache=cache,
             emit=relay.put,
             pace=relay,
@@ -147,7 +147,9 @@ class Run:
             steering=steering,
             fence=self.fence if lease is not None else None,
         )
-        """The producer's loop, until the producer ends."""
+        """The producer's loop (and its spend), until the producer ends."""
+        self.unpriced = unpriced
+        """The models found without a price, once the producer ended (for the next run)."""
         self.done = Wakeup()
         """Set when the producer ended (its clean-up done)."""
         self.failure: BaseException | None = None
@@ -199,6 +201,7 @@ class Run:
                     await keeper.stop()
             finally:
                 # The run is over and its tasks are done: what it made goes now.
+                self.unpriced = loop.spend.unpriced
                 self.loop = None
                 self._drop_cache()
                 self.done.set()
