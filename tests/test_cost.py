@@ -63,6 +63,15 @@ def test_tracker_records_cost_and_usage() -> None:
     assert tracker.unpriced == set()
 
 
+def test_price_prices_a_call_without_touching_the_totals() -> None:
+    tracker = CostTracker(prices={"sonnet": SONNET}, auto_prices=False)
+    usage = Usage(input_tokens=1_000, output_tokens=200, requests=1)
+    assert tracker.price("sonnet", usage) == pytest.approx((1_000 * 3.0 + 200 * 15.0) / 1e6)
+    assert tracker.price("mystery", usage) == 0.0  # no price: costs nothing, never guessed
+    assert tracker.unpriced == {"mystery"}  # and is reported
+    assert tracker.total_usd == 0.0 and tracker.usage == Usage()
+
+
 def test_unpriced_model_costs_nothing_and_is_reported() -> None:
     tracker = CostTracker(prices={"sonnet": SONNET})
     usage = Usage(input_tokens=10_000, output_tokens=10_000, requests=1)

@@ -59,7 +59,6 @@ async def test_a_cancelled_consumer_commit_leaves_its_ledger_entry_for_the_next(
         stream_id="stream",
         relay=relay,
         outbox=Relay(),
-        prepare=lambda: None,
     )
     record = WriteRecord(key="call_1", tool="pay", status="started")
     saved = anyio.Event()

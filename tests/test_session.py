@@ -123,10 +123,10 @@ async def test_each_turn_reports_its_own_usage_and_the_session_sums_them() -> No
     assert second.usage.requests == 1 and second.usage is not session.usage
     assert first.usage + second.usage == session.usage
     assert first.usage.requests == 2  # the first turn's figures did not move
-    assert session._state.last_terminal is second
+    assert session.state.last_terminal is second
 
 
-async def test_a_session_between_runs_holds_no_cost_tracker_and_keeps_what_runs_learned(
+async def test_a_session_keeps_its_figures_in_its_state_and_what_runs_learned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import types
@@ -149,9 +149,8 @@ async def test_a_session_between_runs_holds_no_cost_tracker_and_keeps_what_runs_
             if isinstance(event, UsageEvent):  # (one call: the run's total)
                 assert session.cost_usd == event.total_cost_usd
                 assert session.usage == event.usage
-        assert session._tracker is None  # the run is over: the state holds the figures
-        assert session.usage == session._state.usage and session.usage.requests == 1
-        assert session.cost_usd == session._state.cost_usd
+        assert session.usage == session.state.usage and session.usage.requests == 1
+        assert session.cost_usd == session.state.cost_usd
     assert priced.cost_usd > 0 and unpriced.cost_usd == 0
     assert looked_up == ["mystery"]
     await send(unpriced, "again")  # what the first run learned: no second look-up

@@ -196,6 +196,25 @@ async def test_a_failing_lock_release_does_not_leave_the_session_running() -> No
     assert isinstance(again[-1], TurnComplete | ErrorEvent)
 
 
+class UnreadableSessions(InMemorySessionStore):
+    """A session store whose every load fails (its database went away)."""
+
+    async def load(self, session_id: str) -> SessionState | None:
+        raise StoreError("the session store is unreachable")
+
+
+async def test_a_run_that_cannot_load_its_stored_state_drops_the_lease_it_took() -> None:
+    lock = InMemoryRunLock()
+    session = Session(
+        agent(), session_id="named", session_store=UnreadableSessions(), run_lock=lock
+    )
+    with pytest.raises(StoreError, match="unreachable"):
+        await collect(session.send("pay bob"))  # named, not loaded: its run reads the store
+    assert not session.running
+    assert await lock.holder("named") is None  # another worker may take the session now
+    assert session.messages == ()  # nothing ran
+
+
 @tool(permission="confirm")
 def transfer(to: str) -> str:
     """Transfer."""

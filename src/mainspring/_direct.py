@@ -161,9 +161,8 @@ class DirectCaller:
             memory=None,
             context=ContextOptions(budget=None),
         )
-        session = Session(agent, state=state)
-        session._spend_account = self._account
-        return DirectCall(self, session, write=self._is_write(name))
+        session = Session._for_direct(agent, state, self._account)
+        return DirectCall(self, session, state, write=self._is_write(name))
 
     def _take(self, state: SessionState) -> None:
         """Keep a finished call's totals (never lower: calls end in any order)."""
@@ -178,9 +177,13 @@ class DirectCaller:
 class DirectCall:
     """One direct call in progress: paused on :attr:`pending`, or done with :attr:`result`."""
 
-    def __init__(self, caller: DirectCaller, session: Session, *, write: bool) -> None:
+    def __init__(
+        self, caller: DirectCaller, session: Session, state: SessionState, *, write: bool
+    ) -> None:
         self._caller = caller
         self.session = session
+        self._state = state
+        """The session's state (this call made it; a session without a store keeps it)."""
         self._write = write
         self.events: list[Event] = []
         self.result: DirectResult | None = None
@@ -203,7 +206,7 @@ class DirectCall:
         await self._run(self.session.resume(pending.attempt_id, decision), on_event)
 
     async def _run(self, stream: AsyncIterator[Event], on_event: OnEvent | None) -> None:
-        caller, state = self._caller, self.session._state
+        caller, state = self._caller, self._state
         if self._write:  # one write at a time: the cap sees every earlier one
             async with caller._writes:
                 # Judged from what the writes before this one left (the totals read

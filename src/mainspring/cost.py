@@ -81,12 +81,19 @@ class CostTracker:
             return "configured"
         return f"genai-prices {_prices.price_data_version()}"
 
-    def record(self, model: str, usage: Usage) -> float:
-        """Add one call's usage; return its cost."""
+    def price(self, model: str, usage: Usage) -> float:
+        """What one call's ``usage`` costs, totals untouched (0 for a model without a price).
+
+        A model without a price joins :attr:`unpriced` (it is not looked up again).
+        """
         priced = self.price_of(model, usage)
         if priced is None and model not in self.unpriced:
             self.unpriced = _with(self.unpriced, model)
-        cost = priced or 0.0
+        return priced or 0.0
+
+    def record(self, model: str, usage: Usage) -> float:
+        """Add one call's usage; return its cost."""
+        cost = self.price(model, usage)
         self.total_usd += cost
         self.usage = self.usage + usage
         return cost

@@ -18,20 +18,13 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from mainspring._lowlevel.lazy import lazy_module
-from mainspring._run.run import SessionRuns
 from mainspring.agent import Agent
-from mainspring.errors import (
-    ConfigError,
-    DecisionConflict,
-    SessionBusy,
-    SessionNotFound,
-)
+from mainspring.errors import ConfigError, SessionBusy, SessionClosed, SessionNotFound
 from mainspring.events import (
     Event,
     PendingAction,
@@ -41,54 +34,45 @@ from mainspring.events import (
 from mainspring.messages import Message
 from mainspring.usage import Usage
 
-if TYPE_CHECKING:  # the run-time machinery loads when a session is built or first runs
-    import logging
-
-    import anyio
-
-    import mainspring._run.steering as _steering
-    import mainspring.state as _state
-    from mainspring._run.journal import Journal
+if TYPE_CHECKING:  # the run's machinery loads when a session is built or first runs
+    from mainspring._run.dispatch import Durability
     from mainspring._run.loop import Loop
-    from mainspring._run.steering import SteerMode
+    from mainspring._run.run import Run, Start
+    from mainspring._run.session_lease import SessionLease
+    from mainspring._run.steering import SteeringQueue, SteerMode
+    from mainspring.context.compiler import ContextCompiler
     from mainspring.context.lifecycle import CompilerRegistry
     from mainspring.decisions import Decision
     from mainspring.result import RunResult
-    from mainspring.state import SessionState, StateView
-    from mainspring.stores.base import CheckpointStore, ClaimRelease, RunLock, SessionStore
-else:  # loaded on first use (an import statement in a function costs a microsecond a call)
-    anyio = lazy_module("anyio")
-    logging = lazy_module("logging")
-    _steering = lazy_module("mainspring._run.steering")
-    _state = lazy_module("mainspring.state")
+    from mainspring.state import SessionState, StateView, WriteRecord
+    from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 
 __all__ = ["Session"]
 
+Check = Callable[["SessionState"], Awaitable[None]]
+"""A call's own check, once its run holds the session (on the freshest state)."""
+
 
 class _Sent:
-    """How a sent message's run starts: ``runner.start_turn(message)``."""
+    """How a sent message's run starts: ``loop.start_turn(message)``."""
 
     __slots__ = ("message",)
 
     def __init__(self, message: Message) -> None:
         self.message = message
 
-    def __call__(self, runner: Loop) -> Awaitable[None]:
-        return runner.start_turn(self.message)
+    def __call__(self, loop: Loop) -> Awaitable[None]:
+        return loop.start_turn(self.message)
 
 
-def _claims() -> type[ClaimRelease]:
-    from mainspring.stores.base import ClaimRelease
-
-    return ClaimRelease
-
-
-def _log() -> logging.Logger:
-    return logging.getLogger("mainspring.session")
-
-
-class Session(SessionRuns):
+class Session:
     """One conversation with one agent."""
+
+    _spend_share: Durability | None = None
+    """Without a session store: where the runs' spend totals are kept across workers
+    (a direct call's account in a store, see :meth:`_for_direct`), else ``None``."""
+    _unpriced: frozenset[str] = frozenset()
+    """Models an earlier run found without a price (the next run starts with them)."""
 
     def __init__(
         self,
@@ -147,9 +131,17 @@ class Session(SessionRuns):
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
-        self._state = state or _state.SessionState(
-            session_id=session_id or _state.new_uuid4(), agent_name=agent.name
-        )
+        self._unstored = state is None and session_id is None
+        """Whether no store can hold this session yet: it drew its own id and never saved."""
+        self._unchecked = state is None and session_id is not None
+        """Whether the session was named but not loaded: its first run looks in the store."""
+        if state is None:
+            import mainspring.state as states
+
+            state = states.SessionState(
+                session_id=session_id or states.new_uuid4(), agent_name=agent.name
+            )
+        self._state: SessionState = state
         self._state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
         self.session_store = session_store
@@ -161,33 +153,24 @@ class Session(SessionRuns):
         self._registry = context_registry
         """A shared registry, or ``None``: the session's own, made only if needed."""
         build = partial(agent.context_compiler, self._state.messages, session_id=self.session_id)
-        self._context = (
+        self._context: ContextCompiler[Message] = (
             build() if context_registry is None else context_registry.create(self.session_id, build)
         )
         self._closed = False
         self.steering = steering
-        self._steering = _steering.NO_STEERING
-        """Shared and empty until the first :meth:`steer` makes the session's own."""
+        self._steering: SteeringQueue | None = None
+        """None until the first :meth:`steer` makes the session's queue."""
         # One transcript: the persisted messages are the compiler's own list.
         self._state.messages = self._context.transcript.backing
         self._turn_cache: dict[str, Any] | None = None
         """The current turn's tool cache (``ToolContext.cache``): made by a run, kept
         after it only while a paused turn holds entries."""
-        self._runner: Loop | None = None
+        self._run: Run | None = None
+        """The run going on (from its start to its end)."""
         self._handed: weakref.ref[AsyncGenerator[Event, None]] | None = None
         """The last stream handed out, until it starts (``cancel`` reaches it too)."""
         self._cancel_early = False
         self._running = False
-        self._live_stream: str | None = None
-        self._journal: Journal | None = None
-        self._lease_lost = False
-        """Whether the current run lost its lock (it then records nothing more)."""
-        self._unstored = state is None and session_id is None
-        """Whether no store can hold this session yet: it drew its own id and never saved."""
-        self._unchecked = state is None and session_id is not None
-        """Whether the session was named but not loaded: its first run looks in the store."""
-        self._leased_at = 0.0
-        """When the current run took the run lock's lease (``anyio.current_time()``)."""
 
     @classmethod
     async def load(
@@ -209,7 +192,9 @@ class Session(SessionRuns):
     def owner(self) -> str:
         """This worker's name in the run lock (a UUID4 unless given; drawn on first use)."""
         if self._owner is None:
-            self._owner = _state.new_uuid4()
+            from mainspring.state import new_uuid4
+
+            self._owner = new_uuid4()
         return self._owner
 
     @property
@@ -225,14 +210,12 @@ class Session(SessionRuns):
     @property
     def usage(self) -> Usage:
         """Tokens used by every model call of this session."""
-        tracker = self._tracker  # (a run's; between runs the state holds the same figures)
-        return self._state.usage if tracker is None else tracker.usage
+        return self._state.usage
 
     @property
     def cost_usd(self) -> float:
         """What this session has cost so far."""
-        tracker = self._tracker
-        return self._state.cost_usd if tracker is None else tracker.total_usd
+        return self._state.cost_usd
 
     @property
     def pending(self) -> PendingAction | None:
@@ -247,7 +230,9 @@ class Session(SessionRuns):
     @property
     def state(self) -> StateView:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
-        return _state.StateView(self._state)
+        from mainspring.state import StateView
+
+        return StateView(self._state)
 
     # ------------------------------------------------------------- the API
 
@@ -277,7 +262,7 @@ class Session(SessionRuns):
                 raise ConfigError("send() takes a message or resume_stream_id, not both")
             if self.checkpoint_store is None:
                 raise ConfigError("resuming a stream needs a checkpoint_store")
-            return self._replay(self.checkpoint_store, resume_stream_id)
+            return self._follow(self.checkpoint_store, resume_stream_id)
         if message is None:
             raise ConfigError("send() needs a message")
         msg = Message.user(message) if isinstance(message, str) else message
@@ -286,8 +271,6 @@ class Session(SessionRuns):
         if self._running and self.steering != "off":
             return self._queued(msg, self.steering)
         self._check_idle()
-        # (A one-slot caller and a bound method: a closure each would cost a stream 0.2 KiB
-        # more, and a method caller is two objects for the cyclic collector, with its tuple.)
         return self._unstarted(self._stream(_Sent(msg), check=self._still_not_paused))
 
     def resume(self, attempt_id: str, decision: Decision) -> AsyncGenerator[Event, None]:
@@ -304,72 +287,35 @@ class Session(SessionRuns):
             InputChanged: The decision names an ``input_hash`` that is not the
                 pending input's (the input changed after it was shown).
         """
+        from mainspring._run.claim import claim
         from mainspring._run.decide import validate_decision
         from mainspring.decisions import decision_record
+        from mainspring.stores.base import ClaimRelease
 
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         store = self.session_store
         # With a run lock, a claim nobody consumed can be released by the run that
         # holds the lock next (its claimer held the lock: it died or was cancelled).
-        reclaimable = self.run_lock is not None and isinstance(store, _claims())
+        given: object = store
+        reclaimable = self.run_lock is not None and isinstance(given, ClaimRelease)
         final_input = validate_decision(
             self.agent, self._state, attempt_id, decision, reclaimable=reclaimable
         )
-        record = decision_record(decision)
-
-        async def check() -> None:
-            state = self._state
-            recorded = state.decided.get(attempt_id)
-            if reclaimable and recorded is not None and recorded != record:
-                await self._release_claim(attempt_id, recorded)
-            validate_decision(self.agent, state, attempt_id, decision)
-            if state.decided.get(attempt_id) == record:
-                return  # claimed before a crash, never consumed: this is that decision
-            # The claim and its note here are one step a cancellation cannot split:
-            # a claim on record that this object does not know would wedge it.
-            with anyio.CancelScope(shield=True):
-                claimed = store is None or await store.claim_decision(
-                    self.session_id, attempt_id, record
-                )
-                if claimed:
-                    state.decided[attempt_id] = record
-            if not claimed:
-                raise DecisionConflict(
-                    f"attempt {attempt_id} was already decided by another worker; "
-                    "a decision is never applied twice",
-                    attempt_id=attempt_id,
-                )
-
+        check = partial(
+            claim,
+            store=store,
+            agent=self.agent,
+            attempt_id=attempt_id,
+            decision=decision,
+            record=decision_record(decision),
+            reclaimable=reclaimable,
+        )
         return self._unstarted(
             self._stream(
-                lambda runner: runner.resume_turn(attempt_id, decision, final_input), check=check
+                lambda loop: loop.resume_turn(attempt_id, decision, final_input), check=check
             )
         )
-
-    async def _release_claim(self, attempt_id: str, recorded: str) -> None:
-        """Drop an unconsumed claim of another decision for the pending attempt.
-
-        Called by a run holding the session's lock on the freshest state, with
-        the turn still paused on ``attempt_id``: the run that claimed it held
-        the lock too and is gone (it died, or was cancelled) without consuming
-        it, so the claim binds nobody. A claim already consumed is never
-        dropped (the turn would no longer be paused on it).
-        """
-        pending = self.pending
-        if pending is None or pending.attempt_id != attempt_id:
-            return
-        store: object = self.session_store
-        assert isinstance(store, _claims())
-        with anyio.CancelScope(shield=True):
-            if await store.release_claim(self.session_id, attempt_id, recorded):
-                _log().warning(
-                    "session %s: dropped the unconsumed claim of attempt %s (%s)",
-                    self.session_id,
-                    attempt_id,
-                    recorded[:200],
-                )
-            self._state.decided.pop(attempt_id, None)
 
     def steer(self, message: str | Message, *, mode: SteerMode = "next_step") -> str:
         """Queue a message for the active run; returns its steering id.
@@ -395,16 +341,19 @@ class Session(SessionRuns):
         if not self._running:
             raise ConfigError(f"session {self.session_id!r} has no active run: send() the message")
         queue = self._steering
-        if queue is _steering.NO_STEERING:  # the first message: a queue of its own
-            queue = self._steering = _steering.SteeringQueue()
-            if self._runner is not None:
-                self._runner.steer_from(queue)  # (the run began with the shared one)
+        if queue is None:  # the first message: the session's queue
+            from mainspring._run.steering import SteeringQueue
+
+            queue = self._steering = SteeringQueue()
+            if self._run is not None:
+                self._run.steer_from(queue)  # (the run began without one)
         return queue.put(msg, mode).id
 
     @property
     def steering_queued(self) -> tuple[str, ...]:
         """Ids of the steering messages no run has taken yet."""
-        return tuple(item.id for item in self._steering.snapshot())
+        queue = self._steering
+        return () if queue is None else tuple(item.id for item in queue.snapshot())
 
     async def _queued(self, message: Message, mode: SteerMode) -> AsyncGenerator[Event, None]:
         steering_id = self.steer(message, mode=mode)
@@ -437,11 +386,11 @@ class Session(SessionRuns):
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         check_regenerable(self.agent, self._state, attempt_id)
 
-        async def check() -> None:
-            check_regenerable(self.agent, self._state, attempt_id)
+        async def check(state: SessionState) -> None:
+            check_regenerable(self.agent, state, attempt_id)
 
         return self._unstarted(
-            self._stream(lambda runner: runner.regenerate_turn(attempt_id), check=check)
+            self._stream(lambda loop: loop.regenerate_turn(attempt_id), check=check)
         )
 
     @asynccontextmanager
@@ -517,6 +466,8 @@ class Session(SessionRuns):
         decision: Decision | None = None,
     ) -> RunResult:
         """:meth:`run` for synchronous programs (starts an event loop: not from async code)."""
+        import anyio
+
         return anyio.run(partial(self.run, message, attempt_id=attempt_id, decision=decision))
 
     @property
@@ -537,6 +488,8 @@ class Session(SessionRuns):
         """
         if self._closed:
             return
+        import anyio
+
         self._closed = True
         self.cancel()
         with anyio.CancelScope(shield=True):
@@ -554,8 +507,8 @@ class Session(SessionRuns):
         the agent's ``write_cancel_grace``), and the turn ends with
         ``turn_complete(stop_reason="cancelled")``.
         """
-        if self._runner is not None:
-            self._runner.cancel()
+        if self._run is not None:
+            self._run.cancel()
         elif self._handed is not None and self._handed() is not None:
             self._cancel_early = True  # handed out, not started: it ends cancelled when it starts
 
@@ -564,6 +517,166 @@ class Session(SessionRuns):
         self._handed = weakref.ref(stream)
         return stream
 
+    # ------------------------------------------------------------ durability
+
+    async def save(self) -> None:
+        """Persist the state now (a no-op without a session store)."""
+        if self.session_store is not None:
+            self._unstored = False
+            await self.session_store.save(self._state)
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """Persist one write-ledger entry."""
+        if self.session_store is not None:
+            await self.session_store.record_write(self.session_id, record)
+
+    @classmethod
+    def _for_direct(cls, agent: Agent, state: SessionState, spend: Durability | None) -> Session:
+        """A session for :mod:`mainspring._direct` (the internal seam it uses).
+
+        ``spend`` keeps the runs' spend totals in a store's ledger, under the
+        direct caller's account, though the session itself is not stored.
+        """
+        session = cls(agent, state=state)
+        if spend is not None:
+            session._spend_share = spend
+        return session
+
+    # --------------------------------------------------------------- streams
+
+    async def _stream(self, start: Start, *, check: Check) -> AsyncGenerator[Event, None]:
+        """A run's stream: take the session, run, hand over what is on record, end."""
+        lease = await self._begin(check)
+        import mainspring._run.run as runs
+
+        run = self._run = runs.Run(
+            agent=self.agent,
+            state=self._state,
+            context=self._context,
+            sessions=self.session_store,
+            checkpoints=self.checkpoint_store,
+            lease=lease,
+            buffer_events=self.buffer_events,
+            turn_cache=self._turn_cache,
+            steering=self._steering,
+            unpriced=self._unpriced,
+            share=self._spend_share,
+        )
+        self._handed = None
+        if self._cancel_early:  # cancel() came between send() and the first iteration
+            self._cancel_early = False
+            run.cancel()
+        try:
+            run.start(start)
+            while run.failure is None and await run.wait():
+                for event in run.drain():
+                    yield event
+            if run.terminal is None:
+                failed = await run.failed()
+                if failed is not None:
+                    yield failed
+            run.record_end()
+        finally:
+            # The consumer is done or gone: stop the producer (a running write
+            # still finishes, within the agent's grace) and wait for its clean-up.
+            try:
+                if not run.close():
+                    await run.end()
+            finally:
+                self._run = None
+                self._turn_cache = run.turn_cache
+                unpriced = run.unpriced
+                if unpriced is not self._unpriced:  # (the class's empty set, until one is found)
+                    self._unpriced = unpriced
+                self._running = False
+
+    async def _begin(self, check: Check) -> SessionLease | None:
+        """Take the session for a run: the flag, the lease, a fresher state, recovery, the check."""
+        if self._closed:
+            raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
+        if self._running:
+            raise SessionBusy(f"session {self.session_id!r} already has an active run")
+        self._running = True
+        # No other worker can know a session nothing stored yet: its first run needs no reload.
+        unstored, self._unstored = self._unstored, False
+        unchecked, self._unchecked = self._unchecked, False
+        lease = None
+        try:
+            if self.run_lock is not None:
+                from mainspring._run.session_lease import SessionLease
+
+                taking = SessionLease(
+                    self.run_lock,
+                    session_id=self.session_id,
+                    owner=self.owner,
+                    ttl=self.lock_ttl,
+                    when_busy=self.when_busy,
+                )
+                await taking.acquire()
+                lease = taking
+            if unchecked or (lease is not None and not unstored):
+                await self._catch_up()  # another worker may have moved the session on
+            if self._state.active_stream is not None:
+                from mainspring._run.recovery import recover
+
+                await recover(self._state, self._context, self.session_store)
+            await check(self._state)
+        except BaseException:
+            self._running = False
+            if lease is not None:
+                await lease.release_shielded()
+            raise
+        return lease
+
+    async def _catch_up(self) -> None:
+        """Continue from the stored state when it differs from this object's."""
+        if self.session_store is None:
+            return
+        fresh = await self.session_store.load(self.session_id)
+        if fresh is not None and fresh != self._state:
+            await self._adopt(fresh)
+
+    async def _adopt(self, state: SessionState) -> None:
+        """Continue from ``state`` (a fresher one): its transcript becomes the compiler's."""
+        self._state = state
+        registry = self._registry
+        if registry is None:  # the session's own registry, holding its compiler
+            from mainspring.context.lifecycle import CompilerRegistry
+
+            registry = self._registry = CompilerRegistry()
+            registry.create(self.session_id, lambda: self._context)
+        self._context = await registry.replace(
+            state.session_id,
+            partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
+        )
+        state.messages = self._context.transcript.backing
+
+    def _follow(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
+        """A stream's log replayed, then followed to its end (see :mod:`mainspring._run.follow`)."""
+        from mainspring._run.follow import Followed, follow
+        from mainspring._run.recovery import recover
+
+        def recovered() -> Awaitable[None]:
+            return recover(self._state, self._context, self.session_store)
+
+        return follow(
+            store,
+            stream_id,
+            Followed(
+                session_id=self.session_id,
+                sessions=self.session_store,
+                lock=self.run_lock,
+                state=lambda: self._state,
+                live=self._live_stream,
+                recover=recovered,
+            ),
+        )
+
+    def _live_stream(self) -> str | None:
+        """The stream this process runs for the session now, if any."""
+        run = self._run
+        return run.stream_id if run is not None and run.live else None
+
     # ------------------------------------------------------------- internals
 
     def _check_idle(self) -> None:
@@ -571,7 +684,7 @@ class Session(SessionRuns):
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._check_not_paused()
 
-    async def _still_not_paused(self) -> None:
+    async def _still_not_paused(self, state: SessionState) -> None:
         """A sent message's check once its run has the session: no decision awaited."""
         self._check_not_paused()
 

@@ -50,7 +50,7 @@ from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
 
 if TYPE_CHECKING:
-    from mainspring.cost import CostTracker
+    from mainspring._run.spend import Spend
 
 __all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
 
@@ -117,14 +117,14 @@ class Dispatcher:
         durable: Durability | None,
         charge: Callable[[float, str], None] | None = None,
         fence: Callable[[], Awaitable[None]] | None = None,
-        cost: CostTracker | None = None,
+        cost: Spend | None = None,
     ) -> None:
         """Bind to a session's state.
 
         ``emit`` receives every event; ``charge`` every cost a tool reports
         (``ToolContext.charge``); ``fence`` runs before each write starts and
         raises :class:`~mainspring.errors.LeaseLost` when the run no longer
-        holds the session's lock; ``cost`` (the run's tracker) tells a tool
+        holds the session's lock; ``cost`` (the run's spend) tells a tool
         what the session may still spend (``ToolContext.budget_left_usd``).
         """
         self.agent = agent

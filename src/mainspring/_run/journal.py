@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
 from typing import cast
 
 import anyio
@@ -55,15 +54,13 @@ class Journal:
         stream_id: str,
         relay: Relay[Event],
         outbox: Relay[Event],
-        prepare: Callable[[], None],
         clear: str | None = None,
         lease: tuple[RunLock, str] | None = None,
     ) -> None:
         """Bind to a run.
 
         ``relay`` receives the run's events and ``outbox`` the ones on record (the
-        same relay without a checkpoint store); ``prepare`` brings the state up to
-        date before it is saved; ``clear`` is the previous stream, whose log the
+        same relay without a checkpoint store); ``clear`` is the previous stream, whose log the
         first commit drops; ``lease`` is the run lock and owner the run holds the
         session's lease as, which the commit of its end drops where it can (the
         lock lives in the session store's database: :attr:`released`).
@@ -78,7 +75,6 @@ class Journal:
         self.stream_id = stream_id
         self._relay = relay
         self._outbox = outbox
-        self._prepare = prepare
         self._clear = clear
         self._lock = anyio.Lock(fast_acquire=True)  # no loop trip when uncontended
         self._writes: list[WriteRecord] = []
@@ -212,7 +208,6 @@ class Journal:
             return  # a commit we waited for took it all
         state = None
         if self._state_due:
-            self._prepare()
             state = self._state if self._joint is not None else _snapshot(self._state)
         commit = Commit(
             session_id=self._state.session_id,

@@ -38,11 +38,11 @@ from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher, Durability
 from mainspring._run.resume import Answer, LoopResume, error_event, thinking_blocks
+from mainspring._run.spend import Spend
 from mainspring._run.steering import SteeringQueue, SteerMode
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
-from mainspring.cost import CostTracker
 from mainspring.errors import (
     ModelOutputError,
     ToolInputError,
@@ -110,7 +110,7 @@ class Loop(LoopResume):
         agent: Agent,
         state: SessionState,
         context: ContextCompiler[Message],
-        cost: CostTracker,
+        spend: Spend,
         turn_cache: dict[str, Any],
         emit: Callable[[Event], None],
         durable: Durability | None = None,
@@ -126,11 +126,12 @@ class Loop(LoopResume):
         waits while the consumer's buffer is full (back-pressure). With
         ``steering``, queued messages are taken at step boundaries. ``fence``
         runs before each write (see :class:`~mainspring._run.dispatch.Dispatcher`).
+        ``spend`` prices the run's model calls and holds its budget check.
         """
         self.agent = agent
         self.state = state
         self.context = context
-        self.cost = cost
+        self.spend = spend
         self.turn_cache = turn_cache
         self.emit = emit
         self.dispatch = Dispatcher(
@@ -139,9 +140,9 @@ class Loop(LoopResume):
             turn_cache=turn_cache,
             emit=emit,
             durable=durable,
-            charge=self._charge,
+            charge=spend.charge,
             fence=fence,
-            cost=cost,
+            cost=spend,
         )
         self._durable = durable
         self._pace = pace
@@ -153,8 +154,6 @@ class Loop(LoopResume):
         """The error a cancel carried (see :meth:`cancel`)."""
         self._answer: Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
-        self._unshared = 0.0
-        """Spend of this run not yet added to the store's total (see _share_spend)."""
         self._thinking = thinking_blocks(state.messages) if state.turn is not None else 0
         """The index of the turn's next thinking block (a resumed turn counts its own)."""
 
@@ -264,8 +263,8 @@ class Loop(LoopResume):
                 # A cancel asked for since the last step stops the run here, even when
                 # nothing awaited since yielded (asking anyio costs 13 k instructions).
                 await anyio.lowlevel.checkpoint()
-            if self._unshared:
-                await self._share_spend()
+            if self.spend.unshared:
+                await self.spend.share()
             limit = self._limit_reached()
             if limit is not None:
                 await self._complete(limit)
@@ -275,9 +274,9 @@ class Loop(LoopResume):
             if steering is not None and len(steering):
                 await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
-            if self._unshared:
-                await self._share_spend()
-            if turn.calls and self.cost.exceeded():
+            if self.spend.unshared:
+                await self.spend.share()
+            if turn.calls and self.spend.over_budget():
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete("budget_exceeded")
                 return
@@ -358,27 +357,9 @@ class Loop(LoopResume):
         await self.dispatch.save()  # the new turn is on record before a model is paid for it
         return True
 
-    async def _share_spend(self) -> None:
-        """With a budget and a store, this worker's new spend joins the session's total.
-
-        The store adds atomically, so the budget check that follows sees what
-        every worker running this session spent (with or without a run lock).
-        """
-        amount = self._unshared
-        if not amount or self._durable is None or self.cost.budget_usd is None:
-            return
-        self._unshared = 0.0
-        with anyio.CancelScope(shield=True):
-            total = await self._durable.add_spend(
-                "cost", amount, cap=None, floor=self.cost.total_usd - amount
-            )
-        if total is not None and total > self.cost.total_usd:
-            self.cost.add(total - self.cost.total_usd)  # other workers' spend
-            self.state.cost_usd = self.cost.total_usd
-
     def _limit_reached(self) -> StopReason | None:
-        """The one check of the turn's limits, before each model step."""
-        if self.cost.exceeded():
+        """The turn's limits, checked before each model step (the budget: Spend.over_budget)."""
+        if self.spend.over_budget():
             return "budget_exceeded"
         if self.turn.steps >= self.agent.limits.max_steps:
             return "max_turns"
@@ -462,8 +443,8 @@ class Loop(LoopResume):
         if self._durable is not None:
             await self.dispatch.save(defer=True)
         self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
-        if turn.calls and self.cost.exceeded():
-            reads.cancel()
+        if turn.calls and self.spend.over_budget():
+            reads.cancel()  # (the step ends over budget: see _steps)
         return usage, answer.stop
 
     async def _read(
@@ -543,11 +524,10 @@ class Loop(LoopResume):
         return replace(event, index=index, summary_mode=mode, evaluation=items)
 
     def _account(self, model: str, usage: Usage, turn: Turn) -> None:
-        priced_before = model not in self.cost.unpriced
-        total = self.cost.usage
-        cost = self.cost.record(model, usage)
+        spend = self.spend
+        cost = spend.account(model, usage, turn)
         if self._compiled is not None and self.context.meter is not None:  # accounting on
-            priced = priced_before and model not in self.cost.unpriced
+            priced = spend.priced(model)
             self.context.record_call(
                 self._compiled,
                 model=model,
@@ -555,36 +535,12 @@ class Loop(LoopResume):
                 cost=_cost(
                     usd=cost,
                     priced=priced,
-                    price_source=self.cost.price_source(model) if priced else "none",
+                    price_source=spend.price_source(model) if priced else "none",
                 ),
             )
-        # The session's first turn sums what the session's total sums: one object for the
-        # two (the turn's usage stays in its TurnComplete, which a kept session holds).
-        turn.usage = self.cost.usage if turn.usage is total else turn.usage + usage
-        turn.cost_usd += cost
-        self._unshared += cost
-        self.state.usage = self.cost.usage
-        self.state.cost_usd = self.cost.total_usd
         self.emit(
             _usage_event(
-                model=model, usage=usage, cost_usd=cost, total_cost_usd=self.cost.total_usd
-            )
-        )
-
-    def _charge(self, usd: float, what: str) -> None:
-        """Spend a tool reported (a subagent's model calls): it counts toward the budget."""
-        self.cost.add(usd)
-        self._unshared += usd
-        turn = self.state.turn
-        if turn is not None:
-            turn.cost_usd += usd
-        self.state.cost_usd = self.cost.total_usd
-        self.emit(
-            UsageEvent(
-                model=f"tool:{what}",
-                usage=Usage(),
-                cost_usd=usd,
-                total_cost_usd=self.cost.total_usd,
+                model=model, usage=usage, cost_usd=cost, total_cost_usd=self.state.cost_usd
             )
         )
 

@@ -8,14 +8,47 @@ naming the attempt); a paused turn stays paused.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
 
+from mainspring.context.compiler import ContextCompiler
 from mainspring.messages import Message, ToolResultPart
 from mainspring.state import Call, SessionState, WriteRecord
+from mainspring.stores.base import SessionStore, SpendHolds
 
-__all__ = ["recover_interrupted"]
+__all__ = ["recover", "recover_interrupted"]
+
+log = logging.getLogger("mainspring.session")
+
+
+async def recover(
+    state: SessionState, context: ContextCompiler[Message], sessions: SessionStore | None
+) -> None:
+    """Repair the state left by a run whose process died, on record (in ``sessions``).
+
+    The repaired results join ``context``'s transcript (the state's messages).
+    Spend the dead run reserved for auto-approved writes that never started
+    (no ledger entry) is given back to the session's cap.
+    """
+    unknown = recover_interrupted(state, lambda m: context.append((m,)))
+    if unknown:
+        log.warning(
+            "session %s: writes of unknown outcome after a crash: %s",
+            state.session_id,
+            ", ".join(f"{r.tool} {r.key} attempt={r.attempt_id}" for r in unknown),
+        )
+    if sessions is None:
+        return
+    for record in unknown:
+        await sessions.record_write(state.session_id, record)
+    store: object = sessions
+    if isinstance(store, SpendHolds):
+        total = await store.release_holds(state.session_id, "auto", set(state.writes))
+        if total is not None:
+            state.auto_spent_usd = total
+    await sessions.save(state)
 
 
 def recover_interrupted(

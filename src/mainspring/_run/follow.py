@@ -1,0 +1,100 @@
+"""Following a stream from its checkpoint log: what is on record, then what is still to come.
+
+``Session.send(resume_stream_id=...)`` replays a stream's log and then follows
+it while its run goes on (in this process, or on a worker holding the
+session's lock), ending with its terminal event: the original one, or one
+synthesized for a run that died (see :func:`~mainspring.replay.synthesize_terminal`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from mainspring.errors import StoreError
+from mainspring.events import ErrorEvent, Event, TurnComplete
+from mainspring.replay import has_terminal, synthesize_terminal
+from mainspring.state import SessionState
+from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+
+__all__ = ["Followed", "follow"]
+
+POLL = 0.05
+"""Seconds between two reads of a log whose run goes on elsewhere."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Followed:
+    """The session a followed stream belongs to, as data and callbacks."""
+
+    session_id: str
+    sessions: SessionStore | None
+    lock: RunLock | None
+    state: Callable[[], SessionState]
+    """The session's state now (a run may replace it with a fresher one)."""
+    live: Callable[[], str | None]
+    """The stream this process runs for the session now, if any."""
+    recover: Callable[[], Awaitable[None]]
+    """Repair, on record, the state of a run that died (see :mod:`mainspring._run.recovery`)."""
+
+
+async def follow(
+    store: CheckpointStore, stream_id: str, session: Followed
+) -> AsyncGenerator[Event, None]:
+    """The stream's events on record, then the rest of them as its run goes on.
+
+    Raises:
+        StoreError: No log holds the stream and the session does not know it.
+    """
+    events = await store.load(stream_id)
+    if not events and session.state().active_stream != stream_id:
+        ended = await _ended_terminal(session, stream_id)
+        if ended is None:
+            raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
+        yield ended  # it ended naturally and its log was cleared
+        return
+    # (An empty log of the session's active stream: it died before logging anything.)
+    for event in events:
+        yield event
+    seen = len(events)
+    while not has_terminal(events) and await _still_running(session, stream_id):
+        await anyio.sleep(POLL)
+        events = await store.load(stream_id)
+        if len(events) < seen:  # cleared: it ended naturally meanwhile
+            ended = await _ended_terminal(session, stream_id)
+            if ended is not None:
+                yield ended
+                return
+            break
+        for event in events[seen:]:
+            yield event
+        seen = len(events)
+    if has_terminal(events):
+        return
+    if session.state().active_stream == stream_id:
+        await session.recover()
+    state = session.state()
+    terminal = synthesize_terminal(events, writes=state.writes, turn_index=state.turn_index)
+    await store.append(stream_id, terminal)
+    yield terminal
+
+
+async def _ended_terminal(session: Followed, stream_id: str) -> TurnComplete | ErrorEvent | None:
+    state = session.state()
+    if session.sessions is not None and session.live() is None:
+        state = await session.sessions.load(session.session_id) or state
+    return state.last_terminal if state.last_stream == stream_id else None
+
+
+async def _still_running(session: Followed, stream_id: str) -> bool:
+    if session.live() == stream_id:
+        return True
+    lock = session.lock
+    if lock is None or session.sessions is None:
+        return False
+    if await lock.holder(session.session_id) is None:
+        return False
+    fresh = await session.sessions.load(session.session_id)
+    return fresh is not None and fresh.active_stream == stream_id
