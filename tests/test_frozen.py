@@ -266,7 +266,7 @@ MADE_SAMPLES: dict[type, dict[str, Any]] = {
 
 def test_the_hot_paths_build_their_records_with_makers() -> None:
     hot = {Message, TextPart, ToolCallPart, ToolResultPart, ToolResult, ToolStart, UsageEvent}
-    assert hot | {TurnComplete, ModelRequest, CompiledContext, Call, Turn, Answer} <= set(MAKERS)
+    assert hot | {TurnComplete, ModelRequest, CompiledContext, Call, Answer} <= set(MAKERS)
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,7 @@ class Dispatcher:
             await self.durable.flush()
 
     async def _ledger(self, record: WriteRecord) -> None:
-        self.state.writes[record.key] = record
+        self.state.ledger(record)
         if self.durable is not None:
             await self.durable.record_write(record)
 
@@ -287,16 +287,16 @@ class Dispatcher:
         while turn.position < len(calls):
             call = calls[turn.position]
             if call.result is not None or call.parallel:
-                turn.position += 1
+                turn.advance()
                 continue
             tool = self.agent.tool(call.name)
             if tool is None:
                 self.fail(call, f"tool {call.name!r} is no longer available")
-                turn.position += 1
+                turn.advance()
                 continue
             judged = self.verdicts.pop(call.id, None) or await self.judge(tool, call)
             if judged is None:
-                turn.position += 1
+                turn.advance()
                 continue
             if judged[0].outcome == "run" and tool.policy.is_write:
                 judged = await self._reserve(judged, call.id)
@@ -307,7 +307,7 @@ class Dispatcher:
             await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
             if turn.status == "paused":  # the call suspended on a nested decision
                 return True
-            turn.position += 1
+            turn.advance()
         return False
 
     async def _reserve(self, judged: Judged, key: str) -> Judged:
@@ -325,7 +325,7 @@ class Dispatcher:
             return judged
         spent = self.state.auto_spent_usd
         if self.durable is None:
-            self.state.auto_spent_usd = spent + amount
+            self.state.set_auto_spent(spent + amount)
             return judged
         tiers = self.agent.permissions.usd_tiers
         with anyio.CancelScope(shield=True):
@@ -338,7 +338,7 @@ class Dispatcher:
                 f"${tiers.session_auto_cap_usd:,.2f} ({tiers.name})"
             )
             return replace(verdict, outcome="confirm", reason=reason), report
-        self.state.auto_spent_usd = total
+        self.state.set_auto_spent(total)
         return judged
 
     async def _pause(
@@ -364,7 +364,7 @@ class Dispatcher:
             findings += (Finding(source=PREVIEW_SOURCE, message=text),)
         details = await details_of(policy.details, call.input) if policy.details else {}
         can_regenerate = policy.regenerate is not None and not tool.client_executed
-        turn.pending = PendingAction(
+        pending = PendingAction(
             attempt_id=attempt_id or str(uuid.uuid4()),
             tool_use_id=call.id,
             turn_index=turn.index,
@@ -381,8 +381,8 @@ class Dispatcher:
             can_regenerate=can_regenerate,
             regenerate_input=(origin or call.input) if can_regenerate else None,
         )
-        turn.status = "paused"
-        self.emit(turn.pending)
+        turn.pause(pending)
+        self.emit(pending)
 
     async def regenerate(self, tool: Tool, turn: Turn) -> bool:
         """A fresh input for the paused call (its tool's ``regenerate``), judged again.
@@ -403,8 +403,8 @@ class Dispatcher:
         if inspect.isawaitable(fresh):
             fresh = await fresh
         new_input = tool.validate(dict(fresh))
-        call = turn.calls[turn.position]
-        turn.pending, turn.status = None, "executing"
+        call = turn.current
+        turn.unpause()
         call.input = new_input
         self.kwargs.pop(call.id, None)
         judged = await self.judge(tool, call)
@@ -424,7 +424,7 @@ class Dispatcher:
             self.fail(call, f"tool {call.name!r} cannot wait on a decision from a parallel call")
             return
         assert call.input is not None
-        turn.pending = PendingAction(
+        pending = PendingAction(
             attempt_id=str(uuid.uuid4()),
             tool_use_id=call.id,
             turn_index=turn.index,
@@ -438,8 +438,8 @@ class Dispatcher:
             amount_usd=nested.amount_usd,
             nested=nested,
         )
-        turn.status = "paused"
-        self.emit(turn.pending)
+        turn.pause(pending)
+        self.emit(pending)
 
     # --------------------------------------------------------------- execution
 

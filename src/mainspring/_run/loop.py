@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import replace
 from functools import partial
-from operator import attrgetter
 from typing import Any, Protocol, cast
 
 import anyio
@@ -83,7 +82,6 @@ _cost = maker(CostEstimate)
 _message = maker(Message)
 _request = maker(ModelRequest)
 _tool_call_part = maker(ToolCallPart)
-_turn = maker(Turn)
 _turn_complete = maker(TurnComplete)
 _usage_event = maker(UsageEvent)
 
@@ -216,9 +214,7 @@ class Loop(LoopResume):
 
     def _end_turn_record(self) -> None:
         """The turn is over unless it waits for a decision."""
-        turn = self.state.turn
-        if turn is not None and turn.status != "paused":
-            self.state.turn = None
+        self.state.finish_turn()
 
     async def _complete(self, reason: StopReason) -> None:
         # What the terminal event reports is on record before it is emitted (a
@@ -246,8 +242,7 @@ class Loop(LoopResume):
 
     async def start_turn(self, message: Message) -> None:
         """A new turn: append the user message and loop."""
-        self.state.turn_index += 1
-        self.state.turn = _turn(index=self.state.turn_index)
+        self.state.start_turn()
         self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
@@ -350,8 +345,7 @@ class Loop(LoopResume):
         if follow is None:
             return False
         self.context.end_turn()  # the turn that ended is accounted as any other
-        self.state.turn_index += 1
-        turn = self.state.turn = _turn(index=self.state.turn_index)
+        turn = self.state.start_turn()
         self._thinking = 0
         self.turn_cache.clear()
         self._steer(follow.id, follow.message, "follow_up", turn)
@@ -386,11 +380,7 @@ class Loop(LoopResume):
 
     def _commit_step(self, turn: Turn) -> None:
         """The step's results, in the model's order, become one tool message."""
-        results = [c.result for c in turn.calls if c.result is not None]
-        self._append(Message.tool_results(results))
-        turn.calls = []
-        turn.position = 0
-        turn.status = "streaming"
+        self._append(Message.tool_results(turn.commit_step()))
 
     # ----------------------------------------------------------- build request
 
@@ -416,10 +406,7 @@ class Loop(LoopResume):
     async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
         """One model step: stream the answer; reads start as their calls close."""
         self._answer = _answer()
-        turn.steps += 1
-        turn.status = "streaming"
-        turn.calls = []
-        turn.position = 0
+        turn.begin_step()
         usage, stop = _ZERO, None
         failure: Exception | None = None
         async with TaskGroup(shielded=False) as reads:  # reads never raise (see execute)
@@ -454,11 +441,9 @@ class Loop(LoopResume):
                 provider=self.agent.resolved_model.name,
             )
         answer.flush_text()
-        turn.calls.sort(key=attrgetter("index"))
+        turn.answered()
         self._append(_message(role="assistant", parts=tuple(answer.parts)))
         self._answer = None  # committed: nothing of it is left to repair
-        if turn.calls:
-            turn.status = "executing"
         if self._durable is not None:
             await self.dispatch.save(defer=True)
         self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
@@ -560,8 +545,7 @@ class Loop(LoopResume):
             )
         # The session's first turn sums what the session's total sums: one object for the
         # two (the turn's usage stays in its TurnComplete, which a kept session holds).
-        turn.usage = self.cost.usage if turn.usage is total else turn.usage + usage
-        turn.cost_usd += cost
+        turn.charge(cost, usage, sums=self.cost.usage if turn.usage is total else None)
         self._unshared += cost
         self.state.usage = self.cost.usage
         self.state.cost_usd = self.cost.total_usd
@@ -577,7 +561,7 @@ class Loop(LoopResume):
         self._unshared += usd
         turn = self.state.turn
         if turn is not None:
-            turn.cost_usd += usd
+            turn.charge(usd)
         self.state.cost_usd = self.cost.total_usd
         self.emit(
             UsageEvent(
@@ -600,7 +584,7 @@ class Loop(LoopResume):
         """
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
         call = _call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
-        turn.calls.append(call)
+        turn.add_call(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
         parsed, error = parse_arguments(end.name, end.arguments)

@@ -107,13 +107,10 @@ class LoopResume:
     ) -> None:
         """Apply a validated decision to the paused call, then go on with the turn."""
         turn = self.turn
-        pending = turn.pending
-        assert turn.status == "paused" and pending is not None
+        call = turn.current
+        pending = turn.unpause()
         assert pending.attempt_id == attempt_id
         hints = tuple(f.message for f in pending.findings if f.action == "hint")
-        call = turn.calls[turn.position]
-        turn.pending = None
-        turn.status = "executing"
         if isinstance(decision, ClientResult) and pending.nested is None:
             # The client ran it: its result goes on record with the save that consumes
             # the decision, so a crash after it recovers this result, not "did not run".
@@ -128,7 +125,8 @@ class LoopResume:
         except BaseException:
             # Not consumed: the turn stays paused on the claimed decision, which the
             # host can post again (here or in a new process) to go on.
-            turn.pending, turn.status, call.result = pending, "paused", None
+            call.result = None
+            turn.repause(pending)
             raise
         tool = self.agent.tool(call.name)
         dispatch = self.dispatch
@@ -178,7 +176,7 @@ class LoopResume:
             await dispatch.save(defer=True)
             await self._complete("pending_action")
             return
-        turn.position += 1
+        turn.advance()
         await self._rest_of_step(turn)
 
     async def _rest_of_step(self, turn: Turn) -> None:
@@ -210,7 +208,9 @@ class LoopResume:
         try:
             paused = await self.dispatch.regenerate(tool, turn)
         except Exception as exc:
-            turn.pending, turn.status, call.input = pending, "paused", before
+            call.input = before
+            if turn.status != "paused":  # (the hook failed after the turn left its pause)
+                turn.repause(pending)
             self.emit(
                 ErrorEvent(
                     code="regenerate_failed",
@@ -224,7 +224,7 @@ class LoopResume:
             await self.dispatch.save()
             await self._complete("pending_action")
             return
-        turn.position += 1
+        turn.advance()
         await self.dispatch.save()
         await self._rest_of_step(turn)
 
@@ -243,7 +243,7 @@ class LoopResume:
             for call in turn.calls:
                 if call.result is None and call.started:
                     fail(call, f"tool {call.name!r} was interrupted: {reason}")
-            turn.calls = []
+            turn.cut_answer()
             if answer is not None:
                 answer.flush_text()
                 text = [p for p in answer.parts if isinstance(p, TextPart)]
