@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, assert_never
 
 import anyio
 import anyio.lowlevel
@@ -35,18 +35,29 @@ from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.arguments import clip, parse_arguments
-from mainspring._run.dispatch import Dispatcher, Durability
-from mainspring._run.resume import Answer, LoopResume, error_event, thinking_blocks
+from mainspring._run.dispatch import Dispatcher
+from mainspring._run.durability import Durability
+from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
+from mainspring._run.resume import (
+    Answer,
+    apply_decision,
+    error_event,
+    regenerate,
+    repair,
+    thinking_blocks,
+)
 from mainspring._run.steering import SteeringQueue, SteerMode
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
 from mainspring.cost import CostTracker
+from mainspring.decisions import Decision
 from mainspring.errors import (
     ModelOutputError,
     ToolInputError,
 )
 from mainspring.events import (
+    ErrorEvent,
     Event,
     SteeringTaken,
     StopReason,
@@ -63,7 +74,7 @@ from mainspring.messages import (
     ThinkingPart,
     ToolCallPart,
 )
-from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
+from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
 from mainspring.thinking import parse_eval_summary
 from mainspring.tools.define import Tool
@@ -99,7 +110,10 @@ class Paced(Protocol):
         ...
 
 
-class Loop(LoopResume):
+_END_TURN = Finish("end_turn")
+
+
+class Loop:
     """Runs one send or one resume of a session to its terminal event."""
 
     def __init__(
@@ -146,8 +160,6 @@ class Loop(LoopResume):
         self._steering = steering
         self._scope: anyio.CancelScope | None = None
         self._stopped_by: Exception | None = None
-        self.halted = False
-        """Set by the session as it cancels a scope around the run (the consumer went away)."""
         """The error a cancel carried (see :meth:`cancel`)."""
         self._answer: Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
@@ -188,11 +200,6 @@ class Loop(LoopResume):
             self._end_turn_quietly()
             self._end_turn_record()
             self.emit(error_event(exc))
-
-    @property
-    def _stop_asked(self) -> bool:
-        """Whether a cancel of the run (or of a scope around it) was asked for."""
-        return self.dispatch.cancel_requested or self.halted
 
     def cancel(self, error: Exception | None = None) -> None:
         """Stop the model stream and running reads now; let a running write finish.
@@ -255,7 +262,7 @@ class Loop(LoopResume):
         # are called: a coroutine call costs even when it returns at once.)
         durable = self._durable is not None
         while True:
-            if self._stop_asked:
+            if self.dispatch.cancel_requested:
                 # A cancel asked for since the last step stops the run here, even when
                 # nothing awaited since yielded (asking anyio costs 13 k instructions).
                 await anyio.lowlevel.checkpoint()
@@ -277,28 +284,43 @@ class Loop(LoopResume):
                 await self._complete("budget_exceeded")
                 return
             if not turn.calls:
-                if await self._answered(stop):
-                    return
-                continue  # a message came while the model answered: it gets another step
-            if await self.dispatch.run_serial(turn):
+                answered = await self._answered(stop)
+                match answered:
+                    case Finish(reason):
+                        await self._complete(reason)
+                        return
+                    case Continue():
+                        continue  # a message came while the model answered: another step
+                    case _:
+                        assert_never(answered)
+            if not await self._step_done(turn, durable=durable):
+                return
+
+    async def _step_done(self, turn: Turn, *, durable: bool = True) -> bool:
+        """The step's remaining calls in order; whether the turn goes on (else it paused)."""
+        outcome = await self.dispatch.run_serial(turn)
+        match outcome:
+            case Paused():
                 await self.dispatch.save(defer=True)
                 await self._complete("pending_action")
-                return
-            self._commit_step(turn)
-            if durable:
-                await self.dispatch.save(defer=True)
+                return False
+            case Continue():
+                self._commit_step(turn)
+                if durable:
+                    await self.dispatch.save(defer=True)
+                return True
+            case _:
+                assert_never(outcome)
 
-    async def _answered(self, stop: ModelStop) -> bool:
-        """A step without calls: end the turn (``True``), unless steering gives it another."""
+    async def _answered(self, stop: ModelStop) -> Finish | Continue:
+        """A step without calls ends the turn, unless steering gives it another step."""
         reason = stop.stop_reason
         if reason in ("max_tokens", "refusal"):
-            await self._complete(reason)
-            return True
+            return Finish(reason)
         steering = self._steering
-        if steering is not None and len(steering) and await self._steered():
-            return False
-        await self._complete("end_turn")
-        return True
+        if steering is not None and len(steering):
+            return await self._steered()
+        return _END_TURN
 
     def steer_from(self, queue: SteeringQueue) -> None:
         """Take steering messages from ``queue`` from the next step boundary on.
@@ -330,27 +352,27 @@ class Loop(LoopResume):
             )
         )
 
-    async def _steered(self) -> bool:
-        """Whether the run goes on instead of ending the turn.
+    async def _steered(self) -> Finish | Continue:
+        """The run goes on instead of ending the turn, or the turn ends.
 
-        It does when a ``next_step`` message is waiting, or when a
+        It goes on when a ``next_step`` message is waiting, or when a
         ``follow_up`` one starts the next turn here.
         """
         queue = self._steering
         if queue is None or not len(queue):
-            return False
+            return _END_TURN
         if queue.waiting("next_step"):
-            return True
+            return CONTINUE
         follow = queue.take_first("follow_up")
         if follow is None:
-            return False
+            return _END_TURN
         self.context.end_turn()  # the turn that ended is accounted as any other
         turn = self.state.start_turn()
         self._thinking = 0
         self.turn_cache.clear()
         self._steer(follow.id, follow.message, "follow_up", turn)
         await self.dispatch.save()  # the new turn is on record before a model is paid for it
-        return True
+        return CONTINUE
 
     async def _share_spend(self) -> None:
         """With a budget and a store, this worker's new spend joins the session's total.
@@ -381,6 +403,56 @@ class Loop(LoopResume):
     def _commit_step(self, turn: Turn) -> None:
         """The step's results, in the model's order, become one tool message."""
         self._append(Message.tool_results(turn.commit_step()))
+
+    # ---------------------------------------------------------- a paused turn
+
+    async def resume_turn(
+        self, attempt_id: str, decision: Decision, final_input: dict[str, JsonValue] | None
+    ) -> None:
+        """Apply a validated decision to the paused call, then go on with the turn."""
+        turn = self.turn
+        outcome = await apply_decision(
+            turn, self.dispatch, self.agent, attempt_id, decision, final_input
+        )
+        match outcome:
+            case Paused():  # the call (approved, or nested) waits on a nested run
+                await self.dispatch.save(defer=True)
+                await self._complete("pending_action")
+            case Continue():
+                await self._rest_of_step(turn)
+            case _:
+                assert_never(outcome)
+
+    async def regenerate_turn(self, attempt_id: str) -> None:
+        """A fresh input for the paused call; pause on it again, or go on if it was refused.
+
+        A hook that fails (or gives an invalid input) ends the stream with an
+        ``error`` event (``code="regenerate_failed"``) and leaves the pending
+        action as it was.
+        """
+        turn = self.turn
+        outcome = await regenerate(turn, self.dispatch, self.agent, attempt_id)
+        match outcome:
+            case ErrorEvent():
+                self.emit(outcome)
+            case Paused():
+                await self._complete("pending_action")
+            case Continue():
+                await self._rest_of_step(turn)
+            case _:
+                assert_never(outcome)
+
+    async def _rest_of_step(self, turn: Turn) -> None:
+        """After the paused call: the step's other calls, then the next steps."""
+        if await self._step_done(turn):
+            await self._steps()
+
+    def _repair(self, reason: str, *, keep_partial: bool) -> None:
+        """Leave a valid transcript: every committed call gets a result (see :func:`repair`)."""
+        answer, self._answer = self._answer, None
+        repair(
+            self.state.turn, answer, self.dispatch, self._append, reason, keep_partial=keep_partial
+        )
 
     # ----------------------------------------------------------- build request
 
@@ -458,65 +530,55 @@ class Loop(LoopResume):
         emit, pace = self.emit, self._pace
         async with aclosing(self.agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
-                kind = type(event)
-                if kind is TextDelta:  # the hot path
-                    delta = cast(TextDelta, event)
-                    answer.text.append(delta.text)
-                    emit(delta)
-                elif kind is ToolCallEnd:
-                    assert isinstance(event, ToolCallEnd)
-                    answer.flush_text()
-                    judging = self._on_call(event, answer, turn, reads)
-                    if judging is not None:
-                        await self._judge_read(judging, turn, reads)
-                elif kind is ModelUsage:
-                    assert isinstance(event, ModelUsage)
-                    answer.usage = answer.usage + event.usage
-                else:
-                    self._on_model_event(event, answer)
+                match event:
+                    case TextDelta():  # the hot path first
+                        answer.text.append(event.text)
+                        emit(event)
+                    case ToolCallEnd():
+                        answer.flush_text()
+                        judging = self._on_call(event, answer, turn, reads)
+                        if judging is not None:
+                            await self._judge_read(judging, turn, reads)
+                    case ModelUsage():
+                        answer.usage = answer.usage + event.usage
+                    case ToolCallDelta():
+                        self._on_call_delta(event, answer)
+                    case ThinkingDelta():
+                        if event.index != self._thinking:
+                            event = ThinkingDelta(text=event.text, index=self._thinking)
+                        emit(event)
+                    case ThinkingDone():
+                        answer.flush_text()
+                        answer.parts.append(
+                            ThinkingPart(
+                                text=event.text,
+                                signature=event.signature,
+                                redacted=event.redacted,
+                                provider=event.provider,
+                            )
+                        )
+                        emit(self._closed_thinking(event))
+                    case ModelStop():
+                        answer.stop = event
+                    case _:
+                        assert_never(event)
                 if pace is not None and pace.full:
                     await pace.room()
         return answer.usage
 
-    def _on_model_event(self, event: ModelEvent, answer: Answer) -> None:
-        kind = type(event)
-        if kind is ToolCallDelta:
-            assert isinstance(event, ToolCallDelta)
-            call_id = answer.delta_ids.get(event.index)
-            if call_id is None:
-                call_id = answer.delta_ids[event.index] = new_call_id()
-            self.emit(
-                ToolCallDelta(
-                    tool_use_id=call_id,
-                    name=event.name,
-                    index=event.index,
-                    args_delta=event.args_delta,
-                )
+    def _on_call_delta(self, event: ToolCallDelta, answer: Answer) -> None:
+        """A piece of a call's arguments, under the engine id its call will have."""
+        call_id = answer.delta_ids.get(event.index)
+        if call_id is None:
+            call_id = answer.delta_ids[event.index] = new_call_id()
+        self.emit(
+            ToolCallDelta(
+                tool_use_id=call_id,
+                name=event.name,
+                index=event.index,
+                args_delta=event.args_delta,
             )
-        elif kind is TextDelta:
-            assert isinstance(event, TextDelta)
-            answer.text.append(event.text)
-            self.emit(event)
-        elif kind is ThinkingDelta:
-            assert isinstance(event, ThinkingDelta)
-            if event.index != self._thinking:
-                event = ThinkingDelta(text=event.text, index=self._thinking)
-            self.emit(event)
-        elif kind is ThinkingDone:
-            assert isinstance(event, ThinkingDone)
-            answer.flush_text()
-            answer.parts.append(
-                ThinkingPart(
-                    text=event.text,
-                    signature=event.signature,
-                    redacted=event.redacted,
-                    provider=event.provider,
-                )
-            )
-            self.emit(self._closed_thinking(event))
-        elif kind is ModelStop:
-            assert isinstance(event, ModelStop)
-            answer.stop = event
+        )
 
     def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
         """The block's index, and its evaluation summary when it holds one."""
@@ -623,7 +685,7 @@ class Loop(LoopResume):
         judged = await dispatch.judge(tool, call)
         if judged is None:
             return
-        if judged[0].outcome == "run":
+        if judged.outcome == "run":
             call.parallel = True
             reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
         else:
