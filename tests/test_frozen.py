@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import pickle
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -264,9 +265,28 @@ MADE_SAMPLES: dict[type, dict[str, Any]] = {
 }
 
 
-def test_the_hot_paths_build_their_records_with_makers() -> None:
-    hot = {Message, TextPart, ToolCallPart, ToolResultPart, ToolResult, ToolStart, UsageEvent}
-    assert hot | {TurnComplete, ModelRequest, CompiledContext, Call, Answer} <= set(MAKERS)
+KEPT_MAKERS: dict[str, str] = {
+    # file under src/mainspring: why its maker() alias is still there
+    "_run/loop.py": "_account's two (moves with the spend methods to _run/spend.py)",
+    "tools/define.py": "lane C's (issue F slice 7b)",
+    "context/compiler.py": "lane B's (issue F slice 5)",
+    "context/_turn_records.py": "lane B's (issue F slice 5)",
+}
+"""Modules outside ``_lowlevel/`` that still call ``maker()``, each with its reason.
+
+A maker is a speed trick: outside ``_lowlevel/`` a call site builds its record
+by calling the class, unless the instruction counts show the alias pays 3 % of
+S1 or S2 on its own (then it is listed here, with that figure)."""
+
+
+def test_no_maker_aliases_outside_lowlevel_but_the_listed_ones() -> None:
+    src = Path(mainspring.__file__).parent
+    found = {
+        path.relative_to(src).as_posix()
+        for path in src.rglob("*.py")
+        if "maker(" in path.read_text() and path.relative_to(src).parts[0] != "_lowlevel"
+    }
+    assert found == set(KEPT_MAKERS)
 
 
 @pytest.mark.parametrize(

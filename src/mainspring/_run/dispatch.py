@@ -23,7 +23,6 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from mainspring._lowlevel.deadline import EXPIRED, finish_by
-from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.library import running_loop
 from mainspring._run.durability import Durability
@@ -57,11 +56,6 @@ if TYPE_CHECKING:
     from mainspring.cost import CostTracker
 
 __all__ = ["Dispatcher", "Durability"]
-
-# Built for every call: made without calling the class (see mainspring._lowlevel.frozen.maker).
-_result_part = maker(ToolResultPart)
-_tool_result = maker(ToolResult)
-_tool_start = maker(ToolStart)
 
 
 class Dispatcher:
@@ -141,15 +135,15 @@ class Dispatcher:
         tool = self.agent.tool(call.name)
         limit = min(ERROR_LIMIT, tool.policy.max_result_chars if tool else ERROR_LIMIT)
         message = truncate_result(message, limit)
-        call.result = _result_part(
+        call.result = ToolResultPart(
             tool_use_id=call.id, name=call.name, content=message, is_error=True
         )
-        self.emit(_tool_result(tool_use_id=call.id, name=call.name, content=message, is_error=True))
+        self.emit(ToolResult(tool_use_id=call.id, name=call.name, content=message, is_error=True))
 
     def record(self, call: Call, output: ToolOutput, limit: int) -> None:
         """Give ``call`` its result, cut to ``limit`` characters."""
         content = truncate_result(output.content, limit)
-        call.result = _result_part(
+        call.result = ToolResultPart(
             tool_use_id=call.id,
             name=call.name,
             content=content,
@@ -157,7 +151,7 @@ class Dispatcher:
             images=output.images,
         )
         self.emit(
-            _tool_result(
+            ToolResult(
                 tool_use_id=call.id, name=call.name, content=content, is_error=output.is_error
             )
         )
@@ -383,7 +377,7 @@ class Dispatcher:
                 self.fail(call, denial)
                 return
         call.started = True
-        self.emit(_tool_start(tool_use_id=call.id, name=call.name, input=args))
+        self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
         auto = judged is not None and judged.outcome == "run"
         if write and self.fence is not None:
@@ -404,7 +398,7 @@ class Dispatcher:
             output, status = await (
                 self._invoke(tool, args, ctx, write, kwargs)
                 if loop is None
-                else self._read(tool, args, ctx, kwargs, loop)  # a timer only once it waits
+                else self._read(tool, args, ctx, kwargs, loop)
             )
         except ToolSuspended as suspended:
             self._suspend(tool, call, turn, suspended.pending)
@@ -418,7 +412,7 @@ class Dispatcher:
         if write and auto and self.agent.on_auto_executed is not None:
             amount = judged.amount_usd if judged is not None else None
             await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
-        if len(output.content) > tool.policy.max_result_chars:  # (a coroutine only then)
+        if len(output.content) > tool.policy.max_result_chars:
             output = await self.shorten(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
         if write and not output.is_error and tool.policy.post_write_refresh:

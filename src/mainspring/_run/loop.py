@@ -86,14 +86,8 @@ log = logging.getLogger("mainspring.loop")
 
 _ZERO = Usage()
 
-# Built every step: made without calling the class (see mainspring._lowlevel.frozen.maker).
-_answer = maker(Answer)
-_call = maker(Call)
+# Used by _account (moving to _run/spend.py with the spend methods, issue F slice 3).
 _cost = maker(CostEstimate)
-_message = maker(Message)
-_request = maker(ModelRequest)
-_tool_call_part = maker(ToolCallPart)
-_turn_complete = maker(TurnComplete)
 _usage_event = maker(UsageEvent)
 
 
@@ -232,7 +226,7 @@ class Loop:
         self.context.end_turn()
         turn = self.state.turn
         self.emit(
-            _turn_complete(
+            TurnComplete(
                 stop_reason=reason,
                 turn_index=turn.index if turn else self.state.turn_index,
                 usage=turn.usage if turn else Usage(),
@@ -258,13 +252,11 @@ class Loop:
         await self._steps()
 
     async def _steps(self) -> None:
-        # (The awaits that have nothing to do on this run are skipped where they
-        # are called: a coroutine call costs even when it returns at once.)
         durable = self._durable is not None
         while True:
             if self.dispatch.cancel_requested:
                 # A cancel asked for since the last step stops the run here, even when
-                # nothing awaited since yielded (asking anyio costs 13 k instructions).
+                # nothing awaited since yielded.
                 await anyio.lowlevel.checkpoint()
             if self._unshared:
                 await self._share_spend()
@@ -461,7 +453,7 @@ class Loop:
             turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
         )
         self._compiled = compiled
-        request = _request(
+        request = ModelRequest(
             system=compiled.system,
             messages=compiled.messages,
             tools=self.agent.tool_specs,
@@ -477,7 +469,7 @@ class Loop:
 
     async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
         """One model step: stream the answer; reads start as their calls close."""
-        self._answer = _answer()
+        self._answer = Answer()
         turn.begin_step()
         usage, stop = _ZERO, None
         failure: Exception | None = None
@@ -514,7 +506,7 @@ class Loop:
             )
         answer.flush_text()
         turn.answered()
-        self._append(_message(role="assistant", parts=tuple(answer.parts)))
+        self._append(Message(role="assistant", parts=tuple(answer.parts)))
         self._answer = None  # committed: nothing of it is left to repair
         if self._durable is not None:
             await self.dispatch.save(defer=True)
@@ -645,7 +637,7 @@ class Loop:
         preflight) for :meth:`_judge_read`; a read with nothing to decide starts here.
         """
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
-        call = _call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
+        call = Call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
         turn.add_call(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
@@ -653,7 +645,7 @@ class Loop:
         if isinstance(parsed, dict):
             arguments = parsed
         answer.parts.append(
-            _tool_call_part(
+            ToolCallPart(
                 id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
             )
         )

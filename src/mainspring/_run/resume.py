@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
 from mainspring._run.dispatch import Dispatcher
@@ -49,9 +48,6 @@ __all__ = ["Answer", "apply_decision", "error_event", "regenerate", "repair", "t
 log = logging.getLogger("mainspring.loop")
 
 
-_text_part = maker(TextPart)  # (built every step; see mainspring._lowlevel.frozen.maker)
-
-
 @dataclass(slots=True)
 class Answer:
     """The model's answer while it streams: what is not yet in the transcript."""
@@ -67,7 +63,7 @@ class Answer:
     def flush_text(self) -> None:
         """Close the text being streamed into a text part."""
         if self.text:
-            self.parts.append(_text_part(text="".join(self.text)))
+            self.parts.append(TextPart(text="".join(self.text)))
             self.text.clear()
 
 
