@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring.codec import decode
@@ -157,23 +157,22 @@ class IllegalTransition(RuntimeError):
 Where: TypeAlias = TurnStatus | None
 """Where a session's turn is: its status, or ``None`` between turns."""
 
-TRANSITIONS: Mapping[str, frozenset[Where]] = MappingProxyType(
-    {
-        # verb: the states it may start from (the verb's own docstring says where it goes)
-        "start_turn": frozenset({None, "streaming"}),
-        "begin_step": frozenset({"streaming"}),
-        "add_call": frozenset({"streaming"}),
-        "answered": frozenset({"streaming"}),
-        "cut_answer": frozenset({"streaming"}),
-        "advance": frozenset({"executing"}),
-        "pause": frozenset({"executing"}),
-        "unpause": frozenset({"paused"}),
-        "repause": frozenset({"executing"}),
-        "commit_step": frozenset({"executing"}),
-        "charge": frozenset({"streaming", "executing"}),
-        "finish_turn": frozenset({None, "streaming", "executing", "paused"}),
-    }
-)
+_TABLE: dict[str, frozenset[Where]] = {
+    # verb: the states it may start from (the verb's own docstring says where it goes)
+    "start_turn": frozenset({None, "streaming"}),
+    "begin_step": frozenset({"streaming"}),
+    "add_call": frozenset({"streaming"}),
+    "answered": frozenset({"streaming"}),
+    "cut_answer": frozenset({"streaming"}),
+    "advance": frozenset({"executing"}),
+    "pause": frozenset({"executing"}),
+    "unpause": frozenset({"paused"}),
+    "repause": frozenset({"executing"}),
+    "commit_step": frozenset({"executing"}),
+    "charge": frozenset({"streaming", "executing"}),
+    "finish_turn": frozenset({None, "streaming", "executing", "paused"}),
+}
+TRANSITIONS: Mapping[str, frozenset[Where]] = MappingProxyType(_TABLE)
 """The one table of a turn's transitions: each verb and the states it is legal from.
 
 ```
@@ -242,7 +241,7 @@ class Turn:
         return None
 
     def _check(self, verb: str) -> None:
-        if self.status not in TRANSITIONS[verb]:
+        if self.status not in _TABLE[verb]:
             raise _refuse(verb, self.status)
 
     @property
@@ -254,7 +253,8 @@ class Turn:
 
     def begin_step(self) -> None:
         """A model step starts: ``streaming``, no calls yet, one more step counted."""
-        self._check("begin_step")
+        if self.status not in _TABLE["begin_step"]:
+            raise _refuse("begin_step", self.status)
         if self.calls:
             raise _refuse("begin_step", self.status, " with calls of a step not committed")
         self.steps += 1
@@ -262,12 +262,14 @@ class Turn:
 
     def add_call(self, call: Call) -> None:
         """A call the model made in the step being streamed."""
-        self._check("add_call")
+        if self.status not in _TABLE["add_call"]:
+            raise _refuse("add_call", self.status)
         self.calls.append(call)
 
     def answered(self) -> None:
         """The model's answer is in: its calls in the model's order, ``executing`` if any."""
-        self._check("answered")
+        if self.status not in _TABLE["answered"]:
+            raise _refuse("answered", self.status)
         calls = self.calls
         if calls:
             calls.sort(key=attrgetter("index"))
@@ -280,7 +282,8 @@ class Turn:
 
     def advance(self) -> None:
         """The call at :attr:`position` is settled: the serial pass moves to the next."""
-        self._check("advance")
+        if self.status not in _TABLE["advance"]:
+            raise _refuse("advance", self.status)
         if self.position >= len(self.calls):
             raise _refuse("advance", self.status, " past the step's last call")
         self.position += 1
@@ -310,12 +313,15 @@ class Turn:
 
     def commit_step(self) -> list[ToolResultPart]:
         """The step is done: its results in the model's order; ``streaming``, no calls."""
-        self._check("commit_step")
-        results = [c.result for c in self.calls]
-        if any(result is None for result in results):
-            raise _refuse("commit_step", self.status, " with a call that has no result")
+        if self.status not in _TABLE["commit_step"]:
+            raise _refuse("commit_step", self.status)
+        results: list[ToolResultPart] = []
+        for call in self.calls:
+            if call.result is None:
+                raise _refuse("commit_step", self.status, " with a call that has no result")
+            results.append(call.result)
         self.calls, self.position, self.status = [], 0, "streaming"
-        return cast("list[ToolResultPart]", results)
+        return results
 
     def charge(self, usd: float, usage: Usage | None = None, *, sums: Usage | None = None) -> None:
         """What a model call (``usage``) or a tool (only ``usd``) spent in this turn.
@@ -324,7 +330,8 @@ class Turn:
         sums what it does (the session's first turn): the turn holds that one
         object instead of an equal second.
         """
-        self._check("charge")
+        if self.status not in _TABLE["charge"]:
+            raise _refuse("charge", self.status)
         if usage is not None:
             self.usage = sums if sums is not None else self.usage + usage
         self.cost_usd += usd
@@ -399,7 +406,7 @@ class SessionState:
         """
         turn = self.turn
         where = None if turn is None else turn.status
-        if where not in TRANSITIONS["start_turn"] or (turn is not None and turn.calls):
+        if where not in _TABLE["start_turn"] or (turn is not None and turn.calls):
             raise _refuse("start_turn", where, " with calls" if turn is not None else "")
         self.turn_index += 1
         new = self.turn = Turn(index=self.turn_index)
