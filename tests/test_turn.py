@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mainspring.events import PendingAction
-from mainspring.messages import ToolResultPart
+from mainspring.events import PendingAction, TurnComplete
+from mainspring.messages import Message, ToolResultPart
 from mainspring.state import (
     LEDGER,
     TRANSITIONS,
@@ -337,3 +337,36 @@ def test_a_replace_of_a_turn_keeps_its_verbs_honest() -> None:
     with pytest.raises(IllegalTransition, match="no pending action"):
         turn.unpause()
     assert turn.status == "paused"
+
+
+def test_the_session_verbs_write_what_they_name() -> None:
+    state = SessionState(session_id="s", agent_name="a")
+    terminal = TurnComplete(stop_reason="end_turn", turn_index=1, usage=Usage(), cost_usd=0.0)
+
+    def streams() -> tuple[object, ...]:
+        return state.active_stream, state.last_stream, state.last_terminal
+
+    state.begin_stream("st-1")
+    assert streams() == ("st-1", None, None)
+    state.end_stream("st-1", terminal)
+    assert streams() == (None, "st-1", terminal)
+    state.begin_stream("st-2")
+    state.clear_stream()  # ended without a terminal: the last one stands
+    assert streams() == (None, "st-1", terminal)
+
+    state.note_decision("att", "approved")
+    state.forget_decision("att")
+    state.forget_decision("att")  # (given back twice: nothing to give)
+    assert state.decided == {}
+
+    used = Usage(input_tokens=3)
+    state.set_totals(0.5, used)
+    state.set_totals(0.75)  # a tool's spend: the model usage stands
+    assert (state.cost_usd, state.usage) == (0.75, used)
+    state.set_auto_spent(2.0)
+    state.raise_floor(auto_spent_usd=1.0, cost_usd=1.0)  # lower than ours: kept
+    assert (state.auto_spent_usd, state.cost_usd) == (2.0, 1.0)
+
+    transcript = [Message.user("hi")]
+    state.bind_messages(transcript)
+    assert state.messages is transcript

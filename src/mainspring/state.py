@@ -447,9 +447,11 @@ class SessionState:
         """A claimed decision given back (it was never applied)."""
         self.decided.pop(attempt_id, None)
 
-    def set_totals(self, usage: Usage, cost_usd: float) -> None:
-        """The session's model usage and spend, as the run's pricing sums them."""
-        self.usage, self.cost_usd = usage, cost_usd
+    def set_totals(self, cost_usd: float, usage: Usage | None = None) -> None:
+        """The session's spend (and model usage, when given), as the run's pricing sums them."""
+        self.cost_usd = cost_usd
+        if usage is not None:
+            self.usage = usage
 
     def set_auto_spent(self, total: float) -> None:
         """What auto-approved writes have spent, as the store (or this worker) sums it."""
