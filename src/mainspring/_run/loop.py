@@ -252,7 +252,6 @@ class Loop:
         await self._steps()
 
     async def _steps(self) -> None:
-        durable = self._durable is not None
         while True:
             if self.dispatch.cancel_requested:
                 # A cancel asked for since the last step stops the run here, even when
@@ -265,8 +264,7 @@ class Loop:
                 await self._complete(limit)
                 return
             turn = self.turn
-            steering = self._steering  # (read each step: see steer_from)
-            if steering is not None and len(steering):
+            if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
             if self._unshared:
@@ -275,34 +273,21 @@ class Loop:
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete("budget_exceeded")
                 return
-            if not turn.calls:
-                answered = await self._answered(stop)
-                match answered:
-                    case Finish(reason):
-                        await self._complete(reason)
-                        return
-                    case Continue():
-                        continue  # a message came while the model answered: another step
-                    case _:
-                        assert_never(answered)
-            if not await self._step_done(turn, durable=durable):
-                return
-
-    async def _step_done(self, turn: Turn, *, durable: bool = True) -> bool:
-        """The step's remaining calls in order; whether the turn goes on (else it paused)."""
-        outcome = await self.dispatch.run_serial(turn)
-        match outcome:
-            case Paused():
-                await self.dispatch.save(defer=True)
-                await self._complete("pending_action")
-                return False
-            case Continue():
-                self._commit_step(turn)
-                if durable:
+            # A step with calls runs them; one without ends the turn, unless steered on.
+            outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
+            match outcome:
+                case Continue():
+                    if turn.calls:  # every call has its result: the step is done
+                        await self._commit_step(turn)
+                case Paused():
                     await self.dispatch.save(defer=True)
-                return True
-            case _:
-                assert_never(outcome)
+                    await self._complete("pending_action")
+                    return
+                case Finish(reason):
+                    await self._complete(reason)
+                    return
+                case _:
+                    assert_never(outcome)
 
     async def _answered(self, stop: ModelStop) -> Finish | Continue:
         """A step without calls ends the turn, unless steering gives it another step."""
@@ -392,9 +377,11 @@ class Loop:
             return "max_turns"
         return None
 
-    def _commit_step(self, turn: Turn) -> None:
-        """The step's results, in the model's order, become one tool message."""
+    async def _commit_step(self, turn: Turn) -> None:
+        """The step's results, in the model's order, become one tool message, saved."""
         self._append(Message.tool_results(turn.commit_step()))
+        if self._durable is not None:
+            await self.dispatch.save(defer=True)
 
     # ---------------------------------------------------------- a paused turn
 
@@ -436,8 +423,16 @@ class Loop:
 
     async def _rest_of_step(self, turn: Turn) -> None:
         """After the paused call: the step's other calls, then the next steps."""
-        if await self._step_done(turn):
-            await self._steps()
+        outcome = await self.dispatch.run_serial(turn)
+        match outcome:
+            case Continue():
+                await self._commit_step(turn)
+                await self._steps()
+            case Paused():
+                await self.dispatch.save(defer=True)
+                await self._complete("pending_action")
+            case _:
+                assert_never(outcome)
 
     def _repair(self, reason: str, *, keep_partial: bool) -> None:
         """Leave a valid transcript: every committed call gets a result (see :func:`repair`)."""
@@ -523,7 +518,7 @@ class Loop:
         async with aclosing(self.agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 match event:
-                    case TextDelta():  # the hot path first
+                    case TextDelta():  # the hot path first, then by how often each comes
                         answer.text.append(event.text)
                         emit(event)
                     case ToolCallEnd():
@@ -533,6 +528,8 @@ class Loop:
                             await self._judge_read(judging, turn, reads)
                     case ModelUsage():
                         answer.usage = answer.usage + event.usage
+                    case ModelStop():
+                        answer.stop = event
                     case ToolCallDelta():
                         self._on_call_delta(event, answer)
                     case ThinkingDelta():
@@ -550,8 +547,6 @@ class Loop:
                             )
                         )
                         emit(self._closed_thinking(event))
-                    case ModelStop():
-                        answer.stop = event
                     case _:
                         assert_never(event)
                 if pace is not None and pace.full:
