@@ -26,7 +26,7 @@ from mainspring._lowlevel.deadline import EXPIRED, finish_by
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.library import running_loop
 from mainspring._run.durability import Durability
-from mainspring._run.judge import Judgement, judge, unjudged
+from mainspring._run.judge import Judgement, judge
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
 from mainspring._run.results import (
     ERROR_LIMIT,
@@ -157,10 +157,6 @@ class Dispatcher:
         )
 
     # ----------------------------------------------------------------- judging
-
-    def unjudged(self, tool: Tool) -> Judgement | None:
-        """The judgement of a call with nothing to decide, else ``None`` (see :func:`unjudged`)."""
-        return unjudged(self.agent.permissions, self.agent.guards, tool)
 
     async def judge(self, tool: Tool, call: Call) -> Judgement | None:
         """Permissions, guards and preflight; ``None`` when the call got an error result."""
@@ -379,7 +375,7 @@ class Dispatcher:
         call.started = True
         self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
-        auto = judged is not None and judged.outcome == "run"
+        auto = judged is not None and judged.verdict.outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
         if write:
@@ -406,7 +402,7 @@ class Dispatcher:
         finally:
             if ctx is not None:
                 self._contexts.remove(ctx)  # type: ignore[union-attr]  # (a list: it holds ctx)
-        before_hints = hints + (judged.hints if judged is not None else ())
+        before_hints = hints + (judged.report.hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
         if write and auto and self.agent.on_auto_executed is not None:

@@ -37,6 +37,7 @@ from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.durability import Durability
+from mainspring._run.judge import unjudged
 from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
 from mainspring._run.resume import (
     Answer,
@@ -658,7 +659,7 @@ class Loop:
             dispatch.fail(call, f"{exc}. Fix the arguments and call again.")
             return None
         if tool.policy.parallel and not tool.client_executed:
-            judged = dispatch.unjudged(tool)
+            judged = unjudged(self.agent.permissions, self.agent.guards, tool)
             if judged is None:
                 return tool, call
             call.parallel = True
