@@ -475,3 +475,51 @@ async def test_an_approved_write_that_suspends_on_a_nested_decision_pauses_again
     events = await resume(again, nested.attempt_id, Approve(edits={"code": "1234"}))
     assert [e.content for e in events if isinstance(e, ToolResult)] == ["moved"]
     assert ran == ["5 with 1234"]
+
+
+async def test_a_write_parked_on_a_nested_decision_survives_crash_recovery() -> None:
+    """A crash while a write waits on a nested decision: recovery keeps it ``started``.
+
+    The write stopped itself to wait (it was not cut off mid-run), so it is
+    not a write of unknown outcome: the decision runs it again, and the ledger
+    moves ``started`` → ``started`` → ``done``, never back from ``unknown``.
+    """
+    ran: list[str] = []
+
+    @tool(permission="confirm")
+    async def transfer(amount: int, ctx: ToolContext) -> str:
+        """Move money; the bank asks the user for a code first."""
+        if ctx.decision is None:
+            ctx.suspend(
+                PendingAction(
+                    attempt_id="bank",
+                    tool_use_id=ctx.tool_use_id,
+                    turn_index=ctx.turn_index,
+                    name="bank_code",
+                    input={},
+                    description="the bank's code",
+                )
+            )
+        ran.append(str(amount))
+        return "moved"
+
+    def agent() -> Agent:
+        call = ScriptedResponse(tool_calls=[ScriptedCall("transfer", {"amount": 5})])
+        model = ScriptedModel(lambda messages, tools: "ok" if messages[-1].role == "tool" else call)
+        return Agent(model=model, tools=[transfer])
+
+    store = InMemorySessionStore()
+    session = Session(agent(), session_store=store)
+    first = pending_of(await send(session, "pay"))
+    nested = pending_of(await resume(session, first.attempt_id, Approve()))
+    parked = await store.load(session.session_id)
+    assert parked is not None and parked.writes[nested.tool_use_id].status == "started"
+    parked.active_stream = "a-stream-whose-process-died"  # what a crash leaves on record
+    await store.save(parked)
+
+    again = await Session.load(agent(), store, session.session_id)
+    events = await resume(again, nested.attempt_id, Approve())
+    assert [e.content for e in events if isinstance(e, ToolResult)] == ["moved"]
+    assert ran == ["5"]
+    assert again.state.writes[nested.tool_use_id].status == "done"
+    assert again.state.active_stream is None and again.state.turn is None

@@ -211,8 +211,7 @@ class DirectCall:
             async with caller._writes:
                 # Judged from what the writes before this one left (the totals read
                 # when the call started are stale by now), not from a snapshot.
-                state.auto_spent_usd = max(state.auto_spent_usd, caller._auto_spent)
-                state.cost_usd = max(state.cost_usd, caller._cost)
+                state.raise_floor(auto_spent_usd=caller._auto_spent, cost_usd=caller._cost)
                 try:
                     self.events += await _collect(stream, on_event)
                 finally:  # (also when the call fails: what it spent stays spent)

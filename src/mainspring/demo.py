@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from mainspring._run.dispatch import EDITED_NOTE_START
+from mainspring._run.results import EDITED_NOTE_START
 from mainspring.agent import Agent
 from mainspring.cost import ModelPrice
 from mainspring.messages import Message

@@ -161,7 +161,7 @@ class Session:
         self._steering: SteeringQueue | None = None
         """None until the first :meth:`steer` makes the session's queue."""
         # One transcript: the persisted messages are the compiler's own list.
-        self._state.messages = self._context.transcript.backing
+        self._state.bind_messages(self._context.transcript.backing)
         self._turn_cache: dict[str, Any] | None = None
         """The current turn's tool cache (``ToolContext.cache``): made by a run, kept
         after it only while a paused turn holds entries."""
@@ -649,7 +649,7 @@ class Session:
             state.session_id,
             partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
         )
-        state.messages = self._context.transcript.backing
+        state.bind_messages(self._context.transcript.backing)
 
     def _follow(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         """A stream's log replayed, then followed to its end (see :mod:`mainspring._run.follow`)."""

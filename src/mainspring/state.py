@@ -14,9 +14,10 @@ SessionState
 └── decided, usage, cost_usd, auto_spent_usd, active_stream, last_stream …
 ```
 
-Every fact of a turn lives in its :class:`Turn`; the loop reads and writes
-it there and nowhere else, so a pause is setting a status and a resume (or
-crash recovery in a new process) is reading it back. Calls are identified by
+Every fact of a turn lives in its :class:`Turn`; the loop reads it there and
+changes it only through its verbs (each checked against :data:`TRANSITIONS`),
+so a pause is setting a status and a resume (or crash recovery in a new
+process) is reading it back. Calls are identified by
 the engine: :attr:`Call.id` is assigned when the model emits the call, and
 the provider's own id is kept in :attr:`Call.provider_id`, never used as a key
 (a model may repeat an id or send none).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -38,7 +40,10 @@ from mainspring.messages import Message, ToolResultPart
 from mainspring.usage import Usage
 
 __all__ = [
+    "LEDGER",
+    "TRANSITIONS",
     "Call",
+    "IllegalTransition",
     "SessionState",
     "SpendKind",
     "StateView",
@@ -72,9 +77,78 @@ class Call:
     """Its ``tool_start`` was emitted (it began to run)."""
 
 
+class IllegalTransition(RuntimeError):
+    """A turn, or a write of the ledger, was asked to move along no edge of its table.
+
+    An internal bug of the run (never a user's error): the verb refused, and
+    the record is as it was.
+    """
+
+
+Where: TypeAlias = TurnStatus | None
+"""Where a session's turn is: its status, or ``None`` between turns."""
+
+_TABLE: dict[str, frozenset[Where]] = {
+    # verb: the states it may start from (the verb's own docstring says where it goes)
+    "start_turn": frozenset({None, "streaming"}),
+    "begin_step": frozenset({"streaming"}),
+    "add_call": frozenset({"streaming"}),
+    "answered": frozenset({"streaming"}),
+    "cut_answer": frozenset({"streaming"}),
+    "advance": frozenset({"executing"}),
+    "pause": frozenset({"executing"}),
+    "unpause": frozenset({"paused"}),
+    "repause": frozenset({"executing"}),
+    "commit_step": frozenset({"executing"}),
+    "charge": frozenset({"streaming", "executing"}),
+    "finish_turn": frozenset({None, "streaming", "executing", "paused"}),
+}
+TRANSITIONS: Mapping[str, frozenset[Where]] = MappingProxyType(_TABLE)
+"""The one table of a turn's transitions: each verb and the states it is legal from.
+
+```
+None ──start_turn──► streaming ◄──────────── commit_step ─────────┐
+                     │ begin_step, add_call, cut_answer, charge   │
+                     └─answered (with calls)─► executing ─────────┤
+                                               │ advance, charge  │
+                                               ├─pause──► paused  │
+                                               ◄─unpause─┘  ▲     │
+                                               └─repause────┘     │
+finish_turn: streaming, executing ─► None (a paused turn is kept)
+```
+"""
+
+LEDGER: Mapping[str | None, frozenset[str]] = MappingProxyType(
+    {
+        None: frozenset({"started"}),
+        "started": frozenset({"started", "done", "unknown"}),
+        "done": frozenset(),
+        "unknown": frozenset(),
+    }
+)
+"""The write ledger's edges, by a call's entry (``None``: no entry yet).
+
+``started → started`` is a write that suspended on a nested decision
+(``ToolContext.suspend``) and runs again once it is decided; crash recovery
+leaves such a write ``started`` (it was parked, not cut off), so ``unknown``
+is final. An entry never moves back (stores refuse ``done → started`` too).
+"""
+
+
+def _refuse(verb: str, where: Where, why: str = "") -> IllegalTransition:
+    return IllegalTransition(f"{verb}() from {where or 'no turn'}{why}")
+
+
 @dataclass(slots=True, kw_only=True)
 class Turn:
-    """The one record of a turn in progress."""
+    """The one record of a turn in progress.
+
+    Its verbs (:meth:`begin_step` … :meth:`charge`, and
+    :meth:`SessionState.start_turn` / :meth:`SessionState.finish_turn`) are
+    the only writers of its status, steps, calls, position, pending action and
+    spend; each checks its legal prior state in :data:`TRANSITIONS` and raises
+    :class:`IllegalTransition` (changing nothing) when the turn is elsewhere.
+    """
 
     index: int
     status: TurnStatus = "streaming"
@@ -96,6 +170,102 @@ class Turn:
             if c.id == call_id:
                 return c
         return None
+
+    def _check(self, verb: str) -> None:
+        if self.status not in _TABLE[verb]:
+            raise _refuse(verb, self.status)
+
+    @property
+    def current(self) -> Call:
+        """The call at :attr:`position` (the pending one while paused)."""
+        if self.position >= len(self.calls):
+            raise IllegalTransition(f"no call at position {self.position} of {len(self.calls)}")
+        return self.calls[self.position]
+
+    def begin_step(self) -> None:
+        """A model step starts: ``streaming``, no calls yet, one more step counted."""
+        if self.status not in _TABLE["begin_step"]:
+            raise _refuse("begin_step", self.status)
+        if self.calls:
+            raise _refuse("begin_step", self.status, " with calls of a step not committed")
+        self.steps += 1
+        self.position = 0
+
+    def add_call(self, call: Call) -> None:
+        """A call the model made in the step being streamed."""
+        if self.status not in _TABLE["add_call"]:
+            raise _refuse("add_call", self.status)
+        self.calls.append(call)
+
+    def answered(self) -> None:
+        """The model's answer is in: its calls in the model's order, ``executing`` if any."""
+        if self.status not in _TABLE["answered"]:
+            raise _refuse("answered", self.status)
+        calls = self.calls
+        if calls:
+            calls.sort(key=attrgetter("index"))
+            self.status = "executing"
+
+    def cut_answer(self) -> None:
+        """The answer being streamed was cut off: its calls never reach the transcript."""
+        self._check("cut_answer")
+        self.calls = []
+
+    def advance(self) -> None:
+        """The call at :attr:`position` is settled: the serial pass moves to the next."""
+        if self.status not in _TABLE["advance"]:
+            raise _refuse("advance", self.status)
+        if self.position >= len(self.calls):
+            raise _refuse("advance", self.status, " past the step's last call")
+        self.position += 1
+
+    def pause(self, pending: PendingAction) -> None:
+        """Wait for a decision on the call at :attr:`position`: ``paused``."""
+        self._check("pause")
+        if self.position >= len(self.calls):
+            raise _refuse("pause", self.status, " with no call to pause on")
+        self.pending, self.status = pending, "paused"
+
+    def unpause(self) -> PendingAction:
+        """A decision arrived: back to ``executing``; the pending action it answers."""
+        self._check("unpause")
+        pending = self.pending
+        if pending is None:  # (pause always sets one; a decoded state might not have)
+            raise _refuse("unpause", self.status, " with no pending action")
+        self.pending, self.status = None, "executing"
+        return pending
+
+    def repause(self, pending: PendingAction) -> None:
+        """Undo an :meth:`unpause` that did not go on record: ``paused`` on ``pending`` again."""
+        self._check("repause")
+        if self.position >= len(self.calls):
+            raise _refuse("repause", self.status, " with no call to pause on")
+        self.pending, self.status = pending, "paused"
+
+    def commit_step(self) -> list[ToolResultPart]:
+        """The step is done: its results in the model's order; ``streaming``, no calls."""
+        if self.status not in _TABLE["commit_step"]:
+            raise _refuse("commit_step", self.status)
+        results: list[ToolResultPart] = []
+        for call in self.calls:
+            if call.result is None:
+                raise _refuse("commit_step", self.status, " with a call that has no result")
+            results.append(call.result)
+        self.calls, self.position, self.status = [], 0, "streaming"
+        return results
+
+    def charge(self, usd: float, usage: Usage | None = None, *, sums: Usage | None = None) -> None:
+        """What a model call (``usage``) or a tool (only ``usd``) spent in this turn.
+
+        ``sums`` is the session's total after the charge, given when this turn
+        sums what it does (the session's first turn): the turn holds that one
+        object instead of an equal second.
+        """
+        if self.status not in _TABLE["charge"]:
+            raise _refuse("charge", self.status)
+        if usage is not None:
+            self.usage = sums if sums is not None else self.usage + usage
+        self.cost_usd += usd
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +325,84 @@ class SessionState:
         """The action awaiting a decision, if the session is paused."""
         turn = self.turn
         return turn.pending if turn is not None and turn.status == "paused" else None
+
+    # The verbs below are the writers of the state's turn, ledger, streams,
+    # decisions and totals (a store decoding a state builds it directly).
+
+    def start_turn(self) -> Turn:
+        """A new turn (the next index), ``streaming``: the one in progress.
+
+        Legal between turns, or after a turn's answer ended it with no calls
+        (a follow-up message starts the next one in the same run).
+        """
+        turn = self.turn
+        where = None if turn is None else turn.status
+        if where not in _TABLE["start_turn"] or (turn is not None and turn.calls):
+            raise _refuse("start_turn", where, " with calls" if turn is not None else "")
+        self.turn_index += 1
+        new = self.turn = Turn(index=self.turn_index)
+        return new
+
+    def finish_turn(self) -> None:
+        """The turn is over, unless it is paused (it waits for its decision)."""
+        turn = self.turn
+        if turn is not None and turn.status != "paused":
+            self.turn = None
+
+    def ledger(self, record: WriteRecord) -> None:
+        """A write's ledger entry, moved forward along :data:`LEDGER` (keyed by its call id)."""
+        before = self.writes.get(record.key)
+        was = None if before is None else before.status
+        if record.status not in LEDGER[was]:
+            raise IllegalTransition(f"ledger entry {record.key!r}: {was} -> {record.status}")
+        self.writes[record.key] = record
+
+    def begin_stream(self, stream_id: str) -> None:
+        """A run started streaming as ``stream_id``."""
+        self.active_stream = stream_id
+
+    def end_stream(self, stream_id: str, terminal: TurnComplete | ErrorEvent) -> None:
+        """The run streaming as ``stream_id`` ended with ``terminal``."""
+        self.active_stream = None
+        self.last_stream, self.last_terminal = stream_id, terminal
+
+    def note_terminal(self, stream_id: str, terminal: TurnComplete | ErrorEvent | None) -> None:
+        """The stream ``stream_id`` ended with ``terminal`` (kept for a later replay).
+
+        ``active_stream`` stays until the run's end clears it (:meth:`clear_stream`).
+        """
+        self.last_stream, self.last_terminal = stream_id, terminal
+
+    def clear_stream(self) -> None:
+        """No run is in progress (one that ended without a terminal, or died)."""
+        self.active_stream = None
+
+    def note_decision(self, attempt_id: str, record: str) -> None:
+        """What was decided for ``attempt_id`` (claimed in the store first)."""
+        self.decided[attempt_id] = record
+
+    def forget_decision(self, attempt_id: str) -> None:
+        """A claimed decision given back (it was never applied)."""
+        self.decided.pop(attempt_id, None)
+
+    def set_totals(self, cost_usd: float, usage: Usage | None = None) -> None:
+        """The session's spend (and model usage, when given), as the run's pricing sums them."""
+        self.cost_usd = cost_usd
+        if usage is not None:
+            self.usage = usage
+
+    def set_auto_spent(self, total: float) -> None:
+        """What auto-approved writes have spent, as the store (or this worker) sums it."""
+        self.auto_spent_usd = total
+
+    def raise_floor(self, *, auto_spent_usd: float, cost_usd: float) -> None:
+        """Totals at least these (spend other callers of the session saw already)."""
+        self.auto_spent_usd = max(self.auto_spent_usd, auto_spent_usd)
+        self.cost_usd = max(self.cost_usd, cost_usd)
+
+    def bind_messages(self, messages: list[Message]) -> None:
+        """The transcript's list, shared with the context compiler (one transcript)."""
+        self.messages = messages
 
 
 def state_from_stored(header: object, writes: Iterable[tuple[str, object]]) -> SessionState:

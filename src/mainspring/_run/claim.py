@@ -57,7 +57,7 @@ async def claim(
     with anyio.CancelScope(shield=True):
         claimed = store is None or await store.claim_decision(state.session_id, attempt_id, record)
         if claimed:
-            state.decided[attempt_id] = record
+            state.note_decision(attempt_id, record)
     if not claimed:
         raise DecisionConflict(
             f"attempt {attempt_id} was already decided by another worker; "
@@ -90,4 +90,4 @@ async def release_claim(
                 attempt_id,
                 recorded[:200],
             )
-        state.decided.pop(attempt_id, None)
+        state.forget_decision(attempt_id)

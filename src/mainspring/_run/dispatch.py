@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -26,82 +25,36 @@ import anyio.to_thread
 import sniffio
 
 from mainspring._lowlevel.deadline import EXPIRED, finish_by
-from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
+from mainspring._run.durability import Durability
+from mainspring._run.judge import Judgement, judge
+from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
 from mainspring._run.results import (
     ERROR_LIMIT,
     details_of,
     failed,
+    noted,
     preview_of,
     summarized,
+    timed_out,
     truncate_result,
 )
 from mainspring.agent import Agent
 from mainspring.decisions import Decision, canonical_input_hash
-from mainspring.errors import ToolError, ToolInputError
+from mainspring.errors import ToolInputError, ToolTimeout
 from mainspring.events import Event, Finding, PendingAction, ToolResult, ToolStart
-from mainspring.guards import GuardReport, run_after, run_before
+from mainspring.guards import run_after
 from mainspring.hooks import call_auto_executed, call_hook
 from mainspring.messages import ToolResultPart
-from mainspring.permissions import Verdict, evaluate, evaluate_static
-from mainspring.state import Call, SessionState, SpendKind, Turn, WriteRecord, new_call_id
+from mainspring.state import Call, SessionState, Turn, WriteRecord, new_call_id
 from mainspring.tools.context import ToolContext, ToolSuspended
 from mainspring.tools.define import Tool, ToolOutput
-from mainspring.tools.policy import PREVIEW_SOURCE, run_preflight
+from mainspring.tools.policy import PREVIEW_SOURCE
 
 if TYPE_CHECKING:
     from mainspring._run.spend import Spend
 
-__all__ = ["EDITED_NOTE_START", "Dispatcher", "Durability", "Judged", "edited_note"]
-
-# Built for every call: made without calling the class (see mainspring._lowlevel.frozen.maker).
-_result_part = maker(ToolResultPart)
-_tool_result = maker(ToolResult)
-_tool_start = maker(ToolStart)
-
-Judged = tuple[Verdict, GuardReport]
-_NO_REPORT = GuardReport()
-_AUTO: Judged = (Verdict(outcome="run", input={}), _NO_REPORT)
-
-
-class Durability(Protocol):
-    """Where a run makes its progress durable (a session with a SessionStore)."""
-
-    async def save(self, *, defer: bool = False) -> None:
-        """Persist the session state as it is now.
-
-        With ``defer``, the state may go on record with the next commit instead
-        (the next batch of events, ledger entry or terminal event): for the step
-        boundaries no side effect depends on. A commit that :meth:`save`,
-        :meth:`record_write` or :meth:`flush` starts is shielded by the
-        implementation: a cancellation never leaves it half-waited for.
-        """
-        ...
-
-    async def record_write(self, record: WriteRecord) -> None:
-        """Persist one write-ledger entry."""
-        ...
-
-    async def flush(self) -> None:
-        """A deferred save now, unless a later commit is certain to carry it."""
-        ...
-
-    async def add_spend(
-        self,
-        kind: SpendKind,
-        amount: float,
-        *,
-        cap: float | None,
-        floor: float,
-        hold: str | None = None,
-    ) -> float | None:
-        """Add to the session's spend total in the store, atomically across workers.
-
-        ``None`` when ``cap`` refused it (see :class:`~mainspring.stores.base.SpendLedger`).
-        ``hold`` (a write's call id) keeps the add as a hold that crash recovery
-        gives back if the write never started (:class:`~mainspring.stores.base.SpendHolds`).
-        """
-        ...
+__all__ = ["Dispatcher", "Durability"]
 
 
 class Dispatcher:
@@ -138,10 +91,9 @@ class Dispatcher:
         self.cancel_requested = False
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: list[ToolContext] | tuple[()] = ()
-        """The ToolContexts of the tools running (a list from the first: most runs
-        have none, and an empty list is one more object for the cyclic collector)."""
-        """The contexts of the tools running now (a list: an empty set is 216 bytes a run)."""
-        self.verdicts: dict[str, Judged] = {}
+        """The ToolContexts of the tools running now (a list from the first one; most
+        runs have none)."""
+        self.verdicts: dict[str, Judgement] = {}
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
@@ -173,7 +125,7 @@ class Dispatcher:
             await self.durable.flush()
 
     async def _ledger(self, record: WriteRecord) -> None:
-        self.state.writes[record.key] = record
+        self.state.ledger(record)
         if self.durable is not None:
             await self.durable.record_write(record)
 
@@ -184,15 +136,15 @@ class Dispatcher:
         tool = self.agent.tool(call.name)
         limit = min(ERROR_LIMIT, tool.policy.max_result_chars if tool else ERROR_LIMIT)
         message = truncate_result(message, limit)
-        call.result = _result_part(
+        call.result = ToolResultPart(
             tool_use_id=call.id, name=call.name, content=message, is_error=True
         )
-        self.emit(_tool_result(tool_use_id=call.id, name=call.name, content=message, is_error=True))
+        self.emit(ToolResult(tool_use_id=call.id, name=call.name, content=message, is_error=True))
 
     def record(self, call: Call, output: ToolOutput, limit: int) -> None:
         """Give ``call`` its result, cut to ``limit`` characters."""
         content = truncate_result(output.content, limit)
-        call.result = _result_part(
+        call.result = ToolResultPart(
             tool_use_id=call.id,
             name=call.name,
             content=content,
@@ -200,118 +152,66 @@ class Dispatcher:
             images=output.images,
         )
         self.emit(
-            _tool_result(
+            ToolResult(
                 tool_use_id=call.id, name=call.name, content=content, is_error=output.is_error
             )
         )
 
     # ----------------------------------------------------------------- judging
 
-    def unjudged(self, tool: Tool) -> Judged | None:
-        """The verdict of a call with nothing to decide (the common read), else ``None``.
-
-        :meth:`judge` gives the same; asking first spares a coroutine per call.
-        """
-        rules = self.agent.permissions
-        if (
-            tool.policy.permission == "auto"
-            and not (rules.can_use_tool or rules.deny or rules.allow or self.agent.guards)
-            and tool.policy.preflight is None
-            and not tool.client_executed
-        ):
-            return _AUTO
-        return None
-
-    async def judge(self, tool: Tool, call: Call) -> Judged | None:
+    async def judge(self, tool: Tool, call: Call) -> Judgement | None:
         """Permissions, guards and preflight; ``None`` when the call got an error result."""
-        assert call.input is not None
-        nothing = self.unjudged(tool)
-        if nothing is not None:
-            return nothing
-        verdict = await self._verdict(tool, call)
-        if verdict is None:
-            return None
-        if verdict.outcome == "deny":
-            self.fail(call, f"permission denied: {verdict.reason}")
-            return None
-        if verdict.rewritten:
-            call.input = verdict.input
-            self.kwargs.pop(call.id, None)
-        report = (
-            await run_before(self.agent.guards, tool, call.input)
-            if self.agent.guards
-            else _NO_REPORT
+        asked = call.input
+        agent = self.agent
+        judgement = await judge(
+            agent.permissions,
+            agent.guards,
+            agent.hooks,
+            tool,
+            call,
+            auto_spent=self.state.auto_spent_usd,
+            fail=self.fail,
         )
-        fired = self.agent.hooks.guard_fired
-        if fired is not None:
-            for finding in report.findings:
-                await call_hook(fired(tool, call.input, finding))
-        blocked = report.blocked
-        if blocked is not None:
-            hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
-            self.fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
-            return None
-        if tool.policy.preflight is not None:
-            problem = await run_preflight(tool.policy, call.input)
-            if problem:
-                self.fail(call, problem)
-                return None
-        if report.needs_confirm and verdict.outcome == "run":
-            reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
-            verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
-        return verdict, report
-
-    async def _verdict(self, tool: Tool, call: Call) -> Verdict | None:
-        """The permission verdict; ``None`` when working it out gave the call an error result."""
-        assert call.input is not None
-        rules = self.agent.permissions
-        spent = self.state.auto_spent_usd
-        try:
-            if rules.can_use_tool is None:
-                return evaluate_static(rules, tool, call.input, auto_spent=spent)
-            return await evaluate(rules, tool, call.input, auto_spent=spent)
-        except ToolInputError as exc:
-            self.fail(call, f"the permission callback rewrote the input badly: {exc}")
-        except ToolError as exc:  # its permission (a USD amount) failed on this input
-            self.fail(call, str(exc))
-        return None
+        if call.input is not asked:  # rewritten by the permission callback
+            self.kwargs.pop(call.id, None)
+        return judgement
 
     # ---------------------------------------------------------- the serial pass
 
-    async def run_serial(self, turn: Turn) -> bool:
+    async def run_serial(self, turn: Turn) -> Paused | Continue:
         """Run the step's remaining calls in order from ``turn.position``.
 
-        Returns True when one paused the turn (``turn.status`` is then
-        ``"paused"`` and ``turn.position`` names the pending call).
+        :class:`Paused` when one paused the turn (``turn.position`` then names
+        the pending call); :class:`Continue` when every call has its result.
         """
         calls = turn.calls
         while turn.position < len(calls):
             call = calls[turn.position]
             if call.result is not None or call.parallel:
-                turn.position += 1
+                turn.advance()
                 continue
             tool = self.agent.tool(call.name)
             if tool is None:
                 self.fail(call, f"tool {call.name!r} is no longer available")
-                turn.position += 1
+                turn.advance()
                 continue
             judged = self.verdicts.pop(call.id, None) or await self.judge(tool, call)
             if judged is None:
-                turn.position += 1
+                turn.advance()
                 continue
-            if judged[0].outcome == "run" and tool.policy.is_write:
+            if judged.outcome == "run" and tool.policy.is_write:
                 judged = await self._reserve(judged, call.id)
-            if judged[0].outcome == "confirm":
+            if judged.outcome == "confirm":
                 await self._pause(tool, call, turn, judged)
-                return True
+                return PAUSED
             await anyio.lowlevel.checkpoint_if_cancelled()
             await self.execute(tool, call, turn, judged, write=tool.policy.is_write)
             if turn.status == "paused":  # the call suspended on a nested decision
-                return True
-            turn.position += 1
-        return False
+                return PAUSED
+            turn.advance()
+        return CONTINUE
 
-    async def _reserve(self, judged: Judged, key: str) -> Judged:
+    async def _reserve(self, judged: Judgement, key: str) -> Judgement:
         """Count an auto-approved amount against the session's cap, across workers.
 
         The judging saw this worker's total; the store's add is the one that
@@ -320,13 +220,12 @@ class Dispatcher:
         add is held under the call's id ``key``: a process that dies before the
         write's ``started`` entry leaves a hold that recovery gives back.
         """
-        verdict, report = judged
-        amount = verdict.amount_usd
+        amount = judged.amount_usd
         if amount is None:
             return judged
         spent = self.state.auto_spent_usd
         if self.durable is None:
-            self.state.auto_spent_usd = spent + amount
+            self.state.set_auto_spent(spent + amount)
             return judged
         tiers = self.agent.permissions.usd_tiers
         with anyio.CancelScope(shield=True):
@@ -338,8 +237,8 @@ class Dispatcher:
                 f"auto-approved spend of this session (all workers) would pass the session cap "
                 f"${tiers.session_auto_cap_usd:,.2f} ({tiers.name})"
             )
-            return replace(verdict, outcome="confirm", reason=reason), report
-        self.state.auto_spent_usd = total
+            return judged.asking(reason)
+        self.state.set_auto_spent(total)
         return judged
 
     async def _pause(
@@ -347,7 +246,7 @@ class Dispatcher:
         tool: Tool,
         call: Call,
         turn: Turn,
-        judged: Judged,
+        judged: Judgement,
         *,
         attempt_id: str | None = None,
         origin: dict[str, JsonValue] | None = None,
@@ -356,7 +255,7 @@ class Dispatcher:
 
         ``attempt_id`` and ``origin`` are kept when a regeneration replaces one.
         """
-        verdict, report = judged
+        verdict, report = judged.verdict, judged.report
         assert call.input is not None
         policy = tool.policy
         findings = (verdict.finding, *report.findings)
@@ -365,7 +264,7 @@ class Dispatcher:
             findings += (Finding(source=PREVIEW_SOURCE, message=text),)
         details = await details_of(policy.details, call.input) if policy.details else {}
         can_regenerate = policy.regenerate is not None and not tool.client_executed
-        turn.pending = PendingAction(
+        pending = PendingAction(
             attempt_id=attempt_id or str(uuid.uuid4()),
             tool_use_id=call.id,
             turn_index=turn.index,
@@ -382,16 +281,16 @@ class Dispatcher:
             can_regenerate=can_regenerate,
             regenerate_input=(origin or call.input) if can_regenerate else None,
         )
-        turn.status = "paused"
-        self.emit(turn.pending)
+        turn.pause(pending)
+        self.emit(pending)
 
-    async def regenerate(self, tool: Tool, turn: Turn) -> bool:
+    async def regenerate(self, tool: Tool, turn: Turn) -> Paused | Continue:
         """A fresh input for the paused call (its tool's ``regenerate``), judged again.
 
-        Returns True when the turn is paused again on it (same attempt id, new
-        input, hash and details); False when the fresh input was refused
-        (permission, guard, preflight): the call then has an error result and
-        the turn goes on.
+        :class:`Paused` when the turn is paused again on it (same attempt id,
+        new input, hash and details); :class:`Continue` when the fresh input
+        was refused (permission, guard, preflight): the call then has an error
+        result and the turn goes on.
 
         Raises:
             ToolInputError: The hook's input is not valid for the tool.
@@ -404,20 +303,17 @@ class Dispatcher:
         if inspect.isawaitable(fresh):
             fresh = await fresh
         new_input = tool.validate(dict(fresh))
-        call = turn.calls[turn.position]
-        turn.pending, turn.status = None, "executing"
+        call = turn.current
+        turn.unpause()
         call.input = new_input
         self.kwargs.pop(call.id, None)
         judged = await self.judge(tool, call)
         if judged is None:
-            return False  # the fresh input was refused: the model is told why
-        verdict, report = judged
-        if verdict.outcome == "run":  # the host asked to see it before it runs
-            verdict = replace(verdict, outcome="confirm", reason="regenerated for review")
-        await self._pause(
-            tool, call, turn, (verdict, report), attempt_id=pending.attempt_id, origin=origin
-        )
-        return True
+            return CONTINUE  # the fresh input was refused: the model is told why
+        if judged.outcome == "run":  # the host asked to see it before it runs
+            judged = judged.asking("regenerated for review")
+        await self._pause(tool, call, turn, judged, attempt_id=pending.attempt_id, origin=origin)
+        return PAUSED
 
     def _suspend(self, tool: Tool, call: Call, turn: Turn, nested: PendingAction) -> None:
         """Pause the turn on the decision a nested run of this call waits for."""
@@ -425,7 +321,7 @@ class Dispatcher:
             self.fail(call, f"tool {call.name!r} cannot wait on a decision from a parallel call")
             return
         assert call.input is not None
-        turn.pending = PendingAction(
+        pending = PendingAction(
             attempt_id=str(uuid.uuid4()),
             tool_use_id=call.id,
             turn_index=turn.index,
@@ -439,8 +335,8 @@ class Dispatcher:
             amount_usd=nested.amount_usd,
             nested=nested,
         )
-        turn.status = "paused"
-        self.emit(turn.pending)
+        turn.pause(pending)
+        self.emit(pending)
 
     # --------------------------------------------------------------- execution
 
@@ -449,7 +345,7 @@ class Dispatcher:
         tool: Tool,
         call: Call,
         turn: Turn,
-        judged: Judged | None,
+        judged: Judgement | None,
         *,
         write: bool,
         attempt: str | None = None,
@@ -478,9 +374,9 @@ class Dispatcher:
                 self.fail(call, denial)
                 return
         call.started = True
-        self.emit(_tool_start(tool_use_id=call.id, name=call.name, input=args))
+        self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
-        auto = judged is not None and judged[0].outcome == "run"
+        auto = judged is not None and judged.verdict.outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
         if write:
@@ -499,7 +395,7 @@ class Dispatcher:
             output, status = await (
                 self._invoke(tool, args, ctx, write, kwargs)
                 if loop is None
-                else self._read(tool, args, ctx, kwargs, loop)  # a timer only once it waits
+                else self._read(tool, args, ctx, kwargs, loop)
             )
         except ToolSuspended as suspended:
             self._suspend(tool, call, turn, suspended.pending)
@@ -507,20 +403,20 @@ class Dispatcher:
         finally:
             if ctx is not None:
                 self._contexts.remove(ctx)  # type: ignore[union-attr]  # (a list: it holds ctx)
-        before_hints = hints + (judged[1].hints if judged is not None else ())
+        before_hints = hints + (judged.report.hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
         if write and auto and self.agent.on_auto_executed is not None:
-            amount = judged[0].amount_usd if judged is not None else None
+            amount = judged.amount_usd if judged is not None else None
             await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
-        if len(output.content) > tool.policy.max_result_chars:  # (a coroutine only then)
+        if len(output.content) > tool.policy.max_result_chars:
             output = await self.shorten(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
         if write and not output.is_error and tool.policy.post_write_refresh:
             refreshed = await self.refresh(tool, turn, output)
             limit += len(refreshed.content) - len(output.content)  # each read had its own budget
             output = refreshed
-        self.record(call, _noted(output, note), limit + len(note))
+        self.record(call, noted(output, note), limit + len(note))
         if write:
             await self._ledger(
                 WriteRecord(
@@ -591,7 +487,7 @@ class Dispatcher:
                 sections.append(f"[refreshed {name}] cannot run without arguments: {exc}")
                 continue
             judged = await self.judge(read, call)
-            if judged is not None and judged[0].outcome != "run":
+            if judged is not None and judged.outcome != "run":
                 sections.append(f"[refreshed {name}] needs approval; not refreshed")
                 continue
             if judged is not None:
@@ -625,8 +521,12 @@ class Dispatcher:
                             deadline, anyio.current_time() + self.agent.limits.write_cancel_grace
                         )
                 output = await tool.call(args, ctx, kwargs=kwargs)
+            if output is None and not (write and self.cancel_requested):
+                raise _timeout(tool, timeout)
         except ToolSuspended:
             raise
+        except ToolTimeout as exc:
+            return timed_out(exc), "unknown"
         except Exception as exc:
             return failed(tool, exc), "done"
         finally:
@@ -634,10 +534,8 @@ class Dispatcher:
                 self._write_scope = None
         if output is not None:
             return output, "done"
-        if write and self.cancel_requested:
-            message = f"tool {tool.name!r} was cancelled while running; its outcome is unknown"
-            return ToolOutput(content=message, is_error=True), "unknown"
-        return _timed_out(tool, timeout), "unknown"
+        message = f"tool {tool.name!r} was cancelled while running; its outcome is unknown"
+        return ToolOutput(content=message, is_error=True), "unknown"
 
     async def _read(
         self,
@@ -658,12 +556,14 @@ class Dispatcher:
                 output: ToolOutput = stop.value
                 return output, "done"
             output = await finish_by(coroutine, step, loop, deadline)
+            if output is EXPIRED:
+                raise _timeout(tool, timeout)
         except ToolSuspended:
             raise
+        except ToolTimeout as exc:
+            return timed_out(exc), "unknown"
         except Exception as exc:
             return failed(tool, exc), "done"
-        if output is EXPIRED:
-            return _timed_out(tool, timeout), "unknown"
         return output, "done"
 
     async def _after(
@@ -693,36 +593,7 @@ class Dispatcher:
         return output
 
 
-def _timed_out(tool: Tool, timeout: float) -> ToolOutput:
-    return ToolOutput(content=f"tool {tool.name!r} timed out after {timeout}s", is_error=True)
-
-
-def _noted(output: ToolOutput, note: str) -> ToolOutput:
-    """``output`` with ``note`` before its content (itself when there is no note)."""
-    return replace(output, content=note + output.content) if note else output
-
-
-EDITED_NOTE_START = "[the approver edited the arguments: "
-"""How the note of :func:`edited_note` starts (it ends with ``]`` and a blank line)."""
-
-
-def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
-    """What the model is told before an approved call's result when edits changed its input.
-
-    The model's own call still shows the arguments it asked for; this line
-    records the values that ran instead (``""`` when nothing changed), so the
-    transcript never claims the call ran as asked.
-    """
-    changed = {k: v for k, v in ran.items() if k not in asked or asked[k] != v}
-    if not changed:
-        return ""
-    was = {k: asked[k] for k in changed if k in asked}
-    text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
-    before = json.dumps(was, ensure_ascii=False, sort_keys=True)
-    return (
-        f"{EDITED_NOTE_START}the call ran with {_clipped(text)} instead of {_clipped(before)}]\n\n"
+def _timeout(tool: Tool, timeout: float) -> ToolTimeout:
+    return ToolTimeout(
+        f"tool {tool.name!r} timed out after {timeout}s", tool=tool.name, timeout=timeout
     )
-
-
-def _clipped(text: str, limit: int = 2_000) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

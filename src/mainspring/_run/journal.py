@@ -240,9 +240,7 @@ class Journal:
             self._relay.wake()  # a consumer waiting for events finds them in the outbox
 
     def _end(self, terminal: TurnComplete | ErrorEvent) -> None:
-        state = self._state
-        state.active_stream = None
-        state.last_stream, state.last_terminal = self.stream_id, terminal
+        self._state.end_stream(self.stream_id, terminal)
         self._state_due = self._sessions is not None
 
     async def _apply(self, commit: Commit) -> None:

@@ -26,28 +26,38 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import replace
 from functools import partial
-from operator import attrgetter
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, assert_never
 
 import anyio
 import anyio.lowlevel
 
-from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.arguments import clip, parse_arguments
-from mainspring._run.dispatch import Dispatcher, Durability
-from mainspring._run.resume import Answer, LoopResume, error_event, thinking_blocks
+from mainspring._run.dispatch import Dispatcher
+from mainspring._run.durability import Durability
+from mainspring._run.judge import unjudged
+from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
+from mainspring._run.resume import (
+    Answer,
+    apply_decision,
+    error_event,
+    regenerate,
+    repair,
+    thinking_blocks,
+)
 from mainspring._run.spend import Spend
 from mainspring._run.steering import SteeringQueue, SteerMode
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
 from mainspring.context.snapshot import CostEstimate
+from mainspring.decisions import Decision
 from mainspring.errors import (
     ModelOutputError,
     ToolInputError,
 )
 from mainspring.events import (
+    ErrorEvent,
     Event,
     SteeringTaken,
     StopReason,
@@ -64,7 +74,7 @@ from mainspring.messages import (
     ThinkingPart,
     ToolCallPart,
 )
-from mainspring.models.base import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
+from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.state import Call, SessionState, Turn, new_call_id
 from mainspring.thinking import parse_eval_summary
 from mainspring.tools.define import Tool
@@ -75,17 +85,6 @@ __all__ = ["Loop", "Paced", "error_event"]
 log = logging.getLogger("mainspring.loop")
 
 _ZERO = Usage()
-
-# Built every step: made without calling the class (see mainspring._lowlevel.frozen.maker).
-_answer = maker(Answer)
-_call = maker(Call)
-_cost = maker(CostEstimate)
-_message = maker(Message)
-_request = maker(ModelRequest)
-_tool_call_part = maker(ToolCallPart)
-_turn = maker(Turn)
-_turn_complete = maker(TurnComplete)
-_usage_event = maker(UsageEvent)
 
 
 class Paced(Protocol):
@@ -101,7 +100,10 @@ class Paced(Protocol):
         ...
 
 
-class Loop(LoopResume):
+_END_TURN = Finish("end_turn")
+
+
+class Loop:
     """Runs one send or one resume of a session to its terminal event."""
 
     def __init__(
@@ -149,8 +151,6 @@ class Loop(LoopResume):
         self._steering = steering
         self._scope: anyio.CancelScope | None = None
         self._stopped_by: Exception | None = None
-        self.halted = False
-        """Set by the session as it cancels a scope around the run (the consumer went away)."""
         """The error a cancel carried (see :meth:`cancel`)."""
         self._answer: Answer | None = None
         self._compiled: CompiledContext[Message] | None = None
@@ -190,11 +190,6 @@ class Loop(LoopResume):
             self._end_turn_record()
             self.emit(error_event(exc))
 
-    @property
-    def _stop_asked(self) -> bool:
-        """Whether a cancel of the run (or of a scope around it) was asked for."""
-        return self.dispatch.cancel_requested or self.halted
-
     def cancel(self, error: Exception | None = None) -> None:
         """Stop the model stream and running reads now; let a running write finish.
 
@@ -215,9 +210,7 @@ class Loop(LoopResume):
 
     def _end_turn_record(self) -> None:
         """The turn is over unless it waits for a decision."""
-        turn = self.state.turn
-        if turn is not None and turn.status != "paused":
-            self.state.turn = None
+        self.state.finish_turn()
 
     async def _complete(self, reason: StopReason) -> None:
         # What the terminal event reports is on record before it is emitted (a
@@ -228,7 +221,7 @@ class Loop(LoopResume):
         self.context.end_turn()
         turn = self.state.turn
         self.emit(
-            _turn_complete(
+            TurnComplete(
                 stop_reason=reason,
                 turn_index=turn.index if turn else self.state.turn_index,
                 usage=turn.usage if turn else Usage(),
@@ -245,8 +238,7 @@ class Loop(LoopResume):
 
     async def start_turn(self, message: Message) -> None:
         """A new turn: append the user message and loop."""
-        self.state.turn_index += 1
-        self.state.turn = _turn(index=self.state.turn_index)
+        self.state.start_turn()
         self._thinking = 0
         self.turn_cache.clear()
         self._append(message)
@@ -255,13 +247,10 @@ class Loop(LoopResume):
         await self._steps()
 
     async def _steps(self) -> None:
-        # (The awaits that have nothing to do on this run are skipped where they
-        # are called: a coroutine call costs even when it returns at once.)
-        durable = self._durable is not None
         while True:
-            if self._stop_asked:
+            if self.dispatch.cancel_requested:
                 # A cancel asked for since the last step stops the run here, even when
-                # nothing awaited since yielded (asking anyio costs 13 k instructions).
+                # nothing awaited since yielded.
                 await anyio.lowlevel.checkpoint()
             if self.spend.unshared:
                 await self.spend.share()
@@ -270,8 +259,7 @@ class Loop(LoopResume):
                 await self._complete(limit)
                 return
             turn = self.turn
-            steering = self._steering  # (read each step: see steer_from)
-            if steering is not None and len(steering):
+            if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
             stop = await self._stream(await self._build_request(turn), turn)
             if self.spend.unshared:
@@ -280,29 +268,31 @@ class Loop(LoopResume):
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete("budget_exceeded")
                 return
-            if not turn.calls:
-                if await self._answered(stop):
+            # A step with calls runs them; one without ends the turn, unless steered on.
+            outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
+            match outcome:
+                case Continue():
+                    if turn.calls:  # every call has its result: the step is done
+                        await self._commit_step(turn)
+                case Paused():
+                    await self.dispatch.save(defer=True)
+                    await self._complete("pending_action")
                     return
-                continue  # a message came while the model answered: it gets another step
-            if await self.dispatch.run_serial(turn):
-                await self.dispatch.save(defer=True)
-                await self._complete("pending_action")
-                return
-            self._commit_step(turn)
-            if durable:
-                await self.dispatch.save(defer=True)
+                case Finish(reason):
+                    await self._complete(reason)
+                    return
+                case _:
+                    assert_never(outcome)
 
-    async def _answered(self, stop: ModelStop) -> bool:
-        """A step without calls: end the turn (``True``), unless steering gives it another."""
+    async def _answered(self, stop: ModelStop) -> Finish | Continue:
+        """A step without calls ends the turn, unless steering gives it another step."""
         reason = stop.stop_reason
         if reason in ("max_tokens", "refusal"):
-            await self._complete(reason)
-            return True
+            return Finish(reason)
         steering = self._steering
-        if steering is not None and len(steering) and await self._steered():
-            return False
-        await self._complete("end_turn")
-        return True
+        if steering is not None and len(steering):
+            return await self._steered()
+        return _END_TURN
 
     def steer_from(self, queue: SteeringQueue) -> None:
         """Take steering messages from ``queue`` from the next step boundary on.
@@ -334,28 +324,27 @@ class Loop(LoopResume):
             )
         )
 
-    async def _steered(self) -> bool:
-        """Whether the run goes on instead of ending the turn.
+    async def _steered(self) -> Finish | Continue:
+        """The run goes on instead of ending the turn, or the turn ends.
 
-        It does when a ``next_step`` message is waiting, or when a
+        It goes on when a ``next_step`` message is waiting, or when a
         ``follow_up`` one starts the next turn here.
         """
         queue = self._steering
         if queue is None or not len(queue):
-            return False
+            return _END_TURN
         if queue.waiting("next_step"):
-            return True
+            return CONTINUE
         follow = queue.take_first("follow_up")
         if follow is None:
-            return False
+            return _END_TURN
         self.context.end_turn()  # the turn that ended is accounted as any other
-        self.state.turn_index += 1
-        turn = self.state.turn = _turn(index=self.state.turn_index)
+        turn = self.state.start_turn()
         self._thinking = 0
         self.turn_cache.clear()
         self._steer(follow.id, follow.message, "follow_up", turn)
         await self.dispatch.save()  # the new turn is on record before a model is paid for it
-        return True
+        return CONTINUE
 
     def _limit_reached(self) -> StopReason | None:
         """The turn's limits, checked before each model step (the budget: Spend.over_budget)."""
@@ -365,13 +354,69 @@ class Loop(LoopResume):
             return "max_turns"
         return None
 
-    def _commit_step(self, turn: Turn) -> None:
-        """The step's results, in the model's order, become one tool message."""
-        results = [c.result for c in turn.calls if c.result is not None]
-        self._append(Message.tool_results(results))
-        turn.calls = []
-        turn.position = 0
-        turn.status = "streaming"
+    async def _commit_step(self, turn: Turn) -> None:
+        """The step's results, in the model's order, become one tool message, saved."""
+        self._append(Message.tool_results(turn.commit_step()))
+        if self._durable is not None:
+            await self.dispatch.save(defer=True)
+
+    # ---------------------------------------------------------- a paused turn
+
+    async def resume_turn(
+        self, attempt_id: str, decision: Decision, final_input: dict[str, JsonValue] | None
+    ) -> None:
+        """Apply a validated decision to the paused call, then go on with the turn."""
+        turn = self.turn
+        outcome = await apply_decision(
+            turn, self.dispatch, self.agent, attempt_id, decision, final_input
+        )
+        match outcome:
+            case Paused():  # the call (approved, or nested) waits on a nested run
+                await self.dispatch.save(defer=True)
+                await self._complete("pending_action")
+            case Continue():
+                await self._rest_of_step(turn)
+            case _:
+                assert_never(outcome)
+
+    async def regenerate_turn(self, attempt_id: str) -> None:
+        """A fresh input for the paused call; pause on it again, or go on if it was refused.
+
+        A hook that fails (or gives an invalid input) ends the stream with an
+        ``error`` event (``code="regenerate_failed"``) and leaves the pending
+        action as it was.
+        """
+        turn = self.turn
+        outcome = await regenerate(turn, self.dispatch, self.agent, attempt_id)
+        match outcome:
+            case ErrorEvent():
+                self.emit(outcome)
+            case Paused():
+                await self._complete("pending_action")
+            case Continue():
+                await self._rest_of_step(turn)
+            case _:
+                assert_never(outcome)
+
+    async def _rest_of_step(self, turn: Turn) -> None:
+        """After the paused call: the step's other calls, then the next steps."""
+        outcome = await self.dispatch.run_serial(turn)
+        match outcome:
+            case Continue():
+                await self._commit_step(turn)
+                await self._steps()
+            case Paused():
+                await self.dispatch.save(defer=True)
+                await self._complete("pending_action")
+            case _:
+                assert_never(outcome)
+
+    def _repair(self, reason: str, *, keep_partial: bool) -> None:
+        """Leave a valid transcript: every committed call gets a result (see :func:`repair`)."""
+        answer, self._answer = self._answer, None
+        repair(
+            self.state.turn, answer, self.dispatch, self._append, reason, keep_partial=keep_partial
+        )
 
     # ----------------------------------------------------------- build request
 
@@ -380,7 +425,7 @@ class Loop(LoopResume):
             turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
         )
         self._compiled = compiled
-        request = _request(
+        request = ModelRequest(
             system=compiled.system,
             messages=compiled.messages,
             tools=self.agent.tool_specs,
@@ -396,11 +441,8 @@ class Loop(LoopResume):
 
     async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
         """One model step: stream the answer; reads start as their calls close."""
-        self._answer = _answer()
-        turn.steps += 1
-        turn.status = "streaming"
-        turn.calls = []
-        turn.position = 0
+        self._answer = Answer()
+        turn.begin_step()
         usage, stop = _ZERO, None
         failure: Exception | None = None
         async with TaskGroup(shielded=False) as reads:  # reads never raise (see execute)
@@ -435,11 +477,9 @@ class Loop(LoopResume):
                 provider=self.agent.resolved_model.name,
             )
         answer.flush_text()
-        turn.calls.sort(key=attrgetter("index"))
-        self._append(_message(role="assistant", parts=tuple(answer.parts)))
+        turn.answered()
+        self._append(Message(role="assistant", parts=tuple(answer.parts)))
         self._answer = None  # committed: nothing of it is left to repair
-        if turn.calls:
-            turn.status = "executing"
         if self._durable is not None:
             await self.dispatch.save(defer=True)
         self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
@@ -454,65 +494,55 @@ class Loop(LoopResume):
         emit, pace = self.emit, self._pace
         async with aclosing(self.agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
-                kind = type(event)
-                if kind is TextDelta:  # the hot path
-                    delta = cast(TextDelta, event)
-                    answer.text.append(delta.text)
-                    emit(delta)
-                elif kind is ToolCallEnd:
-                    assert isinstance(event, ToolCallEnd)
-                    answer.flush_text()
-                    judging = self._on_call(event, answer, turn, reads)
-                    if judging is not None:
-                        await self._judge_read(judging, turn, reads)
-                elif kind is ModelUsage:
-                    assert isinstance(event, ModelUsage)
-                    answer.usage = answer.usage + event.usage
-                else:
-                    self._on_model_event(event, answer)
+                match event:
+                    case TextDelta():  # the hot path first, then by how often each comes
+                        answer.text.append(event.text)
+                        emit(event)
+                    case ToolCallEnd():
+                        answer.flush_text()
+                        judging = self._on_call(event, answer, turn, reads)
+                        if judging is not None:
+                            await self._judge_read(judging, turn, reads)
+                    case ModelUsage():
+                        answer.usage = answer.usage + event.usage
+                    case ModelStop():
+                        answer.stop = event
+                    case ToolCallDelta():
+                        self._on_call_delta(event, answer)
+                    case ThinkingDelta():
+                        if event.index != self._thinking:
+                            event = ThinkingDelta(text=event.text, index=self._thinking)
+                        emit(event)
+                    case ThinkingDone():
+                        answer.flush_text()
+                        answer.parts.append(
+                            ThinkingPart(
+                                text=event.text,
+                                signature=event.signature,
+                                redacted=event.redacted,
+                                provider=event.provider,
+                            )
+                        )
+                        emit(self._closed_thinking(event))
+                    case _:
+                        assert_never(event)
                 if pace is not None and pace.full:
                     await pace.room()
         return answer.usage
 
-    def _on_model_event(self, event: ModelEvent, answer: Answer) -> None:
-        kind = type(event)
-        if kind is ToolCallDelta:
-            assert isinstance(event, ToolCallDelta)
-            call_id = answer.delta_ids.get(event.index)
-            if call_id is None:
-                call_id = answer.delta_ids[event.index] = new_call_id()
-            self.emit(
-                ToolCallDelta(
-                    tool_use_id=call_id,
-                    name=event.name,
-                    index=event.index,
-                    args_delta=event.args_delta,
-                )
+    def _on_call_delta(self, event: ToolCallDelta, answer: Answer) -> None:
+        """A piece of a call's arguments, under the engine id its call will have."""
+        call_id = answer.delta_ids.get(event.index)
+        if call_id is None:
+            call_id = answer.delta_ids[event.index] = new_call_id()
+        self.emit(
+            ToolCallDelta(
+                tool_use_id=call_id,
+                name=event.name,
+                index=event.index,
+                args_delta=event.args_delta,
             )
-        elif kind is TextDelta:
-            assert isinstance(event, TextDelta)
-            answer.text.append(event.text)
-            self.emit(event)
-        elif kind is ThinkingDelta:
-            assert isinstance(event, ThinkingDelta)
-            if event.index != self._thinking:
-                event = ThinkingDelta(text=event.text, index=self._thinking)
-            self.emit(event)
-        elif kind is ThinkingDone:
-            assert isinstance(event, ThinkingDone)
-            answer.flush_text()
-            answer.parts.append(
-                ThinkingPart(
-                    text=event.text,
-                    signature=event.signature,
-                    redacted=event.redacted,
-                    provider=event.provider,
-                )
-            )
-            self.emit(self._closed_thinking(event))
-        elif kind is ModelStop:
-            assert isinstance(event, ModelStop)
-            answer.stop = event
+        )
 
     def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
         """The block's index, and its evaluation summary when it holds one."""
@@ -532,16 +562,14 @@ class Loop(LoopResume):
                 self._compiled,
                 model=model,
                 usage=usage,
-                cost=_cost(
+                cost=CostEstimate(
                     usd=cost,
                     priced=priced,
                     price_source=spend.price_source(model) if priced else "none",
                 ),
             )
         self.emit(
-            _usage_event(
-                model=model, usage=usage, cost_usd=cost, total_cost_usd=self.state.cost_usd
-            )
+            UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=self.state.cost_usd)
         )
 
     # ---------------------------------------------------------------- dispatch
@@ -555,15 +583,15 @@ class Loop(LoopResume):
         preflight) for :meth:`_judge_read`; a read with nothing to decide starts here.
         """
         call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
-        call = _call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
-        turn.calls.append(call)
+        call = Call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
+        turn.add_call(call)
         arguments: dict[str, JsonValue] = {}
         tool = self.agent.tool(end.name)
         parsed, error = parse_arguments(end.name, end.arguments)
         if isinstance(parsed, dict):
             arguments = parsed
         answer.parts.append(
-            _tool_call_part(
+            ToolCallPart(
                 id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
             )
         )
@@ -581,7 +609,7 @@ class Loop(LoopResume):
             dispatch.fail(call, f"{exc}. Fix the arguments and call again.")
             return None
         if tool.policy.parallel and not tool.client_executed:
-            judged = dispatch.unjudged(tool)
+            judged = unjudged(self.agent.permissions, self.agent.guards, tool)
             if judged is None:
                 return tool, call
             call.parallel = True
@@ -595,7 +623,7 @@ class Loop(LoopResume):
         judged = await dispatch.judge(tool, call)
         if judged is None:
             return
-        if judged[0].outcome == "run":
+        if judged.outcome == "run":
             call.parallel = True
             reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
         else:

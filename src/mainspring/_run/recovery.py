@@ -1,9 +1,10 @@
 """Crash recovery: the state of a run whose process died, repaired on record.
 
 Ledger entries still ``started`` become ``unknown`` (a write is never run
-twice); the calls of a step that was executing get results (the one gathered
-before the crash, the result a finished write left in the ledger, or an error
-naming the attempt); a paused turn stays paused.
+twice), except a write a paused turn suspended on a nested decision (it runs
+again when the decision comes); the calls of a step that was executing get
+results (the one gathered before the crash, the result a finished write left
+in the ledger, or an error naming the attempt); a paused turn stays paused.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from operator import attrgetter
 
 from mainspring.context.compiler import ContextCompiler
 from mainspring.messages import Message, ToolResultPart
-from mainspring.state import Call, SessionState, WriteRecord
+from mainspring.state import Call, SessionState, Turn, WriteRecord
 from mainspring.stores.base import SessionStore, SpendHolds
 
 __all__ = ["recover", "recover_interrupted"]
@@ -47,7 +48,7 @@ async def recover(
     if isinstance(store, SpendHolds):
         total = await store.release_holds(state.session_id, "auto", set(state.writes))
         if total is not None:
-            state.auto_spent_usd = total
+            state.set_auto_spent(total)
     await sessions.save(state)
 
 
@@ -56,28 +57,40 @@ def recover_interrupted(
 ) -> list[WriteRecord]:
     """Repair the state of a run whose process died; return the writes of unknown outcome.
 
-    Ledger entries still ``started`` become ``unknown`` (never re-run). The
+    Ledger entries still ``started`` become ``unknown`` (never re-run), but
+    for a write the paused turn suspended on a nested decision. The
     calls of a step that was executing get results: the one gathered before
     the crash, the result a finished write left in the ledger, or an error
     saying the call was interrupted (naming the attempt for writes of unknown
     outcome). A paused turn stays paused; any other turn is over. The results
     go to ``append`` (the session's transcript), or onto ``state.messages``.
     """
+    turn = state.turn
+    parked = _parked(turn)
     unknown: list[WriteRecord] = []
     for key, record in list(state.writes.items()):
-        if record.status == "started":
-            state.writes[key] = replace(record, status="unknown")
+        if record.status == "started" and key != parked:
+            state.ledger(replace(record, status="unknown"))
             unknown.append(state.writes[key])
-    turn = state.turn
     if turn is not None and turn.status == "executing":
         results = [
             _recovered_result(state, call) for call in sorted(turn.calls, key=attrgetter("index"))
         ]
         (append or state.messages.append)(Message.tool_results(results))
-    if turn is not None and turn.status != "paused":
-        state.turn = None
-    state.active_stream = None
+    state.finish_turn()
+    state.clear_stream()
     return unknown
+
+
+def _parked(turn: Turn | None) -> str | None:
+    """The call id of a write the paused ``turn`` suspended on a nested decision, if any.
+
+    It did not die mid-run: it stopped itself to wait, and runs again (handed
+    the decision) when the turn resumes, so its ``started`` entry stands.
+    """
+    if turn is None or turn.status != "paused" or turn.pending is None:
+        return None
+    return turn.pending.tool_use_id if turn.pending.nested is not None else None
 
 
 def _recovered_result(state: SessionState, call: Call) -> ToolResultPart:

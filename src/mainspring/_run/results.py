@@ -2,29 +2,37 @@
 
 The dispatcher's text-shaping helpers: every result and error the model sees
 is cut to its budget here (``truncate_result``), a paused call's preview and
-details are gathered here (in a worker thread for synchronous ones), and a
-tool's failure becomes the error result the model reads.
+details are gathered here (in a worker thread for synchronous ones), a
+tool's failure (or its :class:`~mainspring.errors.ToolTimeout`) becomes the
+error result the model reads, and an approver's edits become a note before it.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping
+from dataclasses import replace
 
 import anyio.to_thread
 
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
+from mainspring.errors import ToolTimeout
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Details, Preview, Summarize
 
 __all__ = [
+    "EDITED_NOTE_START",
     "ERROR_LIMIT",
     "PREVIEW_LIMIT",
     "details_of",
+    "edited_note",
     "failed",
+    "noted",
     "preview_of",
     "summarized",
+    "timed_out",
     "truncate_result",
 ]
 
@@ -86,3 +94,39 @@ def failed(tool: Tool, exc: Exception) -> ToolOutput:
     return ToolOutput(
         content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
     )
+
+
+def timed_out(exc: ToolTimeout) -> ToolOutput:
+    """The error result of a tool that ran past its deadline (``exc`` says which and how long)."""
+    return ToolOutput(content=str(exc), is_error=True)
+
+
+def noted(output: ToolOutput, note: str) -> ToolOutput:
+    """``output`` with ``note`` before its content (itself when there is no note)."""
+    return replace(output, content=note + output.content) if note else output
+
+
+EDITED_NOTE_START = "[the approver edited the arguments: "
+"""How the note of :func:`edited_note` starts (it ends with ``]`` and a blank line)."""
+
+
+def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
+    """What the model is told before an approved call's result when edits changed its input.
+
+    The model's own call still shows the arguments it asked for; this line
+    records the values that ran instead (``""`` when nothing changed), so the
+    transcript never claims the call ran as asked.
+    """
+    changed = {k: v for k, v in ran.items() if k not in asked or asked[k] != v}
+    if not changed:
+        return ""
+    was = {k: asked[k] for k in changed if k in asked}
+    text = json.dumps(changed, ensure_ascii=False, sort_keys=True)
+    before = json.dumps(was, ensure_ascii=False, sort_keys=True)
+    return (
+        f"{EDITED_NOTE_START}the call ran with {_clipped(text)} instead of {_clipped(before)}]\n\n"
+    )
+
+
+def _clipped(text: str, limit: int = 2_000) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

@@ -1,13 +1,11 @@
-"""The loop's other entries and its failure path: a decided or regenerated turn, repair.
+"""A paused turn going on, and a failing one left valid: functions over the turn.
 
 :class:`~mainspring._run.loop.Loop` runs a turn from its user message; a paused
-turn goes on from here (:meth:`LoopResume.resume_turn` applies the decision
-to the paused call, then the rest of the step and the next steps;
-:meth:`LoopResume.regenerate_turn` pauses again on a fresh input), and a
-failing or cancelled run leaves a valid transcript through
-:meth:`LoopResume._repair`. :func:`error_event` types the terminal ``error``
-event of a run that failed. A base class of ``Loop``, in a module of its own
-so that each file holds one concept.
+turn goes on from here: :func:`apply_decision` applies the decision to the
+paused call, :func:`regenerate` pauses again on a fresh input; each returns
+the :mod:`step outcome <mainspring._run.outcome>` the loop goes on from. A
+failing or cancelled run leaves a valid transcript through :func:`repair`.
+:func:`error_event` types the terminal ``error`` event of a run that failed.
 """
 
 from __future__ import annotations
@@ -15,13 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from mainspring._lowlevel.frozen import maker
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
-from mainspring._run.dispatch import Dispatcher, edited_note
-from mainspring._run.results import truncate_result
+from mainspring._run.dispatch import Dispatcher
+from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
+from mainspring._run.results import edited_note, truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
@@ -32,11 +29,7 @@ from mainspring.errors import (
     SchemaTooNew,
     StoreError,
 )
-from mainspring.events import (
-    ErrorEvent,
-    Event,
-    StopReason,
-)
+from mainspring.events import ErrorEvent
 from mainspring.messages import (
     Message,
     Part,
@@ -45,17 +38,14 @@ from mainspring.messages import (
     ToolResultPart,
 )
 from mainspring.models.base import ModelStop
-from mainspring.state import SessionState, Turn
-from mainspring.tools.define import ToolOutput
+from mainspring.state import Call, Turn
+from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
 from mainspring.usage import Usage
 
-__all__ = ["Answer", "LoopResume", "error_event", "thinking_blocks"]
+__all__ = ["Answer", "apply_decision", "error_event", "regenerate", "repair", "thinking_blocks"]
 
 log = logging.getLogger("mainspring.loop")
-
-
-_text_part = maker(TextPart)  # (built every step; see mainspring._lowlevel.frozen.maker)
 
 
 @dataclass(slots=True)
@@ -73,190 +63,169 @@ class Answer:
     def flush_text(self) -> None:
         """Close the text being streamed into a text part."""
         if self.text:
-            self.parts.append(_text_part(text="".join(self.text)))
+            self.parts.append(TextPart(text="".join(self.text)))
             self.text.clear()
 
 
-class LoopResume:
-    """Resuming and repairing a turn (the base class of :class:`~mainspring._run.loop.Loop`)."""
+async def apply_decision(
+    turn: Turn,
+    dispatch: Dispatcher,
+    agent: Agent,
+    attempt_id: str,
+    decision: Decision,
+    final_input: dict[str, JsonValue] | None,
+) -> Paused | Continue:
+    """Apply a validated decision to the paused call.
 
-    # What the loop provides.
-    agent: Agent
-    state: SessionState
-    dispatch: Dispatcher
-    emit: Callable[[Event], None]
-    _answer: Answer | None
-
-    if TYPE_CHECKING:
-
-        @property
-        def turn(self) -> Turn: ...
-
-        async def _complete(self, reason: StopReason) -> None: ...
-
-        async def _steps(self) -> None: ...
-
-        def _append(self, message: Message) -> None: ...
-
-        def _commit_step(self, turn: Turn) -> None: ...
-
-    # ------------------------------------------------------------------ resume
-
-    async def resume_turn(
-        self, attempt_id: str, decision: Decision, final_input: dict[str, JsonValue] | None
-    ) -> None:
-        """Apply a validated decision to the paused call, then go on with the turn."""
-        turn = self.turn
-        pending = turn.pending
-        assert turn.status == "paused" and pending is not None
-        assert pending.attempt_id == attempt_id
-        hints = tuple(f.message for f in pending.findings if f.action == "hint")
-        call = turn.calls[turn.position]
-        turn.pending = None
-        turn.status = "executing"
-        if isinstance(decision, ClientResult) and pending.nested is None:
-            # The client ran it: its result goes on record with the save that consumes
-            # the decision, so a crash after it recovers this result, not "did not run".
-            call.result = ToolResultPart(
-                tool_use_id=call.id,
-                name=call.name,
-                content=truncate_result(decision.content, 50_000),
-                is_error=decision.is_error,
-            )
-        try:
-            await self.dispatch.save()  # the decision is consumed once this is on record
-        except BaseException:
-            # Not consumed: the turn stays paused on the claimed decision, which the
-            # host can post again (here or in a new process) to go on.
-            turn.pending, turn.status, call.result = pending, "paused", None
-            raise
-        tool = self.agent.tool(call.name)
-        dispatch = self.dispatch
-        if pending.nested is not None and tool is not None:
-            # The call suspended on a nested run: it runs again and hands it the decision.
+    :class:`Paused` when the call waits again (on a nested run's decision);
+    :class:`Continue` once the call has its result (the turn has moved past it).
+    """
+    call = turn.current
+    pending = turn.unpause()
+    assert pending.attempt_id == attempt_id
+    hints = tuple(f.message for f in pending.findings if f.action == "hint")
+    if isinstance(decision, ClientResult) and pending.nested is None:
+        # The client ran it: its result goes on record with the save that consumes
+        # the decision, so a crash after it recovers this result, not "did not run".
+        call.result = ToolResultPart(
+            tool_use_id=call.id,
+            name=call.name,
+            content=truncate_result(decision.content, 50_000),
+            is_error=decision.is_error,
+        )
+    try:
+        await dispatch.save()  # the decision is consumed once this is on record
+    except BaseException:
+        # Not consumed: the turn stays paused on the claimed decision, which the
+        # host can post again (here or in a new process) to go on.
+        call.result = None
+        turn.repause(pending)
+        raise
+    tool = agent.tool(call.name)
+    if pending.nested is not None and tool is not None:
+        # The call suspended on a nested run: it runs again and hands it the decision.
+        await dispatch.execute(
+            tool,
+            call,
+            turn,
+            None,
+            write=tool.policy.is_write,
+            decision=decision,
+            suspended_on=pending.nested,
+        )
+    elif isinstance(decision, Reject):
+        dispatch.fail(call, f"the user rejected this action: {decision.reason}")
+    elif isinstance(decision, ClientResult):
+        await _client_result(dispatch, tool, call, turn, decision)
+    elif tool is None:
+        dispatch.fail(call, f"tool {call.name!r} is no longer available")
+    else:
+        assert final_input is not None
+        call.input = final_input
+        problem = await run_preflight(tool.policy, final_input)
+        if problem:
+            dispatch.fail(call, problem)
+        else:
             await dispatch.execute(
                 tool,
                 call,
                 turn,
                 None,
-                write=tool.policy.is_write,
-                decision=decision,
-                suspended_on=pending.nested,
+                write=True,
+                attempt=attempt_id,
+                hints=hints,
+                note=edited_note(pending.input, final_input),
             )
-        elif isinstance(decision, Reject):
-            dispatch.fail(call, f"the user rejected this action: {decision.reason}")
-        elif isinstance(decision, ClientResult):
-            output = ToolOutput(content=decision.content, is_error=decision.is_error)
-            limit = 50_000
-            if tool is not None:
-                output = await dispatch.shorten(tool, output)
-                limit = max(tool.policy.max_result_chars, len(output.content))
-                if not output.is_error and tool.policy.post_write_refresh:
-                    output = await dispatch.refresh(tool, turn, output)
-                    limit = len(output.content)
-            dispatch.record(call, output, limit)
-        elif tool is None:
-            dispatch.fail(call, f"tool {call.name!r} is no longer available")
-        else:
-            assert final_input is not None
-            call.input = final_input
-            problem = await run_preflight(tool.policy, final_input)
-            if problem:
-                dispatch.fail(call, problem)
-            else:
-                await dispatch.execute(
-                    tool,
-                    call,
-                    turn,
-                    None,
-                    write=True,
-                    attempt=attempt_id,
-                    hints=hints,
-                    note=edited_note(pending.input, final_input),
-                )
-        if self.turn.status == "paused":  # the call (approved, or nested) waits on a nested run
-            await dispatch.save(defer=True)
-            await self._complete("pending_action")
-            return
-        turn.position += 1
-        await self._rest_of_step(turn)
+    if turn.status == "paused":  # the call (approved, or nested) waits on a nested run
+        return PAUSED
+    turn.advance()
+    return CONTINUE
 
-    async def _rest_of_step(self, turn: Turn) -> None:
-        """After the paused call: the step's other calls, then the next steps."""
-        dispatch = self.dispatch
-        if await dispatch.run_serial(turn):
-            await dispatch.save(defer=True)
-            await self._complete("pending_action")
-            return
-        self._commit_step(turn)
-        await dispatch.save(defer=True)
-        await self._steps()
 
-    async def regenerate_turn(self, attempt_id: str) -> None:
-        """A fresh input for the paused call; pause on it again, or go on if it was refused.
+async def _client_result(
+    dispatch: Dispatcher, tool: Tool | None, call: Call, turn: Turn, decision: ClientResult
+) -> None:
+    output = ToolOutput(content=decision.content, is_error=decision.is_error)
+    limit = 50_000
+    if tool is not None:
+        output = await dispatch.shorten(tool, output)
+        limit = max(tool.policy.max_result_chars, len(output.content))
+        if not output.is_error and tool.policy.post_write_refresh:
+            output = await dispatch.refresh(tool, turn, output)
+            limit = len(output.content)
+    dispatch.record(call, output, limit)
 
-        A hook that fails (or gives an invalid input) ends the stream with an
-        ``error`` event (``code="regenerate_failed"``) and leaves the pending
-        action as it was.
-        """
-        turn = self.turn
-        pending = turn.pending
-        assert turn.status == "paused" and pending is not None
-        assert pending.attempt_id == attempt_id
-        tool = self.agent.tool(pending.name)
-        assert tool is not None and tool.policy.regenerate is not None
-        call = turn.calls[turn.position]
-        before = call.input
-        try:
-            paused = await self.dispatch.regenerate(tool, turn)
-        except Exception as exc:
-            turn.pending, turn.status, call.input = pending, "paused", before
-            self.emit(
-                ErrorEvent(
-                    code="regenerate_failed",
-                    message=f"could not regenerate {pending.name!r}: {type(exc).__name__}: "
-                    f"{clip(str(exc), 500)}",
-                    attempt_id=attempt_id,
-                )
-            )
-            return
-        if paused:
-            await self.dispatch.save()
-            await self._complete("pending_action")
-            return
-        turn.position += 1
-        await self.dispatch.save()
-        await self._rest_of_step(turn)
 
-    # ------------------------------------------------------------------ repair
+async def regenerate(
+    turn: Turn, dispatch: Dispatcher, agent: Agent, attempt_id: str
+) -> Paused | Continue | ErrorEvent:
+    """A fresh input for the paused call, on record: paused on it again, or refused.
 
-    def _repair(self, reason: str, *, keep_partial: bool) -> None:
-        """Leave a valid transcript: every committed call gets a result."""
-        turn, answer = self.state.turn, self._answer
-        self._answer = None
-        if turn is None or turn.status == "paused":
-            return
-        fail = self.dispatch.fail
-        if turn.status == "streaming":
-            # The model's answer was cut: its calls never reach the transcript,
-            # but reads already started get a result event, as every start does.
-            for call in turn.calls:
-                if call.result is None and call.started:
-                    fail(call, f"tool {call.name!r} was interrupted: {reason}")
-            turn.calls = []
-            if answer is not None:
-                answer.flush_text()
-                text = [p for p in answer.parts if isinstance(p, TextPart)]
-                if keep_partial and text:
-                    self._append(
-                        Message(role="assistant", parts=tuple(text), meta={"partial": True})
-                    )
-            return
+    :class:`Paused` on the fresh input; :class:`Continue` when it was refused
+    (the call has an error result and the turn has moved past it). A hook
+    that fails (or gives an invalid input) leaves the pending action as it
+    was and gives the ``error`` event (``code="regenerate_failed"``) that ends
+    the stream.
+    """
+    pending = turn.pending
+    assert pending is not None  # (dispatch.regenerate's unpause checks the status)
+    assert pending.attempt_id == attempt_id
+    tool = agent.tool(pending.name)
+    assert tool is not None and tool.policy.regenerate is not None
+    call = turn.current
+    before = call.input
+    try:
+        outcome = await dispatch.regenerate(tool, turn)
+    except Exception as exc:
+        call.input = before
+        if turn.status != "paused":  # (the hook failed after the turn left its pause)
+            turn.repause(pending)
+        return ErrorEvent(
+            code="regenerate_failed",
+            message=f"could not regenerate {pending.name!r}: {type(exc).__name__}: "
+            f"{clip(str(exc), 500)}",
+            attempt_id=attempt_id,
+        )
+    if isinstance(outcome, Continue):
+        turn.advance()
+    await dispatch.save()
+    return outcome
+
+
+def repair(
+    turn: Turn | None,
+    answer: Answer | None,
+    dispatch: Dispatcher,
+    append: Callable[[Message], None],
+    reason: str,
+    *,
+    keep_partial: bool,
+) -> None:
+    """Leave a valid transcript: every committed call gets a result.
+
+    A cut answer's calls never reach the transcript (reads already started
+    get a result event, as every start does); its text does, marked partial,
+    with ``keep_partial``. A paused turn is left as it is.
+    """
+    if turn is None or turn.status == "paused":
+        return
+    fail = dispatch.fail
+    if turn.status == "streaming":
         for call in turn.calls:
-            if call.result is None:
-                note = "was interrupted" if call.started else "did not run"
-                fail(call, f"tool {call.name!r} {note}: {reason}")
-        self._commit_step(turn)
+            if call.result is None and call.started:
+                fail(call, f"tool {call.name!r} was interrupted: {reason}")
+        turn.cut_answer()
+        if answer is not None:
+            answer.flush_text()
+            text = [p for p in answer.parts if isinstance(p, TextPart)]
+            if keep_partial and text:
+                append(Message(role="assistant", parts=tuple(text), meta={"partial": True}))
+        return
+    for call in turn.calls:
+        if call.result is None:
+            note = "was interrupted" if call.started else "did not run"
+            fail(call, f"tool {call.name!r} {note}: {reason}")
+    append(Message.tool_results(turn.commit_step()))
 
 
 def thinking_blocks(messages: list[Message]) -> int:

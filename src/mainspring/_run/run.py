@@ -174,7 +174,7 @@ class Run:
 
     def start(self, begin: Start) -> None:
         """Spawn the producer: the run starts with ``begin(loop)``."""
-        self.state.active_stream = self.stream_id
+        self.state.begin_stream(self.stream_id)
         background.spawn(self._produce(begin), releases=True)
 
     async def _produce(self, begin: Start) -> None:
@@ -259,8 +259,7 @@ class Run:
 
     def record_end(self) -> None:
         """The stream ended with its terminal (on the state, for a later replay)."""
-        state = self.state
-        state.last_stream, state.last_terminal = self.stream_id, self.terminal
+        self.state.note_terminal(self.stream_id, self.terminal)
 
     # ------------------------------------------------------------------ end
 
@@ -317,7 +316,7 @@ class Run:
         return saved and released
 
     def _wrap_up(self) -> None:
-        self.state.active_stream = None
+        self.state.clear_stream()
         self.live = False
         self.loop = None
         self._drop_cache()

@@ -109,9 +109,8 @@ class Spend:
         after = before + usage
         # The session's first turn sums what the session's total sums: one object for the
         # two (the turn's usage stays in its TurnComplete, which a kept session holds).
-        self._to_turn(turn, after if turn.usage is before else turn.usage + usage, cost)
-        state.usage = after
-        state.cost_usd += cost
+        turn.charge(cost, usage, sums=after if turn.usage is before else None)
+        state.set_totals(state.cost_usd + cost, after)
         if self._share is not None:
             self._unshared += cost
         return cost
@@ -121,8 +120,8 @@ class Spend:
         state = self._state
         turn = state.turn
         if turn is not None:
-            self._to_turn(turn, turn.usage, usd)
-        state.cost_usd += usd
+            turn.charge(usd)
+        state.set_totals(state.cost_usd + usd)
         if self._share is not None:
             self._unshared += usd
         self._emit(
@@ -130,12 +129,6 @@ class Spend:
                 model=f"tool:{what}", usage=Usage(), cost_usd=usd, total_cost_usd=state.cost_usd
             )
         )
-
-    @staticmethod
-    def _to_turn(turn: Turn, usage: Usage, usd: float) -> None:
-        """The turn's totals (their one writer)."""
-        turn.usage = usage
-        turn.cost_usd += usd
 
     async def share(self) -> None:
         """This worker's new spend joins the session's total in the store.
@@ -151,4 +144,4 @@ class Spend:
         with anyio.CancelScope(shield=True):
             total = await share.add_spend("cost", amount, cap=None, floor=state.cost_usd - amount)
         if total is not None and total > state.cost_usd:
-            state.cost_usd = total  # with other workers' spend
+            state.set_totals(total)  # with other workers' spend

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from mainspring._lowlevel.frozen import dataclass, maker
+from mainspring._lowlevel.frozen import dataclass
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
@@ -171,7 +171,7 @@ class Tool:
             result = await anyio.to_thread.run_sync(
                 functools.partial(self.fn, **kwargs), abandon_on_cancel=self.policy.read_only
             )
-        return to_output(result)
+        return toToolOutput(result)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -193,20 +193,17 @@ def _validation_error() -> type[ValidationError]:
     return ValidationError
 
 
-_output = maker(ToolOutput)  # (one per call; see mainspring._lowlevel.frozen.maker)
-
-
-def to_output(result: object) -> ToolOutput:
+def toToolOutput(result: object) -> ToolOutput:
     """Turn whatever a tool returned into a ToolOutput."""
     if isinstance(result, ToolOutput):
         return result
     if isinstance(result, str):
-        return _output(content=result)
+        return ToolOutput(content=result)
     if result is None:
-        return _output(content="")
+        return ToolOutput(content="")
     if isinstance(result, _pydantic.BaseModel):
-        return _output(content=result.model_dump_json())
-    return _output(
+        return ToolOutput(content=result.model_dump_json())
+    return ToolOutput(
         content=_json.dumps(_pydantic_core.to_jsonable_python(result), ensure_ascii=False)
     )
 
