@@ -13,7 +13,6 @@ import dataclasses
 import inspect
 import pickle
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,19 +20,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mainspring
-import mainspring._run.dispatch  # (the modules whose makers are checked)
+import mainspring._run.dispatch  # (their records are checked too)
 import mainspring._run.loop
 import mainspring.context.compiler
-from mainspring._lowlevel.frozen import MAKERS, ORIGINAL, RECORDS, fast_init, maker
-from mainspring._run.resume import Answer
+from mainspring._lowlevel.frozen import ORIGINAL, RECORDS, fast_init
 from mainspring.context.accounting import Piece
 from mainspring.context.compiler import CompiledContext
-from mainspring.context.snapshot import CostEstimate, TurnSnapshot
-from mainspring.events import TextDelta, ToolResult, ToolStart, TurnComplete, UsageEvent
+from mainspring.context.snapshot import TurnSnapshot
+from mainspring.events import TextDelta, ToolResult, TurnComplete, UsageEvent
 from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
-from mainspring.state import Call, Turn
-from mainspring.tools import ToolOutput
 from mainspring.usage import Usage
 
 HOT = [
@@ -250,106 +246,3 @@ def test_only_frozen_slotted_dataclasses_are_accepted() -> None:
 
     with pytest.raises(TypeError, match="slots"):
         fast_init(NoSlots)
-
-
-# -- makers: the hot paths' way to build without calling the class ------------
-
-MADE_SAMPLES: dict[type, dict[str, Any]] = {
-    **SAMPLES,
-    ToolStart: {"tool_use_id": "c", "name": "n", "input": {"a": [1, 2]}},
-    CostEstimate: {"usd": 0.5, "priced": True, "price_source": "genai-prices"},
-    Call: {"id": "call_1", "index": 0, "name": "n", "provider_id": "p"},
-    Turn: {"index": 3},
-    Answer: {},
-    ToolOutput: {"content": "x", "is_error": True},
-}
-
-
-KEPT_MAKERS: dict[str, str] = {}
-"""Modules outside ``_lowlevel/`` that may call ``maker()``, each with its reason: none
-(no alias paid 3 % of S1, S2 or the durable S1 on its own; bench/F-figures.md)."""
-
-
-def test_no_maker_aliases_outside_lowlevel_but_the_listed_ones() -> None:
-    src = Path(mainspring.__file__).parent
-    found = {
-        path.relative_to(src).as_posix()
-        for path in src.rglob("*.py")
-        if "maker(" in path.read_text() and path.relative_to(src).parts[0] != "_lowlevel"
-    }
-    assert found == set(KEPT_MAKERS)
-
-
-@pytest.mark.parametrize(
-    "cls", [c for c in MAKERS if c in MADE_SAMPLES], ids=lambda c: c.__qualname__
-)
-def test_a_maker_builds_what_the_class_builds(cls: type) -> None:
-    kwargs = MADE_SAMPLES[cls]
-    made: Any = maker(cls)(**kwargs)
-    called: Any = cls(**kwargs)
-    assert dataclasses.asdict(made) == dataclasses.asdict(called)
-    assert made == called and repr(made) == repr(called)
-    assert type(made) is cls
-    params: Any = getattr(cls, "__dataclass_params__")  # noqa: B009  # (not typed)
-    if params.frozen:
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(made, dataclasses.fields(cls)[0].name, None)
-
-
-@pytest.mark.parametrize(
-    "cls", [c for c in MAKERS if c in MADE_SAMPLES], ids=lambda c: c.__qualname__
-)
-def test_a_maker_refuses_what_the_class_refuses(cls: type) -> None:
-    make = maker(cls)
-    kwargs = MADE_SAMPLES[cls]
-    with pytest.raises(TypeError):
-        make(**kwargs, not_a_field=1)
-    required = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    if required:
-        with pytest.raises(TypeError):
-            make(**{k: v for k, v in kwargs.items() if k != required[0]})
-        with pytest.raises(TypeError):
-            make(*kwargs.values())  # keywords only, whatever the class allows
-
-
-def test_a_makers_default_factories_give_each_instance_its_own() -> None:
-    first, second = maker(Answer)(), maker(Answer)()
-    first.parts.append(TextPart(text="mine"))
-    assert second.parts == [] and first.delta_ids is not second.delta_ids
-    one = maker(Message)(role="user", parts=())
-    assert one == Message(role="user", parts=()) and one.meta is Message(role="user", parts=()).meta
-    with pytest.raises(TypeError):  # the shared empty meta refuses every change
-        one.meta["x"] = 1
-
-
-def test_a_maker_runs_the_post_init_check() -> None:
-    from mainspring._lowlevel.frozen import dataclass
-
-    @dataclass(frozen=True, slots=True, kw_only=True)
-    class Positive:
-        value: int
-
-        def __post_init__(self) -> None:
-            if self.value <= 0:
-                raise ValueError("must be positive")
-
-    assert maker(Positive)(value=2) == Positive(value=2)
-    with pytest.raises(ValueError, match="positive"):
-        maker(Positive)(value=0)
-
-
-def test_a_maker_needs_a_slotted_dataclass() -> None:
-    class Plain:
-        pass
-
-    @dataclasses.dataclass
-    class Unslotted:
-        value: int = 0
-
-    for cls in (Plain, Unslotted):
-        with pytest.raises(TypeError, match="slotted dataclass"):
-            maker(cls)

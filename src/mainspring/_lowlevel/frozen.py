@@ -27,12 +27,11 @@ import copy
 import dataclasses
 import inspect
 import reprlib
-import typing
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-__all__ = ["MAKERS", "ORIGINAL", "RECORDS", "dataclass", "fast_init", "generate", "maker"]
+__all__ = ["ORIGINAL", "RECORDS", "dataclass", "fast_init", "generate"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -43,9 +42,6 @@ ORIGINAL: dict[type, Any] = {}
 RECORDS: list[type] = []
 """The classes :func:`dataclass` made without compiling the dataclass's methods
 (the tests check each against a class the standard decorator makes)."""
-
-MAKERS: dict[type, Callable[..., Any]] = {}
-"""Each class's :func:`maker`, made on first request (the tests check each against the class)."""
 
 _OWN = ("__init__", "__repr__", "__eq__", "__setattr__", "__delattr__", "__getstate__")
 """Methods a class may write itself: such a class goes to the standard decorator."""
@@ -76,26 +72,6 @@ def fast_init(cls: type[T]) -> type[T]:
     ORIGINAL[cls] = cls.__init__
     cls.__init__ = init  # type: ignore[method-assign]  # the point: a faster constructor
     return cls
-
-
-def maker(cls: Callable[P, T]) -> Callable[P, T]:
-    """A function that builds ``cls(**fields)`` without calling the class.
-
-    Calling a class costs more than calling a function: Python's ``type``
-    call (on 3.11) packs the keywords into a dict and the arguments into a
-    tuple, then unpacks both into ``__init__``. The hot paths build a few
-    dozen events, messages and records per model step; ``maker(cls)`` is a
-    function with the same keyword-only parameters (every field, with its
-    default or default factory) that makes the instance and stores each
-    field through its slot, then runs ``__post_init__`` as the class would.
-    For slotted dataclasses, frozen or not; it builds ``cls`` itself, never a
-    subclass. Made once per class.
-    """
-    kind = typing.cast(type, cls)
-    made = MAKERS.get(kind)
-    if made is None:
-        made = MAKERS[kind] = _make_maker(kind)
-    return made
 
 
 def generate(
@@ -130,28 +106,6 @@ def _field_code(
     else:
         param = f.name
     return param, f"    _set{i}(self, {value})"
-
-
-def _make_maker(cls: type) -> Callable[..., Any]:
-    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__name__} is not a slotted dataclass")
-    fields = dataclasses.fields(cls)
-    if not all(f.init for f in fields):
-        raise TypeError(f"{cls.__name__} has fields this generator does not handle")
-    namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_new": object.__new__, "_cls": cls}
-    params: list[str] = []
-    body: list[str] = ["    self = _new(_cls)"]
-    for i, f in enumerate(fields):
-        param, store = _field_code(cls, i, f, namespace)
-        params.append(param)
-        body.append(store)
-    if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
-    name = f"make_{cls.__name__}"
-    source = f"def {name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n    return self\n"
-    make = generate(source, namespace, name)
-    make.__doc__ = f"``{cls.__qualname__}(**fields)``, built without calling the class."
-    return make
 
 
 def _make_init(cls: type) -> Callable[..., None]:
