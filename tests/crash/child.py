@@ -11,6 +11,7 @@ is pulled, so the parent knows exactly what a client saw.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -39,7 +40,9 @@ async def main(argv: list[str]) -> None:
     checkpoints = CrashingCheckpoints(stores.checkpoints)
     # The SQLite stores of one file share a connection: trace it for the crash inside a commit.
     db = getattr(stores.sessions, "_db", None)
-    sessions = CrashingSessions(stores.sessions, getattr(db, "_conn", None))
+    connection = getattr(db, "_conn", None)
+    traced = connection if isinstance(connection, sqlite3.Connection) else None
+    sessions = CrashingSessions(stores.sessions, traced)
     if phase == "send":
         session = Session(
             agent,

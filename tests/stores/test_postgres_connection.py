@@ -21,6 +21,7 @@ from mainspring.embeddings import HashingEmbedder
 from mainspring.errors import ConfigError, StoreError
 from mainspring.stores._postgres import Connection, PostgresConnection
 from mainspring.stores.postgres_memory import PostgresMemoryStore
+from tests.stores.servers import Schemas
 
 pytestmark = pytest.mark.anyio
 
@@ -122,9 +123,10 @@ def test_the_memory_store_refuses_a_malformed_url_without_the_password(url: str)
 
 
 async def test_the_memory_store_fails_one_call_on_a_lost_connection_then_reconnects(
-    postgres_url: str, raw: psycopg.AsyncConnection[tuple[object, ...]]
+    postgres_schemas: Schemas, raw: psycopg.AsyncConnection[tuple[object, ...]]
 ) -> None:
-    url = make_conninfo(postgres_url, application_name="memory-victim")
+    # (a schema that sees the pgvector extension, whichever test ran first on this server)
+    url = make_conninfo(postgres_schemas.url(), application_name="memory-victim")
     store = await PostgresMemoryStore.open(url, embedder=HashingEmbedder())
     try:
         await store.remember("the user prefers metric units")
