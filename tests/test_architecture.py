@@ -14,10 +14,12 @@ SRC = Path(mainspring.__file__).parent
 # Lower numbers know nothing of higher ones.
 RANKS: dict[str, int] = {
     "_lowlevel.frozen": -1,
+    "_lowlevel.library": -1,
     "errors": 0,
     "usage": 0,
     "_lowlevel.background": 0,
-    "_lowlevel.relay": 0,
+    "_lowlevel.relay": 1,  # above _wakeup
+    "_lowlevel.wakeup": 0,
     "_lowlevel.lazy": 0,
     "_lowlevel.json_value": 0,
     "_lowlevel.ids": 0,

@@ -7,6 +7,7 @@ import logging
 import anyio
 import pytest
 
+from mainspring._lowlevel.wakeup import Wakeup
 from mainspring._run.lease import LeaseKeeper, now
 
 pytestmark = pytest.mark.anyio
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_run_that_stops_before_the_renewal_is_due_never_renews(anyio_backend: str) -> None:
     renewed: list[str] = []
 
-    async def renew(stop: anyio.Event) -> None:
+    async def renew(stop: Wakeup) -> None:
         renewed.append("renewed")
         await stop.wait()
 
@@ -34,7 +35,7 @@ async def test_a_due_renewal_runs_until_stopped_and_stop_waits_for_it() -> None:
     started = anyio.Event()
     finished: list[str] = []
 
-    async def renew(stop: anyio.Event) -> None:
+    async def renew(stop: Wakeup) -> None:
         started.set()
         await stop.wait()
         await anyio.sleep(0.01)  # a renewal in flight when the run stops
@@ -53,7 +54,7 @@ async def test_a_renewal_that_fails_is_logged_and_stop_still_returns(
 ) -> None:
     failed = anyio.Event()
 
-    async def renew(stop: anyio.Event) -> None:
+    async def renew(stop: Wakeup) -> None:
         failed.set()
         raise RuntimeError("the lock store is gone")
 

@@ -23,7 +23,7 @@ import contextvars
 from collections.abc import Coroutine
 from typing import Any
 
-import sniffio
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["release", "spawn"]
 
@@ -42,7 +42,7 @@ def spawn(coro: Coroutine[Any, Any, None], *, releases: bool = False) -> None:
     loop pass later along with its callback list, its handle and asyncio's and
     anyio's records of it (about 0.8 KiB a stream when 10,000 finish at once).
     """
-    loop = asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
+    loop = running_loop()
     if loop is not None:
         task = loop.create_task(coro)
         _RUNNING.add(task)  # keep a strong reference until it finishes
@@ -56,8 +56,9 @@ def spawn(coro: Coroutine[Any, Any, None], *, releases: bool = False) -> None:
 
 def release() -> None:
     """Called by a task :func:`spawn` started with ``releases``, as its last act."""
-    if sniffio.current_async_library() == "asyncio":
-        _RUNNING.discard(asyncio.current_task())
+    loop = running_loop()
+    if loop is not None:
+        _RUNNING.discard(asyncio.current_task(loop))
 
 
 async def _run(coro: Coroutine[Any, Any, None]) -> None:

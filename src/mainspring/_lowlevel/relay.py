@@ -17,8 +17,8 @@ import asyncio
 from collections.abc import Awaitable, Generator, Sequence
 from typing import Generic, TypeVar
 
-import anyio
-import sniffio
+from mainspring._lowlevel.library import running_loop
+from mainspring._lowlevel.wakeup import Wakeup
 
 __all__ = ["Relay"]
 
@@ -35,10 +35,10 @@ class Relay(Generic[T]):
         """What is queued: a list, or the shared empty tuple while nothing is (a
         deque would hold a 64-slot block, and an empty list is one more object for
         the cyclic collector to walk, in every running stream's one or two relays)."""
-        self._waiter: asyncio.Future[bool] | anyio.Event | None = None
+        self._waiter: asyncio.Future[bool] | Wakeup | None = None
         """The consumer's: on asyncio the future it awaits itself (no coroutine frame
-        per waiting stream), an event on trio."""
-        self._room: anyio.Event | None = None
+        per waiting stream), a Wakeup on trio."""
+        self._room: Wakeup | None = None
         self._closed = False
         self.limit = limit
 
@@ -58,7 +58,7 @@ class Relay(Generic[T]):
     async def room(self) -> None:
         """Wait until the consumer has taken the queue below its limit (or closed it)."""
         while self.full and not self._closed:
-            room = self._room = anyio.Event()
+            room = self._room = Wakeup()
             await room.wait()
 
     def put(self, item: T) -> None:
@@ -130,7 +130,7 @@ class Relay(Generic[T]):
             return _TRUE
         if self._closed:
             return _FALSE
-        loop = asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
+        loop = running_loop()
         if loop is not None:  # (cancelled, the future is done: a wake skips it, a wait replaces it)
             future: asyncio.Future[bool] = loop.create_future()
             self._waiter = future
@@ -138,14 +138,14 @@ class Relay(Generic[T]):
         return self._wait()
 
     async def _wait(self) -> bool:
-        waiter = self._waiter = anyio.Event()
+        waiter = self._waiter = Wakeup()
         await waiter.wait()
         return bool(self._items) or not self._closed
 
 
-def _wake(waiter: asyncio.Future[bool] | anyio.Event, more: bool) -> None:
+def _wake(waiter: asyncio.Future[bool] | Wakeup, more: bool) -> None:
     """Wake the consumer: ``more`` is what its ``wait`` returns (on asyncio)."""
-    if isinstance(waiter, anyio.Event):
+    if isinstance(waiter, Wakeup):
         waiter.set()
     elif not waiter.done():
         waiter.set_result(more)

@@ -40,7 +40,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import sniffio
+
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["TaskGroup"]
 
@@ -95,7 +96,7 @@ class TaskGroup:
         """The loop's call that starts what is pending."""
 
     async def __aenter__(self) -> TaskGroup:
-        loop = asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
+        loop = running_loop()
         if loop is not None:
             self._loop = loop
             self._host = asyncio.current_task(loop)

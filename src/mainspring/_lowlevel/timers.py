@@ -15,9 +15,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import sniffio
-
 from mainspring._lowlevel.background import spawn
+from mainspring._lowlevel.library import running_loop
 
 __all__ = ["DueTask"]
 
@@ -42,7 +41,7 @@ class DueTask:
 
         On trio the task starts now: it has to wait for ``due`` itself.
         """
-        loop = asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
+        loop = running_loop()
         if loop is not None:
             self._timer = loop.call_at(due, self._due)
         else:

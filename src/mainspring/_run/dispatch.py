@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import sniffio
 
 from mainspring._lowlevel.deadline import EXPIRED, finish_by
 from mainspring._lowlevel.json_value import JsonValue
+from mainspring._lowlevel.library import running_loop
 from mainspring._run.durability import Durability
 from mainspring._run.judge import Judgement, judge
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
@@ -97,9 +97,7 @@ class Dispatcher:
         """Verdicts of calls judged mid-stream that wait for the serial pass."""
         self.kwargs: dict[str, dict[str, Any]] = {}
         """Python arguments of validated calls, so a call is not validated twice."""
-        self._loop = (
-            asyncio.get_running_loop() if sniffio.current_async_library() == "asyncio" else None
-        )
+        self._loop = running_loop()
         """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
         then run in a cancel scope, as writes do)."""
 

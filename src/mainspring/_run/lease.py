@@ -13,13 +13,18 @@ from typing import Any
 
 import anyio
 
+from mainspring._lowlevel.library import running_loop
 from mainspring._lowlevel.timers import DueTask
+from mainspring._lowlevel.wakeup import Wakeup
 
 __all__ = ["LeaseKeeper", "now"]
 
 
 def now() -> float:
-    """The event loop's clock (``anyio.current_time``)."""
+    """The event loop's clock (``anyio.current_time``, without its backend lookup on asyncio)."""
+    loop = running_loop()
+    if loop is not None:
+        return loop.time()
     return anyio.current_time()
 
 
@@ -28,12 +33,12 @@ class LeaseKeeper:
 
     __slots__ = ("_due", "_finished", "_renew", "_stop")
 
-    def __init__(self, renew: Callable[[anyio.Event], Awaitable[None]]) -> None:
+    def __init__(self, renew: Callable[[Wakeup], Awaitable[None]]) -> None:
         """``renew`` renews the lease until its ``stop`` is set (it waits on its own)."""
         self._renew = renew
-        self._stop = anyio.Event()
+        self._stop = Wakeup()
         self._due = DueTask(self._begin)
-        self._finished: anyio.Event | None = None
+        self._finished: Wakeup | None = None
         """Set when the renewal task ends; ``None`` while no task was started."""
 
     def start(self, due: float) -> None:
@@ -43,7 +48,7 @@ class LeaseKeeper:
     def _begin(self) -> Coroutine[Any, Any, None] | None:
         if self._stop.is_set():
             return None
-        self._finished = anyio.Event()
+        self._finished = Wakeup()
         return self._run()
 
     async def _run(self) -> None:

@@ -24,6 +24,7 @@ import anyio
 
 from mainspring._lowlevel import background
 from mainspring._lowlevel.relay import Relay
+from mainspring._lowlevel.wakeup import Wakeup
 from mainspring._run.dispatch import Durability
 from mainspring._run.journal import Journal
 from mainspring._run.lease import LeaseKeeper
@@ -149,7 +150,7 @@ class Run:
         """The producer's loop (and its spend), until the producer ends."""
         self.unpriced = unpriced
         """The models found without a price, once the producer ended (for the next run)."""
-        self.done = anyio.Event()
+        self.done = Wakeup()
         """Set when the producer ended (its clean-up done)."""
         self.failure: BaseException | None = None
         """What stopped the run, if not the run itself (a store failed under it)."""
@@ -328,7 +329,7 @@ class Run:
 
     # ---------------------------------------------------------------- lease
 
-    async def _keep_lease(self, stop: anyio.Event) -> None:
+    async def _keep_lease(self, stop: Wakeup) -> None:
         """Renew the run's lease until ``stop`` is set (see :meth:`SessionLease.keep`)."""
         assert self._lease is not None
         lost = await self._lease.keep(stop)

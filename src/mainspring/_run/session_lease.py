@@ -15,6 +15,7 @@ from typing import Literal
 
 import anyio
 
+from mainspring._lowlevel.wakeup import Wakeup
 from mainspring._run.lease import now
 from mainspring.errors import SessionBusy, StoreError
 from mainspring.stores.base import RunLock
@@ -74,7 +75,7 @@ class SessionLease:
         """Renew the lease for another ``ttl``; whether it was still this run's."""
         return await self.lock.refresh(self.session_id, self.owner, ttl=self.ttl)
 
-    async def keep(self, stop: anyio.Event) -> str | None:
+    async def keep(self, stop: Wakeup) -> str | None:
         """Renew until ``stop`` is set; why the lease was lost, if it was.
 
         (Stopped by being set, not cancelled: a cancel costs.) A store error is
@@ -84,9 +85,7 @@ class SessionLease:
         # process's first run spends a while importing in between).
         wait = self.renewal_due - anyio.current_time()
         while True:
-            with anyio.move_on_after(max(wait, 0.0)):
-                await stop.wait()
-            if stop.is_set():
+            if await stop.wait_for(max(wait, 0.0)):
                 return None
             wait = self.ttl / 3
             try:
