@@ -101,6 +101,40 @@ async def test_a_task_started_on_one_worker_is_decided_on_the_other_once(
     assert [w["tool"] for w in state["writes"].values()] == ["send_payment"]
 
 
+async def test_a_reply_to_a_task_another_worker_works_on_is_refused_once(
+    workers: tuple[str, str], keys: dict[str, str], redis_server: RedisServer
+) -> None:
+    """Found by the fleet property test: two replies at once on two workers.
+
+    The first reply's worker moves the shared task to ``working``; the second
+    worker then read it so and answered with a ``working`` status and ended its
+    stream there (no final state). It now refuses with one JSON-RPC error, and
+    the decision that waits is untouched.
+    """
+    from mainspring.server._a2a import _Caller
+    from mainspring.server._auth import Principal
+
+    one, two = workers
+    alice = next(iter(keys))
+    async with a2a(one, alice) as on_one:
+        task_id, _context_id, pending, session_id = await paused_payment(on_one)
+    store = RedisTaskStore(redis_server.url)
+    owner = ServerCallContext(user=_Caller(Principal(keys[alice])))
+    try:  # what the other worker's reply wrote when it began to work on its decision
+        task = await store.get(task_id, owner)
+        assert task is not None
+        task.status.state = TaskState.TASK_STATE_WORKING
+        await store.save(task, owner)
+    finally:
+        await store.aclose()
+    decision = new_data_part({"approval_id": pending["approval_id"], "decision": "approve"})
+    async with a2a(two, alice) as on_two:
+        with pytest.raises(UnsupportedOperationError, match="not waiting for input: it is"):
+            await events(on_two, user(decision, task_id=task_id))
+    state = (await session_state(one, alice, session_id)).json()
+    assert state["pending"] is not None and state["writes"] == {}
+
+
 async def test_the_store_keeps_owners_apart_and_forgets_deleted_tasks(
     redis_server: RedisServer,
 ) -> None:

@@ -240,15 +240,15 @@ class MainspringExecutor(AgentExecutor):
         message: Message | None,
         updater: TaskUpdater,
     ) -> LiveRun | None:
-        if task.status.state in _TERMINAL:  # decided on another worker since: once only
-            raise UnsupportedOperationError(
-                message=f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}"
-            )
+        # Decided on another worker since (the task is terminal, or works on that
+        # decision there): one refusal, never a stream that ends on a non-final state.
+        state = TaskState.Name(task.status.state)
+        if task.status.state in _TERMINAL:
+            raise UnsupportedOperationError(message=f"Task {task.id} is in terminal state: {state}")
         if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
-            await updater.update_status(
-                task.status.state, _says(updater, "this task is not waiting for a decision")
+            raise UnsupportedOperationError(
+                message=f"Task {task.id} is not waiting for input: it is {state}"
             )
-            return None
         try:
             approval_id, decision = decision_of(
                 message.parts if message else [], shown=_shown_approval(task)
