@@ -23,6 +23,23 @@ async def checkpoint_store(request: pytest.FixtureRequest) -> CheckpointStore:
     return await RedisCheckpointStore.open(server.url, prefix=redis_prefix())
 
 
+async def checkpoint_stores(
+    request: pytest.FixtureRequest,
+) -> tuple[CheckpointStore, CheckpointStore]:
+    """Two clients (two connection pools) on one server and prefix: two processes."""
+    server = _server(request)
+    from mainspring.stores.redis import RedisCheckpointStore
+
+    prefix = redis_prefix()
+    one = await RedisCheckpointStore.open(server.url, prefix=prefix)
+    try:
+        two = await RedisCheckpointStore.open(server.url, prefix=prefix)
+    except BaseException:
+        await one.aclose()
+        raise
+    return one, two
+
+
 async def run_locks(request: pytest.FixtureRequest) -> tuple[RunLock, RunLock]:
     """Two clients (two connection pools) on one server and prefix: two workers."""
     server = _server(request)

@@ -20,6 +20,13 @@ async def checkpoint_store(tmp_path: Path) -> CheckpointStore:
     return await SQLiteCheckpointStore.open(tmp_path / DB_NAME)
 
 
+async def checkpoint_stores(tmp_path: Path) -> tuple[CheckpointStore, CheckpointStore]:
+    """Two store objects (two connections) on one file: an appender and a follower."""
+    one = await SQLiteCheckpointStore.open(tmp_path / DB_NAME)
+    two = await SQLiteCheckpointStore.open(tmp_path / DB_NAME)
+    return one, two
+
+
 async def session_stores(tmp_path: Path) -> tuple[SessionStore, SessionStore]:
     """Two store objects (two connections) on one file: two workers."""
     one = await SQLiteSessionStore.open(tmp_path / DB_NAME)

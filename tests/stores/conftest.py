@@ -56,6 +56,28 @@ async def checkpoint_store(
         await store.aclose()
 
 
+@pytest.fixture(params=CHECKPOINT_BACKENDS)
+async def checkpoint_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[CheckpointStore, CheckpointStore]]:
+    """Two stores over the same logs: one process appending, another following."""
+    backend: str = request.param
+    _only_asyncio(request, backend)
+    stores: tuple[CheckpointStore, CheckpointStore]
+    if backend == "memory":
+        one = InMemoryCheckpointStore()
+        stores = (one, one)
+    elif backend == "sqlite":
+        stores = await backend_sqlite.checkpoint_stores(tmp_path)
+    else:
+        stores = await backend_redis.checkpoint_stores(request)
+    try:
+        yield stores
+    finally:
+        for store in stores:
+            await store.aclose()
+
+
 @pytest.fixture(params=SESSION_BACKENDS)
 async def session_stores(
     request: pytest.FixtureRequest, tmp_path: Path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +13,16 @@ from mainspring.errors import StoreError
 from mainspring.events import Event, PendingAction, TextDelta
 from mainspring.messages import Message, ToolCallPart, ToolResultPart
 from mainspring.state import Call, SessionState, Turn, WriteRecord
-from mainspring.stores import CheckpointStore, RunLock, SessionStore, SpendHolds, SpendLedger
+from mainspring.stores import (
+    CheckpointStore,
+    InMemoryCheckpointStore,
+    RunLock,
+    SessionStore,
+    SpendHolds,
+    SpendLedger,
+    TailLoad,
+    load_after,
+)
 from mainspring.usage import Usage
 from tests import strategies
 
@@ -70,6 +81,123 @@ async def test_checkpoint_round_trips_random_events(
     for event in events:
         await checkpoint_store.append("h", event)
     assert await checkpoint_store.load("h") == events
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    batches=st.lists(st.lists(strategies.events, min_size=1, max_size=4), max_size=5),
+    cursors=st.lists(st.integers(min_value=0, max_value=20), min_size=1, max_size=6),
+)
+async def test_load_after_is_the_log_from_the_cursor_on(
+    checkpoint_store: CheckpointStore, batches: list[list[Event]], cursors: list[int]
+) -> None:
+    """``load_after(s, k) == load(s)[k:]`` for any k: 0, inside a batch, past the end."""
+    await checkpoint_store.clear("h")
+    for batch in batches:  # a batch appended at once is several positions
+        await checkpoint_store.append_many("h", batch)
+    log = await checkpoint_store.load("h")
+    assert log == [event for batch in batches for event in batch]
+    assert isinstance(checkpoint_store, TailLoad)
+    for k in [0, len(log), len(log) + 1, *cursors]:
+        assert await checkpoint_store.load_after("h", k) == log[k:]
+        assert await load_after(checkpoint_store, "h", k) == log[k:]
+    assert await checkpoint_store.load_after("never-written", 0) == []
+
+
+@pytest.mark.parametrize("cursor", [-1, -5, 1.0, True, "0"])
+async def test_load_after_refuses_a_cursor_that_is_not_a_position(
+    checkpoint_store: CheckpointStore, cursor: object
+) -> None:
+    await checkpoint_store.append("s", TextDelta(text="kept"))
+    assert isinstance(checkpoint_store, TailLoad)
+    with pytest.raises(ValueError, match="a log cursor is an int of 0 or more"):
+        await checkpoint_store.load_after("s", cursor)  # type: ignore[arg-type]  # a bad cursor on purpose
+    with pytest.raises(ValueError, match="a log cursor is an int of 0 or more"):
+        await load_after(checkpoint_store, "s", cursor)  # type: ignore[arg-type]  # a bad cursor on purpose
+    assert await checkpoint_store.load("s") == [TextDelta(text="kept")]
+
+
+async def test_a_follower_reads_only_what_another_client_appended(
+    checkpoint_stores: tuple[CheckpointStore, CheckpointStore],
+) -> None:
+    """One client appends batches; another, told of each, reads exactly the new events."""
+    appender, follower = checkpoint_stores
+    sent, received = anyio.create_memory_object_stream[int]()
+    read, acked = anyio.create_memory_object_stream[None]()
+    batches = [[TextDelta(text=f"{i}.{j}") for j in range(i % 3 + 1)] for i in range(12)]
+
+    async def append() -> None:
+        async with sent, acked:
+            for batch in batches:
+                await appender.append_many("live", batch)
+                await sent.send(len(batch))
+                await acked.receive()  # the follower read it: the next batch is new
+
+    seen: list[Event] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(append)
+        async with received, read:
+            async for count in received:
+                new = await load_after(follower, "live", len(seen))
+                assert len(new) == count  # only what was appended since the last read
+                seen.extend(new)
+                await read.send(None)
+    assert seen == [event for batch in batches for event in batch]
+    assert await follower.load("live") == seen
+    assert await load_after(follower, "live", len(seen)) == []
+
+
+async def test_a_log_cleared_and_written_anew_is_read_anew_by_a_follower(
+    checkpoint_stores: tuple[CheckpointStore, CheckpointStore],
+) -> None:
+    appender, follower = checkpoint_stores
+    await appender.append_many("s", [TextDelta(text="a"), TextDelta(text="b")])
+    await appender.append_many("s", [TextDelta(text="c")])
+    assert await load_after(follower, "s", 2) == [TextDelta(text="c")]
+    await appender.clear("s")
+    assert await load_after(follower, "s", 2) == []
+    await appender.append_many("s", [TextDelta(text="x")])
+    await appender.append_many("s", [TextDelta(text="y"), TextDelta(text="z")])
+    assert await load_after(follower, "s", 1) == [TextDelta(text="y"), TextDelta(text="z")]
+    assert await load_after(follower, "s", 0) == await follower.load("s")
+    assert await follower.load("s") == [TextDelta(text=t) for t in "xyz"]
+
+
+class _Minimal:
+    """A third-party checkpoint store written before ``load_after``: only the protocol."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryCheckpointStore()
+        self.loads = 0
+
+    async def append(self, stream_id: str, event: Event) -> None:
+        await self.inner.append(stream_id, event)
+
+    async def append_many(self, stream_id: str, events: Sequence[Event]) -> None:
+        await self.inner.append_many(stream_id, events)
+
+    async def load(self, stream_id: str) -> list[Event]:
+        self.loads += 1
+        return await self.inner.load(stream_id)
+
+    async def clear(self, stream_id: str) -> None:
+        await self.inner.clear(stream_id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_a_store_without_load_after_is_read_by_slicing_its_load() -> None:
+    store = _Minimal()
+    assert isinstance(store, CheckpointStore) and not isinstance(store, TailLoad)
+    events = [TextDelta(text=str(i)) for i in range(5)]
+    await store.append_many("s", events)
+    for k in range(7):
+        assert await load_after(store, "s", k) == events[k:]
+    assert store.loads == 7
+    with pytest.raises(ValueError, match="a log cursor is an int of 0 or more"):
+        await load_after(store, "s", -1)
+    assert store.loads == 7
 
 
 # ---------------------------------------------------------------- sessions

@@ -17,7 +17,7 @@ from mainspring.errors import StoreError
 from mainspring.events import ErrorEvent, Event, TurnComplete
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.state import SessionState
-from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
+from mainspring.stores.base import CheckpointStore, RunLock, SessionStore, load_after
 
 __all__ = ["Followed", "follow"]
 
@@ -61,15 +61,22 @@ async def follow(
     seen = len(events)
     while not has_terminal(events) and await _still_running(session, stream_id):
         await anyio.sleep(POLL)
-        events = await store.load(stream_id)
-        if len(events) < seen:  # cleared: it ended naturally meanwhile
+        # A poll reads from the last event seen on (that one and the new ones, not
+        # the whole log); if even that one is gone, the log was cleared.
+        fresh = (
+            await load_after(store, stream_id, seen - 1) if seen else await store.load(stream_id)
+        )
+        if seen and not fresh:  # cleared: it ended naturally meanwhile
             ended = await _ended_terminal(session, stream_id)
             if ended is not None:
                 yield ended
                 return
+            events = []
             break
-        for event in events[seen:]:
+        new = fresh[1:] if seen else fresh
+        for event in new:
             yield event
+        events.extend(new)
         seen = len(events)
     if has_terminal(events):
         return

@@ -22,7 +22,9 @@ from mainspring.stores.base import (
     SpendHolds,
     SpendKind,
     SpendLedger,
+    TailLoad,
     TaskRecords,
+    load_after,
 )
 from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, InMemorySessionStore
 
@@ -83,7 +85,9 @@ __all__ = [
     "SpendKind",
     "SpendLedger",
     "Stores",
+    "TailLoad",
     "TaskRecords",
+    "load_after",
     "open_checkpoint_store",
     "open_memory_store",
     "open_run_lock",

@@ -15,11 +15,30 @@ from mainspring.codec import event_from_dict, event_from_json
 from mainspring.errors import CheckpointCorrupt, StoreError
 from mainspring.events import Event
 
-__all__ = ["decode_log"]
+__all__ = ["check_cursor", "decode_log"]
 
 
-def decode_log(stream_id: str, records: Iterable[str | bytes | JsonValue]) -> list[Event]:
+def check_cursor(cursor: int) -> int:
+    """``cursor`` if it is a position in a log (an ``int`` of 0 or more).
+
+    Raises:
+        ValueError: It is negative or not an ``int``.
+    """
+    if type(cursor) is not int or cursor < 0:
+        raise ValueError(f"a log cursor is an int of 0 or more, not {cursor!r}")
+    return cursor
+
+
+def decode_log(
+    stream_id: str, records: Iterable[str | bytes | JsonValue], *, start: int = 0
+) -> list[Event]:
     """Events from stored records (JSON text, or JSON data), in order.
+
+    Args:
+        stream_id: The stream the records belong to (named in errors).
+        records: The records, in order.
+        start: The position in the log of the first record's first event (for
+            the offset an error names, when only the log's tail is decoded).
 
     Raises:
         CheckpointCorrupt: Naming the stream and the offset of the first bad
@@ -37,7 +56,7 @@ def decode_log(stream_id: str, records: Iterable[str | bytes | JsonValue]) -> li
             else:
                 events.append(event_from_dict(record))
         except (StoreError, ValidationError, ValueError, TypeError, RecursionError) as exc:
-            offset = len(events)
+            offset = start + len(events)
             raise CheckpointCorrupt(
                 f"checkpoint of stream {stream_id!r} is corrupt at offset {offset}: {exc}",
                 stream_id=stream_id,

@@ -2,12 +2,16 @@
 
 - **CheckpointStore**: an append-only event log per stream id, so a client
   can resume a stream after a reload, on any worker.
+  A follower reads a log's new events with :func:`load_after`: natively
+  from a store that has :class:`TailLoad`, else by slicing ``load()``.
 - **SessionStore**: a session's durable state. The transcript is append-only,
   so ``save`` may write only the messages it has not stored yet. Decisions and
   the write ledger have their own atomic operations, so that two workers
   receiving the same decision apply it once, and a write is on record before
   and after it runs.
 - **RunLock**: one active run per session, across workers, with expiry.
+- **TailLoad** (optional): a checkpoint store that reads a log from a
+  position on, so a follower's poll costs the new events, not the whole log.
 - **SpendLedger** (optional): a session's running totals (auto-approved
   spend, cost) added to atomically in the store, so the auto-spend cap and the
   budget hold across workers and processes, with or without a run lock.
@@ -58,7 +62,9 @@ __all__ = [
     "SpendHolds",
     "SpendKind",
     "SpendLedger",
+    "TailLoad",
     "TaskRecords",
+    "load_after",
 ]
 
 SCHEMA_VERSION = 2
@@ -100,6 +106,47 @@ class CheckpointStore(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+@runtime_checkable
+class TailLoad(Protocol):
+    """A checkpoint store that reads a log from a position on (see :func:`load_after`).
+
+    Optional: a store without it is read by slicing :meth:`CheckpointStore.load`,
+    which costs the whole log on every poll of a follower.
+    """
+
+    async def load_after(self, stream_id: str, cursor: int) -> list[Event]:
+        """The stream's events at positions ``cursor`` and after: ``load(stream_id)[cursor:]``.
+
+        Positions count events from 0 (a batch appended at once is several
+        positions), so a reader that has seen ``n`` events passes ``n``. Past
+        the end, or for an unknown or expired stream, the result is empty.
+
+        Raises:
+            ValueError: ``cursor`` is negative (or not an ``int``).
+            CheckpointCorrupt: A record it reads cannot be decoded (names the
+                stream and the offset in the whole log).
+        """
+        ...
+
+
+async def load_after(store: CheckpointStore, stream_id: str, cursor: int) -> list[Event]:
+    """``store.load(stream_id)[cursor:]``, read natively where ``store`` is a :class:`TailLoad`.
+
+    The fallback for a store without :meth:`TailLoad.load_after` (a third-party
+    store written before it) loads the whole log and slices it: the same events,
+    at the cost of the whole log.
+
+    Raises:
+        ValueError: ``cursor`` is negative (or not an ``int``).
+        CheckpointCorrupt: A record cannot be decoded.
+    """
+    if isinstance(store, TailLoad):
+        return await store.load_after(stream_id, cursor)
+    if type(cursor) is not int or cursor < 0:
+        raise ValueError(f"a log cursor is an int of 0 or more, not {cursor!r}")
+    return (await store.load(stream_id))[cursor:]
 
 
 @runtime_checkable

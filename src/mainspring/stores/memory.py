@@ -25,7 +25,7 @@ from mainspring.codec import (
 from mainspring.events import Event
 from mainspring.messages import Message
 from mainspring.state import SessionState, WriteRecord, state_from_stored
-from mainspring.stores._log import decode_log
+from mainspring.stores._log import check_cursor, decode_log
 from mainspring.stores._transcript import common_prefix, header
 from mainspring.stores.base import CheckpointStore, Commit, RunLock, SpendKind
 from mainspring.stores.records import InMemoryRecords
@@ -88,6 +88,20 @@ class InMemoryCheckpointStore:
         if entry is None:
             return []
         return decode_log(stream_id, [_data(record) for record in entry[1]])
+
+    async def load_after(self, stream_id: str, cursor: int) -> list[Event]:
+        """The stream's events from position ``cursor`` on (see :class:`~.base.TailLoad`).
+
+        Raises:
+            ValueError: ``cursor`` is negative.
+        """
+        check_cursor(cursor)
+        self._expire()
+        entry = self._logs.get(stream_id)
+        if entry is None:
+            return []
+        tail = entry[1][cursor:]
+        return decode_log(stream_id, [_data(record) for record in tail], start=cursor)
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""

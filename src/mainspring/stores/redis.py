@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from mainspring.codec import event_to_json
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.events import Event
-from mainspring.stores._log import decode_log
+from mainspring.stores._log import check_cursor, decode_log
 from mainspring.stores.base import SCHEMA_VERSION, RecordAdded
 from mainspring.stores.records import check_kind, check_record_ttl
 
@@ -271,6 +271,21 @@ class RedisCheckpointStore(_RedisStore):
         with self._errors(f"load of stream {stream_id!r}"):
             records = await self._client.lrange(self._key(stream_id), 0, -1)
         return decode_log(stream_id, records)
+
+    async def load_after(self, stream_id: str, cursor: int) -> list[Event]:
+        """The stream's events from position ``cursor`` on, in one ``LRANGE``.
+
+        Each list element is one event, so position ``cursor`` is element
+        ``cursor`` (see :class:`~mainspring.stores.base.TailLoad`).
+
+        Raises:
+            ValueError: ``cursor`` is negative.
+            CheckpointCorrupt: A record cannot be decoded (names stream and offset).
+        """
+        check_cursor(cursor)
+        with self._errors(f"load of stream {stream_id!r}"):
+            records = await self._client.lrange(self._key(stream_id), cursor, -1)
+        return decode_log(stream_id, records, start=cursor)
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""

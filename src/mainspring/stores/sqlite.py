@@ -49,11 +49,10 @@ from collections.abc import Collection, Sequence
 from typing import Self, cast
 
 from mainspring.codec import encode, event_to_dict
-from mainspring.errors import CheckpointCorrupt
 from mainspring.events import Event
 from mainspring.memory import check_str
 from mainspring.state import SessionState, WriteRecord
-from mainspring.stores._log import decode_log
+from mainspring.stores._log import check_cursor
 from mainspring.stores._sqlite import (
     Clock,
     Database,
@@ -64,6 +63,7 @@ from mainspring.stores._sqlite import (
     encoding,
     transaction,
 )
+from mainspring.stores._sqlite_log import Anchor, read_log
 from mainspring.stores._sqlite_records import list_owned, put_record, take_record
 from mainspring.stores._sqlite_rows import (
     ACQUIRE,
@@ -125,6 +125,9 @@ class SQLiteCheckpointStore:
         self._next_seq: OrderedDict[str, int] = OrderedDict()
         """The next ``seq`` of the streams this object appended to last (a guess: see
         :func:`append_rows`), for its last :attr:`STREAMS` streams."""
+        self._anchors: OrderedDict[str, Anchor] = OrderedDict()
+        """Where this object's last read of each of its last :attr:`STREAMS` streams
+        ended, for the next read from there on (see ``_sqlite_log``)."""
 
     @classmethod
     async def open(cls, path: StrPath, *, ttl: float = 300.0, clock: Clock = time.time) -> Self:
@@ -192,52 +195,47 @@ class SQLiteCheckpointStore:
             CheckpointCorrupt: A record cannot be decoded (names stream and offset);
                 nothing is returned, not even the events before it.
         """
+        return await self.load_after(stream_id, 0)
+
+    async def load_after(self, stream_id: str, cursor: int) -> list[Event]:
+        """The stream's events from position ``cursor`` on (see :class:`~.base.TailLoad`).
+
+        After a read of a stream, the next reads from there on (a follower's
+        polls) read only the rows from the last one read (see ``_sqlite_log``).
+
+        Raises:
+            ValueError: ``cursor`` is negative.
+            CheckpointCorrupt: A record cannot be decoded (names stream and offset);
+                nothing is returned, not even the events before it.
+        """
         check_str("stream_id", stream_id)
-        return await self._db.run_inline(self._load, stream_id, self._clock())
-
-    def _load(self, conn: sqlite3.Connection, stream_id: str, now: float) -> list[Event]:
-        rows: list[tuple[int, bytes, float]] = []
-        for index, (seq, data, updated_at) in enumerate(
-            conn.execute(
-                "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
-                " WHERE stream_id = ? ORDER BY seq",
-                (stream_id,),
-            )
-        ):
-            if not isinstance(seq, int) or not isinstance(updated_at, int | float):
-                # (a row tampered with: its time decides expiry, so nothing is replayed)
-                raise CheckpointCorrupt(
-                    f"checkpoint of stream {stream_id!r} is corrupt: row {index} has "
-                    f"{type(seq).__name__} seq and {type(updated_at).__name__} time",
-                    stream_id=stream_id,
-                    offset=0,
-                )
-            rows.append((seq, data, updated_at))
-        if not rows:
-            return []
-        ttl = self._ttl
-        if now - rows[-1][2] > ttl:
-            self._delete_through(conn, stream_id, rows[-1][0])
-            return []
-        start = 0
-        for i in range(1, len(rows)):
-            if rows[i][2] - rows[i - 1][2] > ttl:
-                start = i  # the log expired before this append, which began a new one
-        if start:
-            self._delete_through(conn, stream_id, rows[start - 1][0])
-        return decode_log(stream_id, [data for _, data, _ in rows[start:]])
-
-    @staticmethod
-    def _delete_through(conn: sqlite3.Connection, stream_id: str, seq: int) -> None:
-        conn.execute(
-            "DELETE FROM mainspring_checkpoints WHERE stream_id = ? AND seq <= ?",
-            (stream_id, seq),
+        check_cursor(cursor)
+        anchors = self._anchors
+        events, anchor = await self._db.run_inline(
+            self._read, stream_id, cursor, self._clock(), anchors.get(stream_id)
         )
+        anchors.pop(stream_id, None)
+        if anchor is not None:
+            anchors[stream_id] = anchor
+            if len(anchors) > self.STREAMS:
+                anchors.popitem(last=False)
+        return events
+
+    def _read(
+        self,
+        conn: sqlite3.Connection,
+        stream_id: str,
+        cursor: int,
+        now: float,
+        anchor: Anchor | None,
+    ) -> tuple[list[Event], Anchor | None]:
+        return read_log(conn, stream_id, cursor=cursor, now=now, ttl=self._ttl, anchor=anchor)
 
     async def clear(self, stream_id: str) -> None:
         """Drop the stream's log."""
         check_str("stream_id", stream_id)
         self._next_seq.pop(stream_id, None)
+        self._anchors.pop(stream_id, None)
         await self._db.run_inline(self._clear, stream_id)
 
     @staticmethod
@@ -389,6 +387,7 @@ class SQLiteSessionStore:
             checkpoints.appended(batch.stream_id, seq)
         if clear is not None and isinstance(checkpoints, SQLiteCheckpointStore):
             checkpoints._next_seq.pop(clear, None)
+            checkpoints._anchors.pop(clear, None)
 
     async def load(self, session_id: str) -> SessionState | None:
         """The saved state with every recorded decision and ledger entry, or ``None``.
