@@ -426,6 +426,52 @@ async def test_appending_to_an_expired_stream_starts_a_new_log(tmp_path: Path) -
 
 
 @pytest.mark.anyio
+async def test_a_follower_reading_from_its_last_row_sees_expiry_and_a_new_log(
+    tmp_path: Path,
+) -> None:
+    """A read from the reader's anchor row keeps load()'s expiry: gone, then begun anew."""
+    path = tmp_path / "mainspring.db"
+    clock = Clock()
+    store = await SQLiteCheckpointStore.open(path, ttl=10, clock=clock)
+    reader = await SQLiteCheckpointStore.open(path, ttl=10, clock=clock)
+    await store.append_many("s", [TextDelta(text="a"), TextDelta(text="b")])
+    assert texts(await reader.load_after("s", 1)) == ["b"]  # the anchor: row 0
+    clock.now += 6
+    await store.append("s", TextDelta(text="c"))
+    assert texts(await reader.load_after("s", 1)) == ["b", "c"]  # the anchor: row 1
+    clock.now += 11  # the log expired: nothing, and its rows are deleted
+    assert await reader.load_after("s", 2) == []
+    assert raw(path, "SELECT COUNT(*) FROM mainspring_checkpoints") == [(0,)]
+    await store.append("s", TextDelta(text="new"))
+    await store.append("s", TextDelta(text="newer"))
+    assert texts(await reader.load_after("s", 1)) == ["newer"]
+    clock.now += 11  # a gap: the next append begins a log of its own
+    await store.append("s", TextDelta(text="fresh"))
+    assert texts(await reader.load_after("s", 0)) == ["fresh"]
+    assert texts(await reader.load("s")) == ["fresh"]
+    await store.aclose()
+    await reader.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_corrupt_row_read_from_a_cursor_names_its_offset_in_the_whole_log(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "mainspring.db"
+    store = await SQLiteCheckpointStore.open(path)
+    await store.append_many("s", [TextDelta(text="a"), TextDelta(text="b")])
+    await store.append("s", TextDelta(text="c"))
+    assert texts(await store.load_after("s", 2)) == ["c"]
+    raw(path, "UPDATE mainspring_checkpoints SET data = '{\"no\"' WHERE seq = 1")
+    with pytest.raises(CheckpointCorrupt) as caught:
+        await store.load_after("s", 2)
+    assert caught.value.offset == 2
+    with pytest.raises(CheckpointCorrupt):
+        await store.load("s")
+    await store.aclose()
+
+
+@pytest.mark.anyio
 async def test_expired_streams_are_swept_without_being_loaded(tmp_path: Path) -> None:
     path = tmp_path / "mainspring.db"
     clock = Clock()

@@ -73,20 +73,15 @@ def read_log(
 
 def _rows(conn: sqlite3.Connection, stream_id: str, first: int | None) -> list[Row]:
     """The stream's rows in order, from ``seq`` ``first`` on (all with ``None``)."""
+    sql = "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
     if first is None:
-        query = (
-            "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
-            " WHERE stream_id = ? ORDER BY seq",
-            (stream_id,),
-        )
+        cursor = conn.execute(f"{sql} WHERE stream_id = ? ORDER BY seq", (stream_id,))
     else:
-        query = (
-            "SELECT seq, CAST(data AS BLOB), updated_at FROM mainspring_checkpoints"
-            " WHERE stream_id = ? AND seq >= ? ORDER BY seq",
-            (stream_id, first),
+        cursor = conn.execute(
+            f"{sql} WHERE stream_id = ? AND seq >= ? ORDER BY seq", (stream_id, first)
         )
     rows: list[Row] = []
-    for index, (seq, data, updated_at) in enumerate(conn.execute(*query)):
+    for index, (seq, data, updated_at) in enumerate(cursor):
         if not isinstance(seq, int) or not isinstance(updated_at, int | float):
             # (a row tampered with: its time decides expiry, so nothing is replayed)
             raise CheckpointCorrupt(
