@@ -122,8 +122,7 @@ class Tool:
             dumped: dict[str, JsonValue] = value.__pydantic_serializer__.to_python(
                 value, mode="json"
             )
-            fields = type(value).__pydantic_fields__
-            return dumped, {name: getattr(value, name) for name in fields}
+            return dumped, dict(vars(value))  # the fields' values (extras are kept apart)
         self._compiled().check(self.name, args)
         return typing.cast(dict[str, JsonValue], args), dict(args)
 
