@@ -32,7 +32,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]  # a hookwrapper: pluggy's yielded result has no public type
     outcome = yield
     report = outcome.get_result()
     if report.skipped and os.environ.get("MAINSPRING_CI") == "1":

@@ -65,7 +65,7 @@ def test_deprecated_flat_limits_fold_into_limits_once() -> None:
 )
 def test_bad_limits_are_config_errors(kwargs: dict[str, float], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
-        Limits(**kwargs)  # type: ignore[arg-type]
+        Limits(**kwargs)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 def test_a_model_string_builds_the_model() -> None:

@@ -238,7 +238,7 @@ async def test_deny_list_and_callback_rewrite() -> None:
     def policy(name: str, args: Mapping[str, object]) -> Allow | Deny | None:
         if float(str(args["amount_usd"])) > 1000:
             return Deny("amounts over $1,000 are never allowed")
-        return Allow(updated_input={**args, "memo": "audited"})  # type: ignore[dict-item]
+        return Allow(updated_input={**args, "memo": "audited"})  # type: ignore[dict-item]  # the policy's arguments are JSON; its signature says object
 
     calls = [
         ScriptedCall("pay", {"to": "a", "amount_usd": 5000}),
@@ -299,7 +299,7 @@ async def test_guard_forces_confirmation_and_blocks() -> None:
             return ("confirm", "runs as root")
         return None
 
-    guard = Guard(name="shell-safety", before=check)  # type: ignore[arg-type]
+    guard = Guard(name="shell-safety", before=check)  # type: ignore[arg-type]  # a guard may answer with a (decision, reason) tuple
     calls = [ScriptedCall("shell", {"cmd": "rm -rf /"}), ScriptedCall("shell", {"cmd": "sudo ls"})]
     model = ScriptedModel([ScriptedResponse(tool_calls=calls), "ok"])
     session = Session(Agent(model=model, tools=[shell], guards=[guard]))
@@ -395,7 +395,7 @@ async def test_checkpoint_store_logs_every_event_after_stream_started() -> None:
     async for event in session.send("pay"):
         events.append(event)
         if event.type == "turn_complete":
-            logged = await store.load(events[0].stream_id)  # type: ignore[union-attr]
+            logged = await store.load(events[0].stream_id)  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
     assert events[0].type == "stream_started"
     assert logged == events
     assert await store.load(events[0].stream_id) == events

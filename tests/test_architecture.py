@@ -346,6 +346,39 @@ def test_no_loop_tasks_outside_lowlevel() -> None:
     assert any(loop_calls(path) for path in lowlevel.rglob("*.py"))
 
 
+STAND_IN_EXCEPTIONS = {
+    "context/pydantic_ai.py": "an optional extra's guard: a first use without it names the fix",
+}
+"""Modules outside ``_lowlevel`` allowed a run-time stand-in for a typed import, and why."""
+
+
+def stand_ins(path: Path) -> list[str]:
+    """``file:line`` of each module-level ``if TYPE_CHECKING: … else: <stand-in>``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and node.orelse
+    ]
+
+
+def test_no_lazy_module_stand_ins_outside_lowlevel() -> None:
+    # A typed import with a proxy for run time (a lazy module) is a speed trick: outside
+    # _lowlevel an import goes at the top, or inside the function that needs it.
+    lowlevel = SRC / "_lowlevel"
+    found = [
+        where
+        for path in sorted(SRC.rglob("*.py"))
+        if lowlevel not in path.parents
+        and path.relative_to(SRC).as_posix() not in STAND_IN_EXCEPTIONS
+        for where in stand_ins(path)
+    ]
+    assert not found, f"import plainly (at the top or in the function): {found}"
+    for allowed in STAND_IN_EXCEPTIONS:  # each exception still is one, or it comes off
+        assert stand_ins(SRC / allowed), f"{allowed} has no stand-in left: unlist it"
+    assert any(stand_ins(path) for path in lowlevel.rglob("*.py"))  # the walk sees them
+
+
 WING_DOORS: dict[str, set[str]] = {
     "_run": {"session", "_direct", "demo"},
     "cli": {"__main__"},

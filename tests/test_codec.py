@@ -320,7 +320,7 @@ def test_message_with_every_part_type_round_trips() -> None:
 def test_a_message_of_known_parts_is_plain_and_one_of_another_part_is_not() -> None:
     # An in-memory store keeps a plain message itself and encodes it when loaded.
     assert is_plain_message(EVERY_PART_MESSAGE)
-    odd = Message(role="user", parts=(object(),))  # type: ignore[arg-type]
+    odd = Message(role="user", parts=(object(),))  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert not is_plain_message(odd)
 
 
@@ -586,7 +586,7 @@ def test_a_version_1_state_is_upgraded_on_load() -> None:
     assert state.pending is not None and state.pending.attempt_id.endswith("0002")
     assert state.turn.usage.input_tokens == 7 and state.turn.cost_usd == 0.5
     assert state.writes["toolu_0"].turn_index == 2 and state.writes["toolu_0"].key == "toolu_0"
-    executing = {**v1, "paused": None, "in_flight": v1["paused"]["calls"]}  # type: ignore[index]
+    executing = {**v1, "paused": None, "in_flight": v1["paused"]["calls"]}  # type: ignore[index]  # v1 is a JSON object read back: mypy sees any JSON value
     upgraded = state_from_stored(executing, [])
     assert upgraded.turn is not None and upgraded.turn.status == "executing"
     assert state_from_stored(encode(state), []).turn == state.turn  # version 2 is kept as is
@@ -632,7 +632,7 @@ def test_a_header_with_a_non_finite_cost_encodes_as_the_adapter_does(cost: float
     from mainspring.stores._transcript import header
 
     state = SessionState(session_id="s", agent_name="a", cost_usd=cost, turn=Turn(index=1))
-    state.turn.calls.append(Call(id="c", index=0, name="t", input={"x": 1}))  # type: ignore[union-attr]
+    state.turn.calls.append(Call(id="c", index=0, name="t", input={"x": 1}))  # type: ignore[union-attr]  # the state was built with a turn
     expected = encode_without(state, {"messages", "decided", "writes"})
     assert repr(header(state)) == repr(expected)
 

@@ -195,7 +195,7 @@ async def test_a_naturally_ended_stream_replays_whole_until_the_next_one_clears_
     store = InMemoryCheckpointStore()
     session = Session(Agent(model=ScriptedModel(["hello", "again"])), checkpoint_store=store)
     events = await collect(session.send("hi"))
-    stream_id = events[0].stream_id  # type: ignore[union-attr]
+    stream_id = events[0].stream_id  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
     assert await collect(session.send(resume_stream_id=stream_id)) == events
     await collect(session.send("next"))
     assert await store.load(stream_id) == []  # cleared once the next stream started
@@ -220,7 +220,7 @@ async def test_resume_while_running_replays_then_follows_live() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(consume)
         await started.wait()
-        stream_id = original[0].stream_id  # type: ignore[union-attr]
+        stream_id = original[0].stream_id  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
         resumed = await collect(session.send(resume_stream_id=stream_id))
     assert resumed == original  # nothing lost, nothing twice
 
@@ -235,7 +235,7 @@ async def test_a_cut_stream_with_no_tool_in_flight_ends_interrupted() -> None:
             seen.append(event)
             if len(seen) == 3:
                 break  # the consumer leaves: the run is aborted, the log stays
-    stream_id = seen[0].stream_id  # type: ignore[union-attr]
+    stream_id = seen[0].stream_id  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
     replay = await collect(session.send(resume_stream_id=stream_id))
     assert replay[: len(seen)] == seen
     assert isinstance(replay[-1], TurnComplete) and replay[-1].stop_reason == "interrupted"
@@ -258,7 +258,7 @@ async def test_a_cut_stream_with_a_tool_in_flight_ends_with_an_explicit_error() 
             seen.append(event)
             if isinstance(event, ToolStart):
                 break
-    stream_id = seen[0].stream_id  # type: ignore[union-attr]
+    stream_id = seen[0].stream_id  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
     replay = await collect(session.send(resume_stream_id=stream_id))
     terminal = replay[-1]
     assert isinstance(terminal, ErrorEvent) and terminal.code == "tool_interrupted"

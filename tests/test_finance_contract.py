@@ -105,7 +105,7 @@ def swap_model(amount: float = 10.0) -> ScriptedModel:
 
 async def paused_swap(**kw: object) -> tuple[Session, PendingAction, Market]:
     market = Market()
-    session = Session(Agent(model=swap_model(), tools=swap_tools(market)), **kw)  # type: ignore[arg-type]
+    session = Session(Agent(model=swap_model(), tools=swap_tools(market)), **kw)  # type: ignore[arg-type]  # keywords passed through from the caller
     return session, pending_of(await send(session, "swap 10")), market
 
 
@@ -440,7 +440,9 @@ async def test_on_auto_executed_receives_the_usd_value() -> None:
         """
         return "paid"
 
-    async def audit(t: Tool, args: Mapping[str, JsonValue], out: ToolOutput, usd: float | None):  # type: ignore[no-untyped-def]
+    async def audit(
+        t: Tool, args: Mapping[str, JsonValue], out: ToolOutput, usd: float | None
+    ) -> None:
         seen.append((t.name, usd))
 
     def audit3(t: Tool, args: Mapping[str, JsonValue], out: ToolOutput) -> None:

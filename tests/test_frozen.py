@@ -99,10 +99,10 @@ def test_each_record_has_the_standard_shape(cls: type) -> None:
     assert [f.name for f in dataclasses.fields(cls)] == [
         f.name for f in dataclasses.fields(standard)
     ]
-    assert cls.__match_args__ == standard.__match_args__  # type: ignore[attr-defined]
-    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    assert cls.__match_args__ == standard.__match_args__  # type: ignore[attr-defined]  # set by the dataclass machinery, not declared on the class
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]  # set by the dataclass machinery, not declared on the class
     assert params.frozen and params.eq and params.init and params.repr
-    assert cls.__slots__ == standard.__slots__  # type: ignore[attr-defined]
+    assert cls.__slots__ == standard.__slots__  # type: ignore[attr-defined]  # set by the dataclass machinery, not declared on the class
 
 
 @pytest.mark.parametrize("cls", [c for c in HOT if c in RECORDS], ids=lambda c: c.__qualname__)
@@ -167,7 +167,7 @@ def test_usage_is_built_as_the_dataclass_builds_it(kwargs: dict[str, int]) -> No
 def test_messages_and_parts_are_built_as_the_dataclass_builds_them(text: str, role: str) -> None:
     part = TextPart(text=text)
     assert part == _original(TextPart, text=text)
-    fast = Message(role=role, parts=(part,))  # type: ignore[arg-type]
+    fast = Message(role=role, parts=(part,))  # type: ignore[arg-type]  # the role is sampled from the two literals
     slow = _original(Message, role=role, parts=(part,))
     assert fast == slow and repr(fast) == repr(slow)
     # The factory gives the one shared, read-only empty meta (see test_messages).
@@ -229,7 +229,7 @@ def test_each_class_builds_and_fails_as_the_dataclass_does(cls: type) -> None:
 
 def test_instances_stay_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Usage(input_tokens=1).input_tokens = 2  # type: ignore[misc]
+        Usage(input_tokens=1).input_tokens = 2  # type: ignore[misc]  # a write to a frozen field on purpose
 
 
 def test_only_frozen_slotted_dataclasses_are_accepted() -> None:

@@ -55,7 +55,7 @@ async def test_a_cancelled_consumer_commit_leaves_its_ledger_entry_for_the_next(
     journal = Journal(
         state=SessionState(session_id="s", agent_name="a"),
         sessions=store,  # type: ignore[arg-type]  # (a joint store: its commit is all it uses)
-        checkpoints=object(),  # type: ignore[arg-type]
+        checkpoints=object(),  # type: ignore[arg-type]  # a stand-in the journal does not touch in this test
         stream_id="stream",
         relay=relay,
         outbox=Relay(),

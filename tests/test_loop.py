@@ -204,7 +204,7 @@ async def test_invalid_arguments_become_an_error_result_naming_the_field(
     args: dict[str, object] | str, needle: str
 ) -> None:
     model = ScriptedModel(
-        [ScriptedResponse(tool_calls=[ScriptedCall("echo", args)]), "sorry"]  # type: ignore[arg-type]
+        [ScriptedResponse(tool_calls=[ScriptedCall("echo", args)]), "sorry"]  # type: ignore[arg-type]  # malformed arguments on purpose
     )
     ran: list[str] = []
 

@@ -162,7 +162,7 @@ def check_stream(events: list[Event]) -> None:
 
 async def consume(stream: object, cancel_after: int | None, session: Session) -> list[Event]:
     events: list[Event] = []
-    async for event in stream:  # type: ignore[attr-defined]
+    async for event in stream:  # type: ignore[attr-defined]  # a send or a resume stream: both async iterate events
         events.append(event)
         if cancel_after is not None and len(events) == cancel_after:
             session.cancel()

@@ -181,7 +181,7 @@ async def test_nul_characters_in_text_survive(store: MemoryStore) -> None:
 
 async def test_meta_is_json_and_copied(store: MemoryStore) -> None:
     meta: dict[object, object] = {"n": 1, "tags": ["a", "b"], "nested": {"x": None}, 2: True}
-    item = await store.remember("with meta", meta=meta)  # type: ignore[arg-type]
+    item = await store.remember("with meta", meta=meta)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     expected = {"n": 1, "tags": ["a", "b"], "nested": {"x": None}, "2": True}
     assert item.meta == expected
     item.meta["n"] = 99
@@ -261,7 +261,7 @@ async def test_bad_k_is_a_config_error(store: MemoryStore, k: object) -> None:
     await store.remember("kept item")
     before = await snapshot(store)
     with pytest.raises(ConfigError, match="k must be a positive integer"):
-        await store.recall("kept", k=k)  # type: ignore[arg-type]
+        await store.recall("kept", k=k)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert await snapshot(store) == before
 
 
@@ -281,7 +281,7 @@ async def test_bad_text_is_a_config_error_and_stores_nothing(
     await store.remember("kept item")
     before = await snapshot(store)
     with pytest.raises(ConfigError, match=message):
-        await store.remember(text)  # type: ignore[arg-type]
+        await store.remember(text)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert await snapshot(store) == before
     assert await store.recall("surrogate bytes") == []
 
@@ -301,15 +301,15 @@ async def test_bad_scope_or_meta_is_a_config_error(
     await store.remember("kept item")
     before = await snapshot(store)
     with pytest.raises(ConfigError, match=message):
-        await store.remember("kept too", **kwargs)  # type: ignore[arg-type]
+        await store.remember("kept too", **kwargs)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert await snapshot(store) == before
 
 
 async def test_bad_query_and_id_types_are_config_errors(store: MemoryStore) -> None:
     with pytest.raises(ConfigError, match="query must be a str"):
-        await store.recall(None)  # type: ignore[arg-type]
+        await store.recall(None)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="item_id must be a str"):
-        await store.forget(3)  # type: ignore[arg-type]
+        await store.forget(3)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="scope must not be empty"):
         await store.recall("x", scope="")
 
@@ -453,7 +453,7 @@ async def test_sqlite_memory_closed_store_raises_store_error(tmp_path: Path) -> 
 @pytest.mark.parametrize("path", ["", ":memory:", 3])
 def test_sqlite_memory_needs_a_file_path(path: object) -> None:
     with pytest.raises(ConfigError, match="path"):
-        SQLiteMemoryStore(path)  # type: ignore[arg-type]
+        SQLiteMemoryStore(path)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 async def test_sqlite_memory_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Opene
             shared: dict[str, InMemoryMemoryStore] = {}
 
             async def memory(**kwargs: object) -> MemoryStore:
-                return shared.setdefault("s", InMemoryMemoryStore(**kwargs))  # type: ignore[arg-type]
+                return shared.setdefault("s", InMemoryMemoryStore(**kwargs))  # type: ignore[arg-type]  # keywords passed through from the caller
 
             return memory
         if backend == "sqlite":
@@ -87,11 +87,11 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Opene
             url = schemas.url()
 
         async def open_(**kwargs: object) -> MemoryStore:
-            return await open_memory_store(url, **kwargs)  # type: ignore[arg-type]
+            return await open_memory_store(url, **kwargs)  # type: ignore[arg-type]  # keywords passed through from the caller
 
         return open_
 
-    new.backend = backend  # type: ignore[attr-defined]
+    new.backend = backend  # type: ignore[attr-defined]  # the opener carries its backend's name
     return new
 
 
@@ -183,7 +183,7 @@ async def test_forget_removes_the_vector_too(opener: Callable[[], Opener]) -> No
 async def test_a_changed_model_is_re_embedded_never_mixed(
     opener: Callable[[], Opener],
 ) -> None:
-    if opener.backend == "memory":  # type: ignore[attr-defined]
+    if opener.backend == "memory":  # type: ignore[attr-defined]  # the opener carries its backend's name
         pytest.skip("an in-memory store keeps its embedder for life")
     location = opener()
     store = await location(embedder=HashingEmbedder(64))
@@ -197,7 +197,7 @@ async def test_a_changed_model_is_re_embedded_never_mixed(
     store = await location(embedder=big)
     try:
         assert big.calls == 1  # the five texts, embedded again in one batch at open
-        assert await store.reindex() == 0  # type: ignore[attr-defined]
+        assert await store.reindex() == 0  # type: ignore[attr-defined]  # both hybrid stores have it; the protocol does not
         found = await store.recall("deployment", k=5)
         assert sorted(i.text for i in found) == sorted(texts)
     finally:
@@ -219,12 +219,12 @@ async def test_a_failing_embedder_keeps_the_text_and_backfills_later(
     try:
         flaky.down = True
         item = await store.remember("the cat is called Vector")
-        assert store.embed_failures == 1  # type: ignore[attr-defined]
+        assert store.embed_failures == 1  # type: ignore[attr-defined]  # both hybrid stores have it; the protocol does not
         assert ids(await store.recall("cat")) == [item.id]  # by full text
-        assert store.embed_failures == 2  # type: ignore[attr-defined]
+        assert store.embed_failures == 2  # type: ignore[attr-defined]  # both hybrid stores have it; the protocol does not
         flaky.down = False
-        if opener.backend != "memory":  # type: ignore[attr-defined]
-            assert await store.reindex() == 1  # type: ignore[attr-defined]
+        if opener.backend != "memory":  # type: ignore[attr-defined]  # the opener carries its backend's name
+            assert await store.reindex() == 1  # type: ignore[attr-defined]  # both hybrid stores have it; the protocol does not
             assert ids(await store.recall("cats")) == [item.id]  # by vector now
     finally:
         await store.aclose()
@@ -248,7 +248,7 @@ async def test_bad_filters_are_config_errors(
     try:
         await store.remember("kept", meta={"kind": "a"})
         with pytest.raises(ConfigError, match=message):
-            await store.recall("kept", where=where)  # type: ignore[arg-type]
+            await store.recall("kept", where=where)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
         assert len(await store.recall("kept")) == 1
     finally:
         await store.aclose()

@@ -73,7 +73,7 @@ async def test_bad_input_is_rejected_at_once_and_nothing_runs() -> None:
     with pytest.raises(ConfigError, match="must not be empty"):
         writer.remember("  ")
     with pytest.raises(ConfigError, match="meta must be JSON"):
-        writer.remember("x", meta={"x": object()})  # type: ignore[dict-item]
+        writer.remember("x", meta={"x": object()})  # type: ignore[dict-item]  # not JSON on purpose: the test checks the error
     assert writer.pending == 0
     with pytest.raises(ConfigError, match="timeout"):
         MemoryWriter(store, timeout=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -302,7 +302,7 @@ def test_the_item_scan_is_one_pass(ws: Path, monkeypatch: pytest.MonkeyPatch) ->
         nonlocal visits
 
         class Counted(list[Token]):
-            def __iter__(self):  # type: ignore[no-untyped-def]
+            def __iter__(self) -> Iterator[Token]:
                 nonlocal visits
                 for tok in list.__iter__(self):
                     visits += 1

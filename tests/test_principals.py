@@ -44,7 +44,7 @@ def test_a_path_splits_back_into_its_parts(parts: list[str]) -> None:
     st.text(max_size=80),
 )
 def test_a_data_scope_is_a_valid_artifact_namespace(who: str, kind: str, agent: str) -> None:
-    caller = Caller(who, kind=kind)  # type: ignore[arg-type]
+    caller = Caller(who, kind=kind)  # type: ignore[arg-type]  # the kind is sampled from the literals
     assert check_namespace(data_scope(caller, agent)) == data_scope(caller, agent)
 
 

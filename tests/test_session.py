@@ -202,10 +202,10 @@ def test_session_state_is_a_read_only_view() -> None:
     session = Session(Agent(model=ScriptedModel(["hi"])), messages=[Message.user("earlier")])
     view = session.state
     with pytest.raises(AttributeError, match="read-only"):
-        view.turn_index = 5  # type: ignore[misc]
+        view.turn_index = 5  # type: ignore[misc]  # a write to a read-only view on purpose
     assert view.messages[0].text == "earlier"
     with pytest.raises(TypeError):
-        view.writes["x"] = None  # type: ignore[index]
+        view.writes["x"] = None  # type: ignore[index]  # a write to a read-only view on purpose
     snapshot = view.snapshot()
     snapshot.messages.append(Message.user("not in the session"))
     assert len(session.messages) == 1 and len(snapshot.messages) == 2

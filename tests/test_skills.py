@@ -102,8 +102,8 @@ def test_earlier_root_wins_and_the_loser_is_a_diagnostic(tmp_path: Path) -> None
     assert diag.code == "duplicate"
     assert diag.path == (second / "b" / "SKILL.md").resolve()
     assert "0:a" in diag.message
-    assert catalog.get("only-second") is not None
-    assert catalog.get("only-second").id == "1:c"  # type: ignore[union-attr]
+    kept = catalog.get("only-second")
+    assert kept is not None and kept.id == "1:c"
 
 
 def test_missing_root_is_a_diagnostic(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def steerable(**kw: object) -> tuple[Session, ScriptedModel]:
         return f"answering: {users[-1]}"
 
     model = ScriptedModel(script)
-    session = Session(Agent(model=model, tools=[look]), **kw)  # type: ignore[arg-type]
+    session = Session(Agent(model=model, tools=[look]), **kw)  # type: ignore[arg-type]  # keywords passed through from the caller
     GATES[session.session_id] = anyio.Event()
     return session, model
 
@@ -76,7 +76,7 @@ async def run_and_steer(
                 if via_send:
                     side = [e async for e in session.send(steer)]
                 else:
-                    session.steer(steer, mode=mode)  # type: ignore[arg-type]
+                    session.steer(steer, mode=mode)  # type: ignore[arg-type]  # the parametrized names are the literals the type lists
                     side = [TurnComplete(stop_reason="steered")]
                 GATES[session.session_id].set()  # the read may finish now
     check_events(events)
@@ -153,11 +153,11 @@ async def test_steering_is_refused_with_no_run_and_for_bad_input() -> None:
     with pytest.raises(ConfigError, match="no active run"):
         session.steer("hello")
     with pytest.raises(ConfigError, match="mode is"):
-        session.steer("hello", mode="later")  # type: ignore[arg-type]
+        session.steer("hello", mode="later")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="user message"):
         session.steer(Message(role="assistant", parts=()))
     with pytest.raises(ConfigError, match="steering is"):
-        Session(session.agent, steering="sometimes")  # type: ignore[arg-type]
+        Session(session.agent, steering="sometimes")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     await send(session, "hi")  # the session is fine
 
 
@@ -208,7 +208,7 @@ def test_every_steered_message_is_taken_once_in_order(modes: list[str]) -> None:
                 events.append(event)
                 if isinstance(event, ToolStart) and not ids:
                     ids = [
-                        session.steer(f"message {i}", mode=mode)  # type: ignore[arg-type]
+                        session.steer(f"message {i}", mode=mode)  # type: ignore[arg-type]  # the parametrized names are the literals the type lists
                         for i, mode in enumerate(modes)
                     ]
                     GATES[session.session_id].set()

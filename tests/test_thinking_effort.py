@@ -165,7 +165,7 @@ async def test_a_failing_classifier_means_medium() -> None:
         raise RuntimeError("boom")
 
     inner = ScriptedModel(["ok"])
-    await send(Session(Agent(model=AdaptiveEffort(inner, classify=broken))), "x")  # type: ignore[arg-type]
+    await send(Session(Agent(model=AdaptiveEffort(inner, classify=broken))), "x")  # type: ignore[arg-type]  # a classifier that only raises; its labels do not matter
     assert inner.requests[0].settings.effort == "medium"
 
 

@@ -65,7 +65,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     [("o200k_base", [24912, 2375]), ("cl100k_base", [15339, 1917])],
 )
 def test_reference_ids_offline(offline: Path, encoding: str, ids: list[int]) -> None:
-    tok = TiktokenTokenizer(encoding)  # type: ignore[arg-type]
+    tok = TiktokenTokenizer(encoding)  # type: ignore[arg-type]  # the parametrized names are the literals the type lists
     assert tok.encode("hello world") == ids
     assert tok.count("hello world") == 2
     assert tok.count("") == 0
@@ -137,7 +137,7 @@ def test_missing_shipped_file_names_the_extra(
 
 def test_unknown_encoding_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
-        TiktokenTokenizer("p50k_base")  # type: ignore[arg-type]
+        TiktokenTokenizer("p50k_base")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 def test_import_mainspring_does_not_import_tiktoken() -> None:

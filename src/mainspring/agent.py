@@ -14,7 +14,6 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from mainspring._lowlevel.frozen import dataclass
-from mainspring._lowlevel.lazy import lazy_module
 from mainspring.context.options import ContextOptions
 from mainspring.errors import ConfigError
 from mainspring.hooks import AutoExecuted, Hooks
@@ -23,8 +22,7 @@ from mainspring.permissions import PermissionRules
 from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
 
-if TYPE_CHECKING:  # the context pipeline loads when a session builds its compiler
-    import mainspring.context._plan as _plan
+if TYPE_CHECKING:
     from mainspring.context._plan import ContextPlan
     from mainspring.context.accounting import Accounting
     from mainspring.context.compaction import Summarizer
@@ -35,9 +33,6 @@ if TYPE_CHECKING:  # the context pipeline loads when a session builds its compil
     from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
-
-else:  # (an import statement in a function costs a microsecond a call)
-    _plan = lazy_module("mainspring.context._plan")
 
 __all__ = ["Agent", "Limits"]
 
@@ -232,7 +227,10 @@ class Agent:
         and module factories that keep per-session state.
         """
         plan = self._context_plan
-        if plan is None:  # worked out at the first session (it loads the context pipeline)
+        if plan is None:  # worked out at the first session
+            # (a function-level import: the context pipeline loads with the first session)
+            import mainspring.context._plan as _plan
+
             plan = _plan.ContextPlan(
                 options=self.context,
                 model=self.resolved_model.name,

@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from mainspring._lowlevel.lazy import lazy_module
+import mainspring.prices as _prices
 from mainspring.errors import ConfigError
 from mainspring.usage import Usage
-
-if TYPE_CHECKING:
-    import mainspring.prices as _prices
-else:  # loaded on first use (not by `import mainspring`; nor an import statement per call)
-    _prices = lazy_module("mainspring.prices")
 
 __all__ = ["CostTracker", "ModelPrice"]
 

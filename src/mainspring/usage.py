@@ -27,8 +27,8 @@ class Usage:
     requests: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        # A sum starts from zero more often than not (a turn's, a step's): the
-        # same value, without building one (an instance costs a microsecond).
+        # A sum starts from zero more often than not (a turn's, a step's), and
+        # adding zero is the same value: a frozen one, safe to return as it is.
         if not (
             other.input_tokens
             or other.output_tokens

@@ -94,7 +94,7 @@ async def test_a_small_result_is_kept_whole(tmp_path: Path) -> None:
     assert out.content == 'called echo {"a": 1}'
     assert raw.complete
     assert raw.size == len(out.content)
-    assert raw.result.content[0].text == out.content  # type: ignore[union-attr]
+    assert raw.result.content[0].text == out.content  # type: ignore[union-attr]  # the echo server answers with one text content
 
 
 async def test_images_in_a_result_are_bounded_in_number_and_bytes(tmp_path: Path) -> None:

@@ -436,7 +436,7 @@ def from_scratch(twin: Twin) -> Twin:
         view.min_changed = changed
         settle(segments, request)
 
-    accountant._settle = settle_afresh  # type: ignore[method-assign]
+    accountant._settle = settle_afresh  # type: ignore[method-assign]  # the test replaces the method to recount from scratch
     return twin
 
 

@@ -13,7 +13,6 @@ from mainspring.context import (
     MainspringAdapter,
     MessageAdapter,
     PrefixChange,
-    ToolCallLookup,
     Transcript,
 )
 from mainspring.context.transcript import message_segments, tool_call_text
@@ -244,8 +243,8 @@ def test_default_adapter() -> None:
     assert ADAPTER.text_segments(ADAPTER.append_user_content(m, "c")) == ["a", "b", "c"]
     assert ADAPTER.fingerprint(m) == ADAPTER.fingerprint(clone)
     assert ADAPTER.fingerprint(m) != ADAPTER.fingerprint(Message.user("ab"))
-    assert isinstance(ADAPTER, ToolCallLookup)
-    assert not isinstance(DictAdapter(), ToolCallLookup)
+    assert ADAPTER.tool_call_ids(call("c1")) == ["c1"] and ADAPTER.tool_result_ids(call("c1")) == []
+    assert ADAPTER.tool_result_ids(result("c1")) == ["c1"] and ADAPTER.tool_call_ids(m) == []
 
 
 Dict = dict[str, Any]
@@ -431,6 +430,6 @@ def test_a_tool_call_counts_as_its_name_and_compact_json(arguments: dict[str, An
 
 
 def test_tool_call_arguments_that_are_not_json_raise_a_type_error() -> None:
-    part = ToolCallPart(id="c", name="lookup", arguments={"x": object()})  # type: ignore[dict-item]
+    part = ToolCallPart(id="c", name="lookup", arguments={"x": object()})  # type: ignore[dict-item]  # not JSON on purpose: the test checks the error
     with pytest.raises(TypeError, match="not JSON serializable"):
         tool_call_text(part)

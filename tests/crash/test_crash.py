@@ -146,7 +146,7 @@ async def recover(
         when_busy="error",
     )
     # A client that saw nothing never learnt the stream id: the session knows it.
-    stream_id = seen[0].stream_id if seen else session.state.active_stream  # type: ignore[union-attr]
+    stream_id = seen[0].stream_id if seen else session.state.active_stream  # type: ignore[union-attr]  # the first event is StreamStarted, which has a stream_id
     if stream_id is None:  # it died deciding, before the stream began: nothing to replay
         return session, []
     replay = [event async for event in session.send(resume_stream_id=stream_id)]

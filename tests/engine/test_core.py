@@ -76,9 +76,9 @@ def recall(ctx: ToolContext) -> str:
 
 
 def shop(visibility: str = "protected", **options: object) -> Engine:
-    policy = ManagementPolicy(controller=ALICE, managers=frozenset({OPS}), visibility=visibility)  # type: ignore[arg-type]
+    policy = ManagementPolicy(controller=ALICE, managers=frozenset({OPS}), visibility=visibility)  # type: ignore[arg-type]  # the tests pass the visibility's literal as a str
     return (
-        Engine("shop", policy=policy, **options)  # type: ignore[arg-type]
+        Engine("shop", policy=policy, **options)  # type: ignore[arg-type]  # keywords passed through from the caller
         .add_tool(lookup, export=True)
         .add_tool(order, export=True)
         .add_tool(whoami, export=True)
@@ -309,7 +309,7 @@ async def test_scopes_belong_to_their_caller() -> None:
 
 def test_misuse_is_refused_at_construction() -> None:
     with pytest.raises(ConfigError):
-        ManagementPolicy(visibility="open")  # type: ignore[arg-type]
+        ManagementPolicy(visibility="open")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="anonymous"):
         ManagementPolicy(controller=ANONYMOUS)
     with pytest.raises(ConfigError, match="already has"):

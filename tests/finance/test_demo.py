@@ -29,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def demo(**kw: object) -> FinanceDemo:
-    return await finance_demo(**kw)  # type: ignore[arg-type]
+    return await finance_demo(**kw)  # type: ignore[arg-type]  # keywords passed through from the caller
 
 
 async def balances(d: FinanceDemo) -> dict[str, float]:
@@ -163,7 +163,7 @@ async def test_the_snapshot_memory_and_skills_reach_the_model() -> None:
     d = await demo()
     session = Session(d.agent)
     await send(session, "how is my loan health?")
-    request = d.agent.resolved_model.model.requests[0]  # type: ignore[attr-defined]
+    request = d.agent.resolved_model.model.requests[0]  # type: ignore[attr-defined]  # the demo's model is a ScriptedModel, which records requests
     system = request.system_text
     assert "Daily snapshot" in system and "health factor" in system
     assert "swap-safely" in system  # the skills' resident block

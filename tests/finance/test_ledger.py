@@ -35,11 +35,11 @@ def test_bad_amounts_are_refused_and_nothing_changes(amount: object) -> None:
     ledger = seeded()
     before = (ledger.balances(), ledger.holdings(), ledger.loan())
     for change in (
-        lambda: ledger.deposit("checking", amount),  # type: ignore[arg-type]
-        lambda: ledger.withdraw("checking", amount),  # type: ignore[arg-type]
-        lambda: ledger.transfer("checking", "savings", amount),  # type: ignore[arg-type]
-        lambda: ledger.borrow(amount),  # type: ignore[arg-type]
-        lambda: ledger.repay(amount),  # type: ignore[arg-type]
+        lambda: ledger.deposit("checking", amount),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
+        lambda: ledger.withdraw("checking", amount),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
+        lambda: ledger.transfer("checking", "savings", amount),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
+        lambda: ledger.borrow(amount),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
+        lambda: ledger.repay(amount),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     ):
         with pytest.raises(LedgerError, match="positive and finite"):
             change()

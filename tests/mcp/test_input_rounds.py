@@ -178,7 +178,7 @@ async def test_two_questions_in_one_round_pause_one_after_the_other() -> None:
             nested = second.nested
             assert nested is not None
             kept = nested.details["mcp_input_required"]
-            assert isinstance(kept, dict) and len(kept["answers"]) == 1  # type: ignore[arg-type]
+            assert isinstance(kept, dict) and len(kept["answers"]) == 1  # type: ignore[arg-type]  # the kept answers are a JSON list
             events = await resume(session, second.attempt_id, Approve(edits={"name": "Bo"}))
             assert results(events) == ["paired Ada with Bo"]
 

@@ -111,6 +111,6 @@ async def test_overrides_flip_the_tier() -> None:
 
 def test_override_values_are_validated() -> None:
     with pytest.raises(ConfigError, match="'auto', 'confirm', 'deny'"):
-        McpServerConfig(name="s", command="x", permission="Confirm")  # type: ignore[arg-type]
+        McpServerConfig(name="s", command="x", permission="Confirm")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match=r"tool_permissions\['t'\]"):
-        McpServerConfig(name="s", command="x", tool_permissions={"t": "ask"})  # type: ignore[dict-item]
+        McpServerConfig(name="s", command="x", tool_permissions={"t": "ask"})  # type: ignore[dict-item]  # a wrong type on purpose: the test checks it is refused

@@ -137,7 +137,7 @@ async def test_hashing_embedder_puts_shared_words_closer_than_unrelated_ones() -
 @pytest.mark.parametrize("dims", [0, 7, -1, True, 1.5, "64"])
 def test_hashing_embedder_rejects_bad_dimensions(dims: object) -> None:
     with pytest.raises(ConfigError, match="dimensions"):
-        HashingEmbedder(dims)  # type: ignore[arg-type]
+        HashingEmbedder(dims)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 @settings(max_examples=50, deadline=None)

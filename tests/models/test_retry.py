@@ -35,7 +35,7 @@ def flaky(
 
 
 async def collect(policy: RetryPolicy, start: object) -> list[ModelEvent]:
-    return [e async for e in retrying_stream(start, policy)]  # type: ignore[arg-type]
+    return [e async for e in retrying_stream(start, policy)]  # type: ignore[arg-type]  # a fake start function standing for a model's stream
 
 
 async def test_retryable_failures_before_output_are_retried() -> None:
@@ -65,7 +65,7 @@ async def test_a_failure_after_output_surfaces_instead_of_replaying() -> None:
     calls, start = flaky([], after_first=cut)
     seen: list[ModelEvent] = []
     with pytest.raises(ModelOutputError):
-        async for event in retrying_stream(start, FAST):  # type: ignore[arg-type]
+        async for event in retrying_stream(start, FAST):  # type: ignore[arg-type]  # a fake start function standing for a model's stream
             seen.append(event)  # noqa: PERF401  # keep what came before the failure
     assert len(calls) == 1 and [e.type for e in seen] == ["text_delta"]
 

@@ -57,7 +57,7 @@ def run_input(thread_id: str, text: str = "Pay Alice $20", **extra: Any) -> dict
     body = RunAgentInput(
         thread_id=thread_id,
         run_id=new_id(),
-        messages=[{"id": new_id(), "role": "user", "content": text}],  # type: ignore[list-item]
+        messages=[{"id": new_id(), "role": "user", "content": text}],  # type: ignore[list-item]  # ag-ui's pydantic model validates the plain dict into a message
         **extra,
     )
     dumped: dict[str, Any] = body.model_dump(mode="json", by_alias=True)

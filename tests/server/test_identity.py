@@ -337,7 +337,7 @@ async def test_every_http_door_runs_the_tools_as_the_requests_principal(
         run = RunAgentInput(
             thread_id=new_id(),
             run_id=new_id(),
-            messages=[{"id": new_id(), "role": "user", "content": _whoami_plan()}],  # type: ignore[list-item]
+            messages=[{"id": new_id(), "role": "user", "content": _whoami_plan()}],  # type: ignore[list-item]  # ag-ui's pydantic model validates the plain dict into a message
             state=None,
             tools=[],
             context=[],

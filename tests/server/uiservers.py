@@ -73,8 +73,8 @@ def two_workers(agent: Agent, folder: Path) -> Iterator[tuple[Served, Served]]:
         "signing_key": b"a shared signing key of 32 bytes",
     }
     with (
-        served(agent, ServerConfig(**config, worker="a")) as a,  # type: ignore[arg-type]
-        served(agent, ServerConfig(**config, worker="b")) as b,  # type: ignore[arg-type]
+        served(agent, ServerConfig(**config, worker="a")) as a,  # type: ignore[arg-type]  # the shared config dict mixes value types
+        served(agent, ServerConfig(**config, worker="b")) as b,  # type: ignore[arg-type]  # the shared config dict mixes value types
     ):
         yield a, b
 

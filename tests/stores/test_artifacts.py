@@ -119,7 +119,7 @@ async def test_bad_namespaces_are_config_errors(
     artifacts: ArtifactStore, namespace: object
 ) -> None:
     with pytest.raises(ConfigError, match="namespace"):
-        await artifacts.put(namespace, b"x")  # type: ignore[arg-type]
+        await artifacts.put(namespace, b"x")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ async def test_bad_namespaces_are_config_errors(
 )
 async def test_bad_uris_are_config_errors(artifacts: ArtifactStore, uri: object) -> None:
     with pytest.raises(ConfigError):
-        await artifacts.get(uri)  # type: ignore[arg-type]
+        await artifacts.get(uri)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 
 
 async def test_damaged_bytes_are_detected(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def joint(stores: Stores) -> JointCommit:
 
 
 def record(key: str, status: str = "started") -> WriteRecord:
-    return WriteRecord(key=key, tool="pay", status=status)  # type: ignore[arg-type]
+    return WriteRecord(key=key, tool="pay", status=status)  # type: ignore[arg-type]  # callers pass the status literals as a str
 
 
 async def test_a_commit_puts_state_ledger_and_events_on_record_together(stores: Stores) -> None:
@@ -175,7 +175,7 @@ async def test_a_commit_that_fails_keeps_the_lease_and_records_nothing(tmp_path:
     assert await stores.sessions.load("s") is None  # none of it: one transaction
     assert await stores.checkpoints.load("x") == []
     with pytest.raises(ConfigError):
-        await store.commit(Commit(session_id="s", release=("s", 7)), stores.checkpoints)  # type: ignore[arg-type]
+        await store.commit(Commit(session_id="s", release=("s", 7)), stores.checkpoints)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     await stores.aclose()
 
 

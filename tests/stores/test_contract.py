@@ -326,7 +326,7 @@ async def test_a_new_message_that_cannot_be_stored_changes_nothing(
     state = SessionState(session_id="bad-msg", agent_name="a", messages=[Message.user("one")])
     await session_store.save(state)
     state.messages.append(Message.user("two"))
-    state.messages.append(Message(role="user", parts=(object(),)))  # type: ignore[arg-type]
+    state.messages.append(Message(role="user", parts=(object(),)))  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     state.turn_index = 7
     with pytest.raises((StoreError, TypeError, ValueError)):
         await session_store.save(state)

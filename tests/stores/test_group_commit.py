@@ -47,7 +47,7 @@ def joint(stores: Stores) -> JointCommit:
 def traced(stores: Stores) -> list[str]:
     """The SQL the stores' shared connection runs from now on."""
     statements: list[str] = []
-    stores.sessions._db._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+    stores.sessions._db._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]  # the stores are open: the connection is set
     return statements
 
 
@@ -71,7 +71,7 @@ def step(sid: str) -> Commit:
 @asynccontextmanager
 async def busy(stores: Stores) -> AsyncIterator[None]:
     """The connection is busy (as with another commit's fsync) until the block ends."""
-    async with stores.sessions._db._lock:  # type: ignore[union-attr]
+    async with stores.sessions._db._lock:  # type: ignore[union-attr]  # the stores are open: the connection is set
         yield
         await anyio.wait_all_tasks_blocked()  # every commit started in the block waits
 

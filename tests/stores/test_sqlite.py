@@ -525,7 +525,7 @@ BAD_APPENDS: list[tuple[object, object, type[Exception], str]] = [
     (7, TextDelta(text="x"), ConfigError, "stream_id must be a str"),
     ("bad \udc80", TextDelta(text="x"), ConfigError, "not valid Unicode"),
     ("s", {"type": "text_delta", "text": "x"}, ConfigError, "event must be"),
-    ("s", TextDelta(text=object()), StoreError, "event of stream 's' cannot be stored"),  # type: ignore[arg-type]
+    ("s", TextDelta(text=object()), StoreError, "event of stream 's' cannot be stored"),  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
 ]
 
 
@@ -537,7 +537,7 @@ async def test_bad_appends_fail_clearly_and_store_nothing(
     path = tmp_path / "mainspring.db"
     store = await SQLiteCheckpointStore.open(path)
     with pytest.raises(error, match=match):
-        await store.append(stream_id, event)  # type: ignore[arg-type]
+        await store.append(stream_id, event)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert raw(path, "SELECT COUNT(*) FROM mainspring_checkpoints") == [(0,)]
     await store.append("s", TextDelta(text="still works"))
     assert texts(await store.load("s")) == ["still works"]
@@ -548,10 +548,10 @@ async def test_bad_appends_fail_clearly_and_store_nothing(
 @pytest.mark.parametrize("ttl", [0, -1, math.nan, True, "300"])
 async def test_a_bad_ttl_is_refused(tmp_path: Path, ttl: object) -> None:
     with pytest.raises(ConfigError, match="ttl must be a positive number"):
-        await SQLiteCheckpointStore.open(tmp_path / "m.db", ttl=ttl)  # type: ignore[arg-type]
+        await SQLiteCheckpointStore.open(tmp_path / "m.db", ttl=ttl)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     lock = await SQLiteRunLock.open(tmp_path / "m.db")
     with pytest.raises(ConfigError, match="ttl must be a positive number"):
-        await lock.acquire("k", "w1", ttl=ttl)  # type: ignore[arg-type]
+        await lock.acquire("k", "w1", ttl=ttl)  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     assert await lock.holder("k") is None
     await lock.aclose()
 
@@ -695,7 +695,7 @@ async def test_saves_by_workers_with_stale_views_never_mix_transcripts(tmp_path:
 
 
 def unencodable() -> Message:
-    call = ToolCallPart(id="c1", name="t", arguments={"x": object()})  # type: ignore[dict-item]
+    call = ToolCallPart(id="c1", name="t", arguments={"x": object()})  # type: ignore[dict-item]  # not JSON on purpose: the test checks the error
     return Message(role="assistant", parts=(call,))
 
 
@@ -712,7 +712,7 @@ async def test_a_failed_save_changes_nothing(tmp_path: Path) -> None:
     loaded = await store.load("s")
     assert loaded == good
     bad_header = state(transcript(3))
-    bad_header.active_stream = object()  # type: ignore[assignment]
+    bad_header.active_stream = object()  # type: ignore[assignment]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(StoreError, match="session 's' cannot be stored"):
         await store.save(bad_header)
     assert await store.load("s") == good
@@ -742,13 +742,13 @@ async def test_bad_session_input_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "mainspring.db"
     store = await SQLiteSessionStore.open(path)
     with pytest.raises(ConfigError, match="state must be a SessionState"):
-        await store.save({"session_id": "s"})  # type: ignore[arg-type]
+        await store.save({"session_id": "s"})  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="session_id must be a str"):
-        await store.save(state([], session_id=None))  # type: ignore[arg-type]
+        await store.save(state([], session_id=None))  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="attempt_id must be a str"):
-        await store.claim_decision("s", 1, "approved")  # type: ignore[arg-type]
+        await store.claim_decision("s", 1, "approved")  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     with pytest.raises(ConfigError, match="record must be a WriteRecord"):
-        await store.record_write("s", {"key": "k"})  # type: ignore[arg-type]
+        await store.record_write("s", {"key": "k"})  # type: ignore[arg-type]  # a wrong type on purpose: the test checks it is refused
     for table in ("sessions", "messages", "decisions", "writes"):
         assert raw(path, f"SELECT COUNT(*) FROM mainspring_{table}") == [(0,)]
     await store.aclose()

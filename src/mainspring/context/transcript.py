@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Generic, Protocol, TypeVar, overload, runtime_checkable
+from typing import Generic, Protocol, TypeVar, overload
 
 from mainspring.codec import message_to_dict
 from mainspring.errors import PrefixMutationError
@@ -57,7 +57,6 @@ __all__ = [
     "MainspringAdapter",
     "MessageAdapter",
     "PrefixChange",
-    "ToolCallLookup",
     "Transcript",
     "TranscriptView",
     "json_fingerprint",
@@ -68,7 +67,6 @@ __all__ = [
 logger = logging.getLogger("mainspring.context")
 
 T = TypeVar("T")
-T_contra = TypeVar("T_contra", contravariant=True)
 
 
 def json_fingerprint(data: object) -> bytes:
@@ -102,19 +100,6 @@ class MessageAdapter(Protocol[T]):
 
     def append_user_content(self, message: T, text: str) -> T:
         """A copy of the user message ``message`` with ``text`` added at its end."""
-        ...
-
-
-@runtime_checkable
-class ToolCallLookup(Protocol[T_contra]):
-    """Optional adapter part: the tool-call ids a message opens and closes."""
-
-    def tool_call_ids(self, message: T_contra) -> Sequence[str]:
-        """Ids of the tool calls this message makes."""
-        ...
-
-    def tool_result_ids(self, message: T_contra) -> Sequence[str]:
-        """Ids of the tool calls this message answers."""
         ...
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 import typing
 from collections.abc import Callable
@@ -18,7 +19,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from mainspring._lowlevel.frozen import dataclass
 from mainspring._lowlevel.json_value import JsonValue
-from mainspring._lowlevel.lazy import lazy_module
 from mainspring.errors import ConfigError, ToolInputError
 from mainspring.messages import ImagePart
 from mainspring.models.base import ToolSpec
@@ -37,17 +37,9 @@ from mainspring.tools.policy import (
 )
 
 if TYPE_CHECKING:
-    import json as _json
-
-    import pydantic as _pydantic
-    import pydantic_core as _pydantic_core
     from pydantic import BaseModel, ValidationError
 
     from mainspring.tools.context import ToolContext
-else:  # lazy: `import mainspring` does not load pydantic (nor an import statement per call)
-    _json = lazy_module("json")
-    _pydantic = lazy_module("pydantic")
-    _pydantic_core = lazy_module("pydantic_core")
 
 __all__ = ["Tool", "ToolOutput", "client_tool", "tool"]
 
@@ -121,8 +113,8 @@ class Tool:
                 tool=self.name,
             )
         if self.input_model is not None:
-            # (pydantic's own validator and serializer, which model_validate and
-            # model_dump call with these same defaults: a third of the cost each)
+            # (pydantic's own validator and serializer: what model_validate and
+            # model_dump call, with these same defaults)
             try:
                 value = self.input_model.__pydantic_validator__.validate_python(args)
             except _validation_error() as exc:
@@ -130,7 +122,7 @@ class Tool:
             dumped: dict[str, JsonValue] = value.__pydantic_serializer__.to_python(
                 value, mode="json"
             )
-            return dumped, {name: getattr(value, name) for name in _field_names(type(value))}
+            return dumped, dict(vars(value))  # the fields' values (extras are kept apart)
         self._compiled().check(self.name, args)
         return typing.cast(dict[str, JsonValue], args), dict(args)
 
@@ -174,19 +166,6 @@ class Tool:
         return toToolOutput(result)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-"""Each input model's field names (pydantic's ``model_fields`` costs microseconds a read)."""
-
-
-def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(model)
-    if names is None:
-        if len(_FIELD_NAMES) >= 4096:  # models come from tool definitions: bound them anyway
-            _FIELD_NAMES.clear()
-        names = _FIELD_NAMES[model] = tuple(model.model_fields)
-    return names
-
-
 def _validation_error() -> type[ValidationError]:
     from pydantic import ValidationError  # loaded already: an input model is pydantic's
 
@@ -201,10 +180,13 @@ def toToolOutput(result: object) -> ToolOutput:
         return ToolOutput(content=result)
     if result is None:
         return ToolOutput(content="")
-    if isinstance(result, _pydantic.BaseModel):
+    import pydantic  # here: `import mainspring` does not load pydantic
+    import pydantic_core
+
+    if isinstance(result, pydantic.BaseModel):
         return ToolOutput(content=result.model_dump_json())
     return ToolOutput(
-        content=_json.dumps(_pydantic_core.to_jsonable_python(result), ensure_ascii=False)
+        content=json.dumps(pydantic_core.to_jsonable_python(result), ensure_ascii=False)
     )
 
 
