@@ -66,6 +66,7 @@ RANKS: dict[str, int] = {
     "_run.steering": 8,
     "_agent_spec": 8,
     "_run.resume": 9,
+    "_run.reader": 9,
     "_run.loop": 10,
     "stores": 8,
     "replay": 8,
@@ -378,7 +379,6 @@ def test_the_lowlevel_wing_imports_nothing_of_mainspring_above_it() -> None:
 
 OVER_SIZE: dict[str, str] = {
     "session.py": "the public Session API, two thirds docstrings (issue F: its second concept)",
-    "_run/loop.py": "the step functions; the answer reader is to be its own class (issue F)",
     "cli/commands.py": "the typer commands of the top level, one function each",
 }
 """Modules over the size rule (about 600 lines), each with its reason."""
