@@ -18,11 +18,12 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from mainspring._run.held import Check, HeldState
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SessionBusy, SessionClosed, SessionNotFound
 from mainspring.events import (
@@ -48,9 +49,6 @@ if TYPE_CHECKING:  # the run's machinery loads when a session is built or first 
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 
 __all__ = ["Session"]
-
-Check = Callable[["SessionState"], Awaitable[None]]
-"""A call's own check, once its run holds the session (on the freshest state)."""
 
 
 class _Sent:
@@ -131,18 +129,15 @@ class Session:
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
-        self._unstored = state is None and session_id is None
-        """Whether no store can hold this session yet: it drew its own id and never saved."""
-        self._unchecked = state is None and session_id is not None
-        """Whether the session was named but not loaded: its first run looks in the store."""
+        unstored = state is None and session_id is None
+        unchecked = state is None and session_id is not None
         if state is None:
             import mainspring.state as states
 
             state = states.SessionState(
                 session_id=session_id or states.new_uuid4(), agent_name=agent.name
             )
-        self._state: SessionState = state
-        self._state.messages.extend(messages)
+        state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
         self.session_store = session_store
         self.run_lock = run_lock
@@ -150,18 +145,14 @@ class Session:
         self.lock_ttl = lock_ttl
         self._owner = owner
         self.buffer_events = buffer_events
-        self._registry = context_registry
-        """A shared registry, or ``None``: the session's own, made only if needed."""
-        build = partial(agent.context_compiler, self._state.messages, session_id=self.session_id)
-        self._context: ContextCompiler[Message] = (
-            build() if context_registry is None else context_registry.create(self.session_id, build)
+        self._held = HeldState(
+            agent, state, registry=context_registry, unstored=unstored, unchecked=unchecked
         )
+        """The state and its context compiler (one transcript), taken by each run."""
         self._closed = False
         self.steering = steering
         self._steering: SteeringQueue | None = None
         """None until the first :meth:`steer` makes the session's queue."""
-        # One transcript: the persisted messages are the compiler's own list.
-        self._state.bind_messages(self._context.transcript.backing)
         self._turn_cache: dict[str, Any] | None = None
         """The current turn's tool cache (``ToolContext.cache``): made by a run, kept
         after it only while a paused turn holds entries."""
@@ -196,6 +187,14 @@ class Session:
 
             self._owner = new_uuid4()
         return self._owner
+
+    @property
+    def _state(self) -> SessionState:
+        return self._held.state
+
+    @property
+    def _context(self) -> ContextCompiler[Message]:
+        return self._held.context
 
     @property
     def session_id(self) -> str:
@@ -493,10 +492,7 @@ class Session:
         self._closed = True
         self.cancel()
         with anyio.CancelScope(shield=True):
-            if self._registry is None:
-                await self._context.destroy()
-            else:
-                await self._registry.destroy(self.session_id)
+            await self._held.destroy()
 
     def cancel(self) -> None:
         """Cancel the active run (or one handed out by send/resume, not iterated yet).
@@ -522,7 +518,7 @@ class Session:
     async def save(self) -> None:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
-            self._unstored = False
+            self._held.saved()
             await self.session_store.save(self._state)
 
     async def record_write(self, record: WriteRecord) -> None:
@@ -591,73 +587,29 @@ class Session:
                 self._running = False
 
     async def _begin(self, check: Check) -> SessionLease | None:
-        """Take the session for a run: the flag, the lease, a fresher state, recovery, the check."""
+        """Take the session for a run: the flag, then the held state (see HeldState.take)."""
         if self._closed:
             raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._running = True
-        # No other worker can know a session nothing stored yet: its first run needs no reload.
-        unstored, self._unstored = self._unstored, False
-        unchecked, self._unchecked = self._unchecked, False
-        lease = None
+        lock = self.run_lock
         try:
-            if self.run_lock is not None:
-                from mainspring._run.session_lease import SessionLease
-
-                taking = SessionLease(
-                    self.run_lock,
-                    session_id=self.session_id,
-                    owner=self.owner,
-                    ttl=self.lock_ttl,
-                    when_busy=self.when_busy,
-                )
-                await taking.acquire()
-                lease = taking
-            if unchecked or (lease is not None and not unstored):
-                await self._catch_up()  # another worker may have moved the session on
-            if self._state.active_stream is not None:
-                from mainspring._run.recovery import recover
-
-                await recover(self._state, self._context, self.session_store)
-            await check(self._state)
+            return await self._held.take(
+                check,
+                sessions=self.session_store,
+                lock=lock,
+                owner=self.owner if lock is not None else "",
+                ttl=self.lock_ttl,
+                when_busy=self.when_busy,
+            )
         except BaseException:
             self._running = False
-            if lease is not None:
-                await lease.release_shielded()
             raise
-        return lease
-
-    async def _catch_up(self) -> None:
-        """Continue from the stored state when it differs from this object's."""
-        if self.session_store is None:
-            return
-        fresh = await self.session_store.load(self.session_id)
-        if fresh is not None and fresh != self._state:
-            await self._adopt(fresh)
-
-    async def _adopt(self, state: SessionState) -> None:
-        """Continue from ``state`` (a fresher one): its transcript becomes the compiler's."""
-        self._state = state
-        registry = self._registry
-        if registry is None:  # the session's own registry, holding its compiler
-            from mainspring.context.lifecycle import CompilerRegistry
-
-            registry = self._registry = CompilerRegistry()
-            registry.create(self.session_id, lambda: self._context)
-        self._context = await registry.replace(
-            state.session_id,
-            partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
-        )
-        state.bind_messages(self._context.transcript.backing)
 
     def _follow(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         """A stream's log replayed, then followed to its end (see :mod:`mainspring._run.follow`)."""
         from mainspring._run.follow import Followed, follow
-        from mainspring._run.recovery import recover
-
-        def recovered() -> Awaitable[None]:
-            return recover(self._state, self._context, self.session_store)
 
         return follow(
             store,
@@ -668,7 +620,7 @@ class Session:
                 lock=self.run_lock,
                 state=lambda: self._state,
                 live=self._live_stream,
-                recover=recovered,
+                recover=partial(self._held.recover, self.session_store),
             ),
         )
 
