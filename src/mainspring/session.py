@@ -190,36 +190,38 @@ class Session:
 
     @property
     def _state(self) -> SessionState:
+        """The state (for the internal seam :mod:`mainspring._direct` and tests)."""
         return self._held.state
 
     @property
     def _context(self) -> ContextCompiler[Message]:
+        """The context compiler (for tests)."""
         return self._held.context
 
     @property
     def session_id(self) -> str:
         """This session's id."""
-        return self._state.session_id
+        return self._held.state.session_id
 
     @property
     def messages(self) -> tuple[Message, ...]:
         """The transcript so far."""
-        return tuple(self._state.messages)
+        return tuple(self._held.state.messages)
 
     @property
     def usage(self) -> Usage:
         """Tokens used by every model call of this session."""
-        return self._state.usage
+        return self._held.state.usage
 
     @property
     def cost_usd(self) -> float:
         """What this session has cost so far."""
-        return self._state.cost_usd
+        return self._held.state.cost_usd
 
     @property
     def pending(self) -> PendingAction | None:
         """The action awaiting a decision, if the session is paused."""
-        return self._state.pending
+        return self._held.state.pending
 
     @property
     def running(self) -> bool:
@@ -231,7 +233,7 @@ class Session:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
         from mainspring.state import StateView
 
-        return StateView(self._state)
+        return StateView(self._held.state)
 
     # ------------------------------------------------------------- the API
 
@@ -299,7 +301,7 @@ class Session:
         given: object = store
         reclaimable = self.run_lock is not None and isinstance(given, ClaimRelease)
         final_input = validate_decision(
-            self.agent, self._state, attempt_id, decision, reclaimable=reclaimable
+            self.agent, self._held.state, attempt_id, decision, reclaimable=reclaimable
         )
         check = partial(
             claim,
@@ -356,7 +358,7 @@ class Session:
 
     async def _queued(self, message: Message, mode: SteerMode) -> AsyncGenerator[Event, None]:
         steering_id = self.steer(message, mode=mode)
-        turn = self._state.turn_index
+        turn = self._held.state.turn_index
         yield SteeringQueued(steering_id=steering_id, mode=mode, turn_index=turn)
         yield TurnComplete(stop_reason="steered", turn_index=turn)
 
@@ -383,7 +385,7 @@ class Session:
 
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        check_regenerable(self.agent, self._state, attempt_id)
+        check_regenerable(self.agent, self._held.state, attempt_id)
 
         async def check(state: SessionState) -> None:
             check_regenerable(self.agent, state, attempt_id)
@@ -519,7 +521,7 @@ class Session:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
             self._held.saved()
-            await self.session_store.save(self._state)
+            await self.session_store.save(self._held.state)
 
     async def record_write(self, record: WriteRecord) -> None:
         """Persist one write-ledger entry."""
@@ -547,8 +549,8 @@ class Session:
 
         run = self._run = runs.Run(
             agent=self.agent,
-            state=self._state,
-            context=self._context,
+            state=self._held.state,
+            context=self._held.context,
             sessions=self.session_store,
             checkpoints=self.checkpoint_store,
             lease=lease,
@@ -618,7 +620,7 @@ class Session:
                 session_id=self.session_id,
                 sessions=self.session_store,
                 lock=self.run_lock,
-                state=lambda: self._state,
+                state=lambda: self._held.state,
                 live=self._live_stream,
                 recover=partial(self._held.recover, self.session_store),
             ),
