@@ -51,6 +51,7 @@ RANKS: dict[str, int] = {
     "_run.recovery": 9,
     "_run.spend": 7,
     "_run.session_lease": 9,
+    "_run.held": 10,
     "_run.follow": 9,
     "_run.claim": 10,
     "_lowlevel.tasks": 0,
@@ -66,6 +67,7 @@ RANKS: dict[str, int] = {
     "_run.steering": 8,
     "_agent_spec": 8,
     "_run.resume": 9,
+    "_run.reader": 9,
     "_run.loop": 10,
     "stores": 8,
     "replay": 8,
@@ -410,8 +412,7 @@ def test_the_lowlevel_wing_imports_nothing_of_mainspring_above_it() -> None:
 
 
 OVER_SIZE: dict[str, str] = {
-    "session.py": "the public Session API, two thirds docstrings (issue F: its second concept)",
-    "_run/loop.py": "the step functions; the answer reader is to be its own class (issue F)",
+    "session.py": "the public Session facade, two thirds docstrings; what it holds is _run/held.py",
     "cli/commands.py": "the typer commands of the top level, one function each",
 }
 """Modules over the size rule (about 600 lines), each with its reason."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import anyio
 import anyio.lowlevel
 import pytest
@@ -10,6 +12,7 @@ from mainspring import (
     Agent,
     Approve,
     ErrorEvent,
+    Hooks,
     Limits,
     Message,
     ScriptedCall,
@@ -17,7 +20,9 @@ from mainspring import (
     ScriptedResponse,
     Session,
     TextDelta,
+    Tool,
     ToolContext,
+    ToolOutput,
     ToolResult,
     ToolStart,
     TurnComplete,
@@ -280,6 +285,38 @@ async def test_tool_timeout_becomes_error_result(read_only: bool) -> None:
     if not read_only:
         (record,) = session.state.writes.values()
         assert record.status == "unknown"
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+async def test_an_after_hook_tells_a_timeout_from_a_failure_and_a_result(read_only: bool) -> None:
+    @tool(read_only=read_only, timeout=0.05)
+    async def hang() -> str:
+        """Never returns."""
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    @tool(read_only=read_only)
+    async def broken() -> str:
+        """Always fails."""
+        raise ValueError("disk on fire")
+
+    @tool(read_only=read_only)
+    async def fine() -> ToolOutput:
+        """Returns an error of its own."""
+        return ToolOutput(content="no such key", is_error=True)
+
+    seen: dict[str, str | None] = {}
+
+    def after(t: Tool, args: Mapping[str, object], out: ToolOutput) -> None:
+        seen[t.name] = out.error_type
+
+    calls = [ScriptedCall("hang", {}), ScriptedCall("broken", {}), ScriptedCall("fine", {})]
+    model = ScriptedModel([ScriptedResponse(tool_calls=calls), "done"])
+    hooks = Hooks(after_tool_call=after)
+    session = Session(Agent(model=model, tools=[hang, broken, fine], hooks=hooks))
+    await send(session, "go")
+    assert seen == {"hang": "ToolTimeout", "broken": "ValueError", "fine": None}
+    assert [p.is_error for p in results_of(session)] == [True, True, True]
 
 
 async def test_oversized_result_is_truncated_with_a_hint() -> None:

@@ -18,11 +18,12 @@ If you may stop iterating early, close it deterministically
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+from mainspring._run.held import Check, HeldState
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SessionBusy, SessionClosed, SessionNotFound
 from mainspring.events import (
@@ -48,9 +49,6 @@ if TYPE_CHECKING:  # the run's machinery loads when a session is built or first 
     from mainspring.stores.base import CheckpointStore, RunLock, SessionStore
 
 __all__ = ["Session"]
-
-Check = Callable[["SessionState"], Awaitable[None]]
-"""A call's own check, once its run holds the session (on the freshest state)."""
 
 
 class _Sent:
@@ -131,18 +129,15 @@ class Session:
         if steering not in ("off", "next_step", "follow_up"):
             raise ConfigError(f"steering is 'off', 'next_step' or 'follow_up', not {steering!r}")
         self.agent = agent
-        self._unstored = state is None and session_id is None
-        """Whether no store can hold this session yet: it drew its own id and never saved."""
-        self._unchecked = state is None and session_id is not None
-        """Whether the session was named but not loaded: its first run looks in the store."""
+        unstored = state is None and session_id is None
+        unchecked = state is None and session_id is not None
         if state is None:
             import mainspring.state as states
 
             state = states.SessionState(
                 session_id=session_id or states.new_uuid4(), agent_name=agent.name
             )
-        self._state: SessionState = state
-        self._state.messages.extend(messages)
+        state.messages.extend(messages)
         self.checkpoint_store = checkpoint_store
         self.session_store = session_store
         self.run_lock = run_lock
@@ -150,18 +145,14 @@ class Session:
         self.lock_ttl = lock_ttl
         self._owner = owner
         self.buffer_events = buffer_events
-        self._registry = context_registry
-        """A shared registry, or ``None``: the session's own, made only if needed."""
-        build = partial(agent.context_compiler, self._state.messages, session_id=self.session_id)
-        self._context: ContextCompiler[Message] = (
-            build() if context_registry is None else context_registry.create(self.session_id, build)
+        self._held = HeldState(
+            agent, state, registry=context_registry, unstored=unstored, unchecked=unchecked
         )
+        """The state and its context compiler (one transcript), taken by each run."""
         self._closed = False
         self.steering = steering
         self._steering: SteeringQueue | None = None
         """None until the first :meth:`steer` makes the session's queue."""
-        # One transcript: the persisted messages are the compiler's own list.
-        self._state.bind_messages(self._context.transcript.backing)
         self._turn_cache: dict[str, Any] | None = None
         """The current turn's tool cache (``ToolContext.cache``): made by a run, kept
         after it only while a paused turn holds entries."""
@@ -198,29 +189,39 @@ class Session:
         return self._owner
 
     @property
+    def _state(self) -> SessionState:
+        """The state (for the internal seam :mod:`mainspring._direct` and tests)."""
+        return self._held.state
+
+    @property
+    def _context(self) -> ContextCompiler[Message]:
+        """The context compiler (for tests)."""
+        return self._held.context
+
+    @property
     def session_id(self) -> str:
         """This session's id."""
-        return self._state.session_id
+        return self._held.state.session_id
 
     @property
     def messages(self) -> tuple[Message, ...]:
         """The transcript so far."""
-        return tuple(self._state.messages)
+        return tuple(self._held.state.messages)
 
     @property
     def usage(self) -> Usage:
         """Tokens used by every model call of this session."""
-        return self._state.usage
+        return self._held.state.usage
 
     @property
     def cost_usd(self) -> float:
         """What this session has cost so far."""
-        return self._state.cost_usd
+        return self._held.state.cost_usd
 
     @property
     def pending(self) -> PendingAction | None:
         """The action awaiting a decision, if the session is paused."""
-        return self._state.pending
+        return self._held.state.pending
 
     @property
     def running(self) -> bool:
@@ -232,7 +233,7 @@ class Session:
         """A read-only view of the session's durable state (what a SessionStore saves)."""
         from mainspring.state import StateView
 
-        return StateView(self._state)
+        return StateView(self._held.state)
 
     # ------------------------------------------------------------- the API
 
@@ -300,7 +301,7 @@ class Session:
         given: object = store
         reclaimable = self.run_lock is not None and isinstance(given, ClaimRelease)
         final_input = validate_decision(
-            self.agent, self._state, attempt_id, decision, reclaimable=reclaimable
+            self.agent, self._held.state, attempt_id, decision, reclaimable=reclaimable
         )
         check = partial(
             claim,
@@ -357,7 +358,7 @@ class Session:
 
     async def _queued(self, message: Message, mode: SteerMode) -> AsyncGenerator[Event, None]:
         steering_id = self.steer(message, mode=mode)
-        turn = self._state.turn_index
+        turn = self._held.state.turn_index
         yield SteeringQueued(steering_id=steering_id, mode=mode, turn_index=turn)
         yield TurnComplete(stop_reason="steered", turn_index=turn)
 
@@ -384,7 +385,7 @@ class Session:
 
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
-        check_regenerable(self.agent, self._state, attempt_id)
+        check_regenerable(self.agent, self._held.state, attempt_id)
 
         async def check(state: SessionState) -> None:
             check_regenerable(self.agent, state, attempt_id)
@@ -493,10 +494,7 @@ class Session:
         self._closed = True
         self.cancel()
         with anyio.CancelScope(shield=True):
-            if self._registry is None:
-                await self._context.destroy()
-            else:
-                await self._registry.destroy(self.session_id)
+            await self._held.destroy()
 
     def cancel(self) -> None:
         """Cancel the active run (or one handed out by send/resume, not iterated yet).
@@ -522,8 +520,8 @@ class Session:
     async def save(self) -> None:
         """Persist the state now (a no-op without a session store)."""
         if self.session_store is not None:
-            self._unstored = False
-            await self.session_store.save(self._state)
+            self._held.saved()
+            await self.session_store.save(self._held.state)
 
     async def record_write(self, record: WriteRecord) -> None:
         """Persist one write-ledger entry."""
@@ -551,8 +549,8 @@ class Session:
 
         run = self._run = runs.Run(
             agent=self.agent,
-            state=self._state,
-            context=self._context,
+            state=self._held.state,
+            context=self._held.context,
             sessions=self.session_store,
             checkpoints=self.checkpoint_store,
             lease=lease,
@@ -591,73 +589,29 @@ class Session:
                 self._running = False
 
     async def _begin(self, check: Check) -> SessionLease | None:
-        """Take the session for a run: the flag, the lease, a fresher state, recovery, the check."""
+        """Take the session for a run: the flag, then the held state (see HeldState.take)."""
         if self._closed:
             raise SessionClosed(f"session {self.session_id!r} was closed (aclose)")
         if self._running:
             raise SessionBusy(f"session {self.session_id!r} already has an active run")
         self._running = True
-        # No other worker can know a session nothing stored yet: its first run needs no reload.
-        unstored, self._unstored = self._unstored, False
-        unchecked, self._unchecked = self._unchecked, False
-        lease = None
+        lock = self.run_lock
         try:
-            if self.run_lock is not None:
-                from mainspring._run.session_lease import SessionLease
-
-                taking = SessionLease(
-                    self.run_lock,
-                    session_id=self.session_id,
-                    owner=self.owner,
-                    ttl=self.lock_ttl,
-                    when_busy=self.when_busy,
-                )
-                await taking.acquire()
-                lease = taking
-            if unchecked or (lease is not None and not unstored):
-                await self._catch_up()  # another worker may have moved the session on
-            if self._state.active_stream is not None:
-                from mainspring._run.recovery import recover
-
-                await recover(self._state, self._context, self.session_store)
-            await check(self._state)
+            return await self._held.take(
+                check,
+                sessions=self.session_store,
+                lock=lock,
+                owner=self.owner if lock is not None else "",
+                ttl=self.lock_ttl,
+                when_busy=self.when_busy,
+            )
         except BaseException:
             self._running = False
-            if lease is not None:
-                await lease.release_shielded()
             raise
-        return lease
-
-    async def _catch_up(self) -> None:
-        """Continue from the stored state when it differs from this object's."""
-        if self.session_store is None:
-            return
-        fresh = await self.session_store.load(self.session_id)
-        if fresh is not None and fresh != self._state:
-            await self._adopt(fresh)
-
-    async def _adopt(self, state: SessionState) -> None:
-        """Continue from ``state`` (a fresher one): its transcript becomes the compiler's."""
-        self._state = state
-        registry = self._registry
-        if registry is None:  # the session's own registry, holding its compiler
-            from mainspring.context.lifecycle import CompilerRegistry
-
-            registry = self._registry = CompilerRegistry()
-            registry.create(self.session_id, lambda: self._context)
-        self._context = await registry.replace(
-            state.session_id,
-            partial(self.agent.context_compiler, state.messages, session_id=state.session_id),
-        )
-        state.bind_messages(self._context.transcript.backing)
 
     def _follow(self, store: CheckpointStore, stream_id: str) -> AsyncGenerator[Event, None]:
         """A stream's log replayed, then followed to its end (see :mod:`mainspring._run.follow`)."""
         from mainspring._run.follow import Followed, follow
-        from mainspring._run.recovery import recover
-
-        def recovered() -> Awaitable[None]:
-            return recover(self._state, self._context, self.session_store)
 
         return follow(
             store,
@@ -666,9 +620,9 @@ class Session:
                 session_id=self.session_id,
                 sessions=self.session_store,
                 lock=self.run_lock,
-                state=lambda: self._state,
+                state=lambda: self._held.state,
                 live=self._live_stream,
-                recover=recovered,
+                recover=partial(self._held.recover, self.session_store),
             ),
         )
 

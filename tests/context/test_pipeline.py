@@ -564,3 +564,21 @@ async def test_registry_key_is_free_once_the_compiler_destroys_itself() -> None:
     assert registry.get("k") is None
     fresh = registry.create("k")
     assert not fresh.destroyed
+
+
+async def test_a_slot_processor_without_text_names_its_class_and_the_method_to_write() -> None:
+    class Forgetful(SystemProcessor):
+        """Forgot to define text()."""
+
+    compiler = ContextCompiler(messages=conversation(), processors=[Forgetful("forgetful")])
+    with pytest.raises(Exception) as raised:
+        await compiler.compile(turn_index=0)
+    chain: list[BaseException] = []
+    error: BaseException | None = raised.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__
+    message = " | ".join(str(e) for e in chain)
+    assert any(isinstance(e, NotImplementedError) for e in chain), message
+    assert "Forgetful must define `async def text(self, ctx) -> str`" in message
+    assert "to the system" in message

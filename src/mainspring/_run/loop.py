@@ -14,8 +14,9 @@ user message ─► build request ─► stream ─► text / thinking / calls
 
 Every fact of the turn lives in ``state.turn`` (a :class:`~mainspring.state.Turn`):
 the loop reads and writes it there, the dispatcher likewise, and the session
-persists it. What the loop keeps itself is only the answer being streamed
-(text and parts not yet committed) and the ids it handed to tool-call deltas.
+persists it. Each step's model stream is read by the loop's
+:class:`~mainspring._run.reader.AnswerReader`, which keeps the answer being
+streamed (text and parts not yet committed) until it joins the transcript.
 Private machinery: applications meet :class:`~mainspring.session.Session`.
 """
 
@@ -23,23 +24,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
-from dataclasses import replace
-from functools import partial
-from typing import Any, Protocol, assert_never
+from typing import Any, assert_never
 
 import anyio
 import anyio.lowlevel
 
 from mainspring._lowlevel.json_value import JsonValue
-from mainspring._lowlevel.tasks import TaskGroup
-from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.durability import Durability
-from mainspring._run.judge import unjudged
 from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
+from mainspring._run.reader import AnswerReader, Paced
 from mainspring._run.resume import (
-    Answer,
     apply_decision,
     error_event,
     regenerate,
@@ -49,55 +44,26 @@ from mainspring._run.resume import (
 from mainspring._run.spend import Spend
 from mainspring._run.steering import SteeringQueue, SteerMode
 from mainspring.agent import Agent
-from mainspring.context.compiler import CompiledContext, ContextCompiler
-from mainspring.context.snapshot import CostEstimate
+from mainspring.context.compiler import ContextCompiler
 from mainspring.decisions import Decision
-from mainspring.errors import (
-    ModelOutputError,
-    ToolInputError,
-)
 from mainspring.events import (
     ErrorEvent,
     Event,
     SteeringTaken,
     StopReason,
-    TextDelta,
-    ThinkingDelta,
-    ThinkingDone,
-    ToolCallDelta,
     TurnComplete,
-    UsageEvent,
 )
 from mainspring.hooks import call_hook
 from mainspring.messages import (
     Message,
-    ThinkingPart,
-    ToolCallPart,
 )
-from mainspring.models.base import ModelRequest, ModelStop, ModelUsage, ToolCallEnd
-from mainspring.state import Call, SessionState, Turn, new_call_id
-from mainspring.thinking import parse_eval_summary
-from mainspring.tools.define import Tool
+from mainspring.models.base import ModelRequest, ModelStop
+from mainspring.state import SessionState, Turn
 from mainspring.usage import Usage
 
-__all__ = ["Loop", "Paced", "error_event"]
+__all__ = ["Loop", "error_event"]
 
 log = logging.getLogger("mainspring.loop")
-
-_ZERO = Usage()
-
-
-class Paced(Protocol):
-    """A consumer's buffer the model stream keeps pace with."""
-
-    @property
-    def full(self) -> bool:
-        """Whether the buffer is at its limit."""
-        ...
-
-    async def room(self) -> None:
-        """Wait until it is not."""
-        ...
 
 
 _END_TURN = Finish("end_turn")
@@ -147,15 +113,20 @@ class Loop:
             cost=spend,
         )
         self._durable = durable
-        self._pace = pace
         self._steering = steering
         self._scope: anyio.CancelScope | None = None
         self._stopped_by: Exception | None = None
         """The error a cancel carried (see :meth:`cancel`)."""
-        self._answer: Answer | None = None
-        self._compiled: CompiledContext[Message] | None = None
-        self._thinking = thinking_blocks(state.messages) if state.turn is not None else 0
-        """The index of the turn's next thinking block (a resumed turn counts its own)."""
+        self.reader = AnswerReader(
+            agent=agent,
+            context=context,
+            spend=spend,
+            dispatch=self.dispatch,
+            emit=emit,
+            pace=pace,
+            thinking=thinking_blocks(state.messages) if state.turn is not None else 0,
+        )
+        """Reads each step's model stream (a resumed turn counts its own thinking blocks)."""
 
     @property
     def turn(self) -> Turn:
@@ -239,7 +210,7 @@ class Loop:
     async def start_turn(self, message: Message) -> None:
         """A new turn: append the user message and loop."""
         self.state.start_turn()
-        self._thinking = 0
+        self.reader.thinking = 0
         self.turn_cache.clear()
         self._append(message)
         if self._durable is not None:
@@ -261,12 +232,10 @@ class Loop:
             turn = self.turn
             if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
-            stop = await self._stream(await self._build_request(turn), turn)
-            if self.spend.unshared:
-                await self.spend.share()
-            if turn.calls and self.spend.over_budget():
+            stop = await self.reader.read(await self._build_request(turn), turn)
+            if isinstance(stop, Finish):  # over budget once the answer was priced (see read)
                 self._repair("the budget was exceeded", keep_partial=True)
-                await self._complete("budget_exceeded")
+                await self._complete(stop.reason)
                 return
             # A step with calls runs them; one without ends the turn, unless steered on.
             outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
@@ -340,7 +309,7 @@ class Loop:
             return _END_TURN
         self.context.end_turn()  # the turn that ended is accounted as any other
         turn = self.state.start_turn()
-        self._thinking = 0
+        self.reader.thinking = 0
         self.turn_cache.clear()
         self._steer(follow.id, follow.message, "follow_up", turn)
         await self.dispatch.save()  # the new turn is on record before a model is paid for it
@@ -413,9 +382,13 @@ class Loop:
 
     def _repair(self, reason: str, *, keep_partial: bool) -> None:
         """Leave a valid transcript: every committed call gets a result (see :func:`repair`)."""
-        answer, self._answer = self._answer, None
         repair(
-            self.state.turn, answer, self.dispatch, self._append, reason, keep_partial=keep_partial
+            self.state.turn,
+            self.reader.cut(),
+            self.dispatch,
+            self._append,
+            reason,
+            keep_partial=keep_partial,
         )
 
     # ----------------------------------------------------------- build request
@@ -424,7 +397,7 @@ class Loop:
         compiled = await self.context.compile(
             turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
         )
-        self._compiled = compiled
+        self.reader.compiled = compiled
         request = ModelRequest(
             system=compiled.system,
             messages=compiled.messages,
@@ -436,195 +409,3 @@ class Loop:
             replaced = await call_hook(hook(request))
             request = replaced if replaced is not None else request
         return request
-
-    # ------------------------------------------------------------------ stream
-
-    async def _stream(self, request: ModelRequest, turn: Turn) -> ModelStop:
-        """One model step: stream the answer; reads start as their calls close."""
-        self._answer = Answer()
-        turn.begin_step()
-        usage, stop = _ZERO, None
-        failure: Exception | None = None
-        async with TaskGroup(shielded=False) as reads:  # reads never raise (see execute)
-            try:
-                usage, stop = await self._consume(request, turn, reads)
-            except Exception as exc:  # re-raised below, outside the task group
-                failure = exc
-                reads.cancel()
-        if failure is not None:
-            raise failure
-        assert stop is not None
-        hook = self.agent.hooks.after_model_call
-        if hook is not None:
-            await call_hook(hook(request, usage))
-        return stop
-
-    async def _consume(
-        self, request: ModelRequest, turn: Turn, reads: TaskGroup
-    ) -> tuple[Usage, ModelStop]:
-        answer = self._answer
-        assert answer is not None
-        try:
-            usage = await self._read(request, answer, turn, reads)
-        except Exception:
-            if answer.usage != _ZERO:
-                # What the provider reported before it failed was still spent.
-                self._account(self.agent.resolved_model.name, answer.usage, turn)
-            raise
-        if answer.stop is None:
-            raise ModelOutputError(
-                "the model stream ended without a stop event",
-                provider=self.agent.resolved_model.name,
-            )
-        answer.flush_text()
-        turn.answered()
-        self._append(Message(role="assistant", parts=tuple(answer.parts)))
-        self._answer = None  # committed: nothing of it is left to repair
-        if self._durable is not None:
-            await self.dispatch.save(defer=True)
-        self._account(answer.stop.model or self.agent.resolved_model.name, usage, turn)
-        if turn.calls and self.spend.over_budget():
-            reads.cancel()  # (the step ends over budget: see _steps)
-        return usage, answer.stop
-
-    async def _read(
-        self, request: ModelRequest, answer: Answer, turn: Turn, reads: TaskGroup
-    ) -> Usage:
-        """Every event of the model's stream into ``answer``; its usage, summed."""
-        emit, pace = self.emit, self._pace
-        async with aclosing(self.agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
-            async for event in stream:
-                match event:
-                    case TextDelta():  # the hot path first, then by how often each comes
-                        answer.text.append(event.text)
-                        emit(event)
-                    case ToolCallEnd():
-                        answer.flush_text()
-                        judging = self._on_call(event, answer, turn, reads)
-                        if judging is not None:
-                            await self._judge_read(judging, turn, reads)
-                    case ModelUsage():
-                        answer.usage = answer.usage + event.usage
-                    case ModelStop():
-                        answer.stop = event
-                    case ToolCallDelta():
-                        self._on_call_delta(event, answer)
-                    case ThinkingDelta():
-                        if event.index != self._thinking:
-                            event = ThinkingDelta(text=event.text, index=self._thinking)
-                        emit(event)
-                    case ThinkingDone():
-                        answer.flush_text()
-                        answer.parts.append(
-                            ThinkingPart(
-                                text=event.text,
-                                signature=event.signature,
-                                redacted=event.redacted,
-                                provider=event.provider,
-                            )
-                        )
-                        emit(self._closed_thinking(event))
-                    case _:
-                        assert_never(event)
-                if pace is not None and pace.full:
-                    await pace.room()
-        return answer.usage
-
-    def _on_call_delta(self, event: ToolCallDelta, answer: Answer) -> None:
-        """A piece of a call's arguments, under the engine id its call will have."""
-        call_id = answer.delta_ids.get(event.index)
-        if call_id is None:
-            call_id = answer.delta_ids[event.index] = new_call_id()
-        self.emit(
-            ToolCallDelta(
-                tool_use_id=call_id,
-                name=event.name,
-                index=event.index,
-                args_delta=event.args_delta,
-            )
-        )
-
-    def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
-        """The block's index, and its evaluation summary when it holds one."""
-        summary = None if event.redacted else parse_eval_summary(event.text)
-        index, self._thinking = self._thinking, self._thinking + 1
-        if summary is None:
-            return replace(event, index=index)
-        mode, items = summary
-        return replace(event, index=index, summary_mode=mode, evaluation=items)
-
-    def _account(self, model: str, usage: Usage, turn: Turn) -> None:
-        spend = self.spend
-        cost = spend.account(model, usage, turn)
-        if self._compiled is not None and self.context.meter is not None:  # accounting on
-            priced = spend.priced(model)
-            self.context.record_call(
-                self._compiled,
-                model=model,
-                usage=usage,
-                cost=CostEstimate(
-                    usd=cost,
-                    priced=priced,
-                    price_source=spend.price_source(model) if priced else "none",
-                ),
-            )
-        self.emit(
-            UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=self.state.cost_usd)
-        )
-
-    # ---------------------------------------------------------------- dispatch
-
-    def _on_call(
-        self, end: ToolCallEnd, answer: Answer, turn: Turn, reads: TaskGroup
-    ) -> tuple[Tool, Call] | None:
-        """A call's arguments closed: give it an engine id, validate it, maybe start it.
-
-        Returns a read that has something to decide (permissions, guards, a
-        preflight) for :meth:`_judge_read`; a read with nothing to decide starts here.
-        """
-        call_id = answer.delta_ids.pop(end.index, None) or new_call_id()
-        call = Call(id=call_id, index=end.index, name=end.name, provider_id=end.tool_use_id)
-        turn.add_call(call)
-        arguments: dict[str, JsonValue] = {}
-        tool = self.agent.tool(end.name)
-        parsed, error = parse_arguments(end.name, end.arguments)
-        if isinstance(parsed, dict):
-            arguments = parsed
-        answer.parts.append(
-            ToolCallPart(
-                id=call_id, name=end.name, arguments=arguments, provider_id=end.tool_use_id
-            )
-        )
-        dispatch = self.dispatch
-        if tool is None:
-            names = ", ".join(self.agent.tool_names) or "none"
-            dispatch.fail(call, f"unknown tool {clip(end.name)!r}; available tools: {names}")
-            return None
-        if error is not None:
-            dispatch.fail(call, error)
-            return None
-        try:
-            call.input, dispatch.kwargs[call_id] = tool.parse(parsed)
-        except ToolInputError as exc:
-            dispatch.fail(call, f"{exc}. Fix the arguments and call again.")
-            return None
-        if tool.policy.parallel and not tool.client_executed:
-            judged = unjudged(self.agent.permissions, self.agent.guards, tool)
-            if judged is None:
-                return tool, call
-            call.parallel = True
-            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
-        return None
-
-    async def _judge_read(self, judging: tuple[Tool, Call], turn: Turn, reads: TaskGroup) -> None:
-        """Judge a read: it starts now, waits for the serial phase's decision, or failed."""
-        tool, call = judging
-        dispatch = self.dispatch
-        judged = await dispatch.judge(tool, call)
-        if judged is None:
-            return
-        if judged.outcome == "run":
-            call.parallel = True
-            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
-        else:
-            dispatch.verdicts[call.id] = judged

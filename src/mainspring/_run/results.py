@@ -91,14 +91,15 @@ def truncate_result(content: str, limit: int) -> str:
 
 def failed(tool: Tool, exc: Exception) -> ToolOutput:
     """The error result of a tool that raised ``exc``."""
+    kind = type(exc).__name__
     return ToolOutput(
-        content=f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}", is_error=True
+        content=f"tool {tool.name!r} failed: {kind}: {exc}", is_error=True, error_type=kind
     )
 
 
 def timed_out(exc: ToolTimeout) -> ToolOutput:
     """The error result of a tool that ran past its deadline (``exc`` says which and how long)."""
-    return ToolOutput(content=str(exc), is_error=True)
+    return ToolOutput(content=str(exc), is_error=True, error_type=type(exc).__name__)
 
 
 def noted(output: ToolOutput, note: str) -> ToolOutput:

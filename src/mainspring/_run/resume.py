@@ -11,8 +11,7 @@ failing or cancelled run leaves a valid transcript through :func:`repair`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
@@ -32,39 +31,17 @@ from mainspring.errors import (
 from mainspring.events import ErrorEvent
 from mainspring.messages import (
     Message,
-    Part,
     TextPart,
     ThinkingPart,
     ToolResultPart,
 )
-from mainspring.models.base import ModelStop
 from mainspring.state import Call, Turn
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
-from mainspring.usage import Usage
 
-__all__ = ["Answer", "apply_decision", "error_event", "regenerate", "repair", "thinking_blocks"]
+__all__ = ["apply_decision", "error_event", "regenerate", "repair", "thinking_blocks"]
 
 log = logging.getLogger("mainspring.loop")
-
-
-@dataclass(slots=True)
-class Answer:
-    """The model's answer while it streams: what is not yet in the transcript."""
-
-    parts: list[Part] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-    stop: ModelStop | None = None
-    delta_ids: dict[int, str] = field(default_factory=dict)
-    """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
-    usage: Usage = Usage()
-    """What the provider reported so far (kept when the stream fails later)."""
-
-    def flush_text(self) -> None:
-        """Close the text being streamed into a text part."""
-        if self.text:
-            self.parts.append(TextPart(text="".join(self.text)))
-            self.text.clear()
 
 
 async def apply_decision(
@@ -194,7 +171,7 @@ async def regenerate(
 
 def repair(
     turn: Turn | None,
-    answer: Answer | None,
+    partial: Sequence[TextPart],
     dispatch: Dispatcher,
     append: Callable[[Message], None],
     reason: str,
@@ -215,11 +192,8 @@ def repair(
             if call.result is None and call.started:
                 fail(call, f"tool {call.name!r} was interrupted: {reason}")
         turn.cut_answer()
-        if answer is not None:
-            answer.flush_text()
-            text = [p for p in answer.parts if isinstance(p, TextPart)]
-            if keep_partial and text:
-                append(Message(role="assistant", parts=tuple(text), meta={"partial": True}))
+        if keep_partial and partial:
+            append(Message(role="assistant", parts=tuple(partial), meta={"partial": True}))
         return
     for call in turn.calls:
         if call.result is None:

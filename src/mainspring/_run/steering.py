@@ -15,7 +15,7 @@ from typing import Literal, TypeAlias
 
 from mainspring.messages import Message
 
-__all__ = ["NO_STEERING", "SteerMode", "Steering", "SteeringQueue"]
+__all__ = ["SteerMode", "Steering", "SteeringQueue"]
 
 SteerMode: TypeAlias = Literal["next_step", "follow_up"]
 
@@ -72,17 +72,3 @@ class SteeringQueue:
     def snapshot(self) -> tuple[Steering, ...]:
         """What is queued now."""
         return self._items
-
-
-class _NoSteering(SteeringQueue):
-    """The queue of every session nothing was steered to yet: empty, shared, never changed."""
-
-    __slots__ = ()
-
-    def put(self, message: Message, mode: SteerMode) -> Steering:
-        """Refused: a session makes a queue of its own for its first message."""
-        raise TypeError("the shared empty steering queue takes no message")
-
-
-NO_STEERING: SteeringQueue = _NoSteering()
-"""The queue of a session until it is first steered (most never are: no object each)."""

@@ -181,8 +181,17 @@ class _SlotProcessor(Processor):
             ctx.contribute(text, slot=self.slot)
 
     async def text(self, ctx: Compilation[Any]) -> str:
-        """The text to contribute; ``""`` skips the contribution."""
-        raise NotImplementedError
+        """The text to contribute; ``""`` skips the contribution.
+
+        Raises:
+            NotImplementedError: The subclass does not define ``text`` (the
+                message names the subclass and the method to write).
+        """
+        cls = type(self).__name__
+        raise NotImplementedError(
+            f"{cls} must define `async def text(self, ctx) -> str`: the text it "
+            f"contributes to the {self.slot or 'prompt'} ('' contributes nothing)"
+        )
 
 
 class SystemProcessor(_SlotProcessor):

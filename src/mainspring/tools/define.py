@@ -54,6 +54,10 @@ class ToolOutput:
     content: str
     is_error: bool = False
     images: tuple[ImagePart, ...] = ()
+    error_type: str | None = None
+    """When the engine made this error result from a tool that raised: the exception's
+    class name (``"ToolTimeout"`` for a tool past its deadline), so an ``after_tool_call``
+    hook can tell the failures apart. ``None`` for what a tool returned itself."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
