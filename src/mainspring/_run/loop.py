@@ -273,7 +273,9 @@ class Loop:
             match outcome:
                 case Continue():
                     if turn.calls:  # every call has its result: the step is done
-                        await self._commit_step(turn)
+                        self._commit_step(turn)
+                        if self._durable is not None:
+                            await self.dispatch.save(defer=True)
                 case Paused():
                     await self.dispatch.save(defer=True)
                     await self._complete("pending_action")
@@ -354,11 +356,10 @@ class Loop:
             return "max_turns"
         return None
 
-    async def _commit_step(self, turn: Turn) -> None:
-        """The step's results, in the model's order, become one tool message, saved."""
+    def _commit_step(self, turn: Turn) -> None:
+        """The step's results, in the model's order, become one tool message (saved by the
+        caller: a plain call, not a coroutine per step)."""
         self._append(Message.tool_results(turn.commit_step()))
-        if self._durable is not None:
-            await self.dispatch.save(defer=True)
 
     # ---------------------------------------------------------- a paused turn
 
@@ -403,7 +404,8 @@ class Loop:
         outcome = await self.dispatch.run_serial(turn)
         match outcome:
             case Continue():
-                await self._commit_step(turn)
+                self._commit_step(turn)
+                await self.dispatch.save(defer=True)
                 await self._steps()
             case Paused():
                 await self.dispatch.save(defer=True)
