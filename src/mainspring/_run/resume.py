@@ -186,7 +186,7 @@ async def regenerate(
             f"{clip(str(exc), 500)}",
             attempt_id=attempt_id,
         )
-    if isinstance(outcome, Continue):
+    if outcome is CONTINUE:
         turn.advance()
     await dispatch.save()
     return outcome
