@@ -8,8 +8,10 @@ The dispatcher's serial pass, a regeneration, an answer without calls and a
 steering check each return one; :class:`~mainspring._run.loop.Loop` matches it
 (``match`` with ``assert_never``, so a new kind cannot go unhandled).
 
-``Paused`` and ``Continue`` carry nothing: they are the two members of
-:class:`Step`, matched by value (``case Step.PAUSED:``).
+``Paused`` and ``Continue`` carry nothing, so they are the two members of
+:class:`Step` (matched as ``case Step.PAUSED:``, a comparison); a class pattern
+such as ``case Paused():`` would build a set and a list on every match (CPython's
+``MATCH_CLASS``), once a step.
 """
 
 from __future__ import annotations
