@@ -37,7 +37,7 @@ from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.durability import Durability
 from mainspring._run.judge import unjudged
-from mainspring._run.outcome import CONTINUE, Continue, Finish, Step
+from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
 from mainspring._run.resume import (
     Answer,
     apply_decision,
@@ -271,11 +271,12 @@ class Loop:
             # A step with calls runs them; one without ends the turn, unless steered on.
             outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
             match outcome:
-                case Step.CONTINUE if turn.calls and self._commit_step(turn):
-                    await self.dispatch.save(defer=True)  # the step is done and the run durable
-                case Step.CONTINUE:
-                    pass  # the step is done (no store to save it in), or steered on
-                case Step.PAUSED:
+                case Continue():
+                    if turn.calls:  # every call has its result: the step is done
+                        self._commit_step(turn)
+                        if self._durable is not None:
+                            await self.dispatch.save(defer=True)
+                case Paused():
                     await self.dispatch.save(defer=True)
                     await self._complete("pending_action")
                     return
@@ -355,14 +356,10 @@ class Loop:
             return "max_turns"
         return None
 
-    def _commit_step(self, turn: Turn) -> bool:
-        """The step's results, in the model's order, become one tool message.
-
-        Returns whether the run has a store, where the caller saves it (a plain
-        call: no coroutine per step when there is nothing to save).
-        """
+    def _commit_step(self, turn: Turn) -> None:
+        """The step's results, in the model's order, become one tool message (saved by the
+        caller: a plain call, not a coroutine per step)."""
         self._append(Message.tool_results(turn.commit_step()))
-        return self._durable is not None
 
     # ---------------------------------------------------------- a paused turn
 
@@ -375,10 +372,10 @@ class Loop:
             turn, self.dispatch, self.agent, attempt_id, decision, final_input
         )
         match outcome:
-            case Step.PAUSED:  # the call (approved, or nested) waits on a nested run
+            case Paused():  # the call (approved, or nested) waits on a nested run
                 await self.dispatch.save(defer=True)
                 await self._complete("pending_action")
-            case Step.CONTINUE:
+            case Continue():
                 await self._rest_of_step(turn)
             case _:
                 assert_never(outcome)
@@ -395,9 +392,9 @@ class Loop:
         match outcome:
             case ErrorEvent():
                 self.emit(outcome)
-            case Step.PAUSED:
+            case Paused():
                 await self._complete("pending_action")
-            case Step.CONTINUE:
+            case Continue():
                 await self._rest_of_step(turn)
             case _:
                 assert_never(outcome)
@@ -406,11 +403,11 @@ class Loop:
         """After the paused call: the step's other calls, then the next steps."""
         outcome = await self.dispatch.run_serial(turn)
         match outcome:
-            case Step.CONTINUE:
-                if self._commit_step(turn):
-                    await self.dispatch.save(defer=True)
+            case Continue():
+                self._commit_step(turn)
+                await self.dispatch.save(defer=True)
                 await self._steps()
-            case Step.PAUSED:
+            case Paused():
                 await self.dispatch.save(defer=True)
                 await self._complete("pending_action")
             case _:

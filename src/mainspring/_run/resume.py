@@ -186,7 +186,7 @@ async def regenerate(
             f"{clip(str(exc), 500)}",
             attempt_id=attempt_id,
         )
-    if outcome is CONTINUE:
+    if isinstance(outcome, Continue):
         turn.advance()
     await dispatch.save()
     return outcome

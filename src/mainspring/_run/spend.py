@@ -40,7 +40,7 @@ class SpendShare(Protocol):
 class Spend:
     """Prices one run's model calls and writes its totals to the state and the turn."""
 
-    __slots__ = ("_emit", "_pricer", "_share", "_state", "unshared")
+    __slots__ = ("_emit", "_pricer", "_share", "_state", "_unshared")
 
     def __init__(
         self,
@@ -62,9 +62,8 @@ class Spend:
         self._pricer = CostTracker(prices=prices, budget_usd=budget_usd, unpriced=unpriced)
         self._emit = emit
         self._share = share if budget_usd is not None else None
-        self.unshared = 0.0
-        """Spend :meth:`share` has still to add to the store's total (read before each
-        step: a plain attribute, not a property)."""
+        self._unshared = 0.0
+        """Spend of this run not yet added to the store's total (see :meth:`share`)."""
 
     @property
     def budget_usd(self) -> float | None:
@@ -80,6 +79,11 @@ class Spend:
     def unpriced(self) -> frozenset[str]:
         """The models found without a price so far (the next run starts from them)."""
         return self._pricer.unpriced
+
+    @property
+    def unshared(self) -> float:
+        """Spend :meth:`share` has still to add to the store's total."""
+        return self._unshared
 
     def over_budget(self) -> bool:
         """The one budget check: whether the session's spend reached its budget."""
@@ -108,7 +112,7 @@ class Spend:
         turn.charge(cost, usage, sums=after if turn.usage is before else None)
         state.set_totals(state.cost_usd + cost, after)
         if self._share is not None:
-            self.unshared += cost
+            self._unshared += cost
         return cost
 
     def charge(self, usd: float, what: str) -> None:
@@ -119,7 +123,7 @@ class Spend:
             turn.charge(usd)
         state.set_totals(state.cost_usd + usd)
         if self._share is not None:
-            self.unshared += usd
+            self._unshared += usd
         self._emit(
             UsageEvent(
                 model=f"tool:{what}", usage=Usage(), cost_usd=usd, total_cost_usd=state.cost_usd
@@ -132,10 +136,10 @@ class Spend:
         The store adds atomically, so the budget check that follows sees what
         every worker running this session spent (with or without a run lock).
         """
-        amount, share = self.unshared, self._share
+        amount, share = self._unshared, self._share
         if not amount or share is None:
             return
-        self.unshared = 0.0
+        self._unshared = 0.0
         state = self._state
         with anyio.CancelScope(shield=True):
             total = await share.add_spend("cost", amount, cap=None, floor=state.cost_usd - amount)
