@@ -241,8 +241,9 @@ class Loop:
             outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
             match outcome:
                 case Continue():
-                    if turn.calls:  # every call has its result: the step is done
-                        await self._commit_step(turn)
+                    # Every call has its result: the step is done (and saved, in a store).
+                    if turn.calls and self._commit_step(turn):
+                        await self.dispatch.save(defer=True)
                 case Paused():
                     await self.dispatch.save(defer=True)
                     await self._complete("pending_action")
@@ -323,11 +324,13 @@ class Loop:
             return "max_turns"
         return None
 
-    async def _commit_step(self, turn: Turn) -> None:
-        """The step's results, in the model's order, become one tool message, saved."""
+    def _commit_step(self, turn: Turn) -> bool:
+        """The step's results, in the model's order, become one tool message.
+
+        Returns whether the run has a store: the caller then saves the state.
+        """
         self._append(Message.tool_results(turn.commit_step()))
-        if self._durable is not None:
-            await self.dispatch.save(defer=True)
+        return self._durable is not None
 
     # ---------------------------------------------------------- a paused turn
 
@@ -372,7 +375,8 @@ class Loop:
         outcome = await self.dispatch.run_serial(turn)
         match outcome:
             case Continue():
-                await self._commit_step(turn)
+                if self._commit_step(turn):
+                    await self.dispatch.save(defer=True)
                 await self._steps()
             case Paused():
                 await self.dispatch.save(defer=True)

@@ -210,38 +210,38 @@ class AnswerReader:
         emit, pace = self._emit, self._pace
         async with aclosing(self._agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
-                match event:
-                    case TextDelta():  # the hot path first, then by how often each comes
-                        answer.text.append(event.text)
-                        emit(event)
-                    case ToolCallEnd():
-                        answer.flush_text()
-                        judging = self._on_call(event, answer, turn, reads)
-                        if judging is not None:
-                            await self._judge_read(judging, turn, reads)
-                    case ModelUsage():
-                        answer.usage = answer.usage + event.usage
-                    case ModelStop():
-                        answer.stop = event
-                    case ToolCallDelta():
-                        self._on_call_delta(event, answer)
-                    case ThinkingDelta():
-                        if event.index != self.thinking:
-                            event = ThinkingDelta(text=event.text, index=self.thinking)
-                        emit(event)
-                    case ThinkingDone():
-                        answer.flush_text()
-                        answer.parts.append(
-                            ThinkingPart(
-                                text=event.text,
-                                signature=event.signature,
-                                redacted=event.redacted,
-                                provider=event.provider,
-                            )
+                # By how often each comes; the union is closed (assert_never checks it).
+                if isinstance(event, TextDelta):
+                    answer.text.append(event.text)
+                    emit(event)
+                elif isinstance(event, ToolCallEnd):
+                    answer.flush_text()
+                    judging = self._on_call(event, answer, turn, reads)
+                    if judging is not None:
+                        await self._judge_read(judging, turn, reads)
+                elif isinstance(event, ModelUsage):
+                    answer.usage = answer.usage + event.usage
+                elif isinstance(event, ModelStop):
+                    answer.stop = event
+                elif isinstance(event, ToolCallDelta):
+                    self._on_call_delta(event, answer)
+                elif isinstance(event, ThinkingDelta):
+                    if event.index != self.thinking:
+                        event = ThinkingDelta(text=event.text, index=self.thinking)
+                    emit(event)
+                elif isinstance(event, ThinkingDone):
+                    answer.flush_text()
+                    answer.parts.append(
+                        ThinkingPart(
+                            text=event.text,
+                            signature=event.signature,
+                            redacted=event.redacted,
+                            provider=event.provider,
                         )
-                        emit(self._closed_thinking(event))
-                    case _:
-                        assert_never(event)
+                    )
+                    emit(self._closed_thinking(event))
+                else:
+                    assert_never(event)
                 if pace is not None and pace.full:
                     await pace.room()
         return answer.usage
