@@ -217,6 +217,9 @@ class UsageEvent:
     usage: Usage
     cost_usd: float = 0.0
     total_cost_usd: float = 0.0
+    estimated: bool = False
+    """The provider reported no usage (or not all of it): ``usage`` and
+    ``cost_usd`` are estimated with an offline tokenizer, not the provider's count."""
     type: Literal["usage"] = "usage"
 
 

@@ -68,6 +68,8 @@ class Answer:
     """Engine call ids handed to the tool-call deltas of each index, until its call ends."""
     usage: Usage = Usage()
     """What the provider reported so far (kept when the stream fails later)."""
+    estimated: bool = False
+    """Some of ``usage`` is the adapter's estimate (the server reported none)."""
 
     def flush_text(self) -> None:
         """Close the text being streamed into a text part."""
@@ -186,7 +188,7 @@ class AnswerReader:
         except Exception:
             if answer.usage != _ZERO:
                 # What the provider reported before it failed was still spent.
-                self._account(agent.resolved_model.name, answer.usage, turn)
+                self._account(agent.resolved_model.name, answer.usage, turn, answer.estimated)
             raise
         if answer.stop is None:
             raise ModelOutputError(
@@ -200,7 +202,7 @@ class AnswerReader:
         dispatch = self._dispatch
         if dispatch.durable is not None:
             await dispatch.save(defer=True)
-        self._account(answer.stop.model or agent.resolved_model.name, usage, turn)
+        self._account(answer.stop.model or agent.resolved_model.name, usage, turn, answer.estimated)
         return usage, answer.stop
 
     async def _read(
@@ -221,6 +223,7 @@ class AnswerReader:
                         await self._judge_read(judging, turn, reads)
                 elif isinstance(event, ModelUsage):
                     answer.usage = answer.usage + event.usage
+                    answer.estimated = answer.estimated or event.estimated
                 elif isinstance(event, ModelStop):
                     answer.stop = event
                 elif isinstance(event, ToolCallDelta):
@@ -269,7 +272,7 @@ class AnswerReader:
         mode, items = summary
         return replace(event, index=index, summary_mode=mode, evaluation=items)
 
-    def _account(self, model: str, usage: Usage, turn: Turn) -> None:
+    def _account(self, model: str, usage: Usage, turn: Turn, estimated: bool = False) -> None:
         spend = self._spend
         cost = spend.account(model, usage, turn)
         context = self._context
@@ -286,7 +289,13 @@ class AnswerReader:
                 ),
             )
         self._emit(
-            UsageEvent(model=model, usage=usage, cost_usd=cost, total_cost_usd=spend.total_usd)
+            UsageEvent(
+                model=model,
+                usage=usage,
+                cost_usd=cost,
+                total_cost_usd=spend.total_usd,
+                estimated=estimated,
+            )
         )
 
     # ------------------------------------------------------------- the calls

@@ -99,9 +99,16 @@ class ToolCallEnd:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelUsage:
-    """Usage reported by the provider for this call."""
+    """Usage of this call: what the provider reported, or an estimate.
+
+    An adapter whose server reports no usage counts the request and estimates
+    its tokens with an offline tokenizer (``estimated=True``) rather than
+    leaving the call at zero.
+    """
 
     usage: Usage
+    estimated: bool = False
+    """The tokens are the adapter's estimate, not the provider's count."""
     type: Literal["model_usage"] = "model_usage"
 
 

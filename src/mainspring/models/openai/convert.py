@@ -56,7 +56,10 @@ def _user_content(parts: Sequence[TextPart | ImagePart]) -> str | list[dict[str,
 
 def _assistant(message: Message, *, echo_reasoning_of: str | None) -> dict[str, Any]:
     text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
-    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    has_calls = any(isinstance(p, ToolCallPart) for p in message.parts)
+    # With tool calls the content is "" when there is no text, never null: OpenAI
+    # takes both, local servers (llama-cpp-python's) refuse null.
+    out: dict[str, Any] = {"role": "assistant", "content": text if text or has_calls else None}
     thinking = [
         p
         for p in message.parts

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+import anyio.to_thread
 import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
@@ -19,9 +21,11 @@ from mainspring.models.base import (
     ModelEvent,
     ModelRequest,
     ModelStop,
+    ModelUsage,
 )
 from mainspring.models.openai.convert import ToolImages, build_chat_request
 from mainspring.models.openai.errors import map_openai_error
+from mainspring.models.openai.estimate import estimate_usage
 from mainspring.models.openai.stream import ChunkReader, stop_reason
 from mainspring.models.retry import RetryPolicy, retrying_stream
 
@@ -130,8 +134,13 @@ class OpenAIChatModel:
                     for event in reader.read(chunk):
                         yield event
         except (openai.OpenAIError, httpx2.HTTPError, OSError, ValueError) as exc:
-            raise map_openai_error(exc, self._provider, received=received) from exc
+            error = map_openai_error(exc, self._provider, received=received)
+            if reader.emitted:  # not retried: what the call spent is the caller's to count
+                yield await self._usage(reader, body)
+            raise error from exc
         if reader.finish is None:
+            if reader.emitted:
+                yield await self._usage(reader, body)
             raise ModelOutputError(
                 f"{self._provider} stream ended without a finish_reason",
                 provider=self._provider,
@@ -139,12 +148,27 @@ class OpenAIChatModel:
             )
         for event in reader.end_calls():
             yield event
+        yield await self._usage(reader, body)
         reason = (
             "refusal"
             if reader.refused
             else stop_reason(reader.finish, has_tool_calls=reader.had_calls)
         )
         yield ModelStop(stop_reason=reason, model=reader.model or self._model)
+
+    async def _usage(self, reader: ChunkReader, body: dict[str, Any]) -> ModelUsage:
+        """The usage the stream reported last, else one request estimated offline."""
+        if reader.usage is not None:
+            return ModelUsage(usage=reader.usage)
+        count = functools.partial(
+            estimate_usage,
+            body,
+            (*reader.output, *(t for c in reader.calls.values() for t in (c.name, *c.args))),
+            model=str(body["model"]),
+            provider=self._provider,
+        )
+        # A tiktoken encoding loads its BPE file on first use: not on the event loop.
+        return ModelUsage(usage=await anyio.to_thread.run_sync(count), estimated=True)
 
 
 def _new_call_id() -> str:

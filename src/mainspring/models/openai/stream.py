@@ -9,11 +9,7 @@ from typing import Any, Literal
 from openai.types.chat import ChatCompletionChunk
 
 from mainspring.events import TextDelta, ThinkingDelta, ThinkingDone, ToolCallDelta
-from mainspring.models.base import (
-    ModelEvent,
-    ModelUsage,
-    ToolCallEnd,
-)
+from mainspring.models.base import ModelEvent, ToolCallEnd
 from mainspring.usage import Usage
 
 __all__ = ["ChunkReader", "StopReason", "stop_reason", "usage_from_openai"]
@@ -76,7 +72,12 @@ class _Call:
 
 @dataclass(slots=True)
 class ChunkReader:
-    """Turns Chat Completions chunks into neutral events (one choice, index 0)."""
+    """Turns Chat Completions chunks into neutral events (one choice, index 0).
+
+    The stream's usage is kept, not emitted: a server may repeat it (running
+    totals on several chunks) or send none, so the adapter emits one
+    :class:`~mainspring.models.base.ModelUsage` when the stream ends or fails (see :attr:`usage`).
+    """
 
     provider: str
     new_call_id: Callable[[], str]
@@ -88,6 +89,12 @@ class ChunkReader:
     refused: bool = False
     had_calls: bool = False
     model: str = ""
+    usage: Usage | None = None
+    """The last usage the stream reported (its running total); ``None`` for none."""
+    output: list[str] = field(default_factory=list)
+    """What came back (text, reasoning, tool names and arguments): to estimate usage."""
+    emitted: bool = False
+    """Some chunk gave events: the caller has seen part of the answer."""
 
     def read(self, chunk: ChatCompletionChunk) -> list[ModelEvent]:
         """The events one chunk carries."""
@@ -102,7 +109,9 @@ class ChunkReader:
                 events.extend(self.end_calls())
                 self.finish = choice.finish_reason
         if chunk.usage is not None:
-            events.append(ModelUsage(usage=usage_from_openai(chunk.usage.model_dump())))
+            self.usage = usage_from_openai(chunk.usage.model_dump())
+        if events:
+            self.emitted = True
         return events
 
     def _delta(self, delta: Any) -> list[ModelEvent]:
@@ -114,6 +123,7 @@ class ChunkReader:
                 self.signature = str(detail["signature"])
         if isinstance(reasoning, str) and reasoning:
             self.thinking.append(reasoning)
+            self.output.append(reasoning)
             self.thinking_open = True
             events.append(ThinkingDelta(text=reasoning))
         text = delta.content or delta.refusal
@@ -122,6 +132,7 @@ class ChunkReader:
         if text or delta.tool_calls:
             events.extend(self._close_thinking())
         if text:
+            self.output.append(text)
             events.append(TextDelta(text=text))
         for fragment in delta.tool_calls or ():
             events.extend(self._tool_fragment(fragment))
@@ -164,5 +175,8 @@ class ChunkReader:
             for _, call in sorted(self.calls.items())
         ]
         self.had_calls = self.had_calls or bool(self.calls)
+        for call in self.calls.values():
+            self.output.append(call.name)
+            self.output.extend(call.args)
         self.calls = {}
         return events
