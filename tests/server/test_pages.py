@@ -200,6 +200,9 @@ def test_approve_with_an_edit_runs_the_tool_with_the_edited_value(tab: Page, dem
     assert card.locator("input[name='to_account']").count() == 0
     assert card.locator("dd[data-field='to_account']").inner_text() == "acct_alice_01"
     assert page.locator(".tool[data-tool='get_balance'] .result").inner_text().startswith("→")
+    # the balance read reported 50%; done, its bar shows the end, not where it stopped
+    bar = page.locator(".tool[data-tool='get_balance'] progress")
+    assert bar.evaluate("(p) => [p.value, p.max]") == [100, 100]
     screenshot(page, "card-desktop")
     page.set_viewport_size(PHONE)
     assert fits_the_width(page)
