@@ -111,26 +111,47 @@
   // ------------------------------------------------------------ drawing
 
   // Text blocks waiting to be rendered: at most once a frame while streaming,
-  // at once at a boundary (a tool call, the turn's end) and on a redraw.
+  // at once at a boundary (a tool call, the turn's end) and on a redraw. A
+  // render re-parses the block's whole text (a 20 KB reply takes milliseconds),
+  // so after each one the page waits three times what it cost before the next:
+  // rendering never takes more than a quarter of the main thread.
   const sources = new WeakMap();
   const dirty = new Set();
   let frame = 0;
+  let timer = 0;
+  let quietUntil = 0;
 
   function renderNow() {
     if (frame) cancelAnimationFrame(frame);
+    if (timer) clearTimeout(timer);
     frame = 0;
+    timer = 0;
+    const started = performance.now();
     for (const node of dirty) markdown.render(node, sources.get(node) || "");
     dirty.clear();
+    const now = performance.now();
+    quietUntil = now + 3 * (now - started);
+  }
+
+  function onFrame() {
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      renderNow();
+      grew();
+    });
   }
 
   function renderSoon(node) {
     dirty.add(node);
-    if (!frame) {
-      frame = requestAnimationFrame(() => {
-        frame = 0;
-        renderNow();
-        grew();
-      });
+    if (frame || timer) return;
+    const wait = quietUntil - performance.now();
+    if (wait > 0) {
+      timer = setTimeout(() => {
+        timer = 0;
+        onFrame();
+      }, wait);
+    } else {
+      onFrame();
     }
   }
 
