@@ -380,6 +380,7 @@ def test_a_message_typed_while_busy_is_queued_and_sent_when_the_turn_ends(
     assert page.get_by_label("Message").input_value() == ""
     assert "sent when this turn ends" in page.locator("#composer-note").inner_text()
     assert stored_log(page)["queue"] == ["sign $7 to carol"]  # survives a reload
+    screenshot(page, "chat-queued")
     gate.set()
     # the story ends, then the queued message goes: its card comes up
     page.locator("section.card[data-tool='sign_payment']").wait_for()
@@ -406,6 +407,7 @@ def test_a_message_while_an_approval_waits_explains_in_plain_words(
     )
     assert page.get_by_label("Message").input_value() == "what is my balance?"  # kept
     assert page.locator("#transcript .msg.user").count() == users  # nothing sent
+    screenshot(page, "chat-approval-waiting")
     # And when the page did not know (the card hidden from it), the server's
     # refusal reads the same: no raw engine error, no bubble left as if sent.
     page.evaluate("document.querySelector('section.card').classList.add('decided')")
@@ -439,6 +441,7 @@ def test_scrolling_up_while_a_reply_streams_is_not_yanked_back(
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     jump = page.get_by_role("button", name="Jump to latest")
     jump.wait_for()  # new text came below: offered, not forced
+    screenshot(page, "chat-jump-to-latest")
     assert page.evaluate("window.scrollY") == where
     jump.click()
     page.wait_for_function(
