@@ -20,7 +20,7 @@ import pytest
 from mainspring.demo import demo_agent
 from mainspring.server import ServerConfig, create_app
 from tests.server.servers import serving
-from tests.server.web_agent import CANVAS_HTML, PART_ONE, PART_TWO, web_agent
+from tests.server.web_agent import CANVAS_HTML, CODE, PART_ONE, PART_TWO, web_agent
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +45,7 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 WAIT = 20_000  # ms: a bound on each wait, not a timed assertion
+AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,11 @@ def web_url(gate: threading.Event) -> Iterator[str]:
 class Page:
     """A browser tab that records console errors and page errors."""
 
-    def __init__(self, browser: Any, *, viewport: dict[str, int] = DESKTOP) -> None:
-        self.context = browser.new_context(viewport=viewport)
+    def __init__(
+        self, browser: Any, *, viewport: dict[str, int] = DESKTOP, bypass_csp: bool = False
+    ) -> None:
+        # bypass_csp: only for the accessibility check, which injects axe-core.
+        self.context = browser.new_context(viewport=viewport, bypass_csp=bypass_csp)
         self.page = self.context.new_page()
         self.page.set_default_timeout(WAIT)
         self.errors: list[str] = []
@@ -172,9 +176,14 @@ def test_a_message_streams_its_answer(tab: Page, demo_url: str) -> None:
     page.set_viewport_size(PHONE)
     assert fits_the_width(page)
     screenshot(page, "chat-phone")
-    page.get_by_role("button", name="Dark theme").click()
+    page.get_by_label("Theme").select_option("dark")
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     screenshot(page, "chat-phone-dark")
+    page.reload()
+    assert page.get_by_label("Theme").input_value() == "dark"  # remembered
+    page.get_by_label("Theme").select_option("system")  # back to the system's
+    assert page.evaluate("document.documentElement.dataset.theme") is None
+    assert page.evaluate("localStorage.getItem('mainspring.theme')") is None
 
 
 def test_approve_with_an_edit_runs_the_tool_with_the_edited_value(tab: Page, demo_url: str) -> None:
@@ -191,6 +200,9 @@ def test_approve_with_an_edit_runs_the_tool_with_the_edited_value(tab: Page, dem
     assert card.locator("input[name='to_account']").count() == 0
     assert card.locator("dd[data-field='to_account']").inner_text() == "acct_alice_01"
     assert page.locator(".tool[data-tool='get_balance'] .result").inner_text().startswith("→")
+    # the balance read reported 50%; done, its bar shows the end, not where it stopped
+    bar = page.locator(".tool[data-tool='get_balance'] progress")
+    assert bar.evaluate("(p) => [p.value, p.max]") == [100, 100]
     screenshot(page, "card-desktop")
     page.set_viewport_size(PHONE)
     assert fits_the_width(page)
@@ -273,11 +285,11 @@ def test_a_reload_mid_stream_loses_and_doubles_nothing(
     )
     page.reload()
     page.locator(".tool[data-tool='wait_for_gate']").wait_for()
-    assert page.locator(".msg.assistant .text").all_inner_texts() == [PART_ONE]
+    assert page.locator(".msg.assistant .text").all_inner_texts() == [PART_ONE.strip()]
     gate.set()
     page.locator(".turn-end[data-stop='end_turn']").wait_for()
     texts = page.locator(".msg.assistant .text").all_inner_texts()
-    assert "".join(texts) == PART_ONE + PART_TWO
+    assert " ".join(texts) == PART_ONE + PART_TWO  # two paragraphs, either side of the tool
     thinking = page.locator("details.thinking").all_text_contents()
     assert thinking == ["ThinkingA short story, in two parts."]  # its summary, then the text
     assert page.locator(".canvas iframe").count() == 1
@@ -288,6 +300,202 @@ def test_a_reload_mid_stream_loses_and_doubles_nothing(
     assert positions == list(range(len(positions)))  # none lost, none twice
     served = server_events(web_url, state["session"], stream)
     assert [e["ev"] for e in state["log"] if e.get("id")] == served
+
+
+# ------------------------------------------- markdown, stop, queue, scroll, a11y
+
+
+def test_a_markdown_reply_renders_a_table_list_and_code_and_runs_no_script(
+    browser: Any, web_url: str
+) -> None:
+    tab = Page(browser)
+    tab.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = tab.page
+    try:
+        page.goto(f"{web_url}/?key={KEY}")
+        send(page, "show markdown")
+        page.locator(".turn-end[data-stop='end_turn']").wait_for()
+        reply = page.locator(".msg.assistant").last
+        # a GFM table, rendered from a streamed reply (chunks of 6 characters)
+        rows = reply.locator("table tr").all_inner_texts()
+        assert [r.split("\t") for r in rows] == [
+            ["account", "balance"],
+            ["alice", "120"],
+            ["bob", "30"],
+        ]
+        assert reply.locator("strong").inner_text() == "ledger"
+        assert reply.locator("ul li").all_inner_texts() == ["first item", "second item"]
+        assert reply.locator("pre code").inner_text().rstrip("\n") == CODE
+        # nothing hostile ran or survived as markup
+        assert page.evaluate("window.pwned") is None
+        assert reply.locator("script, img, [onerror]").count() == 0
+        assert "<script>" in reply.inner_text()  # shown as text, harmless
+        assert reply.get_by_role("link", name="click me").count() == 0  # no javascript: link
+        docs = reply.get_by_role("link", name="docs")
+        assert docs.get_attribute("href") == "https://example.org/docs"
+        assert docs.get_attribute("rel") == "noopener noreferrer"
+        # the copy button copies the code exactly
+        reply.get_by_role("button", name="Copy code").click()
+        reply.get_by_role("button", name="Copy code").filter(has_text="Copied").wait_for()
+        assert page.evaluate("navigator.clipboard.readText()") == CODE + "\n"
+        screenshot(page, "chat-markdown-desktop")
+        page.set_viewport_size(PHONE)
+        assert fits_the_width(page)  # the table scrolls in its own region
+        screenshot(page, "chat-markdown-phone")
+        # a reload draws the same rendering from the tab's log
+        page.reload()
+        page.locator(".msg.assistant table").wait_for()
+        assert page.locator(".msg.assistant pre code").inner_text().rstrip("\n") == CODE
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+def test_stop_cancels_the_running_turn(tab: Page, web_url: str, gate: threading.Event) -> None:
+    page = tab.page
+    gate.clear()
+    page.goto(f"{web_url}/?key={KEY}")
+    send(page, "tell a story")
+    page.locator(".tool[data-tool='wait_for_gate']").wait_for()  # the turn waits on the gate
+    page.get_by_role("button", name="Stop").click()
+    page.locator(".turn-end[data-stop='cancelled']").wait_for()
+    assert page.get_by_role("button", name="Stop").is_hidden()
+    # the page is free again: the next message goes through
+    send(page, "hello")
+    page.locator(".turn-end[data-stop='end_turn']").wait_for()
+    assert "Say 'sign $5 to bob'" in page.locator(".msg.assistant .text").last.inner_text()
+
+
+def test_a_message_typed_while_busy_is_queued_and_sent_when_the_turn_ends(
+    tab: Page, web_url: str, gate: threading.Event
+) -> None:
+    page = tab.page
+    gate.clear()
+    page.goto(f"{web_url}/?key={KEY}")
+    send(page, "tell a story")
+    page.locator(".tool[data-tool='wait_for_gate']").wait_for()
+    send(page, "sign $7 to carol")
+    queued = page.locator("#queue .msg.queued")
+    assert queued.inner_text() == "Queued sign $7 to carol"
+    assert page.get_by_label("Message").input_value() == ""
+    assert "sent when this turn ends" in page.locator("#composer-note").inner_text()
+    assert stored_log(page)["queue"] == ["sign $7 to carol"]  # survives a reload
+    screenshot(page, "chat-queued")
+    gate.set()
+    # the story ends, then the queued message goes: its card comes up
+    page.locator("section.card[data-tool='sign_payment']").wait_for()
+    assert queued.count() == 0
+    users = page.locator("#transcript .msg.user").all_inner_texts()
+    assert [u.removeprefix("You:").strip() for u in users] == ["tell a story", "sign $7 to carol"]
+    assert page.locator(".turn-end[data-stop='end_turn']").count() == 1  # the story's
+    assert stored_log(page)["queue"] == []
+
+
+def test_a_message_while_an_approval_waits_explains_in_plain_words(
+    tab: Page, demo_url: str
+) -> None:
+    page = tab.page
+    page.goto(f"{demo_url}/?key={KEY}")
+    send(page, "pay Bob $30")
+    page.locator("section.card[data-tool='send_payment']").wait_for()
+    users = page.locator("#transcript .msg.user").count()
+    send(page, "what is my balance?")
+    note = page.locator("#composer-note")
+    assert note.inner_text() == (
+        "An action above is waiting for your decision. Approve or reject it first,"
+        " then send your message."
+    )
+    assert page.get_by_label("Message").input_value() == "what is my balance?"  # kept
+    assert page.locator("#transcript .msg.user").count() == users  # nothing sent
+    screenshot(page, "chat-approval-waiting")
+    # And when the page did not know (the card hidden from it), the server's
+    # refusal reads the same: no raw engine error, no bubble left as if sent.
+    page.evaluate("document.querySelector('section.card').classList.add('decided')")
+    page.get_by_label("Message").press("Enter")
+    page.locator("#transcript .msg.user").nth(users).wait_for(state="detached")
+    assert "resume()" not in page.locator("body").inner_text()
+    assert note.inner_text().startswith("An action above is waiting for your decision.")
+    assert page.get_by_label("Message").input_value() == "what is my balance?"
+    assert page.locator("#status").inner_text() == ""
+    # the browser logs the refused request itself; that refusal is what this tests
+    tab.errors[:] = [e for e in tab.errors if "409 (Conflict)" not in e]
+
+
+def test_scrolling_up_while_a_reply_streams_is_not_yanked_back(
+    tab: Page, web_url: str, gate: threading.Event
+) -> None:
+    page = tab.page
+    gate.clear()
+    page.goto(f"{web_url}/?key={KEY}")
+    send(page, "long story")
+    page.locator(".tool[data-tool='wait_for_gate']").wait_for()
+    page.wait_for_function(
+        "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48"
+    )
+    page.mouse.wheel(0, -2000)  # the reader scrolls up to read
+    page.wait_for_function(
+        "() => window.scrollY < document.documentElement.scrollHeight - 2 * window.innerHeight"
+    )
+    where = page.evaluate("window.scrollY")
+    gate.set()
+    page.locator(".turn-end[data-stop='end_turn']").wait_for()
+    jump = page.get_by_role("button", name="Jump to latest")
+    jump.wait_for()  # new text came below: offered, not forced
+    screenshot(page, "chat-jump-to-latest")
+    assert page.evaluate("window.scrollY") == where
+    jump.click()
+    page.wait_for_function(
+        "() => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48"
+    )
+    assert jump.is_hidden()
+
+
+def test_the_live_region_announces_a_finished_reply_once(tab: Page, web_url: str) -> None:
+    page = tab.page
+    page.goto(f"{web_url}/?key={KEY}")
+    page.evaluate(
+        """() => {
+        window.heard = [];
+        const region = document.getElementById('announce');
+        new MutationObserver(() => window.heard.push(region.textContent))
+            .observe(region, { childList: true, characterData: true, subtree: true });
+    }"""
+    )
+    send(page, "hello")
+    page.locator(".turn-end[data-stop='end_turn']").wait_for()
+    heard = page.evaluate("window.heard")
+    assert heard == ["Assistant replied: Say 'sign $5 to bob' or 'tell a story'."]
+    assert page.locator("#transcript").get_attribute("aria-live") is None
+
+
+def axe_violations(page: Any) -> list[tuple[str, str, list[Any]]]:
+    """What axe-core (vendored for the tests) finds on the page, of any impact."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("axe.run(document, { resultTypes: ['violations'] })")
+    return [(v["id"], v["impact"], [n["target"] for n in v["nodes"]]) for v in result["violations"]]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_axe_finds_no_violation_on_the_chat_page(
+    browser: Any, demo_url: str, web_url: str, theme: str
+) -> None:
+    tab = Page(browser, bypass_csp=True)  # to inject axe-core; the app's CSP is tested above
+    page = tab.page
+    try:
+        page.goto(f"{demo_url}/?key={KEY}")
+        page.get_by_label("Theme").select_option(theme)
+        send(page, "Please pay Alice $120 for the concert tickets.")
+        page.locator("section.card[data-tool='send_payment']").wait_for()
+        send(page, "hello")  # the plain explanation by the composer
+        page.locator("#composer-note").filter(has_text="waiting for your decision").wait_for()
+        assert axe_violations(page) == []
+        # a Markdown reply: its table region, code block and copy button
+        page.goto(f"{web_url}/?key={KEY}")
+        send(page, "show markdown")
+        page.locator(".turn-end[data-stop='end_turn']").wait_for()
+        assert axe_violations(page) == []
+    finally:
+        tab.close()
 
 
 # ---------------------------------------------------------------- the trace page

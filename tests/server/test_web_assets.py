@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from importlib import resources
 
 import pytest
 
 WEB = resources.files("mainspring.server").joinpath("web")
-NAMES = sorted(p.name for p in WEB.iterdir())
+NAMES = sorted(p.name for p in WEB.iterdir() if p.is_file())
+VENDOR = WEB.joinpath("vendor")
 
 
 def read(name: str) -> str:
@@ -18,7 +20,8 @@ def read(name: str) -> str:
 def test_the_pages_reference_only_their_own_shipped_files() -> None:
     from mainspring.server._pages import _ASSETS
 
-    assert set(_ASSETS) | {"chat.html", "trace.html"} == set(NAMES)
+    ours = {name for name in _ASSETS if not name.startswith("vendor/")}
+    assert ours | {"chat.html", "trace.html"} == set(NAMES)
     for page in ("chat.html", "trace.html"):
         for ref in re.findall(r'(?:src|href)="([^"#]+)"', read(page)):
             if ref in ("/", "/trace"):
@@ -69,3 +72,26 @@ def test_both_themes_have_text_contrast_of_at_least_wcag_aa() -> None:
         assert _contrast(theme["text"], theme["panel-2"]) >= 4.5
         assert _contrast(theme["text"], theme["stable"]) >= 4.5
         assert _contrast(theme["accent-text"], theme["accent"]) >= 4.5
+
+
+def test_the_vendored_libraries_are_the_pinned_files_with_their_licenses() -> None:
+    from mainspring.server._pages import _ASSETS
+
+    table = VENDOR.joinpath("README.md").read_text(encoding="utf-8")
+    pinned = dict(re.findall(r"^\| ([\w.-]+\.js) \|.*\| ([0-9a-f]{64}) \|$", table, re.M))
+    shipped = {p.name for p in VENDOR.iterdir() if p.name.endswith(".js")}
+    assert set(pinned) == shipped == {n.removeprefix("vendor/") for n in _ASSETS if "/" in n}
+    for name, digest in pinned.items():
+        assert hashlib.sha256(VENDOR.joinpath(name).read_bytes()).hexdigest() == digest, name
+    for license_file in ("markdown-it.LICENSE.txt", "dompurify.LICENSE.txt"):
+        assert "Permission" in VENDOR.joinpath(license_file).read_text(encoding="utf-8") or (
+            "Apache License" in VENDOR.joinpath(license_file).read_text(encoding="utf-8")
+        )
+
+
+def test_the_chat_loads_markdown_through_the_sanitizer_only() -> None:
+    """The rendered Markdown reaches the page as DOMPurify's nodes, raw HTML off."""
+    script = read("markdown.js")
+    assert "html: false" in script
+    assert "purify.sanitize(md.render(source), OPTIONS)" in script
+    assert "RETURN_DOM_FRAGMENT: true" in script

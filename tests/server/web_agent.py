@@ -5,6 +5,9 @@
 - "tell a story": the model streams part one, calls ``wait_for_gate`` (a read
   that draws a canvas, then waits until the test opens the gate), then
   streams part two. The test reloads the page while the gate is shut.
+- "show markdown": a reply in Markdown (a table, a list, a code block) with
+  hostile bits that must not run (a script, an ``onerror``, a ``javascript:`` link).
+- "long story": many paragraphs, then the gate, then part two (the scroll test).
 """
 
 from __future__ import annotations
@@ -29,6 +32,17 @@ from mainspring.usage import Usage
 PART_ONE = "Once upon a time a careful agent kept a ledger. "
 PART_TWO = "It never moved money unapproved, and the books always balanced."
 CANVAS_HTML = "<h2>Ledger</h2><p>balanced</p>"
+CODE = 'print("balanced")'
+MARKDOWN = (
+    "Here is the **ledger**:\n\n"
+    "| account | balance |\n| --- | ---: |\n| alice | 120 |\n| bob | 30 |\n\n"
+    "- first item\n- second item\n\n"
+    f"```python\n{CODE}\n```\n\n"
+    "<script>window.pwned = 'script'</script>\n\n"
+    "<img src=x onerror=\"window.pwned = 'img'\">\n\n"
+    "[click me](javascript:window.pwned='link') and [docs](https://example.org/docs)\n"
+)
+LONG = "".join(f"Paragraph {i} of a long story about a careful ledger.\n\n" for i in range(60))
 
 
 class SignInput(BaseModel):
@@ -49,6 +63,10 @@ def _script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedR
                 text="Please sign this in your browser.",
                 tool_calls=[ScriptedCall("sign_payment", args)],
             )
+        if "show markdown" in last.text:
+            return ScriptedResponse(text=MARKDOWN)
+        if "long story" in last.text:
+            return ScriptedResponse(text=LONG, tool_calls=[ScriptedCall("wait_for_gate", {})])
         if "story" in last.text:
             return ScriptedResponse(
                 thinking="A short story, in two parts.",

@@ -2,7 +2,9 @@
 
 The pages are static files shipped inside the package (``server/web/``):
 HTML, CSS and plain JavaScript, no build step, nothing fetched from anywhere
-else (a Content-Security-Policy allows only this origin). They hold no data,
+else (a Content-Security-Policy allows only this origin). The chat renders
+Markdown in the browser with two files vendored at pinned versions under
+``web/vendor/`` (markdown-it, DOMPurify; see its README). They hold no data,
 so they are served without a credential; every call they make goes to the
 private API with the key the user gives the page (kept in the tab's
 ``sessionStorage``, sent as ``Authorization: Bearer``).
@@ -36,8 +38,12 @@ _ASSETS: dict[str, str] = {
     "app.css": "text/css; charset=utf-8",
     "common.js": "text/javascript; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
+    "markdown.js": "text/javascript; charset=utf-8",
     "trace.js": "text/javascript; charset=utf-8",
     "icon.svg": "image/svg+xml",
+    # Vendored at pinned versions (web/vendor/README.md): Markdown for the chat.
+    "vendor/markdown-it.min.js": "text/javascript; charset=utf-8",
+    "vendor/purify.min.js": "text/javascript; charset=utf-8",
 }
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -67,7 +73,7 @@ def recorder_for(config: ServerConfig) -> TraceRecorder | None:
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("mainspring.server").joinpath("web", name).read_bytes()
+    return resources.files("mainspring.server").joinpath("web", *name.split("/")).read_bytes()
 
 
 def _page(name: str) -> Response:
@@ -86,7 +92,7 @@ async def trace_page() -> Response:
     return _page("trace.html")
 
 
-@pages_router.get("/ui/{name}", include_in_schema=False)
+@pages_router.get("/ui/{name:path}", include_in_schema=False)
 async def asset(name: str) -> Response:
     """A file of the pages (only the ones shipped for them)."""
     media_type = _ASSETS.get(name)

@@ -3,6 +3,11 @@
 // The tab keeps its session id and every event it has shown (with its stream
 // position) in sessionStorage: a reload draws them again and follows the
 // stream from the last position, so nothing is lost or shown twice.
+//
+// Replies are Markdown (markdown.js), re-rendered at most once a frame while
+// they stream. A message typed while a turn runs is queued (kept in the tab's
+// storage too) and sent when the turn ends; Stop cancels the running turn.
+// The page follows the newest text only while the reader is at the bottom.
 "use strict";
 
 (function () {
@@ -11,7 +16,12 @@
   const transcript = document.getElementById("transcript");
   const composer = document.getElementById("composer");
   const input = document.getElementById("composer-input");
-  const sendButton = document.getElementById("send");
+  const stopButton = document.getElementById("stop");
+  const queueList = document.getElementById("queue");
+  const composerNote = document.getElementById("composer-note");
+  const announcer = document.getElementById("announce");
+  const jump = document.getElementById("jump");
+  const markdown = window.MS.markdown;
 
   let state = load();
   let busy = false;
@@ -32,11 +42,19 @@
   function load() {
     try {
       const raw = sessionStorage.getItem(STORE);
-      if (raw) return JSON.parse(raw);
+      if (raw) {
+        const stored = JSON.parse(raw);
+        if (!Array.isArray(stored.queue)) stored.queue = [];
+        return stored;
+      }
     } catch (_) {
       /* a bad entry: start over */
     }
-    return { session: null, log: [], last: null };
+    return fresh();
+  }
+
+  function fresh() {
+    return { session: null, log: [], last: null, queue: [] };
   }
 
   function save() {
@@ -51,14 +69,90 @@
 
   function setBusy(value) {
     busy = value;
-    sendButton.disabled = value;
+    stopButton.hidden = !value;
+    stopButton.disabled = false;
     document.body.dataset.busy = String(value);
   }
 
-  // ------------------------------------------------------------ drawing
+  function tell(text) {
+    composerNote.textContent = text;
+  }
+
+  // ------------------------------------------------------------ scrolling
+
+  // Follow the newest text only while the reader is at the bottom: scrolling
+  // up stops it (and offers "Jump to latest"); reaching the bottom again resumes it.
+  let following = true;
+
+  function atBottom() {
+    return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 48;
+  }
 
   function scrollDown() {
-    window.scrollTo(0, document.body.scrollHeight);
+    following = true;
+    jump.hidden = true;
+    window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
+  function grew() {
+    if (following) scrollDown();
+    else jump.hidden = false;
+  }
+
+  window.addEventListener("scroll", () => {
+    following = atBottom();
+    if (following) jump.hidden = true;
+  }, { passive: true });
+  jump.addEventListener("click", () => {
+    scrollDown();
+    input.focus();
+  });
+
+  // ------------------------------------------------------------ drawing
+
+  // Text blocks waiting to be rendered: at most once a frame while streaming,
+  // at once at a boundary (a tool call, the turn's end) and on a redraw. A
+  // render re-parses the block's whole text (a 20 KB reply takes milliseconds),
+  // so after each one the page waits three times what it cost before the next:
+  // rendering never takes more than a quarter of the main thread.
+  const sources = new WeakMap();
+  const dirty = new Set();
+  let frame = 0;
+  let timer = 0;
+  let quietUntil = 0;
+
+  function renderNow() {
+    if (frame) cancelAnimationFrame(frame);
+    if (timer) clearTimeout(timer);
+    frame = 0;
+    timer = 0;
+    const started = performance.now();
+    for (const node of dirty) markdown.render(node, sources.get(node) || "");
+    dirty.clear();
+    const now = performance.now();
+    quietUntil = now + 3 * (now - started);
+  }
+
+  function onFrame() {
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      renderNow();
+      grew();
+    });
+  }
+
+  function renderSoon(node) {
+    dirty.add(node);
+    if (frame || timer) return;
+    const wait = quietUntil - performance.now();
+    if (wait > 0) {
+      timer = setTimeout(() => {
+        timer = 0;
+        onFrame();
+      }, wait);
+    } else {
+      onFrame();
+    }
   }
 
   function userMessage(text) {
@@ -88,9 +182,13 @@
     switch (ev.type) {
       case "stream_started":
         break;
-      case "text_delta":
-        textNode().append(ev.text);
+      case "text_delta": {
+        const node = textNode();
+        sources.set(node, (sources.get(node) || "") + ev.text);
+        if (live) renderSoon(node);
+        else dirty.add(node);
         break;
+      }
       case "thinking_delta": {
         if (!v.thinking) {
           v.thinking = el("details", { className: "thinking", open: true }, [el("summary", { text: "Thinking" }), el("div")]);
@@ -106,6 +204,7 @@
       case "tool_call_delta":
         break;
       case "tool_start": {
+        renderNow();
         const box = el("div", { className: "tool", "data-tool": ev.name }, [
           el("span", { className: "name", text: ev.name }),
           el("code", { text: " " + JSON.stringify(ev.input) }),
@@ -134,6 +233,8 @@
           v.node.append(box);
         }
         box.classList.toggle("error", ev.is_error);
+        // The tool is done: a progress bar it left shows the end, not where it stopped.
+        for (const bar of box.querySelectorAll("progress")) bar.value = bar.max;
         box.querySelector(".result").textContent = (ev.is_error ? "error: " : "→ ") + ev.content;
         v.text = null;
         break;
@@ -149,18 +250,29 @@
       case "usage":
         break;
       case "turn_complete": {
+        renderNow();
+        if (live) announce(v.node, ev.stop_reason);
         const cost = ev.cost_usd ? " · $" + ev.cost_usd.toFixed(4) : "";
         v.node.append(el("p", { className: "turn-end", "data-stop": ev.stop_reason, text: "turn " + ev.turn_index + ": " + ev.stop_reason.replace(/_/g, " ") + cost }));
         view = null;
         break;
       }
       case "error":
-        v.node.append(el("p", { className: "error-msg", role: "alert", text: "Error (" + ev.code + "): " + ev.message }));
+        renderNow();
+        v.node.append(el("p", { className: "error-msg", role: "alert", text: waiting(ev.message) ? WAITING : "Error (" + ev.code + "): " + ev.message }));
         view = null;
         break;
       default:
         break;
     }
+  }
+
+  // The live region hears each finished reply once (never token by token).
+  function announce(node, stopReason) {
+    const text = Array.from(node.querySelectorAll(".text"), (t) => t.textContent.trim()).filter(Boolean).join(" ");
+    const said = text.length > 600 ? text.slice(0, 600) + "…" : text;
+    const how = stopReason === "end_turn" ? "" : " (" + stopReason.replace(/_/g, " ") + ")";
+    announcer.textContent = "Assistant replied" + how + ": " + (said || "no text");
   }
 
   function canvas(ev) {
@@ -312,7 +424,10 @@
     } catch (err) {
       note.textContent = err.message;
       for (const b of node.querySelectorAll("button, input, textarea")) b.disabled = false;
+      return;
     }
+    tell("");
+    drain();
   }
 
   // ------------------------------------------------------------ streams
@@ -337,7 +452,7 @@
     state.log.push({ id: frame.id, ev: ev });
     save();
     draw(ev, true);
-    scrollDown();
+    if (ev.type !== "text_delta") grew(); // text grows on its frame
     return terminal;
   }
 
@@ -376,22 +491,97 @@
   async function ensureSession() {
     if (state.session) return state.session;
     const info = await window.MS.apiJson("/v1/sessions", { method: "POST" });
-    state = { session: info.session_id, log: [], last: null };
+    state = Object.assign(fresh(), { session: info.session_id, queue: state.queue });
     save();
     return state.session;
   }
 
+  const WAITING = "An action above is waiting for your decision. Approve or reject it first, then send your message.";
+
+  // The engine's refusal of a message while a decision is awaited.
+  function waiting(message) {
+    return /waiting for a decision/.test(message || "");
+  }
+
+  function waitingCard() {
+    return document.querySelector("section.card:not(.decided)");
+  }
+
   async function send(text) {
     if (busy) return;
+    setBusy(true);
+    let response;
+    let bubble = null;
+    const entry = { id: null, user: text };
     try {
       const session = await ensureSession();
       userMessage(text);
-      state.log.push({ id: null, user: text });
+      bubble = transcript.lastElementChild;
+      state.log.push(entry);
       save();
       view = null;
-      await run(() => window.MS.api("/v1/sessions/" + encodeURIComponent(session) + "/messages", { method: "POST", json: { message: text } }));
+      scrollDown();
+      response = await window.MS.api("/v1/sessions/" + encodeURIComponent(session) + "/messages", { method: "POST", json: { message: text } });
+    } catch (err) {
+      // Refused: the message was not sent. Take its bubble back, return the
+      // text to the box, and say why in plain words next to it.
+      if (bubble) bubble.remove();
+      const at = state.log.indexOf(entry);
+      if (at >= 0) state.log.splice(at, 1);
+      save();
+      if (!input.value.trim()) input.value = text;
+      setBusy(false);
+      if (waiting(err.message)) tell(WAITING);
+      else status(err.message, true);
+      return;
+    }
+    try {
+      await run(() => response);
     } catch (err) {
       status(err.message, true);
+    }
+    drain();
+  }
+
+  // ------------------------------------------------------------ the queue
+
+  function drawQueue() {
+    queueList.replaceChildren(...state.queue.map((text) => el("li", { className: "msg user queued" }, [el("span", { className: "badge", text: "Queued" }), " ", text])));
+    queueList.hidden = state.queue.length === 0;
+  }
+
+  function enqueue(text) {
+    state.queue.push(text);
+    save();
+    drawQueue();
+    tell(state.queue.length === 1 ? "Queued: it is sent when this turn ends." : state.queue.length + " messages queued: sent one by one when this turn ends.");
+    grew();
+  }
+
+  // Send the next queued message, if the page is free to.
+  function drain() {
+    if (busy || !state.queue.length) return;
+    if (waitingCard()) {
+      tell("Your queued message is sent once you approve or reject the action above.");
+      return;
+    }
+    const text = state.queue.shift();
+    save();
+    drawQueue();
+    tell("");
+    send(text);
+  }
+
+  async function stop() {
+    if (!busy || !state.session) return;
+    stopButton.disabled = true;
+    tell("Stopping…");
+    try {
+      await window.MS.apiJson("/v1/sessions/" + encodeURIComponent(state.session) + "/cancel", { method: "POST" });
+      // the stream ends with turn_complete(cancelled)
+    } catch (err) {
+      stopButton.disabled = false;
+      tell("Could not stop the turn: " + err.message);
     }
   }
 
@@ -408,6 +598,8 @@
         draw(item.ev, false);
       }
     }
+    renderNow();
+    drawQueue();
   }
 
   async function resume() {
@@ -432,9 +624,10 @@
         box.node.append(card(body.pending, true));
         view = null;
       }
+      drain();
     } catch (err) {
       if (err.status === 404) {
-        state = { session: null, log: [], last: null };
+        state = fresh();
         save();
         redraw();
         status("That conversation is gone; start a new one.");
@@ -448,9 +641,20 @@
     e.preventDefault();
     const text = input.value.trim();
     if (!text) return;
+    if (busy || state.queue.length) {
+      input.value = "";
+      enqueue(text);
+      return;
+    }
+    if (waitingCard()) {
+      tell(WAITING); // the text stays in the box
+      return;
+    }
     input.value = "";
+    tell("");
     send(text);
   });
+  stopButton.addEventListener("click", stop);
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
@@ -459,7 +663,7 @@
   });
   document.getElementById("new-chat").addEventListener("click", () => {
     if (busy) return;
-    state = { session: null, log: [], last: null };
+    state = fresh();
     save();
     redraw();
     status("");

@@ -142,7 +142,9 @@
     dispatch();
   }
 
-  // Theme: the system's by default; the toggle picks one and remembers it.
+  // Theme: the system's by default; a choice (light, dark) is remembered, and
+  // "system" forgets it. The chat page has a three-way select (#theme-select);
+  // a page with the older toggle button (#theme-toggle) flips light and dark.
   function currentTheme() {
     const forced = document.documentElement.dataset.theme;
     if (forced) return forced;
@@ -152,7 +154,10 @@
   }
 
   function applyTheme(theme) {
-    if (theme) document.documentElement.dataset.theme = theme;
+    if (theme === "light" || theme === "dark") document.documentElement.dataset.theme = theme;
+    else delete document.documentElement.dataset.theme;
+    const select = document.getElementById("theme-select");
+    if (select) select.value = theme === "light" || theme === "dark" ? theme : "system";
     const button = document.getElementById("theme-toggle");
     if (!button) return;
     const dark = currentTheme() === "dark";
@@ -160,14 +165,20 @@
     button.textContent = dark ? "Light theme" : "Dark theme";
   }
 
+  function chooseTheme(theme) {
+    if (theme === "light" || theme === "dark") localStorage.setItem(THEME_STORE, theme);
+    else localStorage.removeItem(THEME_STORE);
+    applyTheme(theme);
+  }
+
   function setupTheme() {
     applyTheme(localStorage.getItem(THEME_STORE));
+    const select = document.getElementById("theme-select");
+    if (select) select.addEventListener("change", () => chooseTheme(select.value));
     const button = document.getElementById("theme-toggle");
     if (!button) return;
     button.addEventListener("click", () => {
-      const next = currentTheme() === "dark" ? "light" : "dark";
-      localStorage.setItem(THEME_STORE, next);
-      applyTheme(next);
+      chooseTheme(currentTheme() === "dark" ? "light" : "dark");
     });
   }
 
