@@ -37,8 +37,21 @@ from pydantic import TypeAdapter
 from mainspring.decisions import Approve, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event as MainspringEvent
+from mainspring.events import (
+    SteeringTaken,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolCallDelta,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+    UsageEvent,
+)
+from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from mainspring.server._agui import decision_of
 from mainspring.server._agui_events import AguiRun
+from mainspring.usage import Usage
 from tests.npm import npm_install
 from tests.server.uiservers import (
     ALICE,
@@ -659,3 +672,91 @@ def test_the_ag_ui_client_keeps_what_it_streamed_when_the_snapshot_lands(
     asked = [m["id"] for m in before if m["role"] == "user"]
     assert asked == ["client-question-1", "client-question-2", "client-question-3"]
     assert len({m["id"] for m in before}) == len(before)
+
+
+def test_the_mapper_counts_the_transcript_as_the_run_appends_to_it() -> None:
+    """Steps without text, calls announced after the step, steering, unstreamed thinking."""
+
+    def result(call: str) -> ToolResult:
+        return ToolResult(tool_use_id=call, name="t", content=f"{call} done")
+
+    def stored(call: str) -> ToolResultPart:
+        return ToolResultPart(tool_use_id=call, name="t", content=f"{call} done")
+
+    def called(call: str) -> ToolCallPart:
+        return ToolCallPart(id=call, name="t", arguments={})
+
+    step = UsageEvent(model="m", usage=Usage())
+    transcript = [
+        Message(role="user", parts=(TextPart(text="before"),), meta={"client_id": "q0"}),
+        Message.assistant("Earlier."),
+        Message(role="user", parts=(TextPart(text="go"),), meta={"client_id": "q1"}),
+        Message(
+            role="assistant",
+            parts=(
+                ThinkingPart(text="plan"),
+                TextPart(text="Checking."),
+                called("c1"),
+                called("c2"),
+            ),
+        ),
+        Message.tool_results([stored("c1"), stored("c2")]),
+        Message(role="assistant", parts=(ThinkingPart(text="", redacted=True), called("c3"))),
+        Message.tool_results([stored("c3")]),
+        Message(role="user", parts=(TextPart(text="also this"),), meta={"steering": "s1"}),
+        Message(role="assistant", parts=(ThinkingPart(text="again"), TextPart(text="Done."))),
+    ]
+    events: list[MainspringEvent] = [
+        ThinkingDelta(text="pl"),
+        ThinkingDelta(text="an"),
+        ThinkingDone(text="plan"),
+        TextDelta(text="Checking."),
+        ToolCallDelta(tool_use_id="c1", name="t", index=0, args_delta="{}"),
+        ToolStart(tool_use_id="c1", name="t", input={}),  # a parallel call, mid-stream
+        result("c1"),
+        ToolCallDelta(tool_use_id="c2", name="t", index=1, args_delta="{}"),
+        step,
+        ToolStart(tool_use_id="c2", name="t", input={}),
+        UsageEvent(model="tool:t", usage=Usage()),  # a tool's spend ends no step
+        result("c2"),
+        ThinkingDone(text="", redacted=True),
+        step,
+        ToolStart(tool_use_id="c3", name="t", input={}),  # a call the model streamed no delta of
+        result("c3"),
+        SteeringTaken(steering_id="s1", mode="next_step", text="also this", turn_index=0),
+        ThinkingDone(text="again"),  # a block without deltas streams whole
+        TextDelta(text="Done."),
+        step,
+    ]
+    mapper = AguiRun(thread_id="t", run_id="r", base=2)
+    out: list[BaseEvent] = []
+    for event in events:
+        out += mapper.events(event)
+    out += mapper.events(TurnComplete(stop_reason="end_turn"), {}, transcript)
+    snapshot = snapshot_of(out).messages
+    ids = [m.id for m in snapshot]
+    assert ids[:3] == ["q0", "m1.0", "q1"]
+    assert ids[3:] == [
+        "m3.0",
+        "m3.1",
+        "c1.result",
+        "c2.result",
+        "m5.0",
+        "c3.result",
+        "m7",
+        "m8.0",
+        "m8.1",
+    ]
+    assert [i for i in ids[3:] if i != "m7"] == streamed_ids(out)
+    by_id = {m.id: m for m in snapshot}
+    assert [m.role for m in snapshot if m.id in ("m3.0", "m8.0")] == ["reasoning", "reasoning"]
+    for start in (e for e in out if isinstance(e, ToolCallStartEvent)):
+        parent = by_id[str(start.parent_message_id)]
+        assert isinstance(parent, AssistantMessage) and parent.tool_calls is not None
+        assert start.tool_call_id in [c.id for c in parent.tool_calls]
+    again = "".join(
+        e.delta
+        for e in out
+        if isinstance(e, ReasoningMessageContentEvent) and e.message_id == "m8.0"
+    )
+    assert again == "again"
