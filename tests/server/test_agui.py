@@ -335,6 +335,20 @@ BAD_INPUTS: list[tuple[str, object, int]] = [
         400,
     ),
     (
+        "empty user message id",
+        {"threadId": "t", "runId": "r", "messages": [{"id": "", "role": "user", "content": "x"}]},
+        400,
+    ),
+    (
+        "long user message id",
+        {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u" * 201, "role": "user", "content": "x"}],
+        },
+        400,
+    ),
+    (
         "unknown role",
         {
             "threadId": "t",

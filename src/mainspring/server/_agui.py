@@ -184,6 +184,8 @@ def _user_message(run_input: RunAgentInput) -> Message:
     text = _text_of(getattr(last, "content", ""))
     if not text.strip():
         raise ConfigError("the last user message has no text")
+    if not 1 <= len(last.id) <= 200:
+        raise ConfigError("the last user message's id must be 1-200 characters")
     return Message(role="user", parts=(TextPart(text=text),), meta={CLIENT_ID: last.id})
 
 
