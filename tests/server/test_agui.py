@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,15 @@ from ag_ui.core import (
     Event,
     EventType,
     MessagesSnapshotEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageStartEvent,
     ResumeEntry,
     RunAgentInput,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
@@ -31,9 +37,24 @@ from pydantic import TypeAdapter
 from mainspring.decisions import Approve, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event as MainspringEvent
+from mainspring.events import (
+    SteeringTaken,
+    TextDelta,
+    ThinkingDelta,
+    ThinkingDone,
+    ToolCallDelta,
+    ToolResult,
+    ToolStart,
+    TurnComplete,
+    UsageEvent,
+)
+from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from mainspring.server._agui import decision_of
 from mainspring.server._agui_events import AguiRun
+from mainspring.usage import Usage
+from tests.npm import npm_install
 from tests.server.uiservers import (
+    ALICE,
     Served,
     new_id,
     served,
@@ -314,6 +335,20 @@ BAD_INPUTS: list[tuple[str, object, int]] = [
         400,
     ),
     (
+        "empty user message id",
+        {"threadId": "t", "runId": "r", "messages": [{"id": "", "role": "user", "content": "x"}]},
+        400,
+    ),
+    (
+        "long user message id",
+        {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u" * 201, "role": "user", "content": "x"}],
+        },
+        400,
+    ),
+    (
         "unknown role",
         {
             "threadId": "t",
@@ -500,3 +535,242 @@ def test_an_interrupt_is_answered_on_another_worker(tmp_path: Path) -> None:
         again = first.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
         assert again.status_code == 409
         assert writes_of(first.alice, thread_id) == 1
+
+
+# ------------------------------------------------------ message ids
+
+
+def streamed_ids(events: list[BaseEvent]) -> list[str]:
+    """The messages a run streamed, by id, as a client makes them (first appearance)."""
+    ids: list[str] = []
+    for event in events:
+        if isinstance(event, TextMessageStartEvent | ReasoningMessageStartEvent):
+            found = event.message_id
+        elif isinstance(event, ToolCallStartEvent):
+            assert event.parent_message_id is not None  # a call rides a message of the run
+            found = event.parent_message_id
+        elif isinstance(event, ToolCallResultEvent):
+            found = event.message_id
+        else:
+            continue
+        if found not in ids:
+            ids.append(found)
+    return ids
+
+
+def snapshot_of(events: list[BaseEvent]) -> MessagesSnapshotEvent:
+    return next(e for e in events if isinstance(e, MessagesSnapshotEvent))
+
+
+def asked(server: Served, thread_id: str, text: str, message_id: str) -> list[BaseEvent]:
+    body = run_input(thread_id, text)
+    body["messages"][0]["id"] = message_id
+    return events_of(server.alice.post("/v1/agui", json=body))
+
+
+def test_the_snapshot_names_every_message_as_the_client_and_the_stream_did(
+    tmp_path: Path,
+) -> None:
+    from mainspring.demo import demo_agent
+
+    with two_workers(demo_agent(), tmp_path) as (first, second):
+        thread_id = new_id()
+        events = asked(first, thread_id, "Pay Alice $20", "client-question-1")
+        streamed = streamed_ids(events)
+        snapshot = snapshot_of(events).messages
+        # the user's own id, then what streamed, in order; the reasoning included
+        assert [m.id for m in snapshot] == ["client-question-1", *streamed]
+        assert "reasoning" in [m.role for m in snapshot]
+        texts = {m.id: m.content for m in snapshot if m.role in ("assistant", "reasoning")}
+        for event in events:
+            if isinstance(event, TextMessageContentEvent | ReasoningMessageContentEvent):
+                assert event.delta in str(texts[event.message_id])
+        calls = {
+            c.id: m.id
+            for m in snapshot
+            if isinstance(m, AssistantMessage)
+            for c in m.tool_calls or ()
+        }
+        for event in events:
+            if isinstance(event, ToolCallStartEvent):
+                assert calls[event.tool_call_id] == event.parent_message_id
+        outcome = finished(events).outcome
+        assert isinstance(outcome, RunFinishedInterruptOutcome)
+        interrupt_id = outcome.interrupts[0].id
+        # the resume runs on the other worker: what it streams extends the snapshot
+        after = events_of(
+            second.alice.post("/v1/agui", json=resume_input(thread_id, approve(interrupt_id)))
+        )
+        resumed = snapshot_of(after).messages
+        assert [m.id for m in resumed] == [m.id for m in snapshot] + streamed_ids(after)
+        assert resumed[: len(snapshot)] == snapshot
+        # a new question later, back on the first worker: nothing earlier is renamed
+        later = asked(first, thread_id, "What can you do?", "client-question-2")
+        whole = snapshot_of(later).messages
+        assert [m.id for m in whole] == [
+            *(m.id for m in resumed),
+            "client-question-2",
+            *streamed_ids(later),
+        ]
+        assert len({m.id for m in whole}) == len(whole)
+
+
+CLIENT_SCRIPT = Path(__file__).with_name("agui_client.mjs")
+AGUI_CLIENT_VERSION = "@ag-ui/client@1"
+NPM_CACHE = Path(
+    os.environ.get("MAINSPRING_NPM_CACHE", Path.home() / ".cache" / "mainspring-tests" / "npm")
+)
+
+
+@pytest.fixture(scope="module")
+def agui_client() -> Path:
+    """The ``@ag-ui/client`` npm package's directory, installed into the cache when missing."""
+    package = NPM_CACHE / "node_modules" / "@ag-ui" / "client"
+    why_not = npm_install(NPM_CACHE, AGUI_CLIENT_VERSION, package / "dist" / "index.mjs")
+    if why_not is not None:
+        pytest.skip(f"needs the @ag-ui/client npm package ({why_not})")
+    return package
+
+
+def as_compared(message: dict[str, Any]) -> dict[str, Any]:
+    """What a user sees of a client message: its id, role, text, calls and result."""
+    calls = [
+        (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+        for c in message.get("toolCalls") or ()
+    ]
+    return {
+        "id": message["id"],
+        "role": message["role"],
+        "content": message.get("content") or "",
+        "toolCalls": calls,
+        "toolCallId": message.get("toolCallId"),
+    }
+
+
+def test_the_ag_ui_client_keeps_what_it_streamed_when_the_snapshot_lands(
+    agui_client: Path, tmp_path: Path
+) -> None:
+    from mainspring.demo import demo_agent
+
+    with two_workers(demo_agent(), tmp_path) as (first, second):
+        done = subprocess.run(
+            [
+                "node",
+                str(CLIENT_SCRIPT),
+                str(agui_client),
+                str(first.alice.base_url).rstrip("/"),
+                str(second.alice.base_url).rstrip("/"),
+                ALICE,
+                new_id(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["errors"] == []
+    runs = result["runs"]
+    assert len(runs) == 4  # ask (interrupted), resume, ask again, ask from a reloaded page
+    before: list[dict[str, Any]] = []
+    for run in runs:
+        streamed = [as_compared(m) for m in run["streamed"]]
+        final = [as_compared(m) for m in run["final"]]
+        # the snapshot renames, moves, drops and adds nothing the run streamed
+        assert final == streamed
+        # and the run only added to what the client held before it
+        assert final[: len(before)] == before
+        before = final
+    roles = [m["role"] for m in before]
+    assert roles.count("reasoning") == 1 and roles[:2] == ["user", "reasoning"]
+    asked = [m["id"] for m in before if m["role"] == "user"]
+    assert asked == ["client-question-1", "client-question-2", "client-question-3"]
+    assert len({m["id"] for m in before}) == len(before)
+
+
+def test_the_mapper_counts_the_transcript_as_the_run_appends_to_it() -> None:
+    """Steps without text, calls announced after the step, steering, unstreamed thinking."""
+
+    def result(call: str) -> ToolResult:
+        return ToolResult(tool_use_id=call, name="t", content=f"{call} done")
+
+    def stored(call: str) -> ToolResultPart:
+        return ToolResultPart(tool_use_id=call, name="t", content=f"{call} done")
+
+    def called(call: str) -> ToolCallPart:
+        return ToolCallPart(id=call, name="t", arguments={})
+
+    step = UsageEvent(model="m", usage=Usage())
+    transcript = [
+        Message(role="user", parts=(TextPart(text="before"),), meta={"client_id": "q0"}),
+        Message.assistant("Earlier."),
+        Message(role="user", parts=(TextPart(text="go"),), meta={"client_id": "q1"}),
+        Message(
+            role="assistant",
+            parts=(
+                ThinkingPart(text="plan"),
+                TextPart(text="Checking."),
+                called("c1"),
+                called("c2"),
+            ),
+        ),
+        Message.tool_results([stored("c1"), stored("c2")]),
+        Message(role="assistant", parts=(ThinkingPart(text="", redacted=True), called("c3"))),
+        Message.tool_results([stored("c3")]),
+        Message(role="user", parts=(TextPart(text="also this"),), meta={"steering": "s1"}),
+        Message(role="assistant", parts=(ThinkingPart(text="again"), TextPart(text="Done."))),
+    ]
+    events: list[MainspringEvent] = [
+        ThinkingDelta(text="pl"),
+        ThinkingDelta(text="an"),
+        ThinkingDone(text="plan"),
+        TextDelta(text="Checking."),
+        ToolCallDelta(tool_use_id="c1", name="t", index=0, args_delta="{}"),
+        ToolStart(tool_use_id="c1", name="t", input={}),  # a parallel call, mid-stream
+        result("c1"),
+        ToolCallDelta(tool_use_id="c2", name="t", index=1, args_delta="{}"),
+        step,
+        ToolStart(tool_use_id="c2", name="t", input={}),
+        UsageEvent(model="tool:t", usage=Usage()),  # a tool's spend ends no step
+        result("c2"),
+        ThinkingDone(text="", redacted=True),
+        step,
+        ToolStart(tool_use_id="c3", name="t", input={}),  # a call the model streamed no delta of
+        result("c3"),
+        SteeringTaken(steering_id="s1", mode="next_step", text="also this", turn_index=0),
+        ThinkingDone(text="again"),  # a block without deltas streams whole
+        TextDelta(text="Done."),
+        step,
+    ]
+    mapper = AguiRun(thread_id="t", run_id="r", base=2)
+    out: list[BaseEvent] = []
+    for event in events:
+        out += mapper.events(event)
+    out += mapper.events(TurnComplete(stop_reason="end_turn"), {}, transcript)
+    snapshot = snapshot_of(out).messages
+    ids = [m.id for m in snapshot]
+    assert ids[:3] == ["q0", "m1.0", "q1"]
+    assert ids[3:] == [
+        "m3.0",
+        "m3.1",
+        "c1.result",
+        "c2.result",
+        "m5.0",
+        "c3.result",
+        "m7",
+        "m8.0",
+        "m8.1",
+    ]
+    assert [i for i in ids[3:] if i != "m7"] == streamed_ids(out)
+    by_id = {m.id: m for m in snapshot}
+    assert [m.role for m in snapshot if m.id in ("m3.0", "m8.0")] == ["reasoning", "reasoning"]
+    for start in (e for e in out if isinstance(e, ToolCallStartEvent)):
+        parent = by_id[str(start.parent_message_id)]
+        assert isinstance(parent, AssistantMessage) and parent.tool_calls is not None
+        assert start.tool_call_id in [c.id for c in parent.tool_calls]
+    again = "".join(
+        e.delta
+        for e in out
+        if isinstance(e, ReasoningMessageContentEvent) and e.message_id == "m8.0"
+    )
+    assert again == "again"

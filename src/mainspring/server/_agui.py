@@ -6,7 +6,9 @@ events (the package's own models and ``EventEncoder``; the mapping is
 owned by the caller). The session keeps the conversation, so of ``messages``
 only the end is read:
 
-* a user message last: its text starts a turn;
+* a user message last: its text starts a turn (the message keeps its ``id``:
+  the ``MESSAGES_SNAPSHOT`` a run ends with names every message as the
+  client and the stream did, see :mod:`._agui_events`);
 * a run that paused for approval finished with an ``interrupt`` outcome (one
   interrupt per open pending action, ``reason: "tool_call"``, its ``id`` the
   server's signed approval id); the next input carries ``resume``, one entry
@@ -41,7 +43,8 @@ from mainspring.events import (
     PendingAction,
     TurnComplete,
 )
-from mainspring.server._agui_events import AguiRun
+from mainspring.messages import Message, TextPart
+from mainspring.server._agui_events import CLIENT_ID, AguiRun
 from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import NotFound, SessionHost
@@ -171,7 +174,8 @@ def _text_of(content: object) -> str:
     return "\n".join(str(getattr(part, "text", "")) for part in content if part.type == "text")
 
 
-def _user_text(run_input: RunAgentInput) -> str:
+def _user_message(run_input: RunAgentInput) -> Message:
+    """The input's last message, the user's, keeping the id the client gave it."""
     if not run_input.messages:
         raise ConfigError("messages is empty: the last one must be the user's")
     last = run_input.messages[-1]
@@ -180,7 +184,9 @@ def _user_text(run_input: RunAgentInput) -> str:
     text = _text_of(getattr(last, "content", ""))
     if not text.strip():
         raise ConfigError("the last user message has no text")
-    return text
+    if not 1 <= len(last.id) <= 200:
+        raise ConfigError("the last user message's id must be 1-200 characters")
+    return Message(role="user", parts=(TextPart(text=text),), meta={CLIENT_ID: last.id})
 
 
 async def _start(
@@ -203,7 +209,7 @@ async def _start(
         return await host.decide(session, approval_id, result), pending.tool_use_id
     if pending is not None:
         raise SessionBusy(f"thread {thread_id!r} waits on an interrupt: answer it with resume")
-    return await host.send(session, _user_text(run_input)), None
+    return await host.send(session, _user_message(run_input)), None
 
 
 @agui_router.post(
@@ -221,8 +227,9 @@ async def run_agent(
     session = await open_thread(host, caller, thread_id)
     if host.runs.active(thread_id) is not None:
         raise SessionBusy(f"thread {thread_id!r} already has an active run")
+    base = len(session.messages)  # where the run's messages go: their ids count from it
     live, decided = await _start(host, session, run_input)
-    mapper = AguiRun(thread_id=thread_id, run_id=run_input.run_id, decided=decided)
+    mapper = AguiRun(thread_id=thread_id, run_id=run_input.run_id, decided=decided, base=base)
     encoder = EventEncoder()
 
     async def frames() -> AsyncIterator[bytes]:

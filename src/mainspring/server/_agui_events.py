@@ -4,12 +4,31 @@
 event models; :func:`interrupt_of` is a pending action as an interrupt (its
 id the server's signed approval id); :func:`messages_of` is the session's
 conversation as AG-UI messages, for the ``MESSAGES_SNAPSHOT`` a run ends with.
+
+Message ids are derived from the stored transcript, never kept in a
+process, so every worker of a thread, and every later run, names a message
+the same way (``@ag-ui/client`` merges a snapshot into the messages it
+streamed by id: an id that changes replaces the message, and a reasoning
+message missing from a snapshot is moved):
+
+* a user message keeps the id the client gave it (``meta["client_id"]``),
+  else ``m{index}`` (its position in the transcript, which only grows);
+* an assistant message at ``index`` is split as it streamed, in part order:
+  each thinking block with text is a reasoning message, each run of text an
+  assistant message, and its tool calls ride the last text before them (or a
+  message of their own); the pieces are ``m{index}.0``, ``m{index}.1``, …;
+* a tool result is ``{tool_use_id}.result``.
+
+While streaming, :class:`AguiRun` counts the transcript's positions as the
+run appends to it (from the length it had when the run started): one
+assistant message per model step (a step ends at its ``usage`` event), one
+tool message after a step whose calls have results, one per steering
+message taken.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +53,7 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
-from mainspring.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 try:
     from ag_ui.core import (
@@ -46,6 +65,7 @@ try:
         Interrupt,
         MessagesSnapshotEvent,
         ReasoningEndEvent,
+        ReasoningMessage,
         ReasoningMessageContentEvent,
         ReasoningMessageEndEvent,
         ReasoningMessageStartEvent,
@@ -72,7 +92,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('the AG-UI route needs: pip install "mainspring[server]"') from exc
 
-__all__ = ["AguiRun", "interrupt_of", "messages_of"]
+__all__ = ["CLIENT_ID", "AguiRun", "interrupt_of", "messages_of", "result_id"]
+
+CLIENT_ID = "client_id"
+"""The ``meta`` key of a user message holding the id its client gave it."""
 
 _CANCELLED = frozenset({"cancelled", "interrupted"})
 
@@ -123,14 +146,62 @@ def _usage(event: UsageEvent) -> TokenUsage:
     )
 
 
+class _Pieces:
+    """How one assistant message splits into AG-UI messages (streamed or stored).
+
+    The stream and the snapshot walk the same parts in the same order, so
+    they name the same pieces.
+    """
+
+    __slots__ = ("count", "index", "parent", "texting")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.count = 0
+        self.texting = False
+        self.parent: str | None = None
+
+    def _new(self) -> str:
+        piece = f"m{self.index}.{self.count}"
+        self.count += 1
+        return piece
+
+    def reasoning(self) -> str:
+        """A thinking block's reasoning message."""
+        self.texting = False
+        return self._new()
+
+    def pause(self) -> None:
+        """Something other than text: the next text is a new message."""
+        self.texting = False
+
+    def text(self) -> str:
+        """The message text goes to (a new one unless text came just before)."""
+        if not self.texting or self.parent is None:
+            self.texting = True
+            self.parent = self._new()
+        return self.parent
+
+    def call(self) -> str:
+        """The message a tool call rides: the last text's, or one of its own."""
+        self.texting = False
+        if self.parent is None:
+            self.parent = self._new()
+        return self.parent
+
+
 class AguiRun:
     """Turns one mainspring stream into AG-UI events (a pure mapper, one run)."""
 
-    def __init__(self, *, thread_id: str, run_id: str, decided: str | None = None) -> None:
+    def __init__(
+        self, *, thread_id: str, run_id: str, decided: str | None = None, base: int = 0
+    ) -> None:
         """A mapper for the run ``run_id`` of ``thread_id``.
 
         ``decided`` is the tool call a resume continues: announced by the run
-        it interrupted, so this one sends only its result.
+        it interrupted, so this one sends only its result. ``base`` is the
+        number of messages the session held before the run (a new message's
+        run appends the user's message there; a resume, the results).
         """
         self.thread_id = thread_id
         self.run_id = run_id
@@ -143,6 +214,13 @@ class AguiRun:
         self._interrupts: list[Interrupt] = []
         self._frontend: list[str] = []
         self._usage: dict[str, TokenUsage] = {}
+        self._next = base if decided is not None else base + 1
+        """The transcript position the run appends its next message at."""
+        self._results = False
+        """The last step's calls have results: a tool message comes before the next step."""
+        self._pieces: _Pieces | None = None
+        """The current (or last) step's assistant message."""
+        self._stepping = False
         if decided is not None:
             self._calls_open.add(decided)
             self._calls_ended.add(decided)
@@ -155,8 +233,29 @@ class AguiRun:
             )
         ]
 
+    def _step(self) -> _Pieces:
+        """The current model step's assistant message (a new step begins here)."""
+        pieces = self._pieces
+        if self._stepping and pieces is not None:
+            return pieces
+        if self._results:
+            self._next += 1
+            self._results = False
+        pieces = self._pieces = _Pieces(self._next)
+        self._next += 1
+        self._stepping = True
+        return pieces
+
+    def _pieces_of_calls(self) -> _Pieces:
+        """Where a tool call announced by the dispatch (not the model's stream) rides."""
+        if self._pieces is None:
+            return self._step()
+        return self._pieces
+
     def _close(self) -> list[BaseEvent]:
         out: list[BaseEvent] = []
+        if self._pieces is not None:
+            self._pieces.pause()
         if self._text is not None:
             out.append(TextMessageEndEvent(message_id=self._text))
             self._text = None
@@ -166,11 +265,16 @@ class AguiRun:
             self._reasoning = None
         return out
 
+    def _start_call(self, tool_use_id: str, name: str, pieces: _Pieces) -> ToolCallStartEvent:
+        self._calls_open.add(tool_use_id)
+        return ToolCallStartEvent(
+            tool_call_id=tool_use_id, tool_call_name=name, parent_message_id=pieces.call()
+        )
+
     def _call(self, tool_use_id: str, name: str, args: str | None) -> list[BaseEvent]:
         out: list[BaseEvent] = []
         if tool_use_id not in self._calls_open:
-            self._calls_open.add(tool_use_id)
-            out.append(ToolCallStartEvent(tool_call_id=tool_use_id, tool_call_name=name))
+            out.append(self._start_call(tool_use_id, name, self._pieces_of_calls()))
             if args is not None:
                 out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=args))
         if tool_use_id not in self._calls_ended:
@@ -200,14 +304,11 @@ class AguiRun:
         if isinstance(event, ToolProgress | Canvas):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
-            taken = "queued" if isinstance(event, SteeringQueued) else "taken"
-            steering: dict[str, JsonValue] = {"steeringId": event.steering_id, "state": taken}
-            return [CustomEvent(name="mainspring.steering", value=steering)]
+            return [self._steering(event)]
         if isinstance(event, UsageEvent):
-            entry = _usage(event)
-            previous = self._usage.get(event.model)
-            self._usage[event.model] = entry if previous is None else _add(previous, entry)
+            self._used(event)
             return []
+        streamed = self._reasoning is not None
         out = self._close()
         if isinstance(event, TurnComplete):
             if messages is not None:
@@ -220,22 +321,64 @@ class AguiRun:
             out.append(RunErrorEvent(message=event.message, code=event.code))
         else:
             assert isinstance(event, ThinkingDone)
+            if not streamed:
+                out += self._unstreamed(event)
         return out
+
+    def _steering(self, event: SteeringQueued | SteeringTaken) -> CustomEvent:
+        taken = "queued" if isinstance(event, SteeringQueued) else "taken"
+        if isinstance(event, SteeringTaken):
+            self._steered()
+        steering: dict[str, JsonValue] = {"steeringId": event.steering_id, "state": taken}
+        return CustomEvent(name="mainspring.steering", value=steering)
+
+    def _used(self, event: UsageEvent) -> None:
+        """A model step's usage ends the step (its message is in the transcript)."""
+        if not event.model.startswith("tool:"):  # a model step's, not a tool's spend
+            self._step()
+            self._stepping = False
+        entry = _usage(event)
+        previous = self._usage.get(event.model)
+        self._usage[event.model] = entry if previous is None else _add(previous, entry)
+
+    def _steered(self) -> None:
+        """A steering message joined the transcript (after the last step's results)."""
+        if self._results:
+            self._next += 1
+            self._results = False
+        self._next += 1
+        self._stepping = False
+        self._pieces = None
+
+    def _unstreamed(self, event: ThinkingDone) -> list[BaseEvent]:
+        """A thinking block that closed without deltas: its reasoning, whole."""
+        pieces = self._step()
+        if event.redacted or not event.text:
+            return []
+        reasoning = pieces.reasoning()
+        return [
+            ReasoningStartEvent(message_id=reasoning),
+            ReasoningMessageStartEvent(message_id=reasoning, role="reasoning"),
+            ReasoningMessageContentEvent(message_id=reasoning, delta=event.text),
+            ReasoningMessageEndEvent(message_id=reasoning),
+            ReasoningEndEvent(message_id=reasoning),
+        ]
 
     def _delta(self, event: TextDelta | ThinkingDelta) -> list[BaseEvent]:
         out: list[BaseEvent] = []
+        pieces = self._step()
         if isinstance(event, TextDelta):
             if self._reasoning is not None:
                 out += self._close()
             if self._text is None:
-                self._text = str(uuid.uuid4())
+                self._text = pieces.text()
                 out.append(TextMessageStartEvent(message_id=self._text, role="assistant"))
             out.append(TextMessageContentEvent(message_id=self._text, delta=event.text))
             return out
         if self._text is not None:
             out += self._close()
         if self._reasoning is None:
-            self._reasoning = str(uuid.uuid4())
+            self._reasoning = pieces.reasoning()
             out.append(ReasoningStartEvent(message_id=self._reasoning))
             out.append(ReasoningMessageStartEvent(message_id=self._reasoning, role="reasoning"))
         out.append(ReasoningMessageContentEvent(message_id=self._reasoning, delta=event.text))
@@ -258,9 +401,10 @@ class AguiRun:
             if tool_use_id in self._calls_open and tool_use_id not in self._calls_ended:
                 out.append(ToolCallEndEvent(tool_call_id=tool_use_id))
             self._calls_ended.add(tool_use_id)
+            self._results = True
             out.append(
                 ToolCallResultEvent(
-                    message_id=str(uuid.uuid4()),
+                    message_id=result_id(tool_use_id),
                     tool_call_id=tool_use_id,
                     content=event.content,
                     role="tool",
@@ -269,8 +413,7 @@ class AguiRun:
             )
             return out
         if tool_use_id not in self._calls_open:
-            self._calls_open.add(tool_use_id)
-            out.append(ToolCallStartEvent(tool_call_id=tool_use_id, tool_call_name=event.name))
+            out.append(self._start_call(tool_use_id, event.name, self._step()))
         if event.args_delta and tool_use_id not in self._calls_ended:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
@@ -338,33 +481,57 @@ def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
     )
 
 
+def result_id(tool_use_id: str) -> str:
+    """The id of the AG-UI tool message holding a call's result."""
+    return f"{tool_use_id}.result"
+
+
 def messages_of(messages: Sequence[Message]) -> list[Any]:
-    """The conversation as AG-UI messages (ids by position: stable across runs)."""
+    """The conversation as AG-UI messages, named as they were streamed (see the module)."""
     out: list[Any] = []
     for index, message in enumerate(messages):
-        text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
         if message.role == "user":
-            out.append(UserMessage(id=f"m{index}", content=text))
+            client_id = message.meta.get(CLIENT_ID)
+            own = client_id if isinstance(client_id, str) and client_id else f"m{index}"
+            out.append(UserMessage(id=own, content=message.text))
         elif message.role == "assistant":
-            calls = [
-                ToolCall(
-                    id=p.id, function=FunctionCall(name=p.name, arguments=json.dumps(p.arguments))
-                )
-                for p in message.parts
-                if isinstance(p, ToolCallPart)
-            ]
-            out.append(
-                AssistantMessage(id=f"m{index}", content=text or None, tool_calls=calls or None)
-            )
+            out.extend(_assistant(index, message))
         else:
             out.extend(
                 ToolMessage(
-                    id=f"m{index}-{n}",
+                    id=result_id(p.tool_use_id),
                     tool_call_id=p.tool_use_id,
                     content=p.content,
                     error=p.content if p.is_error else None,
                 )
-                for n, p in enumerate(message.parts)
+                for p in message.parts
                 if isinstance(p, ToolResultPart)
             )
     return out
+
+
+def _assistant(index: int, message: Message) -> list[Any]:
+    """An assistant message in the pieces it streamed as (reasoning, text, calls)."""
+    pieces = _Pieces(index)
+    made: dict[str, AssistantMessage | ReasoningMessage] = {}
+    for part in message.parts:
+        if isinstance(part, ThinkingPart):
+            if part.redacted or not part.text:
+                pieces.pause()
+            else:
+                reasoning = pieces.reasoning()
+                made[reasoning] = ReasoningMessage(id=reasoning, content=part.text)
+        elif isinstance(part, TextPart):
+            said = made.setdefault(pieces.text(), AssistantMessage(id=pieces.text()))
+            assert isinstance(said, AssistantMessage)
+            said.content = (said.content or "") + part.text
+        elif isinstance(part, ToolCallPart):
+            parent = pieces.call()
+            asked = made.setdefault(parent, AssistantMessage(id=parent))
+            assert isinstance(asked, AssistantMessage)
+            call = ToolCall(
+                id=part.id,
+                function=FunctionCall(name=part.name, arguments=json.dumps(part.arguments)),
+            )
+            asked.tool_calls = [*(asked.tool_calls or ()), call]
+    return list(made.values())

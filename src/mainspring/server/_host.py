@@ -31,6 +31,7 @@ from mainspring.codec import event_to_dict
 from mainspring.decisions import Approve, ClientResult, Decision, canonical_input_hash
 from mainspring.errors import DecisionConflict, SessionBusy, StoreError, UnknownAttempt
 from mainspring.events import Event, PendingAction, StreamStarted
+from mainspring.messages import Message
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import ANONYMOUS as ANONYMOUS_CALLER
 from mainspring.principals import Caller
@@ -284,7 +285,7 @@ class SessionHost:
             self._starting_sessions.discard(session_id)
         return run
 
-    async def send(self, session: Session, message: str) -> LiveRun:
+    async def send(self, session: Session, message: str | Message) -> LiveRun:
         """Start a turn of ``session`` with a user message.
 
         Raises:
