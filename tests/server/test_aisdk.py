@@ -14,15 +14,24 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mainspring import (
+    Agent,
+    PermissionRules,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    tool,
+)
 from mainspring.decisions import Approve, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import (
@@ -35,9 +44,12 @@ from mainspring.events import (
     ToolStart,
     TurnComplete,
 )
+from mainspring.messages import Message
+from mainspring.models import ToolSpec
 from mainspring.server import ServerConfig
 from mainspring.server import _aisdk_history as aisdk_history
 from mainspring.server._aisdk import UIMessageStream
+from mainspring.tools import ToolContext
 from tests.npm import npm_install
 from tests.server.uiservers import (
     ALICE,
@@ -821,3 +833,90 @@ def test_the_engine_words_rejections_and_edit_notes_as_the_history_reads_them() 
     content = '[the approver edited the arguments: the call ran with {"a": 1}]\n\n{"ok": true}'
     assert aisdk_history.tool_output(content) == {"ok": True}
     assert aisdk_history.tool_output("plain words") == "plain words"
+
+
+# ------------------------------------------------ a client abort cancels the run
+
+
+def stuck_agent(gate: threading.Event) -> Agent:
+    """Like ``gated_agent``, but its wait ends at once when the run is cancelled."""
+
+    @tool(read_only=True)
+    async def wait_here(ctx: ToolContext) -> str:
+        """Wait until the test opens the gate (or the run is cancelled)."""
+        ctx.progress("waiting for the gate")
+        opened = await anyio.to_thread.run_sync(gate.wait, 30.0, abandon_on_cancel=True)
+        return json.dumps({"opened": opened})
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
+        if messages[-1].role == "tool":
+            return "released"
+        return ScriptedResponse(text="Waiting.", tool_calls=[ScriptedCall("wait_here", {})])
+
+    return Agent(
+        name="stuck",
+        model=ScriptedModel(script),
+        tools=[wait_here],
+        permissions=PermissionRules(allow=("*",)),
+    )
+
+
+def go(chat_id: str, **extra: object) -> dict[str, object]:
+    user = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    return {"id": chat_id, "messages": [user], **extra}
+
+
+def read_one_chunk_and_leave(client: httpx.Client, method: str, url: str, **kw: Any) -> None:
+    with client.stream(method, url, **kw) as response:
+        assert response.status_code == 200
+        assert next(response.iter_lines()).startswith("data: ")
+
+
+def ended_cancelled(server: Served, chat_id: str) -> None:
+    """Follow the run to its end (without cancelling it): it was cancelled, never released."""
+    end = server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream", params={"cancelOnAbort": "false"})
+    if end.status_code == 200:
+        assert chunks_of(end)[-1]["messageMetadata"]["stopReason"] == "cancelled"
+    else:
+        assert end.status_code == 204
+    state = server.alice.get(f"/v1/sessions/{chat_id}/state").json()
+    texts = json.dumps([m for m in state["messages"] if m["role"] == "assistant"])
+    assert "released" not in texts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["the chat request", "a resume on another worker"])
+def test_a_client_abort_cancels_the_server_run(tmp_path: Path, where: str) -> None:
+    gate = threading.Event()
+    try:
+        with two_workers(stuck_agent(gate), tmp_path) as (first, second):
+            chat_id = new_id()
+            if where == "the chat request":
+                read_one_chunk_and_leave(first.alice, "POST", "/v1/aisdk/chat", json=go(chat_id))
+            else:  # the tab reloaded (a disconnect), resumed elsewhere, then stopped
+                body = go(chat_id, cancelOnAbort=False)
+                read_one_chunk_and_leave(first.alice, "POST", "/v1/aisdk/chat", json=body)
+                read_one_chunk_and_leave(second.alice, "GET", f"/v1/aisdk/chat/{chat_id}/stream")
+            ended_cancelled(first, chat_id)
+    finally:
+        gate.set()
+
+
+def test_with_the_option_off_an_abort_leaves_the_run_going(tmp_path: Path) -> None:
+    gate = threading.Event()
+    config = ServerConfig(api_keys=dict(KEYS), aisdk_abort_cancels=False)
+    try:
+        with served(stuck_agent(gate), config) as server:
+            chat_id = new_id()
+            read_one_chunk_and_leave(server.alice, "POST", "/v1/aisdk/chat", json=go(chat_id))
+            with server.alice.stream("GET", f"/v1/aisdk/chat/{chat_id}/stream") as following:
+                assert following.status_code == 200
+                lines = following.iter_lines()
+                assert next(lines).startswith("data: ")
+                gate.set()
+                rest = [line for line in lines if line.startswith("data: ")]
+            assert rest[-1] == "data: [DONE]"
+            finish = json.loads(rest[-2][len("data: ") :])
+            assert finish["messageMetadata"]["stopReason"] == "end_turn"
+    finally:
+        gate.set()
