@@ -920,3 +920,72 @@ def test_with_the_option_off_an_abort_leaves_the_run_going(tmp_path: Path) -> No
             assert finish["messageMetadata"]["stopReason"] == "end_turn"
     finally:
         gate.set()
+
+
+# ------------------------------------------- the same, through the SDK's own client
+
+
+@pytest.mark.slow
+def test_use_chat_is_not_stuck_when_it_asks_while_an_approval_waits(
+    server: Served, ai_package: Path
+) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "while-pending", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    asked = result["asked"]
+    assert [m["role"] for m in asked] == ["user", "assistant", "user", "assistant"]
+    shown = [p for p in asked[-1]["parts"] if p["type"] == "tool-send_payment"]
+    assert [p["state"] for p in shown] == ["approval-requested"]
+    # the SDK answers the first message showing the approval id, and names it
+    # (messageId): the turn goes on there
+    messages = result["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    parts = messages[1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
+    assert "Done: $20.00" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_restores_a_chat_from_its_ui_messages_and_answers_the_approval(
+    server: Served, ai_package: Path
+) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    result = run_node(ai_package, "restore", server.base, chat_id)
+    assert result["errors"] == [] and result["status"] == "ready"
+    waiting = result["restored"][-1]["parts"][-1]
+    assert waiting["state"] == "approval-requested"
+    assert waiting["approval"]["id"] == request["approvalId"]
+    parts = result["messages"][-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_approves_with_an_edit(server: Served, ai_package: Path) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "edit", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    asked = result["asked"][-1]["parts"][-1]
+    assert asked["approval"]["descriptor"] == {"modifiableFields": ["amount_usd", "memo"]}
+    parts = result["messages"][-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["output"]["amount_usd"] == 15.0
+    assert "Done: $15.00" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_stop_cancels_the_server_run(ai_package: Path) -> None:
+    gate = threading.Event()
+    try:
+        with served(stuck_agent(gate)) as server:
+            chat_id = new_id()
+            result = run_node(ai_package, "stop", server.base, chat_id)
+            assert result["status"] == "ready" and result["errors"] == []
+            ended_cancelled(server, chat_id)
+    finally:
+        gate.set()
