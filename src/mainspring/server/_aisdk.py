@@ -8,12 +8,17 @@ created on first use, owned by the caller. The session keeps the
 conversation, so of ``messages`` only the last one is read:
 
 * a user message: its text parts start a new turn (``regenerate-message``
-  asks the same question again as a new turn; history is never rewritten);
+  asks the same question again as a new turn; history is never rewritten).
+  While an approval waits, the waiting approval is streamed again instead
+  (or, with ``aisdk_while_pending="reject"``, rejected with the text as the
+  reason, and the turn goes on);
 * the assistant message with a tool part in state ``approval-responded``:
   ``approval: {id, approved, reason}`` decides the pending action by its
   signed approval id (the ``approvalId`` of the ``tool-approval-request``
   chunk), and the rest of the turn streams on — ``tool-output-available``
-  when approved, ``tool-output-denied`` when not;
+  when approved, ``tool-output-denied`` when not; a ``data-approval-edits``
+  part approves with edits (see ``_aisdk_body``). The SDK names that message
+  in ``messageId`` when it is not the last one;
 * the assistant message with the output of a client-executed tool (state
   ``output-available`` / ``output-error``): the tool's result.
 
@@ -21,6 +26,10 @@ conversation, so of ``messages`` only the last one is read:
 stream replayed from its start and followed live (the SDK resets its message
 on a resume), on this worker or another; 204 when nothing runs (or the
 chat id is new: a chat mounted with ``resume: true`` asks before it posts).
+``GET /v1/aisdk/chat/{id}/messages`` is the conversation as ``UIMessage[]``.
+
+A request closed mid-stream (``stop()``) cancels its run, on whichever
+worker runs it (``aisdk_abort_cancels``; ``cancelOnAbort`` per request).
 """
 
 from __future__ import annotations
