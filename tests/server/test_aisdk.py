@@ -460,6 +460,11 @@ def test_resume_of_a_chat_not_used_yet_is_204_and_creates_nothing(server: Served
                         "approval",
                         "approved",
                         "toolCallId",
+                        "data",
+                        "edits",
+                        "approvalId",
+                        "messageId",
+                        "cancelOnAbort",
                     ]
                 ),
                 children,
@@ -989,3 +994,21 @@ def test_use_chat_stop_cancels_the_server_run(ai_package: Path) -> None:
             ended_cancelled(server, chat_id)
     finally:
         gate.set()
+
+
+def test_by_option_a_question_rejects_a_waiting_client_tool_too() -> None:
+    config = ServerConfig(api_keys=dict(KEYS), aisdk_while_pending="reject")
+    with served(signing_agent(), config) as server:
+        chat_id = new_id()
+        call = next(
+            c
+            for c in chunks_of(ask(server.alice, chat_id, "sign it"))
+            if c["type"] == "tool-input-available"
+        )
+        after = chunks_of(ask(server.alice, chat_id, "never mind"))
+        check_grammar(after)
+        kinds = [c["type"] for c in after if c.get("toolCallId") == call["toolCallId"]]
+        assert kinds[-1] == "tool-output-denied"
+        text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+        assert "never mind" in text
+        assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None
