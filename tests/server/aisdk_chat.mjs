@@ -8,7 +8,8 @@
 //   resume: resumeStream() on a running chat; print FOLLOWING once a chunk came,
 //           then the chat when the stream ends.
 //   while-pending: ask "Pay Alice $20", then ask something else while the approval
-//           waits (the server shows it again), then approve the one shown again.
+//           waits (the server shows it again), then approve the one shown again;
+//           sendAutomaticallyWhen sends the answer.
 //   restore: a new chat whose initial messages are GET …/messages (checked with
 //           validateUIMessages), answering the approval they show.
 //   edit: ask "Pay Alice $20", add a data-approval-edits part (amount_usd 15) to the
@@ -103,23 +104,38 @@ if (scenario === "approve" || scenario === "reject") {
     await c.sendMessage();
     report(c, { asked });
   }
-} else if (scenario === "while-pending" || scenario === "edit") {
-  const c = chat();
+} else if (scenario === "while-pending") {
+  // the documented setup: the answer is sent on its own (sendAutomaticallyWhen)
+  const c = new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
   await c.sendMessage({ text: "Pay Alice $20" });
-  if (scenario === "while-pending") {
-    await c.sendMessage({ text: "how much was it again?" });
-  }
+  await c.sendMessage({ text: "how much was it again?" });
   const asked = structuredClone(c.messages);
   const part = waitingApproval(c);
-  if (part && scenario === "edit") {
+  if (part) {
+    await c.addToolApprovalResponse({ id: part.approval.id, approved: true });
+    const done = () => c.messages.at(-1)?.parts.at(-1)?.text?.includes("Done");
+    for (let i = 0; i < 400 && !(done() && c.status === "ready") && errors.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  report(c, { asked });
+} else if (scenario === "edit") {
+  const c = chat();
+  await c.sendMessage({ text: "Pay Alice $20" });
+  const asked = structuredClone(c.messages);
+  const part = waitingApproval(c);
+  if (part) {
     const last = c.messages.at(-1);
     const edits = { approvalId: part.approval.id, edits: { amount_usd: 15 } };
     c.messages = [
       ...c.messages.slice(0, -1),
       { ...last, parts: [...last.parts, { type: "data-approval-edits", data: edits }] },
     ];
-  }
-  if (part) {
     await c.addToolApprovalResponse({ id: part.approval.id, approved: true });
     await c.sendMessage();
   }

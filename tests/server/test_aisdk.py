@@ -405,6 +405,7 @@ def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
     cases = [
         ({"id": forged, "approved": True}, 403),
         ({"id": "not-a-token", "approved": True}, 403),
+        ({"id": f"{forged}~1", "approved": True}, 403),  # a showing's mark adds nothing
         ({"id": token}, 400),  # no answer
         ({"id": token, "approved": "yes please"}, 422),
         ({"id": token, "approved": "true"}, 422),
@@ -661,6 +662,10 @@ def test_a_question_while_an_approval_waits_shows_the_approval_again(server: Ser
     request = approval_request(chunks_of(ask(server.alice, chat_id)))
     turns = server.alice.get(f"/v1/sessions/{chat_id}").json()["turn_index"]
     shown = chunks_of(ask(server.alice, chat_id, "how much was it again?"))
+    assert (
+        approval_request(chunks_of(ask(server.alice, chat_id, "and?")))["approvalId"]
+        != (approval_request(shown)["approvalId"])
+    )
     check_grammar(shown)
     assert [c["type"] for c in shown] == [
         "start",
@@ -671,17 +676,26 @@ def test_a_question_while_an_approval_waits_shows_the_approval_again(server: Ser
         "finish-step",
         "finish",
     ]
-    assert approval_request(shown) == request
+    again = approval_request(shown)
+    # its own id (so the SDK answers the copy clicked), the same signed id before the mark
+    assert again["approvalId"] != request["approvalId"]
+    assert again["approvalId"].startswith(request["approvalId"] + "~")
+    assert {**again, "approvalId": request["approvalId"]} == request
     available = next(c for c in shown if c["type"] == "tool-input-available")
     assert available["input"]["amount_usd"] == 20.0
     assert shown[-1]["finishReason"] == "tool-calls"
     # nothing ran, nothing was added to the conversation; the approval still works
     assert server.alice.get(f"/v1/sessions/{chat_id}").json()["turn_index"] == turns
-    approved = {"id": request["approvalId"], "approved": True}
+    approved = {"id": again["approvalId"], "approved": True}
     after = chunks_of(
         server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved))
     )
     assert any(c["type"] == "tool-output-available" for c in after)
+    assert writes_of(server.alice, chat_id) == 1
+    # decided once: the first showing's id is spent as well
+    first = {"id": request["approvalId"], "approved": True}
+    late = server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], first))
+    assert late.status_code == 409
     assert writes_of(server.alice, chat_id) == 1
 
 
@@ -941,11 +955,11 @@ def test_use_chat_is_not_stuck_when_it_asks_while_an_approval_waits(
     assert [m["role"] for m in asked] == ["user", "assistant", "user", "assistant"]
     shown = [p for p in asked[-1]["parts"] if p["type"] == "tool-send_payment"]
     assert [p["state"] for p in shown] == ["approval-requested"]
-    # the SDK answers the first message showing the approval id, and names it
-    # (messageId): the turn goes on there
+    # the copy shown again has an id of its own: the SDK answers it, sends on its
+    # own (sendAutomaticallyWhen), and the turn goes on in that message
     messages = result["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
-    parts = messages[1]["parts"]
+    parts = messages[-1]["parts"]
     sent = next(p for p in parts if p["type"] == "tool-send_payment")
     assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
     assert "Done: $20.00" in parts[-1]["text"]

@@ -35,6 +35,7 @@ worker runs it (``aisdk_abort_cancels``; ``cancelOnAbort`` per request).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
@@ -65,7 +66,13 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
-from mainspring.server._aisdk_body import ChatRequest, UIMessage, decision_of, user_text
+from mainspring.server._aisdk_body import (
+    SHOWN_AGAIN,
+    ChatRequest,
+    UIMessage,
+    decision_of,
+    user_text,
+)
 from mainspring.server._aisdk_history import tool_output, ui_messages
 from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
@@ -108,7 +115,8 @@ class UIMessageStream:
     ``decided`` is the tool call a decision continues, with what was decided:
     the client already shows it (no new ``tool-input-*``) unless ``shown`` is
     false (a new message rejected it: announced again from ``calls``), and a
-    rejection ends it with ``tool-output-denied``. ``replay`` is a resume: the SDK
+    rejection ends it with ``tool-output-denied``. ``showing`` marks the
+    approval ids of a stream that shows a waiting approval again. ``replay`` is a resume: the SDK
     starts from an empty message, so a call first seen by its result is
     announced again from ``calls`` (the session's tool calls).
     """
@@ -121,11 +129,13 @@ class UIMessageStream:
         replay: bool = False,
         calls: Mapping[str, tuple[str, Mapping[str, JsonValue]]] | None = None,
         shown: bool = True,
+        showing: str = "",
     ) -> None:
         """A mapper for one stream of ``session_id``."""
         self.session_id = session_id
         self.stream_id: str | None = None
         self._decided = decided
+        self._showing = showing
         self._replay = replay
         self._calls = calls or {}
         self._started = False
@@ -288,7 +298,7 @@ class UIMessageStream:
             if not event.client_executed:
                 request: Chunk = {
                     "type": "tool-approval-request",
-                    "approvalId": event.approval_id,
+                    "approvalId": event.approval_id + self._showing,
                     "toolCallId": tool_use_id,
                 }
                 if event.modifiable_fields:
@@ -523,7 +533,8 @@ async def chat(
         text = user_text(last)
         waiting = session.pending
         if waiting is not None and host.config.aisdk_while_pending == "show":
-            mapper = UIMessageStream(session_id=session.session_id)
+            showing = f"{SHOWN_AGAIN}{secrets.token_hex(4)}"
+            mapper = UIMessageStream(session_id=session.session_id, showing=showing)
             return _sse(host, mapper, _waiting(host, session))
         if waiting is not None:
             rejected = Reject(reason=text)

@@ -20,6 +20,7 @@ from mainspring.session import Session
 
 __all__ = [
     "EDITS_PART",
+    "SHOWN_AGAIN",
     "ChatRequest",
     "ToolApproval",
     "UIMessage",
@@ -92,6 +93,19 @@ def user_text(message: UIMessage) -> str:
     return text
 
 
+SHOWN_AGAIN = "~"
+"""Separates a signed approval id from the mark of one showing of it (``<id>~<n>``).
+
+An approval shown again (a question while it waits) gets an id of its own, so
+the SDK's ``addToolApprovalResponse`` answers the copy the user clicked: the
+mark is not signed and adds no authority; the signed id before it decides."""
+
+
+def signed_part(approval_id: str) -> str:
+    """The signed approval id in ``approval_id`` (without a showing's mark)."""
+    return approval_id.partition(SHOWN_AGAIN)[0]
+
+
 EDITS_PART = "data-approval-edits"
 """The part a chat adds to the answered assistant message to approve with edits:
 ``{"type": "data-approval-edits", "data": {"approvalId": …, "edits": {field: value}}}``
@@ -108,7 +122,8 @@ def _edits_of(message: UIMessage, approval_id: str) -> dict[str, JsonValue]:
     data = found[0].data
     if not isinstance(data, dict) or not isinstance(data.get("edits"), dict):
         raise ConfigError(f'{EDITS_PART} needs data: {{"approvalId": …, "edits": {{…}}}}')
-    if data.get("approvalId") != approval_id:
+    named = data.get("approvalId")
+    if not isinstance(named, str) or signed_part(named) != signed_part(approval_id):
         raise ConfigError(f"{EDITS_PART} names another approval than the one answered")
     edits = data["edits"]
     assert isinstance(edits, dict)
@@ -137,7 +152,7 @@ def decision_of(session: Session, message: UIMessage) -> tuple[str, Decision] | 
             if part.approval.approved
             else Reject(reason=part.approval.reason or "The user declined.")
         )
-        return part.approval.id, decision
+        return signed_part(part.approval.id), decision
     pending = session.pending
     if pending is None or not pending.client_executed:
         return None
