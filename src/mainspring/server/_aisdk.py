@@ -69,7 +69,7 @@ from mainspring.events import (
 from mainspring.server._aisdk_body import (
     SHOWN_AGAIN,
     ChatRequest,
-    UIMessage,
+    answering,
     decision_of,
     user_text,
 )
@@ -476,20 +476,6 @@ def _sse(
     )
 
 
-def _answering(body: ChatRequest) -> UIMessage:
-    """The message the request sends: the last one, or the assistant one ``messageId`` names.
-
-    The SDK names the message where an approval was answered: not the last
-    one when the approval was shown again after a later question.
-    """
-    last = body.messages[-1]
-    if body.messageId and not (last.role == "assistant" and last.id == body.messageId):
-        for message in reversed(body.messages):
-            if message.role == "assistant" and message.id == body.messageId:
-                return message
-    return last
-
-
 async def _waiting(host: SessionHost, session: Session) -> AsyncIterator[tuple[int, Event]]:
     """The waiting action once more, as the pause that asked for it ended."""
     pending = session.pending
@@ -513,7 +499,7 @@ async def chat(
     session = await open_thread(host, caller, body.id)
     if host.runs.active(session.session_id) is not None:
         raise SessionBusy(f"chat {body.id!r} already has an active run")
-    last = _answering(body)
+    last = answering(body)
     decided: tuple[str, Decision] | None = None
     shown = True
     if last.role == "assistant":

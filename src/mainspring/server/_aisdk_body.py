@@ -25,6 +25,7 @@ __all__ = [
     "ToolApproval",
     "UIMessage",
     "UIPart",
+    "answering",
     "decision_of",
     "user_text",
 ]
@@ -165,3 +166,17 @@ def decision_of(session: Session, message: UIMessage) -> tuple[str, Decision] | 
                 text = part.errorText or "the tool failed"
                 return "", ClientResult(content=text, is_error=True)
     return None
+
+
+def answering(body: ChatRequest) -> UIMessage:
+    """The message the request sends: the last one, or the assistant one ``messageId`` names.
+
+    The SDK names the message where an approval was answered: not the last
+    one when the approval was shown again after a later question.
+    """
+    last = body.messages[-1]
+    if body.messageId and not (last.role == "assistant" and last.id == body.messageId):
+        for message in reversed(body.messages):
+            if message.role == "assistant" and message.id == body.messageId:
+                return message
+    return last
