@@ -57,6 +57,7 @@ DOCS_MODULES = (
 FOREIGN_NAMES = {
     "RunAgentInput",  # AG-UI
     "DefaultChatTransport",  # the AI SDK
+    "UIMessage",  # the AI SDK
     "TestModel",  # Pydantic AI
     "FunctionModel",  # Pydantic AI
     "RunContext",  # Pydantic AI

@@ -7,6 +7,14 @@
 //           addToolOutput + sendAutomaticallyWhen send its output back.
 //   resume: resumeStream() on a running chat; print FOLLOWING once a chunk came,
 //           then the chat when the stream ends.
+//   while-pending: ask "Pay Alice $20", then ask something else while the approval
+//           waits (the server shows it again), then approve the one shown again;
+//           sendAutomaticallyWhen sends the answer.
+//   restore: a new chat whose initial messages are GET …/messages (checked with
+//           validateUIMessages), answering the approval they show.
+//   edit: ask "Pay Alice $20", add a data-approval-edits part (amount_usd 15) to the
+//           assistant message, approve.
+//   stop: "go", then chat.stop() once the tool's progress arrived.
 //   chunks: POST a question, check every chunk with uiMessageChunkSchema and fold
 //           them with readUIMessageStream; print the chunks and the message.
 // Output: one JSON line (and FOLLOWING before it for `resume`).
@@ -39,7 +47,9 @@ class State {
 
 class Chat extends AbstractChat {
   constructor(options) {
-    super({ ...options, state: new State() });
+    const state = new State();
+    state.messages = options.messages ?? [];
+    super({ ...options, state });
   }
 }
 
@@ -62,6 +72,12 @@ function chat() {
       }
     },
   });
+}
+
+function waitingApproval(c) {
+  return c.messages
+    .at(-1)
+    ?.parts.find((p) => p.type.startsWith("tool-") && p.state === "approval-requested");
 }
 
 function report(c, extra = {}) {
@@ -88,6 +104,74 @@ if (scenario === "approve" || scenario === "reject") {
     await c.sendMessage();
     report(c, { asked });
   }
+} else if (scenario === "while-pending") {
+  // the documented setup: the answer is sent on its own (sendAutomaticallyWhen)
+  const c = new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await c.sendMessage({ text: "Pay Alice $20" });
+  await c.sendMessage({ text: "how much was it again?" });
+  const asked = structuredClone(c.messages);
+  const part = waitingApproval(c);
+  if (part) {
+    await c.addToolApprovalResponse({ id: part.approval.id, approved: true });
+    const done = () => c.messages.at(-1)?.parts.at(-1)?.text?.includes("Done");
+    for (let i = 0; i < 400 && !(done() && c.status === "ready") && errors.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  report(c, { asked });
+} else if (scenario === "edit") {
+  const c = chat();
+  await c.sendMessage({ text: "Pay Alice $20" });
+  const asked = structuredClone(c.messages);
+  const part = waitingApproval(c);
+  if (part) {
+    const last = c.messages.at(-1);
+    const edits = { approvalId: part.approval.id, edits: { amount_usd: 15 } };
+    c.messages = [
+      ...c.messages.slice(0, -1),
+      { ...last, parts: [...last.parts, { type: "data-approval-edits", data: edits }] },
+    ];
+    await c.addToolApprovalResponse({ id: part.approval.id, approved: true });
+    await c.sendMessage();
+  }
+  report(c, { asked });
+} else if (scenario === "restore") {
+  const response = await fetch(`${api}/${chatId}/messages`, { headers });
+  const stored = await response.json();
+  const messages = await ai.validateUIMessages({ messages: stored });
+  const c = new Chat({
+    id: chatId,
+    messages,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+  });
+  const part = waitingApproval(c);
+  const restored = structuredClone(c.messages);
+  if (part) {
+    await c.addToolApprovalResponse({ id: part.approval.id, approved: true });
+    await c.sendMessage();
+  }
+  report(c, { restored });
+} else if (scenario === "stop") {
+  let c;
+  let progressed;
+  const progress = new Promise((resolve) => (progressed = resolve));
+  c = new Chat({
+    id: chatId,
+    transport: new DefaultChatTransport({ api, headers }),
+    onError: (e) => errors.push(String(e && e.message ? e.message : e)),
+    onData: () => progressed(),
+  });
+  const sending = c.sendMessage({ text: "go" });
+  await progress;
+  await c.stop();
+  await sending;
+  report(c);
 } else if (scenario === "client-tool") {
   // the browser runs the tool (onToolCall), the chat sends its output on its own
   let c;

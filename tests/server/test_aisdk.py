@@ -14,16 +14,26 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mainspring import (
+    Agent,
+    PermissionRules,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedResponse,
+    tool,
+)
 from mainspring.decisions import Approve, Reject
+from mainspring.errors import ConfigError
 from mainspring.events import (
     Event,
     PendingAction,
@@ -34,10 +44,16 @@ from mainspring.events import (
     ToolStart,
     TurnComplete,
 )
+from mainspring.messages import Message
+from mainspring.models import ToolSpec
+from mainspring.server import ServerConfig
+from mainspring.server import _aisdk_history as aisdk_history
 from mainspring.server._aisdk import UIMessageStream
+from mainspring.tools import ToolContext
 from tests.npm import npm_install
 from tests.server.uiservers import (
     ALICE,
+    KEYS,
     Served,
     gated_agent,
     new_id,
@@ -199,6 +215,7 @@ def test_resume_follows_the_live_run_after_the_tab_went_away(
         body = {
             "id": chat_id,
             "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+            "cancelOnAbort": False,  # a chat that resumes: its closed tab is a disconnect
         }
         with first.alice.stream("POST", "/v1/aisdk/chat", json=body) as response:
             assert response.status_code == 200
@@ -388,6 +405,7 @@ def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
     cases = [
         ({"id": forged, "approved": True}, 403),
         ({"id": "not-a-token", "approved": True}, 403),
+        ({"id": f"{forged}~1", "approved": True}, 403),  # a showing's mark adds nothing
         ({"id": token}, 400),  # no answer
         ({"id": token, "approved": "yes please"}, 422),
         ({"id": token, "approved": "true"}, 422),
@@ -400,8 +418,9 @@ def test_bad_approval_answers_leave_the_action_pending(server: Served) -> None:
     two = answer(chat_id, call, {"id": token, "approved": True})
     two["messages"][-1]["parts"] *= 2
     assert server.alice.post("/v1/aisdk/chat", json=two).status_code == 400
-    # a new question while the action waits: refused
-    assert ask(server.alice, chat_id).status_code == 409
+    # a new question while the action waits: the same approval, shown again
+    again = approval_request(chunks_of(ask(server.alice, chat_id)))
+    assert again["toolCallId"] == call
     # nothing was decided or written; the real answer still works
     assert writes_of(server.alice, chat_id) == 0
     ok = server.alice.post(
@@ -442,6 +461,11 @@ def test_resume_of_a_chat_not_used_yet_is_204_and_creates_nothing(server: Served
                         "approval",
                         "approved",
                         "toolCallId",
+                        "data",
+                        "edits",
+                        "approvalId",
+                        "messageId",
+                        "cancelOnAbort",
                     ]
                 ),
                 children,
@@ -627,4 +651,378 @@ def test_use_chat_runs_a_client_tool_in_the_browser_and_sends_its_output(
         assert signed["state"] == "output-available"
         assert signed["output"] == {"tx": "0xdeadbeef", "to": "0xabc"}
         assert "0xdeadbeef" in parts[-1]["text"] and "(error: False)" in parts[-1]["text"]
+        assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None
+
+
+# ------------------------------------------- a question while an approval waits
+
+
+def test_a_question_while_an_approval_waits_shows_the_approval_again(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    turns = server.alice.get(f"/v1/sessions/{chat_id}").json()["turn_index"]
+    shown = chunks_of(ask(server.alice, chat_id, "how much was it again?"))
+    assert (
+        approval_request(chunks_of(ask(server.alice, chat_id, "and?")))["approvalId"]
+        != (approval_request(shown)["approvalId"])
+    )
+    check_grammar(shown)
+    assert [c["type"] for c in shown] == [
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-approval-request",
+        "finish-step",
+        "finish",
+    ]
+    again = approval_request(shown)
+    # its own id (so the SDK answers the copy clicked), the same signed id before the mark
+    assert again["approvalId"] != request["approvalId"]
+    assert again["approvalId"].startswith(request["approvalId"] + "~")
+    assert {**again, "approvalId": request["approvalId"]} == request
+    available = next(c for c in shown if c["type"] == "tool-input-available")
+    assert available["input"]["amount_usd"] == 20.0
+    assert shown[-1]["finishReason"] == "tool-calls"
+    # nothing ran, nothing was added to the conversation; the approval still works
+    assert server.alice.get(f"/v1/sessions/{chat_id}").json()["turn_index"] == turns
+    approved = {"id": again["approvalId"], "approved": True}
+    after = chunks_of(
+        server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved))
+    )
+    assert any(c["type"] == "tool-output-available" for c in after)
+    assert writes_of(server.alice, chat_id) == 1
+    # decided once: the first showing's id is spent as well
+    first = {"id": request["approvalId"], "approved": True}
+    late = server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], first))
+    assert late.status_code == 409
+    assert writes_of(server.alice, chat_id) == 1
+
+
+def test_by_option_a_question_rejects_the_waiting_approval_and_goes_on() -> None:
+    config = ServerConfig(api_keys=dict(KEYS), aisdk_while_pending="reject")
+    with served(config=config) as server:
+        chat_id = new_id()
+        request = approval_request(chunks_of(ask(server.alice, chat_id)))
+        after = chunks_of(ask(server.alice, chat_id, "no, pay Bob instead"))
+        check_grammar(after)
+        call = request["toolCallId"]
+        # a new assistant message in useChat: the call is announced, then denied
+        assert [c["type"] for c in after if c.get("toolCallId") == call] == [
+            "tool-input-start",
+            "tool-input-available",
+            "tool-output-denied",
+        ]
+        text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+        assert "no, pay Bob instead" in text
+        assert after[-1]["finishReason"] == "stop"
+        assert writes_of(server.alice, chat_id) == 0
+        assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None
+        # the old approval id is spent
+        approved = {"id": request["approvalId"], "approved": True}
+        late = server.alice.post("/v1/aisdk/chat", json=answer(chat_id, call, approved))
+        assert late.status_code == 409, late.text
+        assert writes_of(server.alice, chat_id) == 0
+
+
+def test_an_unknown_while_pending_option_is_refused() -> None:
+    with pytest.raises(ConfigError, match="aisdk_while_pending"):
+        ServerConfig(api_keys=dict(KEYS), aisdk_while_pending="queue")  # type: ignore[arg-type]  # the bad value under test
+
+
+# ------------------------------------------------------ approving with edits
+
+
+def edited(chat_id: str, request: dict[str, Any], data: object, approved: bool = True) -> Any:
+    body = answer(
+        chat_id, request["toolCallId"], {"id": request["approvalId"], "approved": approved}
+    )
+    body["messages"][-1]["parts"].append({"type": "data-approval-edits", "data": data})
+    return body
+
+
+def test_an_approval_carries_edits_of_the_modifiable_fields(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    assert request["approvalDescriptor"] == {"modifiableFields": ["amount_usd", "memo"]}
+    data = {"approvalId": request["approvalId"], "edits": {"amount_usd": 15.0, "memo": "lunch"}}
+    after = chunks_of(server.alice.post("/v1/aisdk/chat", json=edited(chat_id, request, data)))
+    output = next(c for c in after if c["type"] == "tool-output-available")
+    assert output["output"]["amount_usd"] == 15.0
+    text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+    assert "Done: $15.00" in text
+    assert writes_of(server.alice, chat_id) == 1
+
+
+def test_bad_edits_are_refused_and_the_action_still_waits(server: Served) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    token = request["approvalId"]
+    cases: list[tuple[object, bool, int]] = [
+        ({"approvalId": token, "edits": {"to_account": "acct_mallory"}}, True, 422),
+        ({"approvalId": token, "edits": {"amount_usd": 15.0}}, False, 400),  # with a rejection
+        ({"approvalId": "another", "edits": {"amount_usd": 15.0}}, True, 400),
+        ({"approvalId": token, "edits": [15.0]}, True, 400),
+        ({"approvalId": token}, True, 400),
+        ("amount_usd=15", True, 400),
+    ]
+    for data, approved, status in cases:
+        body = edited(chat_id, request, data, approved)
+        response = server.alice.post("/v1/aisdk/chat", json=body)
+        assert response.status_code == status, (data, response.text)
+        assert response.json()["error"]["message"]
+    two = edited(chat_id, request, {"approvalId": token, "edits": {"amount_usd": 15.0}})
+    two["messages"][-1]["parts"].append(two["messages"][-1]["parts"][-1])
+    assert server.alice.post("/v1/aisdk/chat", json=two).status_code == 400
+    assert writes_of(server.alice, chat_id) == 0
+    pending = server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"]
+    assert (
+        pending["input"]["amount_usd"] == 20.0 and pending["input"]["to_account"] == "acct_alice_01"
+    )
+
+
+# ------------------------------------------------ the conversation as UIMessage[]
+
+
+def test_the_conversation_comes_back_as_ui_messages() -> None:
+    with served() as server:
+        conversation_comes_back(server)
+
+
+def conversation_comes_back(server: Served) -> None:
+    chat_id = new_id()
+    assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json() == []
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    messages = server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json()
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[0]["parts"] == [{"type": "text", "text": "Pay Alice $20", "state": "done"}]
+    parts = messages[1]["parts"]
+    assert [p["type"] for p in parts] == [
+        "step-start",
+        "reasoning",
+        "text",
+        "tool-get_balance",
+        "tool-lookup_contact",
+        "step-start",
+        "text",
+        "tool-send_payment",
+    ]
+    assert parts[3]["state"] == "output-available" and set(parts[3]["output"]) == {"balance_usd"}
+    waiting = parts[-1]
+    assert waiting["state"] == "approval-requested"
+    assert waiting["approval"] == {"id": request["approvalId"]}
+    assert waiting["toolCallId"] == request["toolCallId"]
+    # answered: it ran; a second question is a message of its own; ids stay put
+    approved = {"id": request["approvalId"], "approved": True}
+    chunks_of(
+        server.alice.post("/v1/aisdk/chat", json=answer(chat_id, request["toolCallId"], approved))
+    )
+    second = approval_request(chunks_of(ask(server.alice, chat_id, "Pay Alice $25")))
+    rejected = {"id": second["approvalId"], "approved": False, "reason": "enough for today"}
+    chunks_of(
+        server.alice.post("/v1/aisdk/chat", json=answer(chat_id, second["toolCallId"], rejected))
+    )
+    later = server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json()
+    assert [m["role"] for m in later] == ["user", "assistant", "user", "assistant"]
+    assert later[0]["id"] == messages[0]["id"] and later[1]["id"] == messages[1]["id"]
+    assert len({m["id"] for m in later}) == 4
+    first_parts = later[1]["parts"]
+    sent = next(p for p in first_parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
+    assert "Done: $20.00" in first_parts[-1]["text"]
+    denied = next(p for p in later[3]["parts"] if p["type"] == "tool-send_payment")
+    assert denied["state"] == "output-denied"
+    assert denied["approval"]["approved"] is False
+    assert denied["approval"]["reason"] == "enough for today"
+
+
+def test_conversation_route_refusals(server: Served) -> None:
+    chat_id = new_id()
+    chunks_of(ask(server.alice, chat_id))
+    assert server.bob.get(f"/v1/aisdk/chat/{chat_id}/messages").status_code == 404
+    assert server.anonymous.get(f"/v1/aisdk/chat/{chat_id}/messages").status_code == 401
+    assert server.alice.get("/v1/aisdk/chat/a.b/messages").status_code == 422
+    assert server.alice.get(f"/v1/aisdk/chat/{'x' * 129}/messages").status_code == 422
+
+
+def test_the_engine_words_rejections_and_edit_notes_as_the_history_reads_them() -> None:
+    from mainspring._run.results import EDITED_NOTE_START
+
+    assert aisdk_history.EDITED_NOTE_START == EDITED_NOTE_START
+    content = '[the approver edited the arguments: the call ran with {"a": 1}]\n\n{"ok": true}'
+    assert aisdk_history.tool_output(content) == {"ok": True}
+    assert aisdk_history.tool_output("plain words") == "plain words"
+
+
+# ------------------------------------------------ a client abort cancels the run
+
+
+def stuck_agent(gate: threading.Event) -> Agent:
+    """Like ``gated_agent``, but its wait ends at once when the run is cancelled."""
+
+    @tool(read_only=True)
+    async def wait_here(ctx: ToolContext) -> str:
+        """Wait until the test opens the gate (or the run is cancelled)."""
+        ctx.progress("waiting for the gate")
+        opened = await anyio.to_thread.run_sync(gate.wait, 30.0, abandon_on_cancel=True)
+        return json.dumps({"opened": opened})
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ScriptedResponse | str:
+        if messages[-1].role == "tool":
+            return "released"
+        return ScriptedResponse(text="Waiting.", tool_calls=[ScriptedCall("wait_here", {})])
+
+    return Agent(
+        name="stuck",
+        model=ScriptedModel(script),
+        tools=[wait_here],
+        permissions=PermissionRules(allow=("*",)),
+    )
+
+
+def go(chat_id: str, **extra: object) -> dict[str, object]:
+    user = {"id": "u", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+    return {"id": chat_id, "messages": [user], **extra}
+
+
+def read_one_chunk_and_leave(client: httpx.Client, method: str, url: str, **kw: Any) -> None:
+    with client.stream(method, url, **kw) as response:
+        assert response.status_code == 200
+        assert next(response.iter_lines()).startswith("data: ")
+
+
+def ended_cancelled(server: Served, chat_id: str) -> None:
+    """Follow the run to its end (without cancelling it): it was cancelled, never released."""
+    end = server.alice.get(f"/v1/aisdk/chat/{chat_id}/stream", params={"cancelOnAbort": "false"})
+    if end.status_code == 200:
+        assert chunks_of(end)[-1]["messageMetadata"]["stopReason"] == "cancelled"
+    else:
+        assert end.status_code == 204
+    state = server.alice.get(f"/v1/sessions/{chat_id}/state").json()
+    texts = json.dumps([m for m in state["messages"] if m["role"] == "assistant"])
+    assert "released" not in texts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["the chat request", "a resume on another worker"])
+def test_a_client_abort_cancels_the_server_run(tmp_path: Path, where: str) -> None:
+    gate = threading.Event()
+    try:
+        with two_workers(stuck_agent(gate), tmp_path) as (first, second):
+            chat_id = new_id()
+            if where == "the chat request":
+                read_one_chunk_and_leave(first.alice, "POST", "/v1/aisdk/chat", json=go(chat_id))
+            else:  # the tab reloaded (a disconnect), resumed elsewhere, then stopped
+                body = go(chat_id, cancelOnAbort=False)
+                read_one_chunk_and_leave(first.alice, "POST", "/v1/aisdk/chat", json=body)
+                read_one_chunk_and_leave(second.alice, "GET", f"/v1/aisdk/chat/{chat_id}/stream")
+            ended_cancelled(first, chat_id)
+    finally:
+        gate.set()
+
+
+def test_with_the_option_off_an_abort_leaves_the_run_going(tmp_path: Path) -> None:
+    gate = threading.Event()
+    config = ServerConfig(api_keys=dict(KEYS), aisdk_abort_cancels=False)
+    try:
+        with served(stuck_agent(gate), config) as server:
+            chat_id = new_id()
+            read_one_chunk_and_leave(server.alice, "POST", "/v1/aisdk/chat", json=go(chat_id))
+            with server.alice.stream("GET", f"/v1/aisdk/chat/{chat_id}/stream") as following:
+                assert following.status_code == 200
+                lines = following.iter_lines()
+                assert next(lines).startswith("data: ")
+                gate.set()
+                rest = [line for line in lines if line.startswith("data: ")]
+            assert rest[-1] == "data: [DONE]"
+            finish = json.loads(rest[-2][len("data: ") :])
+            assert finish["messageMetadata"]["stopReason"] == "end_turn"
+    finally:
+        gate.set()
+
+
+# ------------------------------------------- the same, through the SDK's own client
+
+
+@pytest.mark.slow
+def test_use_chat_is_not_stuck_when_it_asks_while_an_approval_waits(
+    server: Served, ai_package: Path
+) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "while-pending", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    asked = result["asked"]
+    assert [m["role"] for m in asked] == ["user", "assistant", "user", "assistant"]
+    shown = [p for p in asked[-1]["parts"] if p["type"] == "tool-send_payment"]
+    assert [p["state"] for p in shown] == ["approval-requested"]
+    # the copy shown again has an id of its own: the SDK answers it, sends on its
+    # own (sendAutomaticallyWhen), and the turn goes on in that message
+    messages = result["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    parts = messages[-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
+    assert "Done: $20.00" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_restores_a_chat_from_its_ui_messages_and_answers_the_approval(
+    server: Served, ai_package: Path
+) -> None:
+    chat_id = new_id()
+    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    result = run_node(ai_package, "restore", server.base, chat_id)
+    assert result["errors"] == [] and result["status"] == "ready"
+    waiting = result["restored"][-1]["parts"][-1]
+    assert waiting["state"] == "approval-requested"
+    assert waiting["approval"]["id"] == request["approvalId"]
+    parts = result["messages"][-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_approves_with_an_edit(server: Served, ai_package: Path) -> None:
+    chat_id = new_id()
+    result = run_node(ai_package, "edit", server.base, chat_id)
+    assert result["status"] == "ready" and result["errors"] == []
+    asked = result["asked"][-1]["parts"][-1]
+    assert asked["approval"]["descriptor"] == {"modifiableFields": ["amount_usd", "memo"]}
+    parts = result["messages"][-1]["parts"]
+    sent = next(p for p in parts if p["type"] == "tool-send_payment")
+    assert sent["output"]["amount_usd"] == 15.0
+    assert "Done: $15.00" in parts[-1]["text"]
+    assert writes_of(server.alice, chat_id) == 1
+
+
+@pytest.mark.slow
+def test_use_chat_stop_cancels_the_server_run(ai_package: Path) -> None:
+    gate = threading.Event()
+    try:
+        with served(stuck_agent(gate)) as server:
+            chat_id = new_id()
+            result = run_node(ai_package, "stop", server.base, chat_id)
+            assert result["status"] == "ready" and result["errors"] == []
+            ended_cancelled(server, chat_id)
+    finally:
+        gate.set()
+
+
+def test_by_option_a_question_rejects_a_waiting_client_tool_too() -> None:
+    config = ServerConfig(api_keys=dict(KEYS), aisdk_while_pending="reject")
+    with served(signing_agent(), config) as server:
+        chat_id = new_id()
+        call = next(
+            c
+            for c in chunks_of(ask(server.alice, chat_id, "sign it"))
+            if c["type"] == "tool-input-available"
+        )
+        after = chunks_of(ask(server.alice, chat_id, "never mind"))
+        check_grammar(after)
+        kinds = [c["type"] for c in after if c.get("toolCallId") == call["toolCallId"]]
+        assert kinds[-1] == "tool-output-denied"
+        text = "".join(c["delta"] for c in after if c["type"] == "text-delta")
+        assert "never mind" in text
         assert server.alice.get(f"/v1/sessions/{chat_id}/pending").json()["pending"] is None

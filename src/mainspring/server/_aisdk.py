@@ -8,12 +8,17 @@ created on first use, owned by the caller. The session keeps the
 conversation, so of ``messages`` only the last one is read:
 
 * a user message: its text parts start a new turn (``regenerate-message``
-  asks the same question again as a new turn; history is never rewritten);
+  asks the same question again as a new turn; history is never rewritten).
+  While an approval waits, the waiting approval is streamed again instead
+  (or, with ``aisdk_while_pending="reject"``, rejected with the text as the
+  reason, and the turn goes on);
 * the assistant message with a tool part in state ``approval-responded``:
   ``approval: {id, approved, reason}`` decides the pending action by its
   signed approval id (the ``approvalId`` of the ``tool-approval-request``
   chunk), and the rest of the turn streams on — ``tool-output-available``
-  when approved, ``tool-output-denied`` when not;
+  when approved, ``tool-output-denied`` when not; a ``data-approval-edits``
+  part approves with edits (see ``_aisdk_body``). The SDK names that message
+  in ``messageId`` when it is not the last one;
 * the assistant message with the output of a client-executed tool (state
   ``output-available`` / ``output-error``): the tool's result.
 
@@ -21,21 +26,27 @@ conversation, so of ``messages`` only the last one is read:
 stream replayed from its start and followed live (the SDK resets its message
 on a resume), on this worker or another; 204 when nothing runs (or the
 chat id is new: a chat mounted with ``resume: true`` asks before it posts).
+``GET /v1/aisdk/chat/{id}/messages`` is the conversation as ``UIMessage[]``.
+
+A request closed mid-stream (``stop()``) cancels its run, on whichever
+worker runs it (``aisdk_abort_cancels``; ``cancelOnAbort`` per request).
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path
+import anyio
+from fastapi import APIRouter, Body, Depends, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool
+from pydantic import JsonValue
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mainspring.codec import encode
-from mainspring.decisions import Approve, ClientResult, Decision, Reject
+from mainspring.decisions import Decision, Reject
 from mainspring.errors import ConfigError, SessionBusy
 from mainspring.events import (
     Canvas,
@@ -55,6 +66,14 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
+from mainspring.server._aisdk_body import (
+    SHOWN_AGAIN,
+    ChatRequest,
+    answering,
+    decision_of,
+    user_text,
+)
+from mainspring.server._aisdk_history import tool_output, ui_messages
 from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import SessionHost
@@ -81,15 +100,6 @@ _FINISH: dict[str, str] = {
 Chunk = dict[str, JsonValue]
 
 
-def _output(content: str) -> JsonValue:
-    """A tool result's content as the SDK's ``output``: JSON when it is JSON."""
-    try:
-        value: JsonValue = json.loads(content)
-    except ValueError:
-        return content
-    return value
-
-
 def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
     """A steering message queued for, or taken by, the running turn (a transient data part)."""
     data: dict[str, JsonValue] = {
@@ -103,8 +113,10 @@ class UIMessageStream:
     """Turns one mainspring stream into AI SDK UI message chunks (a pure mapper).
 
     ``decided`` is the tool call a decision continues, with what was decided:
-    the client already shows it (no new ``tool-input-*``), and a rejection
-    ends it with ``tool-output-denied``. ``replay`` is a resume: the SDK
+    the client already shows it (no new ``tool-input-*``) unless ``shown`` is
+    false (a new message rejected it: announced again from ``calls``), and a
+    rejection ends it with ``tool-output-denied``. ``showing`` marks the
+    approval ids of a stream that shows a waiting approval again. ``replay`` is a resume: the SDK
     starts from an empty message, so a call first seen by its result is
     announced again from ``calls`` (the session's tool calls).
     """
@@ -116,11 +128,14 @@ class UIMessageStream:
         decided: tuple[str, Decision] | None = None,
         replay: bool = False,
         calls: Mapping[str, tuple[str, Mapping[str, JsonValue]]] | None = None,
+        shown: bool = True,
+        showing: str = "",
     ) -> None:
         """A mapper for one stream of ``session_id``."""
         self.session_id = session_id
         self.stream_id: str | None = None
         self._decided = decided
+        self._showing = showing
         self._replay = replay
         self._calls = calls or {}
         self._started = False
@@ -133,7 +148,7 @@ class UIMessageStream:
         self._streamed: set[str] = set()
         self._in_step = False
         self._model_done = False
-        if decided is not None and not replay:
+        if decided is not None and shown and not replay:
             self._input_started.add(decided[0])
             self._input_done.add(decided[0])
 
@@ -281,13 +296,16 @@ class UIMessageStream:
         if isinstance(event, PendingAction):
             out = self._announce(tool_use_id, event.name, event.input)
             if not event.client_executed:
-                out.append(
-                    {
-                        "type": "tool-approval-request",
-                        "approvalId": event.approval_id,
-                        "toolCallId": tool_use_id,
+                request: Chunk = {
+                    "type": "tool-approval-request",
+                    "approvalId": event.approval_id + self._showing,
+                    "toolCallId": tool_use_id,
+                }
+                if event.modifiable_fields:
+                    request["approvalDescriptor"] = {
+                        "modifiableFields": list(event.modifiable_fields)
                     }
-                )
+                out.append(request)
             return out
         out = []
         self._streamed.add(tool_use_id)
@@ -358,7 +376,7 @@ class UIMessageStream:
                 {
                     "type": "tool-output-available",
                     "toolCallId": tool_use_id,
-                    "output": _output(event.content),
+                    "output": tool_output(event.content),
                 }
             )
         return out
@@ -378,101 +396,6 @@ class UIMessageStream:
     def end(self) -> list[Chunk]:
         """What closes a stream cut short of its terminal event."""
         return self._end_step()
-
-
-# ------------------------------------------------------------------ request body
-
-
-class ToolApproval(BaseModel):
-    """A tool part's ``approval``: the signed id and the user's answer."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str = Field(min_length=1, max_length=400)
-    approved: StrictBool | None = None
-    """Strictly a JSON boolean: ``"yes"`` or ``1`` approves nothing."""
-    reason: str | None = Field(default=None, max_length=4000)
-
-
-class UIPart(BaseModel):
-    """One part of a UI message (only the fields the server reads are checked)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: str = Field(min_length=1, max_length=200)
-    text: str | None = None
-    toolCallId: str | None = Field(default=None, max_length=400)
-    state: str | None = Field(default=None, max_length=100)
-    approval: ToolApproval | None = None
-    output: JsonValue = None
-    errorText: str | None = None
-
-    @property
-    def is_tool(self) -> bool:
-        """A tool part (``tool-<name>`` or ``dynamic-tool``)."""
-        return self.type.startswith("tool-") or self.type == "dynamic-tool"
-
-
-class UIMessage(BaseModel):
-    """A UI message of the chat."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str = Field(default="", max_length=400)
-    role: Literal["system", "user", "assistant"]
-    parts: list[UIPart] = Field(max_length=10_000)
-
-
-class ChatRequest(BaseModel):
-    """The body ``DefaultChatTransport`` posts (extra ``body`` fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str = Field(pattern=THREAD_ID, description="The chat id: the session's id")
-    messages: list[UIMessage] = Field(min_length=1, max_length=10_000)
-    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
-    messageId: str | None = Field(default=None, max_length=400)
-
-
-def _user_text(message: UIMessage) -> str:
-    text = "\n".join(p.text for p in message.parts if p.type == "text" and p.text)
-    if not text.strip():
-        raise ConfigError("the last user message has no text part")
-    return text
-
-
-def _decision_of(session: Session, message: UIMessage) -> tuple[str, Decision] | None:
-    """``(approval id, decision)`` the assistant message answers with ("" for a tool result)."""
-    answered = [
-        p
-        for p in message.parts
-        if p.is_tool and p.state == "approval-responded" and p.approval is not None
-    ]
-    if len(answered) > 1:
-        raise ConfigError("answer one approval at a time (one action waits at a time)")
-    if answered:
-        part = answered[0]
-        assert part.approval is not None
-        if part.approval.approved is None:
-            raise ConfigError("an approval response needs approved: true or false")
-        decision: Decision = (
-            Approve()
-            if part.approval.approved
-            else Reject(reason=part.approval.reason or "The user declined.")
-        )
-        return part.approval.id, decision
-    pending = session.pending
-    if pending is None or not pending.client_executed:
-        return None
-    for part in message.parts:
-        if part.is_tool and part.toolCallId == pending.tool_use_id:
-            if part.state == "output-available":
-                content = part.output if isinstance(part.output, str) else json.dumps(part.output)
-                return "", ClientResult(content=content)
-            if part.state == "output-error":
-                text = part.errorText or "the tool failed"
-                return "", ClientResult(content=text, is_error=True)
-    return None
 
 
 # ------------------------------------------------------------------------ routes
@@ -495,8 +418,32 @@ _STREAM: dict[int | str, dict[str, Any]] = {
 }
 
 
+async def _cancel_if_running(host: SessionHost, session_id: str, stream_id: str | None) -> None:
+    """Cancel ``stream_id``'s run (here or on another worker) if it still goes on.
+
+    The cancel route's path (:meth:`SessionHost.request_cancel`), but only for
+    the stream the closed request followed, never a newer run of the chat.
+    """
+    if stream_id is None:
+        return
+    run = host.runs.active(session_id)
+    if run is not None:
+        if run.stream_id != stream_id:
+            return
+    else:
+        assert host.stores.sessions is not None
+        state = await host.stores.sessions.load(session_id)
+        if state is None or state.active_stream != stream_id:
+            return
+    await host.request_cancel(session_id)
+
+
 def _sse(
-    host: SessionHost, mapper: UIMessageStream, items: AsyncIterator[tuple[int, Event]]
+    host: SessionHost,
+    mapper: UIMessageStream,
+    items: AsyncIterator[tuple[int, Event]],
+    *,
+    cancel_on_abort: bool = False,
 ) -> EventSourceResponse:
     async def frames() -> AsyncIterator[ServerSentEvent]:
         def frame(chunk: Chunk) -> ServerSentEvent:
@@ -504,12 +451,20 @@ def _sse(
                 data=json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
             )
 
-        async for _position, event in items:
-            for chunk in mapper.chunks(host.wire(mapper.session_id, event)):
+        ended = False
+        try:
+            async for _position, event in items:
+                for chunk in mapper.chunks(host.wire(mapper.session_id, event)):
+                    yield frame(chunk)
+            ended = True
+            for chunk in mapper.end():
                 yield frame(chunk)
-        for chunk in mapper.end():
-            yield frame(chunk)
-        yield ServerSentEvent(data="[DONE]")
+            yield ServerSentEvent(data="[DONE]")
+        finally:
+            # The client went away mid-stream (``stop()``, a closed tab): not a shutdown.
+            if cancel_on_abort and not ended and not host.stopping.is_set():
+                with anyio.CancelScope(shield=True):
+                    await _cancel_if_running(host, mapper.session_id, mapper.stream_id)
 
     return EventSourceResponse(
         frames(),
@@ -521,18 +476,34 @@ def _sse(
     )
 
 
+async def _waiting(host: SessionHost, session: Session) -> AsyncIterator[tuple[int, Event]]:
+    """The waiting action once more, as the pause that asked for it ended."""
+    pending = session.pending
+    assert pending is not None
+    yield 0, pending
+    turn = TurnComplete(stop_reason="pending_action", turn_index=session.state.turn_index)
+    yield 1, turn
+
+
 @aisdk_router.post("/chat", responses=_STREAM, response_class=EventSourceResponse)
 async def chat(
     caller: Caller, host: Host, body: Annotated[ChatRequest, Body()]
 ) -> EventSourceResponse:
-    """Send the chat's last message (a question, an approval, a tool result); stream the run."""
+    """Send the chat's last message (a question, an approval, a tool result); stream the run.
+
+    A question while an action waits for its approval is not refused: by
+    default the waiting approval is streamed again (the chat can answer it);
+    with ``aisdk_while_pending="reject"`` the action is rejected with the
+    question as the reason and the turn goes on.
+    """
     session = await open_thread(host, caller, body.id)
     if host.runs.active(session.session_id) is not None:
         raise SessionBusy(f"chat {body.id!r} already has an active run")
-    last = body.messages[-1]
+    last = answering(body)
     decided: tuple[str, Decision] | None = None
+    shown = True
     if last.role == "assistant":
-        answer = _decision_of(session, last)
+        answer = decision_of(session, last)
         if answer is None:
             raise ConfigError(
                 "the last message is the assistant's but answers no approval or tool call"
@@ -545,16 +516,49 @@ async def chat(
         run = await host.decide(session, approval_id, decision)
         decided = (pending.tool_use_id, decision)
     elif last.role == "user":
-        text = _user_text(last)
-        if session.pending is not None:
-            raise SessionBusy(
-                f"chat {body.id!r} waits on an approval: answer it before a new message"
-            )
-        run = await host.send(session, text)
+        text = user_text(last)
+        waiting = session.pending
+        if waiting is not None and host.config.aisdk_while_pending == "show":
+            showing = f"{SHOWN_AGAIN}{secrets.token_hex(4)}"
+            mapper = UIMessageStream(session_id=session.session_id, showing=showing)
+            return _sse(host, mapper, _waiting(host, session))
+        if waiting is not None:
+            rejected = Reject(reason=text)
+            approval_id = host.signer.sign(session.session_id, waiting)
+            run = await host.decide(session, approval_id, rejected)
+            decided, shown = (waiting.tool_use_id, rejected), False
+        else:
+            run = await host.send(session, text)
     else:
         raise ConfigError("the last message must be the user's or the assistant's")
-    mapper = UIMessageStream(session_id=session.session_id, decided=decided)
-    return _sse(host, mapper, run.follow())
+    calls = tool_calls_of(session) if not shown else None
+    mapper = UIMessageStream(
+        session_id=session.session_id, decided=decided, calls=calls, shown=shown
+    )
+    cancel = body.cancelOnAbort
+    if cancel is None:
+        cancel = host.config.aisdk_abort_cancels
+    return _sse(host, mapper, run.follow(), cancel_on_abort=cancel)
+
+
+@aisdk_router.get("/chat/{chat_id}/messages", tags=["ai-sdk"])
+async def chat_messages(
+    caller: Caller, host: Host, chat_id: Annotated[str, Path(pattern=THREAD_ID)]
+) -> list[JsonValue]:
+    """The chat as ``UIMessage[]``: ``useChat({id, messages})``'s initial messages.
+
+    ``[]`` for a chat id not used yet. A waiting approval is
+    ``approval-requested`` with its signed approval id.
+    """
+    session = await find_thread(host, caller, chat_id)
+    if session is None:
+        return []
+    pending = session.pending
+    if pending is not None:
+        wired = host.wire(chat_id, pending)
+        assert isinstance(wired, PendingAction)
+        pending = wired
+    return ui_messages(session.state.messages, pending)
 
 
 @aisdk_router.get(
@@ -563,12 +567,17 @@ async def chat(
     response_class=EventSourceResponse,
 )
 async def resume_chat(
-    caller: Caller, host: Host, chat_id: Annotated[str, Path(pattern=THREAD_ID)]
+    caller: Caller,
+    host: Host,
+    chat_id: Annotated[str, Path(pattern=THREAD_ID)],
+    cancelOnAbort: Annotated[bool | None, Query()] = None,
 ) -> Response:
     """The SDK's ``resume``: the chat's running stream from its start, followed live.
 
     204 when nothing runs — also for a chat id not used yet (a new chat mounts
-    with ``resume: true`` before its first message).
+    with ``resume: true`` before its first message). Closing it mid-stream
+    cancels the run (on whichever worker runs it) as for the POST:
+    ``?cancelOnAbort=false`` or the server's ``aisdk_abort_cancels`` turn that off.
     """
     session = await find_thread(host, caller, chat_id)
     stream_id = session.state.active_stream if session is not None else None
@@ -576,4 +585,6 @@ async def resume_chat(
         return Response(status_code=204)
     items = await host.follow(caller, chat_id, stream_id, -1)
     mapper = UIMessageStream(session_id=chat_id, replay=True, calls=tool_calls_of(session))
-    return _sse(host, mapper, items)
+    cancel = host.config.aisdk_abort_cancels if cancelOnAbort is None else cancelOnAbort
+    mapper.stream_id = stream_id
+    return _sse(host, mapper, items, cancel_on_abort=cancel)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mainspring._http_guard import allowed_hosts
 from mainspring.errors import ConfigError
@@ -76,6 +76,12 @@ class ServerConfig:
     max_steering_per_principal: int = 64
     """Steering messages one principal may have waiting on this worker's runs; past it 429
     (0: no limit)."""
+    aisdk_while_pending: Literal["show", "reject"] = "show"
+    """A ``useChat`` message sent while an approval waits: ``"show"`` streams the waiting
+    approval again; ``"reject"`` rejects it with the message as the reason and goes on."""
+    aisdk_abort_cancels: bool = True
+    """A ``useChat`` request closed mid-stream (``stop()``, a closed tab) cancels its run
+    (a chat body's ``cancelOnAbort`` overrides it per request)."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:
@@ -88,6 +94,8 @@ class ServerConfig:
             raise ConfigError("trace_runs must be >= 0 and trace_activities >= 1")
         if self.max_runs_per_principal < 0 or self.max_steering_per_principal < 0:
             raise ConfigError("max_runs_per_principal and max_steering_per_principal must be >= 0")
+        if self.aisdk_while_pending not in ("show", "reject"):
+            raise ConfigError("aisdk_while_pending must be 'show' or 'reject'")
         allowed_hosts(self.allowed_hosts)  # a malformed name fails here
         if self.store is None and self.sessions is None:
             raise ConfigError("a server needs a session store: store= or sessions=")
