@@ -189,8 +189,7 @@ def instructions(script: Path, src: str | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-            + [sys.executable, str(script)],
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
             env=_env(src),
             check=True,
             capture_output=True,
