@@ -167,6 +167,9 @@ agent.run_sync("Balance?")
 '''
 
 
+VALGRIND = ("valgrind", "--tool=callgrind")
+
+
 def _env(src: str | None) -> dict[str, str]:
     env = dict(os.environ)
     if src is not None:  # that checkout's package first on the path
@@ -189,7 +192,7 @@ def instructions(script: Path, src: str | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(script)],
+            [*VALGRIND, f"--callgrind-out-file={out}", sys.executable, str(script)],
             env=_env(src),
             check=True,
             capture_output=True,
