@@ -164,3 +164,89 @@ def test_unpriced_sets_are_shared_between_trackers_but_never_leak_between_them()
     assert a.unpriced == {"no-price-1"}
     assert b.unpriced == {"no-price-1", "no-price-2"}
     assert CostTracker().unpriced == frozenset()
+
+
+def test_names_genai_prices_cannot_price_do_not_load_it() -> None:
+    from mainspring.prices import may_have_price
+
+    assert not may_have_price("scripted")  # the offline model's name
+    assert not may_have_price("openai-compatible:llama3.2")
+    assert not may_have_price("llama3.2")
+    assert may_have_price("anthropic:anything")  # a priced provider: genai-prices decides
+    assert may_have_price("claude-sonnet-4-5")
+    assert may_have_price("gpt-4o-mini")
+
+
+def test_bare_name_rules_agree_with_the_installed_genai_prices() -> None:
+    """A stale rule would leave a priced model unpriced: update ``_BARE_NAMES`` then."""
+    pytest.importorskip("genai_prices", reason='needs genai-prices (pip install -e ".[test]")')
+    from genai_prices import data
+
+    from mainspring.prices import may_have_price
+
+    def matched(ref: str) -> bool:  # genai-prices' own choice of provider for a bare name
+        return any(
+            p.model_match is not None and p.model_match.is_match(ref) for p in data.providers
+        )
+
+    names = {m.id for p in data.providers for m in p.models} | {
+        "scripted", "fake-s1", "llama3.2", "o1-mini", "gpt-4o", "my-claude-bot", "Mistral-large",
+        "org/mistral-7b", "qwen2.5", "MiniMax-M2", "GLM-4", "text-embedding-3-small",
+    }  # fmt: skip
+    names = {n for n in names if ":" not in n}  # a provider part is decided by its provider
+    disagree = sorted(n for n in names if may_have_price(n) != matched(n.lower()))
+    assert not disagree, f"mainspring.prices._BARE_NAMES is stale for: {disagree[:20]}"
+    assert sum(map(may_have_price, names)) > 100  # (the corpus holds priced names)
+
+
+_FIRST_TURN = '''
+import sys
+
+import anyio
+
+from mainspring import Agent, ScriptedCall, ScriptedModel, ScriptedResponse, Session, tool
+from mainspring.cost import CostTracker
+from mainspring.usage import Usage
+
+
+@tool(read_only=True)
+async def get_balance(account: str) -> float:
+    """Current balance of an account."""
+    return 42.0
+
+
+model = ScriptedModel(
+    [ScriptedResponse(tool_calls=[ScriptedCall("get_balance", {"account": "a1"})]), "$42."]
+)
+
+
+async def main() -> None:
+    session = Session(Agent(model=model, tools=[get_balance]))
+    async for _ in session.send("Balance?"):
+        pass
+    assert session.messages[-1].text == "$42.", session.messages
+    assert "genai_prices" not in sys.modules, "an unpriced model's turn loaded genai-prices"
+    usage = Usage(input_tokens=100_000, output_tokens=10_000)
+    print(CostTracker().record("claude-sonnet-4-5", usage))  # a priced bare name
+
+
+anyio.run(main)
+'''
+
+
+def test_a_turn_on_a_model_without_a_price_does_not_load_genai_prices() -> None:
+    """What a ``mainspring run`` on an offline model pays at start-up (a fresh process)."""
+    pytest.importorskip("genai_prices", reason='needs genai-prices (pip install -e ".[test]")')
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_TURN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # $3 input + $15 output per million tokens: genai-prices loaded when a price exists.
+    assert float(done.stdout) == pytest.approx(0.3 + 0.15)

@@ -3,15 +3,21 @@
 Model names may carry their provider (``"anthropic:claude-sonnet-4-5"``); the
 provider part is mapped to genai-prices' provider ids. A model it does not
 know has no price (``None``), never a guessed one.
+
+genai-prices is loaded only for a name it may price: loading it costs a
+process about 75 ms of CPU (its price data is a large module), which a
+program on an offline or self-hosted model (``"scripted"``,
+``"openai-compatible:llama3.2"``) would pay on its first turn for nothing.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from mainspring.usage import Usage
 
-__all__ = ["genai_price", "price_data_version"]
+__all__ = ["genai_price", "may_have_price", "price_data_version"]
 
 _PROVIDERS = {
     "anthropic": "anthropic",
@@ -21,6 +27,36 @@ _PROVIDERS = {
     "gemini": "google",
     "google": "google",
 }
+
+
+_BARE_NAMES = re.compile(
+    "|".join(
+        (
+            # genai-prices' providers' ``model_match`` rules (its data as of 0.2.5):
+            # without a provider part, a name no rule matches has no price there.
+            # tests/test_cost.py checks them against the installed genai-prices.
+            r".*(?:claude|cerebras|gemini|grok)",  # anthropic, cerebras, google, x-ai
+            r"@cf/|accounts/fireworks/|command-|composer-|eleven_|jev-|voyage-",
+            r"databricks-|system\.ai\.|deepseek|kimi|moonshot|glm-",
+            r"muse-wonder-1\.0$|muse-spark-|minimax-m|minimax-01$|m2-her$",  # meta, minimax
+            r"gpt-|whisper-1$|tts-1|o[134]",  # openai
+            r"(?![^/]+/)(?:labs-)?(?:(?:mi|code|dev|magi|mini)stral|mixtral|pixtral|voxtral"
+            r"|open-(?:mistral|mixtral))",  # mistral
+        )
+    )
+)
+
+
+def may_have_price(model: str) -> bool:
+    """Whether genai-prices may know ``model`` (``False``: it surely does not).
+
+    Decided without loading genai-prices: a name with a provider part needs one
+    genai-prices knows; a bare name needs to match one of its providers' rules.
+    """
+    provider, sep, _ = model.partition(":")
+    if sep:
+        return provider in _PROVIDERS
+    return _BARE_NAMES.match(model.lower()) is not None
 
 
 @lru_cache(maxsize=1)
@@ -38,7 +74,7 @@ _UNKNOWN: set[str] = set()
 
 def genai_price(model: str, usage: Usage) -> float | None:
     """USD for ``usage`` on ``model`` from genai-prices, or ``None`` when unknown."""
-    if model in _UNKNOWN or not _available():
+    if model in _UNKNOWN or not may_have_price(model) or not _available():
         return None
     import genai_prices
 
