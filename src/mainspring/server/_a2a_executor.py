@@ -3,8 +3,9 @@
 An A2A context is a mainspring session of the caller (its id derived from the
 principal, the agent and the context id, so no two principals ever share one);
 an A2A task is one turn of it. The turn's events become task events: text
-deltas append to a ``response`` artifact (replaced by the whole text as one
-part, ``lastChunk``, when the turn ends or pauses), tool events are ``working``
+deltas append to a ``response`` artifact (replaced, ``lastChunk``, when the
+turn ends or pauses, by the whole text with one text part per model step, so
+the texts of two steps are never glued together), tool events are ``working``
 status updates whose data part is the event in mainspring's wire format, a
 pending action pauses the task in ``input-required`` (its data part the
 ``pending_action`` event with the signed approval id), and the terminal event
@@ -42,6 +43,7 @@ from mainspring.events import (
     ToolResult,
     ToolStart,
     TurnComplete,
+    UsageEvent,
 )
 from mainspring.server._auth import Principal
 from mainspring.server._host import NotFound, SessionHost
@@ -275,14 +277,21 @@ class MainspringExecutor(AgentExecutor):
 
     async def _relay(self, host: SessionHost, run: LiveRun, updater: TaskUpdater) -> None:
         artifact_id = f"response-{uuid.uuid4().hex[:12]}"
-        said: list[str] = []
+        steps: list[str] = []  # the text of each model step that said something
+        said: list[str] = []  # the current step's deltas
 
-        async def flush() -> None:  # the whole text as one part, replacing the chunks
+        def end_step() -> None:
             if said:
-                whole = "".join(said)
+                steps.append("".join(said))
                 said.clear()
+
+        async def flush() -> None:  # the whole text, one part per step, replacing the chunks
+            end_step()
+            if steps:
+                parts = [new_text_part(text) for text in steps]
+                steps.clear()
                 await updater.add_artifact(
-                    [new_text_part(whole)],
+                    parts,
                     artifact_id=artifact_id,
                     name="response",
                     append=False,
@@ -295,9 +304,12 @@ class MainspringExecutor(AgentExecutor):
                     [new_text_part(event.text)],
                     artifact_id=artifact_id,
                     name="response",
-                    append=bool(said),
+                    append=bool(said or steps),
                 )
                 said.append(event.text)
+            elif isinstance(event, UsageEvent):
+                if not event.model.startswith("tool:"):  # a model step's usage ends the step
+                    end_step()
             elif isinstance(event, _RELAYED):
                 message = updater.new_agent_message([_event_part(host, run.session_id, event)])
                 await updater.update_status(TaskState.TASK_STATE_WORKING, message)
