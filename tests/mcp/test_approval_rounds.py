@@ -28,26 +28,26 @@ def pending(name: str = "wipe", value: str = "a") -> PendingAction:
 
 
 def mint(rounds: ApprovalRounds, action: PendingAction) -> str:
-    state = rounds.input_required(action, "ok?").request_state
+    state = rounds.input_required(action, "ok?", {"type": "object"}).request_state
     assert state is not None
     return state
 
 
 def test_a_minted_state_approves_once_and_only_its_tool_and_input() -> None:
     async def main() -> None:
-        rounds = ApprovalRounds(ttl=60, schema={"type": "object"})
+        rounds = ApprovalRounds(ttl=60)
         state = mint(rounds, pending())
         assert (await rounds.decision("other", state, YES))[1:] == (
-            False,
+            None,
             "the request state is for another tool",
         )
         wanted, approved, _ = await rounds.decision("wipe", state, YES)
-        assert approved
-        decide = retry_decider(wanted, approved, "")
+        assert approved == {"approve": True}
+        decide = retry_decider(wanted, approved, "", lambda p: {"properties": {"approve": {}}})
         assert isinstance(await decide(pending()), Approve)
         assert isinstance(await decide(pending(value="b")), Reject)
         assert (await rounds.decision("wipe", state, YES))[1:] == (
-            False,
+            None,
             "this approval was already used",
         )
         no = {APPROVAL_KEY: mt.ElicitResult(action="accept", content={"approve": False})}
@@ -60,7 +60,7 @@ def test_a_minted_state_approves_once_and_only_its_tool_and_input() -> None:
 @given(st.text(max_size=200))
 def test_no_other_state_approves(state: str) -> None:
     async def main() -> None:
-        rounds = ApprovalRounds(ttl=60, schema={"type": "object"})
+        rounds = ApprovalRounds(ttl=60)
         assert not (await rounds.decision("wipe", state, YES))[1] or '"nonce"' in state
 
     anyio.run(main)
@@ -71,12 +71,12 @@ def test_rounds_sharing_a_store_use_an_approval_once() -> None:
 
     async def main() -> None:
         shared = InMemoryRecords()
-        one = ApprovalRounds(ttl=60, schema={"type": "object"}, records=shared)
-        two = ApprovalRounds(ttl=60, schema={"type": "object"}, records=shared)
+        one = ApprovalRounds(ttl=60, records=shared)
+        two = ApprovalRounds(ttl=60, records=shared)
         state = mint(one, pending())
         assert (await two.decision("wipe", state, YES))[1]
         assert (await one.decision("wipe", state, YES))[1:] == (
-            False,
+            None,
             "this approval was already used",
         )
 

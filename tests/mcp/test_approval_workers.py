@@ -79,9 +79,14 @@ def workers(store_url: str, tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
                 process.stdout.close()
 
 
+async def _unused(context: object, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    """Declares elicitation (the server asks only such a client); the rounds are driven here."""
+    return mt.ElicitResult(action="decline")
+
+
 @asynccontextmanager
 async def client(url: str) -> AsyncIterator[Client]:
-    async with Client(url, mode="2026-07-28") as connected:
+    async with Client(url, mode="2026-07-28", elicitation_callback=_unused) as connected:
         yield connected
 
 

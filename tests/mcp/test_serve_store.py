@@ -97,9 +97,14 @@ def servers(
         log.close()
 
 
+async def _unused(context: object, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    """Declares elicitation (the server asks only such a client); the rounds are driven here."""
+    return mt.ElicitResult(action="decline")
+
+
 @asynccontextmanager
 async def client(url: str) -> AsyncIterator[Client]:
-    async with Client(url, mode="2026-07-28") as connected:
+    async with Client(url, mode="2026-07-28", elicitation_callback=_unused) as connected:
         yield connected
 
 

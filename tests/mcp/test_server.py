@@ -154,9 +154,9 @@ async def test_expose_confirm_marks_the_approval() -> None:
             assert gated.annotations.title == "delete_account (requires approval)"
             assert gated.meta == {APPROVAL_META_KEY: True}
             assert listed["add"].meta == {APPROVAL_META_KEY: False}
-            # A client that cannot be asked: the gated tool does not run.
+            # A client that did not declare elicitation is not asked: the tool does not run.
             result = await session.call_tool("delete_account", {"account": "acct_1"})
-            assert result.is_error and "approval could not be asked" in text_of(result)
+            assert result.is_error and "cannot give one" in text_of(result)
     assert deleted == []
 
 

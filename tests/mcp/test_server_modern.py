@@ -68,7 +68,7 @@ async def test_a_gated_tool_runs_only_after_approval_through_input_required(
 
 async def test_an_approval_is_used_once_and_only_for_the_input_shown() -> None:
     with anyio.fail_after(20):
-        async with modern(mode="2026-07-28") as client:
+        async with modern(elicitation=answering(True, []), mode="2026-07-28") as client:
             session = client.session
             first = await session.call_tool(
                 "delete_account", {"account": "acme"}, allow_input_required=True
@@ -123,7 +123,7 @@ async def test_an_approval_is_used_once_and_only_for_the_input_shown() -> None:
 
 async def test_without_an_answer_the_gated_tool_does_not_run() -> None:
     with anyio.fail_after(20):
-        async with modern(mode="2026-07-28") as client:
+        async with modern(elicitation=answering(True, []), mode="2026-07-28") as client:
             first = await client.session.call_tool(
                 "delete_account", {"account": "acme"}, allow_input_required=True
             )

@@ -136,6 +136,12 @@ class McpRun:
             assert runs_of(self.servers.fleet.effects, ref) == 1, f"{ref} did not run once"
 
 
+async def _declines(context: object, params: object) -> Any:
+    import mcp_types as mt
+
+    return mt.ElicitResult(action="decline")
+
+
 @asynccontextmanager
 async def _connected(servers: McpServers) -> AsyncIterator[list[Any]]:
     """A client of each live server, each owned by a task of its own.
@@ -149,7 +155,10 @@ async def _connected(servers: McpServers) -> AsyncIterator[list[Any]]:
 
     async def own(server: McpServer, *, task_status: Any) -> None:
         try:
-            async with Client(server.url, mode="2026-07-28") as connected:
+            # Declares elicitation (the server asks only such a client); rounds are driven here.
+            async with Client(
+                server.url, mode="2026-07-28", elicitation_callback=_declines
+            ) as connected:
                 task_status.started(connected)
                 await done.wait()
         except Exception:

@@ -155,7 +155,11 @@ def mcp_serve(
     expose_confirm: Annotated[
         bool,
         typer.Option(
-            "--expose-confirm", help="Also expose tools that need approval, marked as such."
+            "--expose-confirm",
+            help=(
+                "Also expose tools that need approval, marked as such (asked of clients "
+                "that declare elicitation; client-executed tools are never exposed)."
+            ),
         ),
     ] = False,
     skills: Annotated[

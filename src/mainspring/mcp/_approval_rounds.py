@@ -2,7 +2,8 @@
 
 The 2026-07-28 revision has no back channel for a server to ask its client
 mid-request. A call that needs approval therefore ends its first round with
-an ``input_required`` result: one elicitation (approve: yes/no) and a
+an ``input_required`` result: one elicitation (the approval form of
+``_approval_form``: approve yes/no and the editable fields) and a
 ``requestState`` naming the tool, the SHA-256 of its canonical input and a
 fresh nonce. The SDK's :class:`~mcp.server.request_state.RequestStateBoundary`
 seals that state (AES-256-GCM, bound to the request and principal, with a
@@ -13,7 +14,8 @@ dispatch path, judged again) only if:
 - the state names this tool and this exact input (any edit is refused),
 - its nonce has not been used before (a replayed state is refused: at most
   once), and
-- the answer is an ``accept`` with ``approve: true``.
+- the answer is an ``accept`` with ``approve: true`` (its changed editable
+  fields become the approval's edits, judged again by the dispatch path).
 
 A nonce is used by claiming it in a shared store (``SharedRecords``) for the
 state's TTL: with a store every worker shares, a recorded retry replayed to
@@ -27,8 +29,9 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from mainspring.decisions import Approve, Decision, Reject, canonical_input_hash
+from mainspring.decisions import Decision, Reject, canonical_input_hash
 from mainspring.events import PendingAction
+from mainspring.mcp._approval_form import decision_of
 from mainspring.stores.base import SharedRecords
 from mainspring.stores.records import InMemoryRecords
 
@@ -56,26 +59,25 @@ class NeedsApproval(Exception):
 class ApprovalRounds:
     """Mints first-round states and judges retries; remembers used nonces."""
 
-    def __init__(
-        self, *, ttl: float, schema: dict[str, Any], records: SharedRecords | None = None
-    ) -> None:
-        """States live ``ttl`` seconds; the elicitation asks with ``schema``.
+    def __init__(self, *, ttl: float, records: SharedRecords | None = None) -> None:
+        """States live ``ttl`` seconds.
 
         ``records`` is where used nonces are claimed (default: this process's memory).
         """
         self.ttl = ttl
-        self.schema = schema
         self.records: SharedRecords = records if records is not None else InMemoryRecords()
 
-    def input_required(self, pending: PendingAction, message: str) -> types.InputRequiredResult:
-        """The first round's answer: ask for approval, remember what is approved."""
+    def input_required(
+        self, pending: PendingAction, message: str, schema: dict[str, Any]
+    ) -> types.InputRequiredResult:
+        """The first round's answer: ask with the form ``schema``, remember what is approved."""
         state = {
             "tool": pending.name,
             "input": canonical_input_hash(pending.input),
             "nonce": secrets.token_urlsafe(16),
         }
         ask = types.ElicitRequest(
-            params=types.ElicitRequestFormParams(message=message, requested_schema=self.schema)
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
         )
         return types.InputRequiredResult(
             input_requests={APPROVAL_KEY: ask}, request_state=json.dumps(state)
@@ -86,8 +88,8 @@ class ApprovalRounds:
         tool: str,
         request_state: str,
         responses: Mapping[str, types.InputResponse] | None,
-    ) -> tuple[str, bool, str]:
-        """``(input hash, approved, why not)`` for a retry; consumes the state's nonce.
+    ) -> tuple[str, dict[str, Any] | None, str]:
+        """``(input hash, the accepted form's content or None, why not)``; consumes the nonce.
 
         The nonce is claimed before the answer is read: a state is judged once,
         whatever it carries, on whichever worker it reaches first.
@@ -100,17 +102,17 @@ class ApprovalRounds:
             wanted, nonce = state["input"], state["nonce"]
             named = state["tool"]
         except (ValueError, KeyError, TypeError):
-            return "", False, "the request state is not this server's"
+            return "", None, "the request state is not this server's"
         if named != tool or not isinstance(wanted, str) or not isinstance(nonce, str):
-            return "", False, "the request state is for another tool"
+            return "", None, "the request state is for another tool"
         if not await self._consume(nonce):
-            return wanted, False, "this approval was already used"
+            return wanted, None, "this approval was already used"
         answer = (responses or {}).get(APPROVAL_KEY)
         if not isinstance(answer, types.ElicitResult):
-            return wanted, False, "no answer to the approval request"
+            return wanted, None, "no answer to the approval request"
         if answer.action != "accept" or (answer.content or {}).get("approve") is not True:
-            return wanted, False, f"the client's user did not approve ({answer.action})"
-        return wanted, True, ""
+            return wanted, None, f"the client's user did not approve ({answer.action})"
+        return wanted, dict(answer.content or {}), ""
 
     async def _consume(self, nonce: str) -> bool:
         added = await self.records.put_record(NONCE_KIND, nonce, "", owner="", ttl=self.ttl)
@@ -118,15 +120,22 @@ class ApprovalRounds:
 
 
 def retry_decider(
-    wanted: str, approved: bool, why: str
+    wanted: str,
+    content: dict[str, Any] | None,
+    why: str,
+    form: Callable[[PendingAction], dict[str, Any]],
 ) -> Callable[[PendingAction], Awaitable[Decision]]:
-    """The ``decide`` of a retried call: approve only the very call that was approved."""
+    """The ``decide`` of a retried call: approve only the very call that was approved.
+
+    ``form`` rebuilds the form that was shown for the pending action (so the
+    answer can only edit the fields it offered).
+    """
 
     async def decide(pending: PendingAction) -> Decision:
-        if not approved:
+        if content is None:
             return Reject(why)
         if canonical_input_hash(pending.input) != wanted:
             return Reject("the input differs from the one approved")
-        return Approve()
+        return decision_of(pending, form(pending), content)
 
     return decide

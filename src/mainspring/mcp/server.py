@@ -20,10 +20,15 @@ before each call. So those tools are hidden unless ``expose_confirm=True``;
 then their description starts with an approval note, their annotations say
 ``readOnlyHint=false, destructiveHint=true`` with a title ending in
 "(requires approval)", and ``_meta`` carries ``"mainspring/requiresApproval":
-true``. MCP clients (Claude Desktop, Cursor, Claude Code…) show their own
-approval prompt for such tools; expose them only to a client that does.
-A client-executed tool has no body here, so calling it is an error result.
-Tools matching the agent's ``permissions.deny`` patterns are never exposed.
+true``. The server asks only a client that declared form elicitation: a call that
+needs an approval from any other client is an error result saying so (and
+how to get one), never a request the client did not ask for, and nothing
+runs. The form (``mcp/_approval_form.py``) has an approve checkbox and the
+tool's editable (modifiable) fields with their current values as defaults;
+a changed field is an edit of the approval, judged by the dispatch path.
+A client-executed tool has no body here and can never run over MCP: it is
+never listed. Tools matching the agent's ``permissions.deny`` patterns are
+never exposed either.
 
 Identity. Every call runs as one caller, ``principal`` (``service:mcp`` by
 default): the tools' ``ctx.caller``, and the key of what the toolkits keep
@@ -87,9 +92,10 @@ from mainspring._http_guard import (
     served_address,
 )
 from mainspring.agent import Agent
-from mainspring.decisions import Approve, Decision, Reject
+from mainspring.decisions import Decision, Reject
 from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, ToolProgress
+from mainspring.mcp._approval_form import CannotAsk, approval_schema, can_ask, decision_of
 from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.namespaces import InMemoryKeyValueStore
@@ -165,8 +171,8 @@ def _exposed(agent: Agent, *, expose_confirm: bool) -> dict[str, Tool]:
     tools: dict[str, Tool] = {}
     for name in agent.tool_names:
         tool = agent.tool(name)
-        if tool is None or matches_any(agent.permissions.deny, name):
-            continue
+        if tool is None or tool.client_executed or matches_any(agent.permissions.deny, name):
+            continue  # a client-executed tool has no body here: it can never run over MCP
         if needs_approval(tool) and not expose_confirm:
             continue
         tools[name] = tool
@@ -204,20 +210,32 @@ async def _run(
     """The call through the engine's one dispatch path, as if the model had made it.
 
     A pause for approval asks the client: by elicitation on a 2025-era
-    connection, by an ``input_required`` round trip on a 2026-07-28 one.
+    connection, by an ``input_required`` round trip on a 2026-07-28 one; a
+    client that did not declare form elicitation is not asked: the call ends
+    with an error result, unrun.
     """
     if tool.fn is None:
         return _error(f"tool {tool.name!r} is executed by the host application, not this server")
     arguments = params.arguments or {}
+
+    def form(pending: PendingAction) -> dict[str, Any]:
+        return approval_schema(pending, tool.input_schema)
+
     decide: Callable[[PendingAction], Awaitable[Decision]]
-    if not _modern(ctx):
+    if not can_ask(ctx.session.client_capabilities):
 
         async def decide(pending: PendingAction) -> Decision:
-            return await _ask_client(ctx, pending)
+            raise CannotAsk(pending)
+
+    elif not _modern(ctx):
+
+        async def decide(pending: PendingAction) -> Decision:
+            return await _ask_client(ctx, pending, form(pending))
 
     elif params.request_state is not None:
         decide = retry_decider(
-            *await rounds.decision(tool.name, params.request_state, params.input_responses)
+            *await rounds.decision(tool.name, params.request_state, params.input_responses),
+            form,
         )
     else:
 
@@ -226,8 +244,11 @@ async def _run(
 
     try:
         return await _call(caller, ctx, tool, arguments, decide)
+    except CannotAsk as unasked:
+        return _error(unasked.message())
     except NeedsApproval as asked:
-        return rounds.input_required(asked.pending, _approval_message(asked.pending))
+        pending = asked.pending
+        return rounds.input_required(pending, _approval_message(pending), form(pending))
 
 
 async def _call(
@@ -262,19 +283,6 @@ async def _call(
     return types.CallToolResult(content=content, is_error=result.is_error)
 
 
-_APPROVE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Approve",
-            "description": "Run this action now (false rejects it).",
-        }
-    },
-    "required": ["approve"],
-}
-
-
 def _approval_message(pending: PendingAction) -> str:
     return (
         f"{pending.name} needs your approval: {pending.reason}\n"
@@ -282,17 +290,19 @@ def _approval_message(pending: PendingAction) -> str:
     )
 
 
-async def _ask_client(ctx: _ServerContext, pending: PendingAction) -> Decision:
+async def _ask_client(
+    ctx: _ServerContext, pending: PendingAction, schema: dict[str, Any]
+) -> Decision:
     """A pending action as an elicitation to the client's user: approve, or it is rejected."""
     try:
         answer = await ctx.session.elicit_form(
-            _approval_message(pending), _APPROVE_SCHEMA, related_request_id=ctx.request_id
+            _approval_message(pending), schema, related_request_id=ctx.request_id
         )
-    except Exception as exc:  # no back channel, no elicitation support, a broken client
+    except Exception as exc:  # no back channel, a broken client
         return Reject(f"approval could not be asked of the client: {exc}")
-    if answer.action == "accept" and (answer.content or {}).get("approve") is True:
-        return Approve()
-    return Reject(f"the client's user did not approve ({answer.action})")
+    if answer.action != "accept":
+        return Reject(f"the client's user did not approve ({answer.action})")
+    return decision_of(pending, schema, answer.content)
 
 
 def _skill_prompts(skills: SkillCatalog) -> tuple[_ListPrompts, _GetPrompt]:
@@ -342,7 +352,8 @@ def build_mcp_server(
     Args:
         agent: Whose tools are exposed.
         skills: Served as prompts (one per skill, the ``SKILL.md`` body as text).
-        expose_confirm: Also expose tools that need approval, marked as such.
+        expose_confirm: Also expose tools that need approval, marked as such
+            (client-executed tools never: they cannot run over MCP).
         name: The server's name in the MCP handshake.
         request_state_security: How the 2026-07-28 ``requestState`` of an
             approval round trip is sealed (the SDK's; default: a key of this
@@ -376,7 +387,7 @@ def build_mcp_server(
         return types.ListToolsResult(tools=listed)
 
     security = request_state_security or RequestStateSecurity.ephemeral(ttl=600.0)
-    rounds = ApprovalRounds(ttl=security.ttl, schema=_APPROVE_SCHEMA, records=store)
+    rounds = ApprovalRounds(ttl=security.ttl, records=store)
 
     async def call_tool(
         ctx: _ServerContext, params: types.CallToolRequestParams
