@@ -196,6 +196,7 @@ def instructions(script: Path, src: str | None = None) -> int:
             env=_env(src),
             check=True,
             capture_output=True,
+            timeout=1800,  # valgrind runs a program about 50x slower than native
         )
         found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
         if found is None:
