@@ -541,8 +541,12 @@ def test_the_trace_page_shows_the_figures_of_the_run_just_made(
     page.set_viewport_size(PHONE)
     assert fits_the_width(page)
     screenshot(page, "trace-phone")
-    page.get_by_role("button", name="Dark theme").click()
+    page.get_by_label("Theme").select_option("dark")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     screenshot(page, "trace-phone-dark")
+    page.get_by_label("Theme").select_option("system")  # back to the system's, as on the chat page
+    assert page.evaluate("document.documentElement.dataset.theme") is None
+    assert page.evaluate("localStorage.getItem('mainspring.theme')") is None
     # the search narrows the rail; the exports download
     page.get_by_label("Search runs").fill("no-such-run-anywhere")
     page.locator("#rail-status", has_text="0 runs").wait_for()

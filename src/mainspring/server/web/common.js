@@ -143,26 +143,12 @@
   }
 
   // Theme: the system's by default; a choice (light, dark) is remembered, and
-  // "system" forgets it. The chat page has a three-way select (#theme-select);
-  // a page with the older toggle button (#theme-toggle) flips light and dark.
-  function currentTheme() {
-    const forced = document.documentElement.dataset.theme;
-    if (forced) return forced;
-    return window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches
-      ? "dark"
-      : "light";
-  }
-
+  // "system" forgets it. Each page has the same three-way select (#theme-select).
   function applyTheme(theme) {
     if (theme === "light" || theme === "dark") document.documentElement.dataset.theme = theme;
     else delete document.documentElement.dataset.theme;
     const select = document.getElementById("theme-select");
     if (select) select.value = theme === "light" || theme === "dark" ? theme : "system";
-    const button = document.getElementById("theme-toggle");
-    if (!button) return;
-    const dark = currentTheme() === "dark";
-    button.setAttribute("aria-pressed", String(dark));
-    button.textContent = dark ? "Light theme" : "Dark theme";
   }
 
   function chooseTheme(theme) {
@@ -175,11 +161,6 @@
     applyTheme(localStorage.getItem(THEME_STORE));
     const select = document.getElementById("theme-select");
     if (select) select.addEventListener("change", () => chooseTheme(select.value));
-    const button = document.getElementById("theme-toggle");
-    if (!button) return;
-    button.addEventListener("click", () => {
-      chooseTheme(currentTheme() === "dark" ? "light" : "dark");
-    });
   }
 
   function el(tag, attrs, children) {
