@@ -23,6 +23,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from mainspring import (
     Agent,
@@ -44,7 +45,7 @@ from mainspring.events import (
     ToolStart,
     TurnComplete,
 )
-from mainspring.messages import Message
+from mainspring.messages import Message, TextPart
 from mainspring.models import ToolSpec
 from mainspring.server import ServerConfig
 from mainspring.server import _aisdk_history as aisdk_history
@@ -150,6 +151,9 @@ def test_use_chat_asks_approves_and_the_payment_is_sent(server: Served, ai_packa
     chat_id = new_id()
     result = run_node(ai_package, "approve", server.base, chat_id)
     assert result["status"] == "ready" and result["errors"] == []
+    # a reload gets the very ids the SDK holds (its own for the question)
+    stored = server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json()
+    assert [m["id"] for m in stored] == [m["id"] for m in result["messages"]]
     asked = result["asked"][-1]["parts"]
     payment = next(p for p in asked if p["type"] == "tool-send_payment")
     assert payment["state"] == "approval-requested"
@@ -792,9 +796,13 @@ def test_the_conversation_comes_back_as_ui_messages() -> None:
 def conversation_comes_back(server: Served) -> None:
     chat_id = new_id()
     assert server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json() == []
-    request = approval_request(chunks_of(ask(server.alice, chat_id)))
+    streamed = chunks_of(ask(server.alice, chat_id))
+    request = approval_request(streamed)
     messages = server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json()
     assert [m["role"] for m in messages] == ["user", "assistant"]
+    # the ids the chat holds: its own for the question, the stream's for the reply
+    assert messages[0]["id"] == "u1"
+    assert streamed[0]["type"] == "start" and streamed[0]["messageId"] == messages[1]["id"]
     assert messages[0]["parts"] == [{"type": "text", "text": "Pay Alice $20", "state": "done"}]
     parts = messages[1]["parts"]
     assert [p["type"] for p in parts] == [
@@ -825,7 +833,8 @@ def conversation_comes_back(server: Served) -> None:
     later = server.alice.get(f"/v1/aisdk/chat/{chat_id}/messages").json()
     assert [m["role"] for m in later] == ["user", "assistant", "user", "assistant"]
     assert later[0]["id"] == messages[0]["id"] and later[1]["id"] == messages[1]["id"]
-    assert len({m["id"] for m in later}) == 4
+    # the second question reused the client id "u1": it gets one of its own, never a twin
+    assert len({m["id"] for m in later}) == 4 and later[2]["id"] != "u1"
     first_parts = later[1]["parts"]
     sent = next(p for p in first_parts if p["type"] == "tool-send_payment")
     assert sent["state"] == "output-available" and sent["output"]["status"] == "sent"
@@ -834,6 +843,28 @@ def conversation_comes_back(server: Served) -> None:
     assert denied["state"] == "output-denied"
     assert denied["approval"]["approved"] is False
     assert denied["approval"]["reason"] == "enough for today"
+
+
+def test_history_ids_keep_the_clients_own_and_never_repeat() -> None:
+    from mainspring.server._aisdk_history import last_reply_id, reply_to, ui_messages
+
+    def user(text: str, client_id: str | None = None) -> Message:
+        meta: dict[str, JsonValue] = {"client_id": client_id} if client_id else {}
+        return Message(role="user", parts=(TextPart(text=text),), meta=meta)
+
+    history = [user("a", "x"), Message.assistant("A"), user("b", "m0"), Message.assistant("B")]
+    history += [user("c", "x"), Message.assistant("C"), user("d")]
+    ids = [m["id"] for m in ui_messages(history)]  # type: ignore[index]
+    # the second "x" and a client id shaped like a position yield to what came first
+    assert ids == ["x", "x.r", "m0", "m0.r", "m4", "m4.r", "m6"]
+    assert last_reply_id(history) == "m6.r"
+    assert last_reply_id([]) is None
+    assert reply_to(history, "x") == "m7.r" and reply_to(history, "y") == "y.r"
+    # a client naming its message as a later position still never makes a twin
+    tricky = [user("a", "m2"), Message.assistant("A"), user("b"), Message.assistant("B")]
+    tricky += [user("c", "m2.r"), Message.assistant("C"), user("d", "m6.r"), user("e")]
+    tricky_ids = [m["id"] for m in ui_messages(tricky)]  # type: ignore[index]
+    assert len(set(tricky_ids)) == len(tricky_ids) == 8
 
 
 def test_conversation_route_refusals(server: Served) -> None:

@@ -44,13 +44,13 @@ from mainspring.events import (
     TurnComplete,
 )
 from mainspring.messages import Message, TextPart
-from mainspring.server._agui_events import CLIENT_ID, AguiRun
+from mainspring.server._agui_events import AguiRun
 from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import NotFound, SessionHost
 from mainspring.server._runs import LiveRun
 from mainspring.server._schemas import ErrorBody
-from mainspring.server._threads import check_thread_id, open_thread
+from mainspring.server._threads import CLIENT_ID, check_thread_id, open_thread
 from mainspring.session import Session
 
 try:

@@ -54,6 +54,7 @@ from mainspring.events import (
     UsageEvent,
 )
 from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from mainspring.server._threads import CLIENT_ID
 
 try:
     from ag_ui.core import (
@@ -92,10 +93,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('the AG-UI route needs: pip install "mainspring[server]"') from exc
 
-__all__ = ["CLIENT_ID", "AguiRun", "interrupt_of", "messages_of", "result_id"]
-
-CLIENT_ID = "client_id"
-"""The ``meta`` key of a user message holding the id its client gave it."""
+__all__ = ["AguiRun", "interrupt_of", "messages_of", "result_id"]
 
 _CANCELLED = frozenset({"cancelled", "interrupted"})
 

@@ -66,6 +66,7 @@ from mainspring.events import (
     TurnComplete,
     UsageEvent,
 )
+from mainspring.messages import Message, TextPart
 from mainspring.server._aisdk_body import (
     SHOWN_AGAIN,
     ChatRequest,
@@ -73,12 +74,18 @@ from mainspring.server._aisdk_body import (
     decision_of,
     user_text,
 )
-from mainspring.server._aisdk_history import tool_output, ui_messages
+from mainspring.server._aisdk_history import last_reply_id, reply_to, tool_output, ui_messages
 from mainspring.server._auth import Principal
 from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import SessionHost
 from mainspring.server._schemas import ErrorBody
-from mainspring.server._threads import THREAD_ID, find_thread, open_thread, tool_calls_of
+from mainspring.server._threads import (
+    CLIENT_ID,
+    THREAD_ID,
+    find_thread,
+    open_thread,
+    tool_calls_of,
+)
 from mainspring.session import Session
 
 __all__ = ["UI_MESSAGE_STREAM_HEADERS", "ChatRequest", "UIMessageStream", "aisdk_router"]
@@ -118,7 +125,9 @@ class UIMessageStream:
     rejection ends it with ``tool-output-denied``. ``showing`` marks the
     approval ids of a stream that shows a waiting approval again. ``replay`` is a resume: the SDK
     starts from an empty message, so a call first seen by its result is
-    announced again from ``calls`` (the session's tool calls).
+    announced again from ``calls`` (the session's tool calls). ``message_id``
+    is the assistant message's id, named in the ``start`` chunk (the SDK
+    adopts it): the id the conversation route gives the same message.
     """
 
     def __init__(
@@ -130,9 +139,11 @@ class UIMessageStream:
         calls: Mapping[str, tuple[str, Mapping[str, JsonValue]]] | None = None,
         shown: bool = True,
         showing: str = "",
+        message_id: str | None = None,
     ) -> None:
         """A mapper for one stream of ``session_id``."""
         self.session_id = session_id
+        self.message_id = message_id
         self.stream_id: str | None = None
         self._decided = decided
         self._showing = showing
@@ -173,7 +184,10 @@ class UIMessageStream:
         meta: dict[str, JsonValue] = {"sessionId": self.session_id}
         if self.stream_id is not None:
             meta["streamId"] = self.stream_id
-        return [{"type": "start", "messageMetadata": meta}]
+        start: Chunk = {"type": "start", "messageMetadata": meta}
+        if self.message_id is not None:
+            start["messageId"] = self.message_id
+        return [start]
 
     def _announce(
         self, tool_use_id: str, name: str, arguments: Mapping[str, JsonValue] | None
@@ -502,6 +516,7 @@ async def chat(
     last = answering(body)
     decided: tuple[str, Decision] | None = None
     shown = True
+    message_id: str | None = None
     if last.role == "assistant":
         answer = decision_of(session, last)
         if answer is None:
@@ -515,6 +530,7 @@ async def chat(
         pending = host.pending_for(session, approval_id)
         run = await host.decide(session, approval_id, decision)
         decided = (pending.tool_use_id, decision)
+        message_id = last.id or None  # the message the client goes on with
     elif last.role == "user":
         text = user_text(last)
         waiting = session.pending
@@ -528,12 +544,19 @@ async def chat(
             run = await host.decide(session, approval_id, rejected)
             decided, shown = (waiting.tool_use_id, rejected), False
         else:
-            run = await host.send(session, text)
+            message_id = reply_to(session.state.messages, last.id)
+            meta: dict[str, JsonValue] = {CLIENT_ID: last.id} if last.id else {}
+            message = Message(role="user", parts=(TextPart(text=text),), meta=meta)
+            run = await host.send(session, message)
     else:
         raise ConfigError("the last message must be the user's or the assistant's")
     calls = tool_calls_of(session) if not shown else None
     mapper = UIMessageStream(
-        session_id=session.session_id, decided=decided, calls=calls, shown=shown
+        session_id=session.session_id,
+        decided=decided,
+        calls=calls,
+        shown=shown,
+        message_id=message_id,
     )
     cancel = body.cancelOnAbort
     if cancel is None:
@@ -584,7 +607,12 @@ async def resume_chat(
     if session is None or stream_id is None:
         return Response(status_code=204)
     items = await host.follow(caller, chat_id, stream_id, -1)
-    mapper = UIMessageStream(session_id=chat_id, replay=True, calls=tool_calls_of(session))
+    mapper = UIMessageStream(
+        session_id=chat_id,
+        replay=True,
+        calls=tool_calls_of(session),
+        message_id=last_reply_id(session.state.messages),
+    )
     cancel = host.config.aisdk_abort_cancels if cancelOnAbort is None else cancelOnAbort
     mapper.stream_id = stream_id
     return _sse(host, mapper, items, cancel_on_abort=cancel)

@@ -9,6 +9,14 @@ way the SDK folds a stream. A user message is a ``user`` message with a
 of it (``output-available``, ``output-error``, ``output-denied`` when the user
 rejected it). The action waiting for an approval is ``approval-requested``
 with the server's signed approval id, so the restored chat can answer it.
+
+Ids are the ones the chat already holds: a user message keeps the id the
+client gave it (``meta["client_id"]``, falling back to ``m<position>`` for a
+message sent another way, or when an earlier message took that id — a
+regenerated question repeats it), and the assistant message after it is
+``<user id>.r``, the ``messageId`` the stream's ``start`` chunk named
+(:func:`reply_id`). A restored chat therefore keeps React keys and
+``messageId`` references stable across a reload.
 """
 
 from __future__ import annotations
@@ -20,8 +28,17 @@ from pydantic import JsonValue
 
 from mainspring.events import PendingAction
 from mainspring.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart
+from mainspring.server._threads import CLIENT_ID
 
-__all__ = ["EDITED_NOTE_START", "REJECTED_PREFIX", "tool_output", "ui_messages"]
+__all__ = [
+    "EDITED_NOTE_START",
+    "REJECTED_PREFIX",
+    "last_reply_id",
+    "reply_id",
+    "reply_to",
+    "tool_output",
+    "ui_messages",
+]
 
 REJECTED_PREFIX = "the user rejected this action: "
 """How the engine words a rejected action's result (what marks it ``output-denied``)."""
@@ -102,10 +119,53 @@ def _settle(message: Message, calls: dict[str, UIPartDict]) -> None:
             tool["output"] = tool_output(result.content)
 
 
+def reply_id(user_id: str) -> str:
+    """The id of the assistant message that answers the user message ``user_id``."""
+    return f"{user_id}.r"
+
+
+def _own_id(index: int, own: object, taken: set[str]) -> str:
+    """A user message's id, its reply's id (``<id>.r``) beside it: both new in ``taken``."""
+
+    def free(uid: str) -> bool:
+        return uid not in taken and reply_id(uid) not in taken
+
+    uid = own if isinstance(own, str) and own and free(own) else f"m{index}"
+    suffix = 0
+    while not free(uid):  # a client named its message like another: never a twin
+        suffix += 1
+        uid = f"m{index}~{suffix}"
+    taken.update((uid, reply_id(uid)))
+    return uid
+
+
+def _user_ids(messages: Sequence[Message], taken: set[str] | None = None) -> dict[int, str]:
+    """Each user message's UI id by position: its client's id, unless taken."""
+    ids: dict[int, str] = {}
+    taken = set() if taken is None else taken
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            ids[index] = _own_id(index, message.meta.get(CLIENT_ID), taken)
+    return ids
+
+
+def reply_to(messages: Sequence[Message], client_id: str) -> str:
+    """The id of the reply to a user message ``client_id`` sends after ``messages``."""
+    taken: set[str] = set()
+    _user_ids(messages, taken)
+    return reply_id(_own_id(len(messages), client_id, taken))
+
+
+def last_reply_id(messages: Sequence[Message]) -> str | None:
+    """The id of the assistant message of the last turn (``None`` before the first)."""
+    ids = _user_ids(messages)
+    return reply_id(ids[max(ids)]) if ids else None
+
+
 def ui_messages(
     messages: Sequence[Message], pending: PendingAction | None = None
 ) -> list[JsonValue]:
-    """``messages`` as ``UIMessage`` objects, ids by position (stable across calls).
+    """``messages`` as ``UIMessage`` objects, with the ids the chat holds (stable across calls).
 
     ``pending`` (its approval id already signed) marks its call
     ``approval-requested``; a client-executed one stays ``input-available``
@@ -114,13 +174,17 @@ def ui_messages(
     out: list[JsonValue] = []
     current: dict[str, JsonValue] | None = None
     calls: dict[str, UIPartDict] = {}
+    user_ids = _user_ids(messages)
+    user_id: str | None = None
     for index, message in enumerate(messages):
         if message.role == "user":
             current = None
-            out.append({"id": f"m{index}", "role": "user", "parts": _user_parts(message)})
+            user_id = user_ids[index]
+            out.append({"id": user_id, "role": "user", "parts": _user_parts(message)})
             continue
         if current is None:
-            current = {"id": f"m{index}", "role": "assistant", "parts": []}
+            own = reply_id(user_id) if user_id is not None else f"m{index}"
+            current = {"id": own, "role": "assistant", "parts": []}
             out.append(current)
         parts = current["parts"]
         assert isinstance(parts, list)

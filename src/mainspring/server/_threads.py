@@ -21,7 +21,17 @@ from mainspring.server._auth import Principal
 from mainspring.server._host import SessionHost
 from mainspring.session import Session
 
-__all__ = ["THREAD_ID", "check_thread_id", "find_thread", "open_thread", "tool_calls_of"]
+__all__ = [
+    "CLIENT_ID",
+    "THREAD_ID",
+    "check_thread_id",
+    "find_thread",
+    "open_thread",
+    "tool_calls_of",
+]
+
+CLIENT_ID = "client_id"
+"""The ``meta`` key of a user message for the id its UI client gave it (AG-UI, AI SDK)."""
 
 THREAD_ID = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 """What a chat or thread id may be: 1-128 letters, digits, ``-`` and ``_``."""
