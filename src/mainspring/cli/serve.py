@@ -315,6 +315,7 @@ def serve(
             "engine": engine,
             "trace_content": trace_content,
             "engine_keys": engine_keys or None,
+            "gc_freeze": True,  # the worker processes are the server's own
         }
         if signing.hex:
             fields["signing_key"] = signing.hex

@@ -3,9 +3,11 @@
 An A2A context is a mainspring session of the caller (its id derived from the
 principal, the agent and the context id, so no two principals ever share one);
 an A2A task is one turn of it. The turn's events become task events: text
-deltas append to a ``response`` artifact (replaced, ``lastChunk``, when the
-turn ends or pauses, by the whole text with one text part per model step, so
-the texts of two steps are never glued together), tool events are ``working``
+deltas append to a ``response`` artifact (those already there when the relay
+looks go as one chunk: under load, fewer and larger chunks), replaced
+(``lastChunk``) when the turn ends or pauses by the whole text with one text
+part per model step, so the texts of two steps are never glued together; tool
+events are ``working``
 status updates whose data part is the event in mainspring's wire format, a
 pending action pauses the task in ``input-required`` (its data part the
 ``pending_action`` event with the signed approval id), and the terminal event
@@ -276,57 +278,29 @@ class MainspringExecutor(AgentExecutor):
         )
 
     async def _relay(self, host: SessionHost, run: LiveRun, updater: TaskUpdater) -> None:
-        artifact_id = f"response-{uuid.uuid4().hex[:12]}"
-        steps: list[str] = []  # the text of each model step that said something
-        said: list[str] = []  # the current step's deltas
-
-        def end_step() -> None:
-            if said:
-                steps.append("".join(said))
-                said.clear()
-
-        async def flush() -> None:  # the whole text, one part per step, replacing the chunks
-            end_step()
-            if steps:
-                parts = [new_text_part(text) for text in steps]
-                steps.clear()
-                await updater.add_artifact(
-                    parts,
-                    artifact_id=artifact_id,
-                    name="response",
-                    append=False,
-                    last_chunk=True,
-                )
-
-        async for _position, event in run.follow():
-            if isinstance(event, TextDelta):
-                await updater.add_artifact(
-                    [new_text_part(event.text)],
-                    artifact_id=artifact_id,
-                    name="response",
-                    append=bool(said or steps),
-                )
-                said.append(event.text)
-            elif isinstance(event, UsageEvent):
-                if not event.model.startswith("tool:"):  # a model step's usage ends the step
-                    end_step()
-            elif isinstance(event, _RELAYED):
-                message = updater.new_agent_message([_event_part(host, run.session_id, event)])
-                await updater.update_status(TaskState.TASK_STATE_WORKING, message)
-            elif isinstance(event, PendingAction):
-                await flush()
-                await updater.requires_input(
-                    updater.new_agent_message(
-                        [
-                            new_text_part(_question(event)),
-                            _pending_part(host, run.session_id, event),
-                        ]
-                    )
-                )
-            elif isinstance(event, TurnComplete | ErrorEvent):
-                await flush()
-                await _finish(host, run.session_id, event, updater)
-                return
+        response = _Response(updater)
+        async for batch in run.batches():
+            for event in batch:
+                if isinstance(event, TextDelta):
+                    response.queue(event.text)
+                    continue
+                await response.send()
+                if isinstance(event, UsageEvent):
+                    if not event.model.startswith("tool:"):  # a model step's usage ends it
+                        response.end_step()
+                elif isinstance(event, _RELAYED):
+                    message = updater.new_agent_message([_event_part(host, run.session_id, event)])
+                    await updater.update_status(TaskState.TASK_STATE_WORKING, message)
+                elif isinstance(event, PendingAction):
+                    await response.flush()
+                    question = [new_text_part(_question(event))]
+                    asked = [*question, _pending_part(host, run.session_id, event)]
+                    await updater.requires_input(updater.new_agent_message(asked))
+                elif isinstance(event, TurnComplete | ErrorEvent):
+                    await response.flush()
+                    await _finish(host, run.session_id, event, updater)
+                    return
+            await response.send()
         await updater.failed(_says(updater, "the run ended without a terminal event"))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -360,6 +334,56 @@ class MainspringExecutor(AgentExecutor):
             )
         except (BadApproval, NotFound, MainspringError):
             return None  # decided already, or through another door: nothing waits
+
+
+class _Response:
+    """A task's ``response`` artifact: streamed text chunks, then the whole, one part per step."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+        self._artifact_id = f"response-{uuid.uuid4().hex[:12]}"
+        self._steps: list[str] = []  # the text of each model step that said something
+        self._said: list[str] = []  # the current step's chunks
+        self._queued: list[str] = []  # deltas not sent yet
+
+    def queue(self, text: str) -> None:
+        """A text delta, sent with the others already there by :meth:`send`."""
+        self._queued.append(text)
+
+    async def send(self) -> None:
+        """The queued deltas as one appended chunk."""
+        if not self._queued:
+            return
+        chunk = "".join(self._queued)
+        self._queued.clear()
+        await self._updater.add_artifact(
+            [new_text_part(chunk)],
+            artifact_id=self._artifact_id,
+            name="response",
+            append=bool(self._said or self._steps),
+        )
+        self._said.append(chunk)
+
+    def end_step(self) -> None:
+        """A model step ended: its text is one part of the whole."""
+        if self._said:
+            self._steps.append("".join(self._said))
+            self._said.clear()
+
+    async def flush(self) -> None:
+        """The whole text, one part per step, replacing the chunks (``lastChunk``)."""
+        await self.send()
+        self.end_step()
+        if self._steps:
+            parts = [new_text_part(text) for text in self._steps]
+            self._steps.clear()
+            await self._updater.add_artifact(
+                parts,
+                artifact_id=self._artifact_id,
+                name="response",
+                append=False,
+                last_chunk=True,
+            )
 
 
 async def _finish(

@@ -58,6 +58,12 @@ class ServerConfig:
     """Seconds a shutdown gives running streams to reach their terminal event."""
     keep_finished: float = 60.0
     """Seconds a finished run's events stay in this worker's memory for reconnects."""
+    gc_freeze: bool = False
+    """Once started, collect and then freeze what the process holds (``gc.freeze()``): the
+    modules, classes and app built at start-up are never scanned again, so the full
+    collections a busy server still runs pause the event loop for its live objects only.
+    ``mainspring serve`` turns it on (it owns its worker processes); a host embedding the
+    app decides for its own process (frozen objects are never freed)."""
     tracer_provider: Any = None
     """An OpenTelemetry ``TracerProvider`` for the spans (default: the global one)."""
     engine: Any = None

@@ -358,7 +358,7 @@ class SessionHost:
         """
         run = self.runs.stream(stream_id)
         if run is not None:
-            if run.session_id != session_id or run.session.state.principal != principal.id:
+            if run.session_id != session_id or run.principal != principal.id:
                 raise NotFound(f"no stream {stream_id!r}")
             return run.follow(after)
         session = await self.open(principal, session_id)

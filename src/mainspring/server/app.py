@@ -11,6 +11,7 @@ app = create_app(demo_agent(), ServerConfig(api_keys={"a-long-random-key-0001": 
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import math
@@ -176,6 +177,7 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
                 app.state.host = host
                 tg.start_soon(host.cancel_on_stop)
                 tg.start_soon(host.watch_cancels)
+                _freeze_start_up(config)
                 try:
                     yield
                 finally:
@@ -224,6 +226,13 @@ def create_app(agent: Agent | None = None, config: ServerConfig | None = None) -
         AccessLog, worker=config.worker or "", tracer_provider=config.tracer_provider
     )
     return app
+
+
+def _freeze_start_up(config: ServerConfig) -> None:
+    """What start-up built leaves every later collection (``ServerConfig.gc_freeze``)."""
+    if config.gc_freeze:
+        gc.collect()  # start-up's garbage goes first: frozen objects are never freed
+        gc.freeze()
 
 
 def _share_engine_state(config: ServerConfig, verifier: Verifier, stores: Stores) -> None:
