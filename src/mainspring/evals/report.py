@@ -21,10 +21,15 @@ from mainspring.evals.results import CaseResult, EvalReport
 __all__ = ["print_report", "render_html", "write_html"]
 
 
-def _cell(result: CaseResult) -> Text:
+def _status(result: CaseResult) -> str:
     if result.error is not None:
-        return Text("ERROR", style="bold red")
-    return Text("pass", style="green") if result.passed else Text("FAIL", style="bold red")
+        return "ERROR"
+    return "pass" if result.passed else "FAIL"
+
+
+def _cell(result: CaseResult) -> Text:
+    status = _status(result)
+    return Text(status, style="green" if status == "pass" else "bold red")
 
 
 def _why(result: CaseResult) -> str:
@@ -34,9 +39,12 @@ def _why(result: CaseResult) -> str:
 
 
 def print_report(report: EvalReport, console: Console) -> None:
-    """Print the report as a table, then its totals (case and judge spend apart)."""
-    table = Table(title=Text(f"eval: {report.dataset}"), show_lines=False)
-    for column in ("case", "rep", "result", "score", "cost", "tools", "asked", "why"):
+    """Print the report as a table, each failure's reasons, then the totals.
+
+    The totals keep the cases' spend and the evaluators' (LLM judges') apart.
+    """
+    table = Table(title=Text(f"eval: {report.dataset}"))
+    for column in ("case", "rep", "result", "score", "cost", "tools", "asked"):
         table.add_column(column, overflow="fold")
     for r in report.results:
         table.add_row(
@@ -45,11 +53,13 @@ def print_report(report: EvalReport, console: Console) -> None:
             _cell(r),
             f"{r.score:.2f}",
             f"${r.cost_usd:.4f}",
-            Text(", ".join(str(c.get("name")) for c in r.calls)),
+            str(len(r.calls)),
             Text(", ".join(r.asked)),
-            Text(_why(r)),
         )
     console.print(table)
+    for r in report.results:
+        if not r.passed:
+            console.print(Text(f"{_status(r)} {r.case} [rep {r.repetition}]: {_why(r)}"))
     judge = (
         f"; judges ${report.judge_cost_usd:.4f}, {report.judge_tokens:,} tokens"
         if report.judge_tokens or report.judge_cost_usd
@@ -77,7 +87,7 @@ def _e(value: object) -> str:
 
 
 def _row(r: CaseResult) -> str:
-    status = "ERROR" if r.error is not None else ("pass" if r.passed else "FAIL")
+    status = _status(r)
     css = "pass" if r.passed else "fail"
     scores = "".join(
         f"<li class='{'pass' if s.passed else 'fail'}'>{_e(s.evaluator)} {s.score:.2f}"

@@ -133,7 +133,9 @@ class ToolCalls:
     ```
 
     ``of="calls"`` (the default) checks what the model asked for; ``of="ran"``
-    what actually started (after approvals, blocks and rejections).
+    what actually started (after approvals, blocks and rejections; a write's
+    ``post_write_refresh`` reads too). The score is the share of expected calls
+    matched (``exact``: of the longer of the two lists).
     """
 
     def __init__(
@@ -162,8 +164,10 @@ class ToolCalls:
         return f"ToolCalls({list(self.expected)!r}, mode={self.mode!r}, of={self.of!r})"
 
     async def evaluate(self, trace: CaseTrace) -> Score:
-        """Pass when the calls match; the score is the share of expected calls found."""
+        """Pass when the calls match; the score is the share matched (see the class)."""
         actual = trace.calls if self.of == "calls" else trace.ran
         result = match_calls(self.expected, actual, self.mode)
-        share = result.matched / len(self.expected) if self.expected else float(result.ok)
+        # exact also counts the calls nobody expected: two calls where one was expected is half.
+        most = max(len(self.expected), len(actual)) if self.mode == "exact" else len(self.expected)
+        share = result.matched / most if most else float(result.ok)
         return Score(evaluator=self.name, passed=result.ok, score=share, reason=result.reason)
