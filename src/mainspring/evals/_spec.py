@@ -107,9 +107,11 @@ class CheckSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _one_key(cls, data: Any) -> Any:
+        keys = ", ".join(cls.model_fields)
         if isinstance(data, dict) and len(data) != 1:
-            keys = ", ".join(cls.model_fields)
             raise ValueError(f"a check has exactly one key ({keys}), not {sorted(data)}")
+        if isinstance(data, dict) and next(iter(data)) not in cls.model_fields:
+            raise ValueError(f"unknown check {next(iter(data))!r}: one of {keys}")
         return data
 
 
@@ -131,20 +133,28 @@ class DatasetSpec(_Strict):
     metadata: dict[str, JsonValue] = {}
 
 
-_UNION_TAGS = re.compile(r"[\[\]\-]|^(str|int|float|bool|list|dict|none|literal)$", re.IGNORECASE)
+_UNION_TAGS = re.compile(r"[\[\]\-]|^(str|int|float|bool|list|dict|none|literal|\w+Spec)$")
+"""What pydantic puts in an error's path to name a union's alternative, not a field."""
 
 
 def _problem(exc: ValidationError) -> tuple[str, str]:
-    """The first problem's field path and message (a union's alternatives joined)."""
+    """The most specific problem's field path and message (a union's alternatives joined).
+
+    A union reports one error per alternative; the deepest path is the one the
+    author meant (``input.1``, not ``input``, for a list with a bad item).
+    """
     grouped: dict[str, list[str]] = {}
+    depth: dict[str, int] = {}
     for error in exc.errors(include_url=False):
         loc = [str(p) for p in error["loc"] if not _UNION_TAGS.search(str(p))]
         msg = error["msg"].removeprefix("Value error, ")
-        found = grouped.setdefault(".".join(loc), [])
+        key = ".".join(loc)
+        found = grouped.setdefault(key, [])
+        depth[key] = len(loc)
         if msg not in found:
             found.append(msg)
-    field, messages = next(iter(grouped.items()))
-    return field, " or ".join(messages)
+    field = max(grouped, key=lambda k: depth[k])  # the first of the deepest
+    return field, " or ".join(grouped[field])
 
 
 def _call(spec: CallSpec) -> ScriptedCall:
@@ -199,9 +209,9 @@ def _checks(
 ) -> list[Evaluator]:
     built: list[Evaluator] = []
     for index, spec in enumerate(specs):
-        key = "?"
+        key = next(iter(spec.model_fields_set), "")
         try:
-            key, evaluator = _check(spec)
+            _, evaluator = _check(spec)
         except (ConfigError, ImportError) as exc:
             raise DatasetError(
                 str(exc), source=source, case=case, field=f"{field}.{index}.{key}"

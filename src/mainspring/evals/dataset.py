@@ -51,11 +51,9 @@ class DatasetError(ConfigError):
     def __init__(
         self, message: str, *, source: str = "", case: str | None = None, field: str = ""
     ) -> None:
-        where = source
-        if case is not None:
-            where += f"{': ' if where else ''}case {case!r}"
-        if field:
-            where += f"{', ' if where else ''}{field}"
+        parts = [f"case {case!r}"] if case is not None else []
+        parts += [field] if field else []
+        where = ": ".join(p for p in (source, ", ".join(parts)) if p)
         super().__init__(f"{where}: {message}" if where else message)
         self.problem = message
         """What is wrong, without where."""
