@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mainspring import (
     Agent,
@@ -41,7 +42,7 @@ class Wallet:
             wallet.paid.append((to, amount_usd))
             return f"sent ${amount_usd:.2f} to {to}"
 
-        async def no_mallory(t: Tool, args: ToolInput) -> tuple[str, str] | None:
+        async def no_mallory(t: Tool, args: ToolInput) -> tuple[Literal["block"], str] | None:
             if t.name == "pay" and args.get("to") == "mallory":
                 return "block", "mallory is on the deny list"
             return None
@@ -68,3 +69,8 @@ def pay_steps(
         ),
         final,
     ]
+
+
+def wallet_agent() -> Agent:
+    """A fresh wallet agent (``tests.evals.agents:wallet_agent`` for the CLI tests)."""
+    return Wallet().agent()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from mainspring import ModelPrice, ScriptedCall, ScriptedModel, ScriptedResponse, tool
 from mainspring.agent import Agent
@@ -188,7 +188,7 @@ class Invoice(BaseModel):
     ],
 )
 async def test_the_answer_checked_against_a_schema(answer: str, passed: bool) -> None:
-    schema = {
+    schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": {"to": {"type": "string"}, "amount_usd": {"type": "number"}},
         "required": ["to", "amount_usd"],

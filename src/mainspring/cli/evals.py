@@ -14,7 +14,7 @@ Exit codes (docs/cli.md), suited to CI:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -29,7 +29,7 @@ from mainspring.errors import ConfigError
 
 if TYPE_CHECKING:
     from mainspring.agent import Agent
-    from mainspring.evals import AgentSource, EvalDiff
+    from mainspring.evals import EvalDiff
 
 __all__ = ["eval_app"]
 
@@ -38,8 +38,12 @@ eval_app = typer.Typer(
 )
 
 
-def _agent_source(spec: str) -> AgentSource:
-    """An agent, or a factory called once per case, named by ``package.module:attribute``."""
+def _agent_source(spec: str) -> Agent | Callable[[], Awaitable[Agent]]:
+    """An agent, or a factory called once per case, named by ``package.module:attribute``.
+
+    ``run`` calls a factory once before the cases, so a factory that fails or
+    makes something else is a usage mistake (exit 2), not a failed case.
+    """
     from mainspring._agent_spec import load_attribute
     from mainspring.agent import Agent
 
@@ -96,6 +100,7 @@ def run(
     usage mistake (a bad dataset names the case and the field).
     """
     from mainspring._agent_spec import load_model
+    from mainspring.agent import Agent
     from mainspring.evals import evaluate, load_dataset, print_report, write_html
 
     console = Console(highlight=False, soft_wrap=True)
@@ -108,6 +113,8 @@ def run(
                 "(or 'agent:' in the dataset)"
             )
         source = _agent_source(spec)
+        if not isinstance(source, Agent):
+            anyio.run(source)  # a factory that cannot make an agent is a usage mistake
         judge = load_model(judge_model) if judge_model else None
         report = anyio.run(
             lambda: evaluate(
