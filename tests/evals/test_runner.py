@@ -153,6 +153,12 @@ async def test_a_factory_that_fails_is_the_case_s_error() -> None:
     result = await run_case(broken, Case(name="c", inputs="hi"))
     assert not result.passed and result.error == "ConfigError: no ledger"
 
+    async def buggy() -> Agent:
+        raise KeyError("ledger")
+
+    result = await run_case(buggy, Case(name="c", inputs="hi"))
+    assert result.error == "ConfigError: the agent factory failed: KeyError: 'ledger'"
+
 
 async def test_a_client_executed_tool_approved_by_the_policy_is_an_error() -> None:
     from mainspring import client_tool

@@ -51,8 +51,13 @@ async def _agent_of(source: AgentSource, case: Case) -> Agent:
     if isinstance(source, Agent):
         agent = source
     else:
-        made = source()
-        agent = await made if inspect.isawaitable(made) else made
+        try:
+            made = source()
+            agent = await made if inspect.isawaitable(made) else made
+        except MainspringError:
+            raise
+        except Exception as exc:  # the user's factory: its failure is this case's error
+            raise ConfigError(f"the agent factory failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(agent, Agent):
             raise ConfigError(f"the agent factory returned {type(agent).__name__}, not an Agent")
     if case.steps is not None:
