@@ -19,6 +19,7 @@ PUBLIC = {
     "mainspring.demo",
     "mainspring.devtools",
     "mainspring.engine",
+    "mainspring.evals",
     "mainspring.mcp",
     "mainspring.messages",
     "mainspring.models",

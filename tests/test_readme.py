@@ -30,6 +30,7 @@ PUBLIC_MODULES = (
     "mainspring.server",
     "mainspring.embeddings",
     "mainspring.memory",
+    "mainspring.evals",
     # Modules behind extras, named in the README where it mentions their names.
     "mainspring.models.openai.embeddings",
     "mainspring.models.gemini_embeddings",

@@ -18,7 +18,7 @@ from mainspring.errors import ConfigError, MainspringError
 from mainspring.models.base import Model
 from mainspring.models.registry import missing_credentials, model_from_string
 
-__all__ = ["load_agent", "load_model", "load_named"]
+__all__ = ["load_agent", "load_attribute", "load_model", "load_named"]
 
 T = TypeVar("T")
 
@@ -44,6 +44,27 @@ def load_named(spec: str, kind: type[T], what: str) -> T:
         ConfigError: The string is malformed, the module or attribute is missing,
             or it does not give a ``kind``.
     """
+    value = load_attribute(spec, what)
+    if not isinstance(value, kind) and callable(value):
+        try:
+            value = value()
+        except MainspringError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"calling {spec} to make {what} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    if not isinstance(value, kind):
+        raise ConfigError(f"{spec!r} is of type {type(value).__name__}, not {what}")
+    return value
+
+
+def load_attribute(spec: str, what: str) -> object:
+    """The object ``"package.module:attribute"`` names, as it is (not called).
+
+    Raises:
+        ConfigError: The string is malformed, or the module or attribute is missing.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(f"{what} is named 'package.module:attribute', not {spec!r}")
@@ -60,17 +81,6 @@ def load_named(spec: str, kind: type[T], what: str) -> T:
             value = getattr(value, part)
         except AttributeError:
             raise ConfigError(f"{module_name!r} has no attribute {attribute!r}") from None
-    if not isinstance(value, kind) and callable(value):
-        try:
-            value = value()
-        except MainspringError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"calling {spec} to make {what} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-    if not isinstance(value, kind):
-        raise ConfigError(f"{spec!r} is of type {type(value).__name__}, not {what}")
     return value
 
 

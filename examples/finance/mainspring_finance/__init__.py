@@ -11,6 +11,7 @@ from mainspring_finance.demo import (
     SKILLS_DIR,
     FinanceDemo,
     execute_client_transfer,
+    finance_agent,
     finance_demo,
 )
 from mainspring_finance.guards import finance_guards
@@ -26,6 +27,7 @@ __all__ = [
     "Quote",
     "QuoteBook",
     "execute_client_transfer",
+    "finance_agent",
     "finance_demo",
     "finance_guards",
     "finance_tools",

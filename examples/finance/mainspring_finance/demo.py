@@ -58,6 +58,7 @@ __all__ = [
     "SKILLS_DIR",
     "FinanceDemo",
     "execute_client_transfer",
+    "finance_agent",
     "finance_demo",
 ]
 
@@ -335,3 +336,12 @@ async def finance_demo(
         prices={"scripted-finance": ModelPrice(input=3.0, output=15.0, cache_read=0.3)},
     )
     return FinanceDemo(ledger=ledger, agent=agent, memory=store, skills=skills, quotes=quotes)
+
+
+async def finance_agent() -> Agent:
+    """A fresh finance agent over a new in-memory ledger, offline.
+
+    Each call seeds its own ledger, so every eval case starts from the same
+    balances (``mainspring eval run examples/finance/evals/finance.yaml``).
+    """
+    return (await finance_demo()).agent

@@ -23,6 +23,7 @@ from rich.prompt import Confirm
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._version import __version__
 from mainspring.cli.chat import chat
+from mainspring.cli.evals import eval_app
 from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring.cli.mcp_serve import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
 from mainspring.cli.mcp_serve import mcp_app
@@ -463,6 +464,7 @@ app.add_typer(sessions_app)
 app.command()(chat)
 app.command()(serve)
 app.add_typer(mcp_app)
+app.add_typer(eval_app)
 
 
 pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is_help=True)

@@ -52,7 +52,8 @@ class ExitCode(IntEnum):
     """Done (``demo``: also a turn left waiting for approval in a store)."""
     FAILURE = 1
     """The run ended in an error event, a pipeline stage halted, nobody could be
-    asked for an approval, or an internal error (a bug: ``--debug`` shows it)."""
+    asked for an approval, an eval case failed (``eval run``) or regressed
+    (``eval diff``), or an internal error (a bug: ``--debug`` shows it)."""
     USAGE = 2
     """What you typed or pointed at is wrong: an option, an agent or model string,
     a module that is missing or broken, a store URL, a port, a file; a missing
