@@ -49,7 +49,7 @@ from mainspring.messages import Message, TextPart
 from mainspring.models import ToolSpec
 from mainspring.server import ServerConfig
 from mainspring.server import _aisdk_history as aisdk_history
-from mainspring.server._aisdk import UIMessageStream
+from mainspring.server._aisdk_stream import UIMessageStream
 from mainspring.tools import ToolContext
 from tests.npm import npm_install
 from tests.server.uiservers import (
