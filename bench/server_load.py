@@ -4,6 +4,7 @@
     python bench/server_load.py --n 300 --rate 50     # smaller
     python bench/server_load.py --routes api,aisdk    # some routes only
     python bench/server_load.py --pg                  # also two workers on PostgreSQL + Redis
+    python bench/server_load.py --peers               # also the peers (pip install -e ".[peers]")
 
 What a user's server does: each conversation is its own principal, creates
 its conversation and streams one turn to its terminal event. Two shapes:
@@ -17,7 +18,9 @@ process (uvicorn, one worker); the clients (httpx) in ``--clients`` other
 processes. Rows: the floor (a bare Starlette + sse-starlette route streaming
 the same frames), then each mainspring route (the session API, the AI SDK UI
 stream, AG-UI, A2A) on SQLite; ``--pg`` adds the API route on two workers
-sharing PostgreSQL sessions and Redis checkpoints and locks. Printed per row:
+sharing PostgreSQL sessions and Redis checkpoints and locks; ``--peers`` adds
+Agno's AgentOS and Pydantic AI's Vercel AI adapter (``bench/peers/server_apps.py``).
+Printed per row:
 conversations/s, events/s, server CPU per conversation (user + system, from
 ``/proc``: kernel time is real time), peak RSS growth per conversation, p50
 and p99 time to first event, failures — and each as a ratio to the floor's.
@@ -55,24 +58,25 @@ from server_streams import (
 WARM_UP = 5
 """Conversations run (one process, uncounted) before the measured ones."""
 
-Body = Callable[[str, int], tuple[str, dict[str, Any], dict[str, str]]]
-"""A route's request: (path, JSON body, extra headers) for a conversation."""
+Request = tuple[str, dict[str, Any]]
+Body = Callable[[], Request]
+"""A route's request for a conversation: its path, and httpx's keyword arguments."""
 
 
-def _api_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
-    return "/v1/sessions/{sid}/messages", {"message": "go"}, {}
+def _api_body() -> Request:
+    return "/v1/sessions/{sid}/messages", {"json": {"message": "go"}}
 
 
-def _aisdk_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
+def _aisdk_body() -> Request:
     chat = {"id": f"c{uuid.uuid4().hex}", "messages": [_ui_message()]}
-    return "/v1/aisdk/chat", chat, {}
+    return "/v1/aisdk/chat", {"json": chat}
 
 
 def _ui_message() -> dict[str, Any]:
     return {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}
 
 
-def _agui_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
+def _agui_body() -> Request:
     run = {
         "threadId": f"t{uuid.uuid4().hex}",
         "runId": uuid.uuid4().hex,
@@ -82,10 +86,10 @@ def _agui_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
         "context": [],
         "forwardedProps": {},
     }
-    return "/v1/agui", run, {"Accept": "text/event-stream"}
+    return "/v1/agui", {"json": run, "headers": {"Accept": "text/event-stream"}}
 
 
-def _a2a_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
+def _a2a_body() -> Request:
     message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "go"}]}
     rpc = {
         "jsonrpc": "2.0",
@@ -93,7 +97,16 @@ def _a2a_body(base: str, i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
         "method": "SendStreamingMessage",
         "params": {"message": message},
     }
-    return "/a2a", rpc, {"A2A-Version": "1.0"}
+    return "/a2a", {"json": rpc, "headers": {"A2A-Version": "1.0"}}
+
+
+def _vercel_body() -> Request:
+    chat = {"trigger": "submit-message", "id": f"c{uuid.uuid4().hex}", "messages": [_ui_message()]}
+    return "/api/chat", {"json": chat}
+
+
+def _agno_body() -> Request:
+    return "/agents/bench/runs", {"data": {"message": "go", "stream": "true"}}
 
 
 ROUTES: dict[str, Body] = {
@@ -102,6 +115,15 @@ ROUTES: dict[str, Body] = {
     "agui": _agui_body,
     "a2a": _a2a_body,
 }
+"""mainspring's routes."""
+
+PEERS: dict[str, tuple[str, Body]] = {
+    "pydantic-ai Vercel adapter": ("pydantic_ai_vercel", _vercel_body),
+    "agno AgentOS": ("agno_os", _agno_body),
+}
+"""The peers' servers (``bench/peers/server_apps.py``): the app factory, the request."""
+
+BODIES: dict[str, Body] = {**ROUTES, **dict(PEERS.values())}
 
 
 @dataclass
@@ -120,16 +142,15 @@ async def _conversation(
 ) -> tuple[float, int]:
     await asyncio.sleep(max(0.0, at - time.time()))
     auth = {"Authorization": f"Bearer {key_of(i)}"}
-    path, body, headers = ROUTES[route](base, i)
+    path, request = BODIES[route]()
     if "{sid}" in path:  # the session API creates the conversation first
         created = await client.post(f"{base}/v1/sessions", headers=auth)
         path = path.format(sid=created.raise_for_status().json()["session_id"])
+    request["headers"] = {**auth, **request.get("headers", {})}
     sent = time.perf_counter()
     first = 0.0
     events = 0
-    async with client.stream(
-        "POST", f"{base}{path}", json=body, headers={**auth, **headers}
-    ) as response:
+    async with client.stream("POST", f"{base}{path}", **request) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
             if line.startswith("data:"):
@@ -225,6 +246,24 @@ def serve_mainspring(args: list[str], env: dict[str, str], n: int) -> tuple[str,
     return url, process
 
 
+def serve_peer(factory: str) -> tuple[str, Any]:
+    """A peer's server (``bench/peers/server_apps.py``), or why it cannot run here."""
+    port = _free_port()
+    command = [sys.executable, "-m", "uvicorn", f"bench.peers.server_apps:{factory}", "--factory",
+               "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
+    process = _start(command, {})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            httpx.get(url, timeout=2)
+            return url, process
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    _stop(process)
+    raise RuntimeError(f"{factory} did not start (its extra: pip install -e '.[peers]')")
+
+
 def serve_floor() -> tuple[str, Any]:
     """The floor: a bare Starlette route streaming the same frames."""
     port = _free_port()
@@ -285,6 +324,18 @@ def _shape(
         finally:
             _stop(process)
         row(f"mainspring {route} (SQLite)", got, floor)
+    if options.peers:
+        for name, (factory, _body) in PEERS.items():
+            try:
+                url, process = serve_peer(factory)
+            except RuntimeError as exc:
+                print(f"  {name}: {exc}")
+                continue
+            try:
+                got = drive([url], factory, n, [process.pid], rate=rate, clients=clients)
+            finally:
+                _stop(process)
+            row(name, got, floor)
     if options.pg:
         _two_workers(n, floor, rate=rate, clients=clients)
 
@@ -329,6 +380,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="ramp,burst", help="ramp, burst or both")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--pg", action="store_true", help="also two workers on PG + Redis")
+    parser.add_argument("--peers", action="store_true", help="also Agno and Pydantic AI")
     options = parser.parse_args()
     routes = [r for r in options.routes.split(",") if r]
     unknown = set(routes) - set(ROUTES)
