@@ -192,8 +192,11 @@ async def test_a_new_process_sends_the_decision_once(remote: str, tmp_path: Path
 # ------------------------------------------------------------------ hostile cards
 
 
-def card_server(card: Any, *, streamed: bool = False) -> Starlette:
-    """Serves ``card`` at the card's path (``bytes``: as is, chunked if ``streamed``)."""
+def card_server(card: Any, *, streamed: bool = False, here: bool = True) -> Starlette:
+    """Serves ``card`` at the card's path (``bytes``: as is, chunked if ``streamed``).
+
+    A dict card's transports are moved onto this server's origin (``here``).
+    """
     seen: list[str] = []
 
     async def get_card(request: Request) -> Response:
@@ -207,6 +210,8 @@ def card_server(card: Any, *, streamed: bool = False) -> Starlette:
 
                 return StreamingResponse(chunks(), media_type="application/json")
             return Response(card, media_type="application/json")
+        if here:
+            return JSONResponse(moved(card, str(request.base_url).rstrip("/")))
         return JSONResponse(card)
 
     app = Starlette(routes=[Route("/.well-known/agent-card.json", get_card)])
@@ -243,7 +248,7 @@ async def test_control_characters_and_long_fields_are_cleaned(real_card: dict[st
         tool = await a2a_tool(url, auth=KEY, permission="auto")
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool.name), tool.name
     assert tool.name.startswith("a2a_payer")
-    assert len(tool.description) <= MAX_DESCRIPTION_CHARS + 80
+    assert len(tool.description) <= MAX_DESCRIPTION_CHARS
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u200b\u202e]", tool.description)
 
 
@@ -251,7 +256,7 @@ async def test_a_card_sending_the_credentials_elsewhere_is_refused(
     real_card: dict[str, Any],
 ) -> None:
     elsewhere = moved(real_card, "http://127.0.0.2:9")
-    with serving(card_server(elsewhere)) as url:
+    with serving(card_server(elsewhere, here=False)) as url:
         with pytest.raises(A2ACardError, match="another origin"):
             await a2a_tool(url, auth=KEY)
 

@@ -97,7 +97,7 @@ DETAILS_KEY = "a2a_input_required"
 MAX_CARD_BYTES = 256 * 1024
 """An agent card larger than this is refused (it is read no further)."""
 MAX_DESCRIPTION_CHARS = 1_000
-"""The tool's description, from the card's, is cut to this."""
+"""The tool's description (made of the card's) is cut to this."""
 MAX_ROUNDS = 8
 """A call pauses on the remote's questions at most this many times."""
 _NAME_CHARS = 64
@@ -291,11 +291,12 @@ async def a2a_tool(
     if not card.supported_interfaces:
         raise A2ACardError(f"the agent card at {url} offers no transport")
     remote = replace(remote, card=card, name=sanitize(card.name, _NAME_CHARS, lines=False))
-    said = sanitize(card.description, MAX_DESCRIPTION_CHARS)
-    about = description or (
+    said = card.description[: MAX_DESCRIPTION_CHARS * 4]
+    about = description or sanitize(
         f"Ask the remote agent {remote.name!r} (A2A): {said}"
-        if said
-        else f"Ask the remote agent {remote.name!r} (A2A)."
+        if said.strip()
+        else f"Ask the remote agent {remote.name!r} (A2A).",
+        MAX_DESCRIPTION_CHARS,
     )
 
     async def call(ctx: ToolContext, request: str) -> ToolOutput:
