@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -38,9 +39,12 @@ from mainspring.toolkits.a2a import (
     MAX_CARD_BYTES,
     MAX_DESCRIPTION_CHARS,
     A2ACardError,
+    _paused,
+    _reply_parts,
     a2a_tool,
+    sanitize,
 )
-from mainspring.tools import Tool
+from mainspring.tools import Tool, ToolContext
 from tests.server.agents import paying_agent
 from tests.server.servers import serving
 
@@ -263,7 +267,12 @@ async def test_a_card_sending_the_credentials_elsewhere_is_refused(
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"[]", b'{"name": 5}', json.dumps({"name": "x", "supportedInterfaces": []}).encode()],
+    [
+        b"not json",
+        b"[]",
+        b'{"name": 5}',
+        json.dumps({"name": "x", "supportedInterfaces": []}).encode(),
+    ],
 )
 async def test_a_card_that_is_not_a_card_is_a_clear_error(body: bytes) -> None:
     with serving(card_server(body)) as url:
@@ -274,3 +283,69 @@ async def test_a_card_that_is_not_a_card_is_a_clear_error(body: bytes) -> None:
 async def test_a_url_that_is_not_http_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="http"):
         await a2a_tool("file:///etc/passwd")
+
+
+# ------------------------------------------------------------ the reply, unit by unit
+
+
+def kept(where: dict[str, Any], fields: tuple[str, ...] = ("answer",)) -> ToolContext:
+    nested = PendingAction(
+        attempt_id="a",
+        tool_use_id="t",
+        turn_index=0,
+        name="n",
+        input={},
+        description="",
+        modifiable_fields=fields,
+        details={DETAILS_KEY: where},  # hostile shapes too
+    )
+    return ToolContext(
+        session_id="s",
+        agent_name="a",
+        tool_use_id="t",
+        tool_name="n",
+        turn_index=0,
+        cache={},
+        emit=lambda event: None,
+        suspended_on=nested,
+    )
+
+
+WHERE = {"task_id": "t1", "context_id": "c1", "round": 1, "approval_id": ""}
+
+
+@pytest.mark.parametrize(
+    ("decision", "text"),
+    [
+        (Approve(edits={"answer": "blue"}), "blue"),
+        (Approve(), "yes"),
+        (Reject(reason="no thanks"), "no"),
+    ],
+)
+def test_a_plain_question_is_answered_in_text(decision: Any, text: str) -> None:
+    paused = _paused(kept(WHERE))
+    assert paused is not None
+    assert get_text_parts(_reply_parts(paused, decision)) == [text]
+
+
+def test_a_mainspring_approval_is_answered_with_its_decision_part() -> None:
+    paused = _paused(kept({**WHERE, "approval_id": "signed"}))
+    assert paused is not None
+    [data] = get_data_parts(_reply_parts(paused, Approve(edits={"amount": 3})))
+    assert data == {"decision": "approve", "approval_id": "signed", "edits": {"amount": 3.0}}
+    [data] = get_data_parts(_reply_parts(paused, Reject(reason="r")))
+    assert data == {"decision": "reject", "approval_id": "signed", "reason": "r"}
+
+
+@pytest.mark.parametrize(
+    "where", [{}, {"task_id": 5, "context_id": "c", "round": 1}, {**WHERE, "round": "1"}]
+)
+def test_a_damaged_kept_task_is_a_clear_error(where: dict[str, Any]) -> None:
+    with pytest.raises(Exception, match="unreadable"):
+        _paused(kept(where))
+
+
+def test_sanitize_strips_controls_and_cuts() -> None:
+    assert sanitize("a\x00b\x1b[0m\u202ec\nd", 100) == "ab[0mc\nd"
+    assert sanitize("a\nb", 100, lines=False) == "a b"
+    assert sanitize("x" * 50, 10) == "x" * 9 + "…"

@@ -39,14 +39,16 @@ changes that.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import unicodedata
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
+import anyio
 from pydantic import JsonValue
 
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
@@ -61,8 +63,12 @@ try:
     from a2a.client import Client, ClientConfig, ClientFactory
     from a2a.client.card_resolver import parse_agent_card
     from a2a.client.errors import A2AClientError
-    from a2a.helpers.proto_helpers import get_data_parts, get_text_parts, new_data_part
-    from a2a.helpers.proto_helpers import new_text_part
+    from a2a.helpers.proto_helpers import (
+        get_data_parts,
+        get_text_parts,
+        new_data_part,
+        new_text_part,
+    )
     from a2a.types.a2a_pb2 import (
         AgentCard,
         CancelTaskRequest,
@@ -106,13 +112,15 @@ _FIELDS = 32
 _FIELD_CHARS = 64
 _INPUT_CHARS = 8_000  # the remote action's input shown to the approver, as JSON text
 
-HeaderSource: TypeAlias = Callable[[], "Mapping[str, str] | str | Awaitable[Mapping[str, str] | str]"]
+HeaderSource: TypeAlias = Callable[
+    [], "Mapping[str, str] | str | Awaitable[Mapping[str, str] | str]"
+]
 Auth: TypeAlias = "str | Mapping[str, str] | HeaderSource | None"
 """A bearer token, headers, or a callable giving either per request (never model-visible)."""
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
-_FAILED = {
+_FAILED: dict[int, str] = {
     TaskState.TASK_STATE_FAILED: "failed",
     TaskState.TASK_STATE_REJECTED: "rejected the task",
     TaskState.TASK_STATE_CANCELED: "cancelled the task",
@@ -170,11 +178,13 @@ class _HeaderAuth(httpx.Auth):
 
     async def async_auth_flow(
         self, request: httpx.Request
-    ) -> AsyncIterator[httpx.Request]:  # pragma: no branch - one request, one response
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         request.headers.update(await self._headers())
         yield request
 
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, None, None]:
+    def sync_auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
         raise RuntimeError("a2a_tool's HTTP client is asynchronous")  # pragma: no cover
 
 
@@ -199,7 +209,9 @@ async def _read_card(http: httpx.AsyncClient, url: str) -> AgentCard:
     try:
         async with http.stream("GET", card_url) as response:
             if response.status_code != 200:
-                raise A2ACardError(f"the agent card at {card_url} answered HTTP {response.status_code}")
+                raise A2ACardError(
+                    f"the agent card at {card_url} answered HTTP {response.status_code}"
+                )
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > MAX_CARD_BYTES:
                 raise A2ACardError(
@@ -216,14 +228,14 @@ async def _read_card(http: httpx.AsyncClient, url: str) -> AgentCard:
     except httpx.HTTPError as exc:
         raise A2ACardError(f"the agent card at {card_url} could not be read: {exc}") from exc
     try:
-        import json
-
         data = json.loads(bytes(body))
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return parse_agent_card(data)
     except (ValueError, ParseError, TypeError, KeyError) as exc:
-        raise A2ACardError(f"the agent card at {card_url} is not a valid card: {exc}"[:500]) from exc
+        raise A2ACardError(
+            f"the agent card at {card_url} is not a valid card: {exc}"[:500]
+        ) from exc
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -251,7 +263,7 @@ async def a2a_tool(
     name: str | None = None,
     description: str | None = None,
     permission: Permission | PermissionResolver = "confirm",
-    timeout: float = 300.0,
+    timeout: float = 300.0,  # noqa: ASYNC109 - the tool's calls' timeout, not this one's
     max_result_chars: int = 20_000,
     streaming: bool = True,
 ) -> Tool:
@@ -357,7 +369,10 @@ async def _send(remote: _Remote, ctx: ToolContext, request: str) -> ToolOutput:
             if task.task_id and task.state not in _ENDED:
                 await _cancel(client, task.task_id)
             raise
-    if task.state == TaskState.TASK_STATE_INPUT_REQUIRED or task.state == TaskState.TASK_STATE_AUTH_REQUIRED:
+    if (
+        task.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        or task.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    ):
         if rounds >= MAX_ROUNDS:
             return ToolOutput(
                 content=f"remote agent {remote.name!r} asked for input more than {MAX_ROUNDS} "
@@ -399,12 +414,11 @@ async def _follow(client: Client, message: Message, task: _Task, ctx: ToolContex
 
 
 async def _cancel(client: Client, task_id: str) -> None:
-    import anyio
 
     with anyio.move_on_after(5, shield=True):
         try:
             await client.cancel_task(CancelTaskRequest(id=task_id))
-        except Exception:  # noqa: BLE001 - best effort: the call is ending anyway
+        except Exception:
             return
 
 
@@ -524,8 +538,6 @@ def _fields(raw: object) -> tuple[str, ...]:
 def _shown_input(raw: object) -> dict[str, JsonValue]:
     if not isinstance(raw, dict):
         return {}
-    import json
-
     text = json.dumps(raw, default=str)
     if len(text) > _INPUT_CHARS:
         return {"note": f"the remote action's input is {len(text):,} characters; not shown"}
