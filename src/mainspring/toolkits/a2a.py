@@ -460,7 +460,8 @@ def _status(task: _Task, state: int, parts: Any, ctx: ToolContext) -> None:
     task.asked = next((d for d in data if d.get("type") == "pending_action"), None)
     if state == TaskState.TASK_STATE_WORKING:
         line = " ".join(texts) or " ".join(_event_line(d) for d in data)
-        ctx.progress(sanitize(line or "working", _TEXT_CHARS, lines=False))
+        if line.strip():  # a bare "working" says nothing
+            ctx.progress(sanitize(line, _TEXT_CHARS, lines=False))
 
 
 def _event_line(data: Mapping[str, Any]) -> str:
