@@ -159,6 +159,20 @@ async def test_without_the_key_the_call_is_an_error_result_not_a_crash(remote: s
     assert LEDGER == []
 
 
+async def test_a_huge_answer_is_cut_and_cleaned() -> None:
+    said = "\x1b[31mred\x00 " + "word " * 10_000  # 50 kB of text, with escapes
+    talker = Agent(name="talker", model=ScriptedModel([said], chunk_size=10_000))
+    with serving(create_app(talker, ServerConfig(api_keys={KEY: "alice"}))) as url:
+        tool = await a2a_tool(url, auth=KEY, permission="auto", max_result_chars=1_000)
+        session = Session(Agent(model=ScriptedModel(script), tools=[tool]))
+        events = await collect(session.send("talk"))
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert not result.is_error
+    assert result.content.startswith("[31mred word word")
+    assert len(result.content) < 1_100 and "cut" in result.content
+    assert not re.search(r"[\x00\x1b]", result.content)
+
+
 CHILD = [sys.executable, "-m", "tests.server._a2a_child"]
 
 
