@@ -41,6 +41,7 @@ from mainspring.toolkits.a2a import (
     A2ACardError,
     _paused,
     _reply_parts,
+    _Task,
     a2a_tool,
     sanitize,
 )
@@ -363,3 +364,15 @@ def test_sanitize_strips_controls_and_cuts() -> None:
     assert sanitize("a\x00b\x1b[0m\u202ec\nd", 100) == "ab[0mc\nd"
     assert sanitize("a\nb", 100, lines=False) == "a b"
     assert sanitize("x" * 50, 10) == "x" * 9 + "…"
+
+
+def test_kept_artifacts_stay_within_the_limit_whatever_the_remote_streams() -> None:
+    task = _Task(limit=10)
+    for _ in range(1_000):
+        task.keep("a", ["xyz"], append=True)
+    assert sum(task.sizes.values()) == task.total == 10 and task.cut
+    task.keep("a", ["short"], append=False)  # a replacement frees its old room
+    assert task.artifacts["a"] == ["short"] and task.total == 5
+    for n in range(200):
+        task.keep(f"k{n}", ["y"], append=False)
+    assert len(task.artifacts) == 64

@@ -110,6 +110,8 @@ _NAME_CHARS = 64
 _TEXT_CHARS = 2_000  # a question, a reason, a progress line
 _FIELDS = 32
 _FIELD_CHARS = 64
+_ARTIFACTS = 64  # artifacts kept per task
+_PROGRESS = 1_000  # tool_progress events per call (a flooding remote is not relayed further)
 _INPUT_CHARS = 8_000  # the remote action's input shown to the approver, as JSON text
 
 HeaderSource: TypeAlias = Callable[
@@ -341,6 +343,29 @@ class _Task:
     said: list[str] = field(default_factory=list)  # the latest status message's text
     asked: dict[str, Any] | None = None  # a mainspring pending_action data part
     reply: str = ""  # a direct Message reply (no task)
+    limit: int = 20_000  # characters of artifact text kept (beyond: dropped, the answer cut)
+    progress: int = 0  # tool_progress events given so far
+    sizes: dict[str, int] = field(default_factory=dict)  # characters kept per artifact
+    total: int = 0
+    cut: bool = False  # some text did not fit
+
+    def keep(self, key: str, texts: list[str], *, append: bool) -> None:
+        """Artifact ``key``'s text, within :attr:`limit` over all (and :data:`_ARTIFACTS`)."""
+        if key not in self.artifacts and len(self.artifacts) >= _ARTIFACTS:
+            return
+        kept = self.artifacts.get(key, []) if append else []
+        size = self.sizes.get(key, 0) if append else 0
+        self.total -= self.sizes.get(key, 0)
+        for text in texts:
+            room = self.limit - self.total - size
+            if len(text) > room:
+                self.cut = True
+            if room <= 0:
+                break
+            kept.append(text[:room])
+            size += len(kept[-1])
+        self.artifacts[key], self.sizes[key] = kept, size
+        self.total += size
 
 
 async def _call(remote: _Remote, ctx: ToolContext, request: str) -> ToolOutput:
@@ -362,7 +387,7 @@ async def _send(remote: _Remote, ctx: ToolContext, request: str) -> ToolOutput:
             parts = _reply_parts(paused, ctx.decision)
             message = _message(parts, task_id=paused["task_id"], context_id=paused["context_id"])
             rounds = int(paused["round"])
-        task = _Task()
+        task = _Task(limit=remote.max_result_chars)
         try:
             await _follow(client, message, task, ctx)
         except BaseException:
@@ -435,7 +460,7 @@ def _take(event: StreamResponse, task: _Task, ctx: ToolContext) -> None:
         whole = event.task
         task.task_id, task.context_id = whole.id, whole.context_id
         for artifact in whole.artifacts:
-            task.artifacts[artifact.artifact_id] = get_text_parts(artifact.parts)
+            task.keep(artifact.artifact_id, get_text_parts(artifact.parts), append=False)
         _status(task, whole.status.state, whole.status.message.parts, ctx)
     elif event.HasField("status_update"):
         update = event.status_update
@@ -445,11 +470,7 @@ def _take(event: StreamResponse, task: _Task, ctx: ToolContext) -> None:
     elif event.HasField("artifact_update"):
         update = event.artifact_update
         texts = get_text_parts(update.artifact.parts)
-        key = update.artifact.artifact_id
-        if update.append:
-            task.artifacts.setdefault(key, []).extend(texts)
-        else:
-            task.artifacts[key] = list(texts)
+        task.keep(update.artifact.artifact_id, texts, append=update.append)
 
 
 def _status(task: _Task, state: int, parts: Any, ctx: ToolContext) -> None:
@@ -460,7 +481,8 @@ def _status(task: _Task, state: int, parts: Any, ctx: ToolContext) -> None:
     task.asked = next((d for d in data if d.get("type") == "pending_action"), None)
     if state == TaskState.TASK_STATE_WORKING:
         line = " ".join(texts) or " ".join(_event_line(d) for d in data)
-        if line.strip():  # a bare "working" says nothing
+        if line.strip() and task.progress < _PROGRESS:  # a bare "working" says nothing
+            task.progress += 1
             ctx.progress(sanitize(line, _TEXT_CHARS, lines=False))
 
 
@@ -489,7 +511,7 @@ def _output(remote: _Remote, task: _Task) -> ToolOutput:
             content=f"remote agent {remote.name!r} stopped with its task in {state}", is_error=True
         )
     text = sanitize(text or " ".join(task.said), remote.max_result_chars + 1)
-    if len(text) > remote.max_result_chars:
+    if task.cut or len(text) > remote.max_result_chars:
         text = text[: remote.max_result_chars] + "\n[cut: the remote's answer was longer]"
     return ToolOutput(content=text)
 
