@@ -38,22 +38,30 @@ changes that.
 
 from __future__ import annotations
 
-import inspect
 import json
-import re
-import unicodedata
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias
-from urllib.parse import urlsplit
+from typing import Any
 
 import anyio
 from pydantic import JsonValue
 
 from mainspring.decisions import Approve, ClientResult, Decision, Reject
-from mainspring.errors import ConfigError, MainspringError
+from mainspring.errors import ConfigError
 from mainspring.events import PendingAction
+from mainspring.toolkits._a2a_card import (
+    CARD_PATH,
+    MAX_CARD_BYTES,
+    A2ACardError,
+    Auth,
+    HeaderAuth,
+    check_interfaces,
+    origin,
+    read_card,
+    sanitize,
+    tool_name,
+)
 from mainspring.tools.context import ToolContext
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Permission, PermissionResolver, ToolPolicy
@@ -61,7 +69,6 @@ from mainspring.tools.policy import Permission, PermissionResolver, ToolPolicy
 try:
     import httpx
     from a2a.client import Client, ClientConfig, ClientFactory
-    from a2a.client.card_resolver import parse_agent_card
     from a2a.client.errors import A2AClientError
     from a2a.helpers.proto_helpers import (
         get_data_parts,
@@ -80,7 +87,6 @@ try:
         TaskState,
     )
     from a2a.utils.errors import A2AError
-    from google.protobuf.json_format import ParseError
 except ImportError as exc:  # pragma: no cover - the extra is installed in tests
     raise ImportError('a2a_tool needs: pip install "mainspring[a2a]"') from exc
 
@@ -96,12 +102,8 @@ __all__ = [
     "sanitize",
 ]
 
-CARD_PATH = "/.well-known/agent-card.json"
-"""Where the agent card is read, under the URL given."""
 DETAILS_KEY = "a2a_input_required"
 """The key of a paused remote task in a pending action's ``details``."""
-MAX_CARD_BYTES = 256 * 1024
-"""An agent card larger than this is refused (it is read no further)."""
 MAX_DESCRIPTION_CHARS = 1_000
 """The tool's description (made of the card's) is cut to this."""
 MAX_ROUNDS = 8
@@ -114,14 +116,6 @@ _ARTIFACTS = 64  # artifacts kept per task
 _PROGRESS = 1_000  # tool_progress events per call (a flooding remote is not relayed further)
 _INPUT_CHARS = 8_000  # the remote action's input shown to the approver, as JSON text
 
-HeaderSource: TypeAlias = Callable[
-    [], "Mapping[str, str] | str | Awaitable[Mapping[str, str] | str]"
-]
-Auth: TypeAlias = "str | Mapping[str, str] | HeaderSource | None"
-"""A bearer token, headers, or a callable giving either per request (never model-visible)."""
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _FAILED: dict[int, str] = {
     TaskState.TASK_STATE_FAILED: "failed",
     TaskState.TASK_STATE_REJECTED: "rejected the task",
@@ -137,59 +131,6 @@ _SCHEMA: dict[str, JsonValue] = {
 }
 
 
-class A2ACardError(MainspringError):
-    """The remote agent's card cannot be used: unreadable, too large, not a card, off origin."""
-
-
-def sanitize(text: str, limit: int, *, lines: bool = True) -> str:
-    """``text`` without control or format characters (newlines and tabs kept if ``lines``), cut.
-
-    Text from a remote agent goes to the model and the host's screen: NUL, ANSI
-    escapes, bidirectional overrides and zero-width characters go; the result
-    is at most ``limit`` characters (an ellipsis marks a cut).
-    """
-    text = unicodedata.normalize("NFC", text[: limit * 4])
-    if not lines:
-        text = text.replace("\n", " ").replace("\t", " ").replace("\r", " ")
-    cleaned = _CONTROL.sub("", text.replace("\r\n", "\n")).strip()
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
-
-
-def _tool_name(card_name: str) -> str:
-    base = _NOT_NAME.sub("_", sanitize(card_name, _NAME_CHARS * 2, lines=False)).strip("_-")
-    return f"a2a_{base or 'agent'}"[:_NAME_CHARS].rstrip("_-")
-
-
-class _HeaderAuth(httpx.Auth):
-    """The host's credentials on every request of the tool's HTTP client."""
-
-    def __init__(self, auth: Auth) -> None:
-        self._auth = auth
-
-    async def _headers(self) -> Mapping[str, str]:
-        source: Any = self._auth
-        if callable(source):
-            source = source()
-            if inspect.isawaitable(source):
-                source = await source
-        if source is None:
-            return {}
-        if isinstance(source, str):
-            return {"Authorization": f"Bearer {source}"}
-        return dict(source)
-
-    async def async_auth_flow(
-        self, request: httpx.Request
-    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        request.headers.update(await self._headers())
-        yield request
-
-    def sync_auth_flow(
-        self, request: httpx.Request
-    ) -> Generator[httpx.Request, httpx.Response, None]:
-        raise RuntimeError("a2a_tool's HTTP client is asynchronous")  # pragma: no cover
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Remote:
     url: str
@@ -198,64 +139,12 @@ class _Remote:
     timeout: float
     max_result_chars: int
     streaming: bool
-    name: str = field(default="")
+    name: str = ""
 
     def http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            auth=_HeaderAuth(self.auth), timeout=self.timeout, follow_redirects=False
+            auth=HeaderAuth(self.auth), timeout=self.timeout, follow_redirects=False
         )
-
-
-async def _read_card(http: httpx.AsyncClient, url: str) -> AgentCard:
-    card_url = url.rstrip("/") + CARD_PATH
-    try:
-        async with http.stream("GET", card_url) as response:
-            if response.status_code != 200:
-                raise A2ACardError(
-                    f"the agent card at {card_url} answered HTTP {response.status_code}"
-                )
-            declared = response.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > MAX_CARD_BYTES:
-                raise A2ACardError(
-                    f"the agent card at {card_url} is {int(declared):,} bytes "
-                    f"(at most {MAX_CARD_BYTES:,})"
-                )
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_CARD_BYTES:
-                    raise A2ACardError(
-                        f"the agent card at {card_url} is over {MAX_CARD_BYTES:,} bytes"
-                    )
-    except httpx.HTTPError as exc:
-        raise A2ACardError(f"the agent card at {card_url} could not be read: {exc}") from exc
-    try:
-        data = json.loads(bytes(body))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return parse_agent_card(data)
-    except (ValueError, ParseError, TypeError, KeyError) as exc:
-        raise A2ACardError(
-            f"the agent card at {card_url} is not a valid card: {exc}"[:500]
-        ) from exc
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def _check_interfaces(card: AgentCard, url: str) -> None:
-    """Every transport the card offers is on the card's own origin (the credentials stay there)."""
-    home = _origin(url)
-    for interface in card.supported_interfaces:
-        if _origin(interface.url) != home:
-            raise A2ACardError(
-                f"the agent card at {url} names a transport on another origin "
-                f"({sanitize(interface.url, 200, lines=False)!r}); refused, so the "
-                "credentials are never sent there"
-            )
 
 
 async def a2a_tool(
@@ -288,7 +177,7 @@ async def a2a_tool(
             a transport on another origin.
         ConfigError: ``url`` is not an http(s) URL, or ``name`` is not a tool name.
     """
-    scheme, host, _port = _origin(url)
+    scheme, host, _port = origin(url)
     if scheme not in ("http", "https") or not host:
         raise ConfigError(f"a2a_tool needs an http(s) URL, got {url!r}")
     remote = _Remote(
@@ -300,8 +189,8 @@ async def a2a_tool(
         streaming=streaming,
     )
     async with remote.http() as http:
-        card = await _read_card(http, url)
-    _check_interfaces(card, url)
+        card = await read_card(http, url)
+    check_interfaces(card, url)
     if not card.supported_interfaces:
         raise A2ACardError(f"the agent card at {url} offers no transport")
     remote = replace(remote, card=card, name=sanitize(card.name, _NAME_CHARS, lines=False))
@@ -317,7 +206,7 @@ async def a2a_tool(
         return await _call(remote, ctx, request)
 
     made = Tool(
-        name=_tool_name(card.name),
+        name=tool_name(card.name),
         description=about,
         input_schema=_SCHEMA,
         policy=ToolPolicy(permission=permission, concurrency_safe=False, timeout=timeout),
