@@ -24,6 +24,8 @@
 - :func:`fetch_tools`: ``fetch`` (GET) and ``http_post`` through httpx, to an
   allowlist of hosts only (none by default), redirects re-checked, bounded,
   HTML turned into text.
+- :func:`a2a_tool` (extra ``a2a``, imported on first use): a remote A2A
+  agent as a tool; its questions pause the session as pending actions.
 - Bundles: :func:`coding_tools` (reads, ``apply_patch``, shell) and the
   torus-compatible :func:`builtin_tools` (``read_file``, ``write_file``,
   ``list_dir``).
@@ -54,6 +56,7 @@ from mainspring.toolkits.todo import TodoChange, TodoItem, todo_tools
 __all__ = [
     "MAX_FILE_BYTES",
     "PREVIEW_SOURCE",
+    "A2ACardError",
     "FetchLimits",
     "FileWorkspace",
     "InMemoryToolDataStore",
@@ -70,6 +73,7 @@ __all__ = [
     "TodoItem",
     "ToolDataStore",
     "WorkspaceError",
+    "a2a_tool",
     "builtin_tools",
     "coding_tools",
     "fetch_tools",
@@ -85,11 +89,22 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from mainspring.toolkits.a2a import A2ACardError, a2a_tool
+
     Workspace = FileWorkspace  # the deprecated name, as type checkers see it
+
+_LAZY = ("A2ACardError", "a2a_tool")
+"""Names of ``mainspring.toolkits.a2a`` (the ``a2a`` extra), imported on first use."""
 
 
 def __getattr__(name: str) -> object:
-    """``Workspace``: the deprecated name of :class:`FileWorkspace` (warns)."""
+    """The A2A names, imported on first use; ``Workspace``, :class:`FileWorkspace`'s old name."""
+    if name in _LAZY:
+        from mainspring.toolkits import a2a
+
+        value: object = getattr(a2a, name)
+        globals()[name] = value
+        return value
     if name == "Workspace":
         warnings.warn(
             "mainspring.toolkits.Workspace is deprecated: use mainspring.toolkits.FileWorkspace",
