@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from mainspring.guards import Guard
     from mainspring.hooks import Hooks
     from mainspring.messages import Message
+    from mainspring.models.mock import MockModel
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
     from mainspring.result import RunResult
@@ -103,6 +104,7 @@ _LAZY: dict[str, str] = {
     "Embedder": "mainspring.embeddings",
     "HashingEmbedder": "mainspring.embeddings",
     "Message": "mainspring.messages",
+    "MockModel": "mainspring.models.mock",
     "ModelError": "mainspring.errors",
     "ModelPrice": "mainspring.cost",
     "PendingAction": "mainspring.events",
@@ -179,6 +181,7 @@ __all__ = [
     "Limits",
     "MainspringError",
     "Message",
+    "MockModel",
     "ModelError",
     "ModelPrice",
     "PendingAction",

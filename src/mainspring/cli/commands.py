@@ -7,6 +7,7 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import signal
 import sys
@@ -227,7 +228,8 @@ def demo(
     model: Annotated[
         str,
         typer.Option(
-            help="'scripted' (offline), or a model string such as anthropic:claude-sonnet-4-5, "
+            help="'scripted' (offline), 'mock' (offline, scriptless), or a model string such as "
+            "anthropic:claude-sonnet-4-5, "
             "openai:gpt-5, gemini:gemini-2.5-flash, openai-compatible:http://localhost:11434/v1#llama3.2"
         ),
     ] = "scripted",
@@ -426,6 +428,13 @@ def run(
     session: Annotated[
         str | None, typer.Option(help="Continue this stored session (approving with --yes).")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the agent on this model instead of its own: 'mock' (offline, no script: "
+            "calls the first tool once, then answers) or a model string."
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Run one turn of your own agent, for scripts.
@@ -443,6 +452,8 @@ def run(
                 raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
             require_database(store)
         chosen = load_agent(agent)
+        if model is not None:
+            chosen = dataclasses.replace(chosen, model=load_model(model))
         code = anyio.run(
             lambda: _run_agent(
                 chosen,
