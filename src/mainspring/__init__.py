@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     )
     from mainspring.guards import Guard
     from mainspring.hooks import Hooks
+    from mainspring.loop import run_loop
     from mainspring.messages import Message
     from mainspring.models.mock import MockModel
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
@@ -144,6 +145,7 @@ _LAZY: dict[str, str] = {
     "UsdTiers": "mainspring.permissions",
     "client_tool": "mainspring.tools",
     "parse_sse": "mainspring.sse",
+    "run_loop": "mainspring.loop",
     "subagent_tool": "mainspring.subagents",
     "serialize_sse": "mainspring.sse",
     "tool": "mainspring.tools",
@@ -222,6 +224,7 @@ __all__ = [
     "__version__",
     "client_tool",
     "parse_sse",
+    "run_loop",
     "serialize_sse",
     "subagent_tool",
     "tool",
