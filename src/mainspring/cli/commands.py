@@ -12,7 +12,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -46,7 +46,7 @@ from mainspring.stores.urls import Stores, open_stores
 if TYPE_CHECKING:
     from mainspring.agent import Agent
     from mainspring.models.base import Model
-    from mainspring.pipelines import PipelineRunner, Stage
+    from mainspring.pipelines import PipelineRunner, Stage, StageArtifact
 
 __all__ = ["app", "main"]
 
@@ -480,16 +480,20 @@ pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is
 app.add_typer(pipeline_app)
 
 
-def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
-    def gate(stage: Stage) -> bool:
+def _pipeline_gate(
+    console: Console, *, yes: bool
+) -> Callable[[Stage, Sequence[StageArtifact]], bool]:
+    def gate(stage: Stage, outputs: Sequence[StageArtifact]) -> bool:
         console.print(styled((f"stage {stage.name} done", "bold"), f": review {stage.output_dir}"))
+        for output in outputs:
+            console.print(f"  {output.path} ({len(output.text)} chars)", markup=False)
         if yes:
-            console.print("[yellow]continuing automatically (--yes)[/]")
+            console.print("[yellow]accepted automatically (--yes)[/]")
             return True
         if not _interactive():
             console.print("[yellow]no terminal to ask on; pass --yes to continue[/]")
             return False
-        return _confirm("Continue to the next stage?", console, default=True)
+        return _confirm(f"Accept the outputs of {stage.name}?", console, default=True)
 
     return gate
 
