@@ -15,6 +15,7 @@ from mainspring.events import (
     Event,
     Finding,
     PendingAction,
+    PermissionDenied,
     SteeringQueued,
     SteeringTaken,
     StopReason,
@@ -171,6 +172,14 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
     ToolResult: st.builds(
         ToolResult, tool_use_id=ids, name=texts, content=texts, is_error=st.booleans()
     ),
+    PermissionDenied: st.builds(
+        PermissionDenied,
+        tool_use_id=ids,
+        name=texts,
+        reason=texts,
+        source=texts,
+        principal=st.none() | ids,
+    ),
     PendingAction: st.builds(
         PendingAction,
         attempt_id=ids,
@@ -282,6 +291,9 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     ToolStart(tool_use_id="tu_1", name="search", input={"q": "מה", "n": 3, "deep": [1.5, None]}),
     ToolProgress(tool_use_id="tu_1", name="search", message="page 2/4", pct=50.0),
     ToolResult(tool_use_id="tu_1", name="search", content="no\x00results", is_error=True),
+    PermissionDenied(
+        tool_use_id="tu_3", name="wipe", reason="'wipe' is on the deny list", principal="user:zoë"
+    ),
     PendingAction(
         attempt_id="0b7f3c4e-8a4b-4e8e-9a57-1f2d3c4b5a69",
         tool_use_id="tu_2",

@@ -75,6 +75,7 @@ RANKS: dict[str, int] = {
     "_run.run": 11,
     "session": 12,
     "subagents": 13,
+    "loop": 13,
     "testing": 5,
     "devtools": 13,
     "evals": 13,

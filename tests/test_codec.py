@@ -60,6 +60,7 @@ WIRE_NAMES = {
     "ToolProgress": "tool_progress",
     "ToolResult": "tool_result",
     "PendingAction": "pending_action",
+    "PermissionDenied": "permission_denied",
     "Canvas": "canvas",
     "UsageEvent": "usage",
     "SteeringQueued": "steering_queued",

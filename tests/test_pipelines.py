@@ -265,7 +265,8 @@ def test_cli_pipeline_run(ws: Path) -> None:
     cli = CliRunner()
     result = cli.invoke(app, ["pipeline", "run", str(ws), "--yes"])
     assert result.exit_code == 0, result.output
-    assert "continuing automatically" in result.output
+    assert result.output.count("accepted automatically") == 3  # after every stage
+    assert f"{ARTIFACTS[-1]} (" in result.output  # each output named for review
     assert all((ws / rel).is_file() for rel in ARTIFACTS)
 
     result = cli.invoke(app, ["pipeline", "run", str(ws), "--stage", "3"])

@@ -27,6 +27,7 @@ from mainspring.pipelines import (
     PipelineHalted,
     QueryResult,
     Stage,
+    StageArtifact,
     StageEvent,
     StageFinished,
     StageOutput,
@@ -104,7 +105,7 @@ def test_the_blog_runs_unchanged_with_the_scripted_model(blog: Path) -> None:
         "stages/03_edit/output/edit-notes.md",
     ):
         assert (blog / rel).read_text().startswith("# "), rel
-    assert gated == ["01_research", "02_draft"]  # not after the last stage
+    assert gated == ["01_research", "02_draft", "03_edit"]  # after every stage, the last too
     starts = [e for e in events if isinstance(e, StageStart)]
     assert [(e.stage, e.index, e.total) for e in starts] == [
         ("01_research", 1, 3),
@@ -133,6 +134,29 @@ def test_the_blog_runs_unchanged_with_the_scripted_model(blog: Path) -> None:
         assert kinds[:2] == ["stage_start", "context_loaded"]
         assert kinds[-1] == "stage_complete"
         assert "stage_output" in kinds and set(kinds[2:-1]) <= {"stage_event", "stage_output"}
+
+
+def test_the_review_gate_gets_each_stages_outputs_and_runs_after_the_last(blog: Path) -> None:
+    reviewed: dict[str, Sequence[StageArtifact]] = {}
+
+    async def review(stage: Stage, outputs: Sequence[StageArtifact]) -> bool:
+        reviewed[stage.name] = outputs
+        return stage.name != "03_edit"  # the final post is not accepted
+
+    events = collect(
+        run_pipeline(load_workspace(blog), model=scripted_pipeline_model(), gate=review)
+    )
+    assert list(reviewed) == ["01_research", "02_draft", "03_edit"]
+    final = reviewed["03_edit"]
+    assert [(o.artifact, o.path) for o in final] == [
+        ("final-post.md", "stages/03_edit/output/final-post.md"),
+        ("edit-notes.md", "stages/03_edit/output/edit-notes.md"),
+    ]
+    for output in (*final, *reviewed["01_research"]):  # the text as written, read after the stage
+        assert output.text == (blog / output.path).read_text() and output.text.startswith("# ")
+    halted = events[-1]
+    assert isinstance(halted, PipelineHalted) and halted.stage == "03_edit"
+    assert halted.reason == "the review gate halted the pipeline"
 
 
 def test_a_gate_saying_no_halts_and_resume_picks_up(blog: Path) -> None:

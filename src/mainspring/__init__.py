@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         ErrorEvent,
         Event,
         PendingAction,
+        PermissionDenied,
         SteeringQueued,
         SteeringTaken,
         StreamStarted,
@@ -54,7 +55,9 @@ if TYPE_CHECKING:
     )
     from mainspring.guards import Guard
     from mainspring.hooks import Hooks
+    from mainspring.loop import run_loop
     from mainspring.messages import Message
+    from mainspring.models.mock import MockModel
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
     from mainspring.result import RunResult
@@ -102,9 +105,11 @@ _LAZY: dict[str, str] = {
     "Embedder": "mainspring.embeddings",
     "HashingEmbedder": "mainspring.embeddings",
     "Message": "mainspring.messages",
+    "MockModel": "mainspring.models.mock",
     "ModelError": "mainspring.errors",
     "ModelPrice": "mainspring.cost",
     "PendingAction": "mainspring.events",
+    "PermissionDenied": "mainspring.events",
     "PermissionRules": "mainspring.permissions",
     "Reject": "mainspring.decisions",
     "ScriptedCall": "mainspring.models.scripted",
@@ -140,6 +145,7 @@ _LAZY: dict[str, str] = {
     "UsdTiers": "mainspring.permissions",
     "client_tool": "mainspring.tools",
     "parse_sse": "mainspring.sse",
+    "run_loop": "mainspring.loop",
     "subagent_tool": "mainspring.subagents",
     "serialize_sse": "mainspring.sse",
     "tool": "mainspring.tools",
@@ -177,9 +183,11 @@ __all__ = [
     "Limits",
     "MainspringError",
     "Message",
+    "MockModel",
     "ModelError",
     "ModelPrice",
     "PendingAction",
+    "PermissionDenied",
     "PermissionRules",
     "Reject",
     "RunFailed",
@@ -216,6 +224,7 @@ __all__ = [
     "__version__",
     "client_tool",
     "parse_sse",
+    "run_loop",
     "serialize_sse",
     "subagent_tool",
     "tool",

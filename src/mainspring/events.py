@@ -24,6 +24,7 @@ __all__ = [
     "Event",
     "Finding",
     "PendingAction",
+    "PermissionDenied",
     "SteeringQueued",
     "SteeringTaken",
     "StopReason",
@@ -140,6 +141,28 @@ class ToolResult:
     content: str
     is_error: bool = False
     type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionDenied:
+    """A call was refused by policy (a permission rule or a guard) and never ran.
+
+    Emitted just before the call's ``tool_result`` (``is_error``), which is what
+    the model sees, unchanged. A person's rejection of a pending action is not a
+    denial: that is the decision (``Reject``) the host sent.
+    """
+
+    tool_use_id: str
+    name: str
+    reason: str
+    """Why, in words (the rule's or the guard's message)."""
+    source: str = "permission"
+    """What refused it: ``"deny_list"``, ``"callback"`` (``can_use_tool``), ``"default"``,
+    or the name of the guard that blocked it."""
+    principal: str | None = None
+    """Who the call was made for: the session's owner (``SessionState.principal``),
+    else the caller of the engine scope it ran in (``kind:id``), else ``None``."""
+    type: Literal["permission_denied"] = "permission_denied"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -286,6 +309,7 @@ Event: TypeAlias = (
     | ToolStart
     | ToolProgress
     | ToolResult
+    | PermissionDenied
     | PendingAction
     | Canvas
     | UsageEvent

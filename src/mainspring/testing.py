@@ -10,6 +10,8 @@ pending = pending_of(events)
 
 - :class:`ScriptedModel` (with :class:`ScriptedResponse` and :class:`ScriptedCall`):
   the offline, deterministic model; it records every request it received.
+- :class:`MockModel`: the offline model that needs no script: it calls the first
+  offered tool once a turn (arguments made up from its schema), then answers.
 - :func:`check_events`: the event grammar every stream obeys — exactly one
   terminal event (``turn_complete`` or ``error``), last; ``stream_started``
   first, once, when the stream is checkpointed; a ``pending_action`` right
@@ -29,9 +31,11 @@ from mainspring.events import (
     StreamStarted,
     TurnComplete,
 )
+from mainspring.models.mock import MockModel
 from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
 
 __all__ = [
+    "MockModel",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedResponse",

@@ -27,7 +27,7 @@ from mainspring._lowlevel.deadline import EXPIRED, finish_by
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.library import running_loop
 from mainspring._run.durability import Durability
-from mainspring._run.judge import Judgement, judge
+from mainspring._run.judge import Judgement, Refusal, judge
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
 from mainspring._run.results import (
     ERROR_LIMIT,
@@ -89,6 +89,7 @@ class Dispatcher:
         self.charge = charge
         self.fence = fence
         self.cancel_requested = False
+        self._refuse = Refusal(state, emit, self.fail)
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: list[ToolContext] | tuple[()] = ()
         """The ToolContexts of the tools running now (a list from the first one; most
@@ -169,6 +170,7 @@ class Dispatcher:
             call,
             auto_spent=self.state.auto_spent_usd,
             fail=self.fail,
+            deny=self._refuse,
         )
         if call.input is not asked:  # rewritten by the permission callback
             self.kwargs.pop(call.id, None)

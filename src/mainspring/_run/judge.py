@@ -13,14 +13,16 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from mainspring.errors import ToolError, ToolInputError
+from mainspring.events import Event, PermissionDenied
 from mainspring.guards import Guard, GuardReport, run_before
 from mainspring.hooks import Hooks, call_hook
 from mainspring.permissions import PermissionRules, Verdict, evaluate, evaluate_static
-from mainspring.state import Call
+from mainspring.state import Call, SessionState
+from mainspring.tools.context import current_scope
 from mainspring.tools.define import Tool
 from mainspring.tools.policy import run_preflight
 
-__all__ = ["AUTO", "Judgement", "judge", "unjudged"]
+__all__ = ["AUTO", "Deny", "Judgement", "Refusal", "judge", "unjudged"]
 
 _NO_REPORT = GuardReport()
 
@@ -52,6 +54,37 @@ class Judgement:
         return Judgement(replace(self.verdict, outcome="confirm", reason=reason), self.report)
 
 
+Deny = Callable[[Call, str, str, str], None]
+"""Refuses a call by policy: ``(call, reason, source, result text)``."""
+
+
+class Refusal:
+    """A dispatcher's :data:`Deny`: a ``permission_denied`` event, then the call's error result."""
+
+    __slots__ = ("_emit", "_fail", "_state")
+
+    def __init__(
+        self, state: SessionState, emit: Callable[[Event], None], fail: Callable[[Call, str], None]
+    ) -> None:
+        self._state, self._emit, self._fail = state, emit, fail
+
+    def __call__(self, call: Call, reason: str, source: str, content: str) -> None:
+        principal = self._state.principal
+        if principal is None:  # a session of no one: the engine scope's caller, if any
+            scope = current_scope()
+            principal = scope.caller.key if scope is not None else None
+        self._emit(
+            PermissionDenied(
+                tool_use_id=call.id,
+                name=call.name,
+                reason=reason,
+                source=source,
+                principal=principal,
+            )
+        )
+        self._fail(call, content)
+
+
 AUTO = Judgement(Verdict(outcome="run", input={}))
 """The judgement of a call with nothing to decide."""
 
@@ -80,12 +113,15 @@ async def judge(
     *,
     auto_spent: float,
     fail: Callable[[Call, str], None],
+    deny: Deny,
 ) -> Judgement | None:
     """Permissions, guards and preflight; ``None`` when ``fail`` gave the call an error result.
 
     ``rules``, ``guards`` and ``hooks`` are the agent's. A permission callback
     that rewrites the input replaces ``call.input``. ``auto_spent`` is what
-    auto-approved writes of the session spent so far.
+    auto-approved writes of the session spent so far. A call refused by policy
+    (a permission rule, a guard's block) goes to ``deny`` (reason, source and
+    the result's text); any other failure to ``fail``.
     """
     assert call.input is not None
     nothing = unjudged(rules, guards, tool)
@@ -95,7 +131,7 @@ async def judge(
     if verdict is None:
         return None
     if verdict.outcome == "deny":
-        fail(call, f"permission denied: {verdict.reason}")
+        deny(call, verdict.reason, verdict.source, f"permission denied: {verdict.reason}")
         return None
     if verdict.rewritten:
         call.input = verdict.input
@@ -107,7 +143,12 @@ async def judge(
     blocked = report.blocked
     if blocked is not None:
         hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
-        fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
+        deny(
+            call,
+            blocked.message,
+            blocked.source,
+            f"blocked by {blocked.source}: {blocked.message}{hints}",
+        )
         return None
     if tool.policy.preflight is not None:
         problem = await run_preflight(tool.policy, call.input)

@@ -7,11 +7,12 @@ calls and results show, and the payment asks for approval at the terminal
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -46,7 +47,7 @@ from mainspring.stores.urls import Stores, open_stores
 if TYPE_CHECKING:
     from mainspring.agent import Agent
     from mainspring.models.base import Model
-    from mainspring.pipelines import PipelineRunner, Stage
+    from mainspring.pipelines import PipelineRunner, Stage, StageArtifact
 
 __all__ = ["app", "main"]
 
@@ -228,7 +229,8 @@ def demo(
     model: Annotated[
         str,
         typer.Option(
-            help="'scripted' (offline), or a model string such as anthropic:claude-sonnet-4-5, "
+            help="'scripted' (offline), 'mock' (offline, scriptless), or a model string such as "
+            "anthropic:claude-sonnet-4-5, "
             "openai:gpt-5, gemini:gemini-2.5-flash, openai-compatible:http://localhost:11434/v1#llama3.2"
         ),
     ] = "scripted",
@@ -427,6 +429,13 @@ def run(
     session: Annotated[
         str | None, typer.Option(help="Continue this stored session (approving with --yes).")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the agent on this model instead of its own: 'mock' (offline, no script: "
+            "calls the first tool once, then answers) or a model string."
+        ),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Run one turn of your own agent, for scripts.
@@ -444,6 +453,8 @@ def run(
                 raise ConfigError("--session needs --store, e.g. --store sqlite:///agent.db")
             require_database(store)
         chosen = load_agent(agent)
+        if model is not None:
+            chosen = dataclasses.replace(chosen, model=load_model(model))
         code = anyio.run(
             lambda: _run_agent(
                 chosen,
@@ -471,16 +482,20 @@ pipeline_app = typer.Typer(name="pipeline", help="Folder pipelines.", no_args_is
 app.add_typer(pipeline_app)
 
 
-def _pipeline_gate(console: Console, *, yes: bool) -> Callable[[Stage], bool]:
-    def gate(stage: Stage) -> bool:
+def _pipeline_gate(
+    console: Console, *, yes: bool
+) -> Callable[[Stage, Sequence[StageArtifact]], bool]:
+    def gate(stage: Stage, outputs: Sequence[StageArtifact]) -> bool:
         console.print(styled((f"stage {stage.name} done", "bold"), f": review {stage.output_dir}"))
+        for output in outputs:
+            console.print(f"  {output.path} ({len(output.text)} chars)", markup=False)
         if yes:
-            console.print("[yellow]continuing automatically (--yes)[/]")
+            console.print("[yellow]accepted automatically (--yes)[/]")
             return True
         if not _interactive():
             console.print("[yellow]no terminal to ask on; pass --yes to continue[/]")
             return False
-        return _confirm("Continue to the next stage?", console, default=True)
+        return _confirm(f"Accept the outputs of {stage.name}?", console, default=True)
 
     return gate
 

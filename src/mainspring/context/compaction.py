@@ -12,6 +12,11 @@ budget``:
    so a tool call is never split from its result) become one user message
    holding a summary. A failing summarizer is logged; the pruned history
    stands.
+3. **Prune within the turn** — in the middle of a turn (the view ends with tool
+   results the model has not answered), still over the target: the older
+   results of the recent turns too, oldest first, so one long turn of many
+   large results stays near the budget. The latest results are never pruned:
+   the model has not seen them yet.
 
 Compaction edits the view, not the transcript: the committed messages stay
 as they were, and the view's changed prefix is reported as reuse lost.
@@ -30,7 +35,7 @@ from mainspring.errors import ConfigError
 from mainspring.messages import Message, Part, ToolResultPart
 
 if TYPE_CHECKING:
-    from mainspring.context._compilation import Compilation
+    from mainspring.context._compilation import Compilation, _HistoryEditor
     from mainspring.context.view import ModelView
     from mainspring.models.base import Model
 
@@ -98,7 +103,8 @@ class Compaction(Processor):
             return
         self.runs += 1
         goal = self.target * self.budget
-        protected = _recent_start(view, self.keep_recent_turns)
+        latest = _unanswered(view)
+        protected = min(_recent_start(view, self.keep_recent_turns), latest)
         editor = ctx.edit_history()
         start = self._pruned_upto
         # One pass over the entries not yet pruned; only tool results can shrink.
@@ -114,8 +120,20 @@ class Compaction(Processor):
                 editor.replace(index, pruned)
                 self.pruned += 1
         self._pruned_upto = max(start, protected)
-        if view.tokens <= goal or self.summarizer is None:
-            return
+        if view.tokens > goal and self.summarizer is not None:
+            await self._summarize(view, editor, protected, goal)
+        latest = _unanswered(view)
+        if view.tokens > goal and latest < len(view):
+            # Still over in the middle of a turn: the recent turns' older results too
+            # (one long turn's), oldest first, never the latest, which the model has
+            # not answered yet.
+            self._prune_recent(view, editor, goal, latest)
+
+    async def _summarize(
+        self, view: ModelView[Any], editor: _HistoryEditor[Any], protected: int, goal: float
+    ) -> None:
+        """The oldest whole turns before ``protected`` as one summary, if it gets written."""
+        assert self.summarizer is not None
         cut = _summary_cut(view, protected, view.tokens - goal)
         if cut <= 0:
             return
@@ -128,6 +146,39 @@ class Compaction(Processor):
             editor.splice(0, cut, [Message.user(f"{SUMMARY_HEADING}\n{summary}")])
             self._pruned_upto = 1
             self.summaries += 1
+
+    def _prune_recent(
+        self, view: ModelView[Any], editor: _HistoryEditor[Any], goal: float, latest: int
+    ) -> None:
+        """Prune tool results from ``_pruned_upto`` up to ``latest`` until under ``goal``."""
+        start = self._pruned_upto
+        if start >= latest:
+            return
+        for index, message in enumerate(islice(view, start, latest), start):
+            if view.tokens <= goal:
+                return
+            self._pruned_upto = index + 1
+            if isinstance(message, Message) and message.role == "tool":
+                pruned = _prune(message)
+                if pruned is not message:
+                    editor.replace(index, pruned)
+                    self.pruned += 1
+
+
+def _unanswered(view: ModelView[Any]) -> int:
+    """The index of the tool results the model has not answered yet (``len(view)``: none).
+
+    Those are the view's last tool message when no assistant message follows it
+    (user messages may: steering taken at the step boundary).
+    """
+    for index in range(len(view) - 1, -1, -1):
+        message = view[index]
+        role = message.role if isinstance(message, Message) else None
+        if role == "tool":
+            return index
+        if role != "user":
+            break
+    return len(view)
 
 
 _SHORTEST_NOTE = len(PRUNED.format(n=0))

@@ -17,6 +17,7 @@ from mainspring.models.base import (
 
 if TYPE_CHECKING:
     from mainspring.models.effort import AdaptiveEffort, EffortStats, classify_effort
+    from mainspring.models.mock import MockModel
     from mainspring.models.registry import (
         FallbackModel,
         ModelRegistry,  # noqa: F401  # importable, not in __all__ (as before)
@@ -31,6 +32,7 @@ _LAZY: dict[str, str] = {
     "AdaptiveEffort": "mainspring.models.effort",
     "EffortStats": "mainspring.models.effort",
     "FallbackModel": "mainspring.models.registry",
+    "MockModel": "mainspring.models.mock",
     "ModelRegistry": "mainspring.models.registry",
     "RoutedModel": "mainspring.models.routing",
     "RoutingStats": "mainspring.models.routing",
@@ -47,6 +49,7 @@ __all__ = [
     "AdaptiveEffort",
     "EffortStats",
     "FallbackModel",
+    "MockModel",
     "Model",
     "ModelEvent",
     "ModelRequest",

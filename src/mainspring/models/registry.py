@@ -7,6 +7,8 @@ Model strings name a provider and a model:
 - ``openai-chat:gpt-4.1``: OpenAI Chat Completions (``OPENAI_API_KEY``)
 - ``gemini:gemini-2.5-flash``: Gemini (``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``)
 - ``openai-compatible:http://localhost:11434/v1#llama3.2``: any OpenAI-compatible server
+- ``mock`` (or ``mock:<name>``): :class:`~mainspring.models.mock.MockModel`, offline,
+  no script and no key: any agent runs with it
 
 Adapters are imported on first use, so a missing extra or key is reported
 only for the provider actually asked for, with the exact fix.
@@ -56,10 +58,15 @@ _PROVIDERS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "gemini",
     ),
     "openai-compatible": ("mainspring.models.openai", "OpenAIChatModel", (), "openai"),
+    "mock": ("mainspring.models.mock", "MockModel", (), ""),
 }
+_MOCK = "mock"
+"""The offline scriptless model's provider (and its whole string: ``"mock"``)."""
 
 
 def _split(spec: str) -> tuple[str, str]:
+    if spec == _MOCK:
+        return _MOCK, _MOCK
     provider, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise ConfigError(
@@ -77,6 +84,8 @@ def missing_credentials(spec: str, env: Mapping[str, str] | None = None) -> str 
     """What is missing to use ``spec`` (an environment variable, a URL), or ``None``."""
     provider, rest = _split(spec)
     env = os.environ if env is None else env
+    if provider == _MOCK:
+        return None
     if provider == "openai-compatible":
         base, sep, model = rest.partition("#")
         if not sep or not model or not base.startswith(("http://", "https://")):
@@ -100,6 +109,10 @@ def model_from_string(spec: str, **options: Any) -> Model:
     """
     provider, rest = _split(spec)
     module_name, class_name, keys, extra = _PROVIDERS[provider]
+    if provider == _MOCK:
+        from mainspring.models.mock import MockModel
+
+        return MockModel(name=rest, **options)
     if "api_key" not in options and "client" not in options and "http_client" not in options:
         problem = missing_credentials(spec)
         if problem is not None:

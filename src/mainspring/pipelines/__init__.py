@@ -30,6 +30,7 @@ from mainspring.pipelines.runner import (
     ApprovalHandler,
     Gate,
     PipelineRunner,
+    StageArtifact,
     run_pipeline,
     stage_task,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "QueryApproval",
     "QueryResult",
     "Stage",
+    "StageArtifact",
     "StageEvent",
     "StageFinished",
     "StageOutput",

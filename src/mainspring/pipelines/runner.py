@@ -17,8 +17,9 @@ overlays (``deny`` patterns and a ``can_use_tool`` callback) apply to every
 stage. A write that asks for approval is handed to ``on_approval``; its
 decision resumes the stage (no handler, or ``None``, halts it). When the run
 ends, the final assistant text becomes the first artifact unless
-``write_artifact`` wrote it. Between stages a review gate decides whether
-to go on; each finished stage records what it was made from, so
+``write_artifact`` wrote it. After every stage, the last included, a review
+gate given the stage's outputs (:class:`StageArtifact`: name, path, text)
+decides whether to go on; each finished stage records what it was made from, so
 :meth:`PipelineRunner.resume` restarts at the first stage whose contract,
 ``AGENT.md``, ``CONTEXT.md`` or inputs changed since.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
 import anyio.to_thread
@@ -55,12 +57,29 @@ __all__ = [
     "ApprovalHandler",
     "Gate",
     "PipelineRunner",
+    "StageArtifact",
     "run_pipeline",
     "stage_task",
 ]
 
-Gate: TypeAlias = Callable[[Stage], "bool | Awaitable[bool]"]
-"""Called after each stage but the last; returning ``False`` halts the pipeline."""
+
+@dataclass(frozen=True, slots=True)
+class StageArtifact:
+    """One output a stage wrote, as the review gate sees it."""
+
+    artifact: str
+    """Its name, as the contract's Outputs list it (``draft.md``)."""
+    path: str
+    """Where it is, relative to the workspace (``stages/02_draft/output/draft.md``)."""
+    text: str
+    """What it holds (read after the stage, through the workspace's handle)."""
+
+
+Gate: TypeAlias = Callable[..., "bool | Awaitable[bool]"]
+"""The review gate: ``gate(stage, outputs)`` after every stage, the last included,
+``outputs`` the :class:`StageArtifact` s it wrote; ``False`` halts the pipeline
+(``pipeline_halted``; a later resume goes on after that stage). A gate of one
+parameter is called with the stage alone, as before."""
 
 ApprovalHandler: TypeAlias = Callable[
     [Stage, PendingAction], "Decision | Awaitable[Decision | None] | None"
@@ -86,6 +105,17 @@ def _estimate(chars: int) -> int:
 
 
 T = TypeVar("T")
+
+
+def _takes_outputs(gate: Gate) -> bool:
+    """Whether ``gate`` takes the outputs beside the stage (else the stage alone)."""
+    try:
+        parameters = inspect.signature(gate).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the documented form
+        return True
+    kinds = [p.kind for p in parameters]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Parameter.VAR_POSITIONAL in kinds or sum(k in positional for k in kinds) >= 2
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -159,7 +189,7 @@ class PipelineRunner:
             workspace: The loaded workspace.
             model: The model every stage runs on.
             tools: Tools a stage may be given; each stage's ``## Tools`` picks among them.
-            gate: Review between stages; ``None`` always goes on.
+            gate: The review after every stage (see :data:`Gate`); ``None`` always goes on.
             context_budget: Most tokens (characters / 4) a stage's system prompt may hold.
             max_turns: Model calls a stage may make: one number for every
                 stage, or a mapping from stage number or folder name.
@@ -264,11 +294,37 @@ class PipelineRunner:
                 yield event
                 if isinstance(event, PipelineHalted):
                     return
-            if stage is self.workspace.stages[-1] or self.gate is None:
+            if self.gate is None:
                 continue
-            if not await _maybe_await(self.gate(stage)):
-                yield PipelineHalted(stage.name, "the review gate halted the pipeline")
+            why = await self._review(self.gate, stage)
+            if why is not None:
+                yield PipelineHalted(stage.name, why)
                 return
+
+    async def _review(self, gate: Gate, stage: Stage) -> str | None:
+        """The gate on a finished stage's outputs; why the pipeline halts, or ``None``."""
+        if not _takes_outputs(gate):
+            passed = await _maybe_await(gate(stage))
+        else:
+            try:
+                outputs = await anyio.to_thread.run_sync(self.outputs, stage)
+            except PipelineError as exc:
+                return f"cannot read the outputs for review: {exc}"
+            passed = await _maybe_await(gate(stage, outputs))
+        return None if passed else "the review gate halted the pipeline"
+
+    def outputs(self, stage: Stage) -> tuple[StageArtifact, ...]:
+        """What ``stage`` wrote, read now (what the review gate is given).
+
+        Raises:
+            PipelineError: An output is missing, refused, over the input cap or not UTF-8.
+        """
+        files = self.workspace.files
+        return tuple(
+            StageArtifact(o.name, rel, files.read_text(rel, what="output"))
+            for o in stage.outputs
+            for rel in (stage.artifact_rel(o.name),)
+        )
 
     async def resume(self) -> AsyncGenerator[PipelineEvent, None]:
         """Run from the first stage whose outputs are missing or stale."""

@@ -40,6 +40,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    PermissionDenied,
     TextDelta,
     ToolProgress,
     ToolResult,
@@ -75,7 +76,7 @@ _DECISION_KEYS = {
     "reject": {"decision", "approval_id", "reason"},
     "client_result": {"decision", "approval_id", "content", "is_error"},
 }
-_RELAYED = (ToolStart, ToolProgress, ToolResult, Canvas)
+_RELAYED = (ToolStart, ToolProgress, PermissionDenied, ToolResult, Canvas)
 _CANCEL_WAIT = 10.0
 _TERMINAL = frozenset(
     {

@@ -40,6 +40,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    PermissionDenied,
     SteeringQueued,
     SteeringTaken,
     StreamStarted,
@@ -299,7 +300,7 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(event, ToolProgress | Canvas):
+        if isinstance(event, ToolProgress | Canvas | PermissionDenied):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -416,7 +417,11 @@ class AguiRun:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
 
-    def _custom(self, event: ToolProgress | Canvas) -> CustomEvent:
+    def _custom(self, event: ToolProgress | Canvas | PermissionDenied) -> CustomEvent:
+        if isinstance(event, PermissionDenied):  # (the call's error result follows)
+            denied: dict[str, JsonValue] = {"toolCallId": event.tool_use_id, "toolName": event.name}
+            denied |= {"reason": event.reason, "source": event.source}
+            return CustomEvent(name="mainspring.permission_denied", value=denied)
         if isinstance(event, ToolProgress):
             value: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,

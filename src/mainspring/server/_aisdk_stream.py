@@ -18,6 +18,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    PermissionDenied,
     SteeringQueued,
     SteeringTaken,
     StreamStarted,
@@ -166,7 +167,7 @@ class UIMessageStream:
         elif isinstance(event, ToolCallDelta | ToolStart | ToolResult | PendingAction):
             out += self._close()
             out += self._tool(event)
-        elif isinstance(event, ToolProgress | Canvas):
+        elif isinstance(event, ToolProgress | Canvas | PermissionDenied):
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
@@ -283,7 +284,11 @@ class UIMessageStream:
             )
         return out
 
-    def _data(self, event: ToolProgress | Canvas) -> Chunk:
+    def _data(self, event: ToolProgress | Canvas | PermissionDenied) -> Chunk:
+        if isinstance(event, PermissionDenied):  # (the call's error output follows)
+            denied: dict[str, JsonValue] = {"toolCallId": event.tool_use_id, "toolName": event.name}
+            denied |= {"reason": event.reason, "source": event.source}
+            return {"type": "data-permission-denied", "data": denied, "transient": True}
         if isinstance(event, ToolProgress):
             progress: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,

@@ -42,6 +42,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     PendingAction,
+    PermissionDenied,
     StreamStarted,
     TextDelta,
     ThinkingDelta,
@@ -156,8 +157,8 @@ class RunTrace:
                     client_executed=event.client_executed,
                     findings=findings,
                 )
-            case Canvas():
-                self.activity("canvas", event.kind, title=event.title)
+            case Canvas() | PermissionDenied():
+                self._noted(event)
             case ErrorEvent():
                 self.status = "error"
                 self.activity("error", event.code, retryable=event.retryable)
@@ -168,6 +169,12 @@ class RunTrace:
                     self.status = "complete"
             case _:
                 pass
+
+    def _noted(self, event: Canvas | PermissionDenied) -> None:
+        if isinstance(event, Canvas):
+            self.activity("canvas", event.kind, title=event.title)
+        else:  # a call refused by policy
+            self.activity("denied", event.name, reason=event.reason, source=event.source)
 
     def _text(self, text: str) -> str | None:
         return text[:_PREVIEW] if self.recorder.include_content else None
