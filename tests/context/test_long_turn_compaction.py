@@ -112,3 +112,23 @@ async def test_nothing_is_pruned_while_the_turn_fits() -> None:
         r.content.startswith("[tool result pruned")
         for r in _results(list(model.requests[-1].messages))
     )
+
+
+async def test_a_history_over_its_budget_with_nothing_to_prune_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # plain talk, no tool results: pruning frees nothing, and there is no summarizer
+    history: list[Message] = []
+    for i in range(400):
+        history += [Message.user(f"question {i}: " + "q" * 40), Message.assistant(f"answer {i}")]
+    model = ScriptedModel(["first", "second"])
+    agent = Agent(model=model, name="long", context=ContextOptions(budget=BUDGET))
+    session = Session(agent, messages=history)
+    with caplog.at_level("WARNING", logger="mainspring.context"):
+        await collect(session.send("one more"))
+        await collect(session.send("and another"))
+    said = [r for r in caplog.records if "over its budget after compaction" in r.getMessage()]
+    assert len(said) == 1  # once a session, not once a turn
+    assert "no summarizer is set" in said[0].getMessage()
+    # nothing was dropped on the quiet: the model got the whole history each time
+    assert [len(r.messages) for r in model.requests] == [801, 803]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from mainspring.context.pipeline import Phase, Processor
@@ -84,6 +83,8 @@ class Compaction(Processor):
         self.pruned = 0
         """Tool results pruned so far."""
         self.summaries = 0
+        self.warned = False
+        """Whether the history was left over the budget once (said once, in the log)."""
         self.reset()
 
     @property
@@ -108,7 +109,8 @@ class Compaction(Processor):
         editor = ctx.edit_history()
         start = self._pruned_upto
         # One pass over the entries not yet pruned; only tool results can shrink.
-        for index, message in enumerate(islice(view, start, protected), start):
+        for index in range(start, protected):  # by index: no walk over what is done
+            message = view[index]
             if not isinstance(message, Message) or message.role != "tool":
                 continue
             if view.tokens <= goal:
@@ -128,6 +130,17 @@ class Compaction(Processor):
             # (one long turn's), oldest first, never the latest, which the model has
             # not answered yet.
             self._prune_recent(view, editor, goal, latest)
+        if view.tokens > self.budget and not self.warned:
+            self.warned = True
+            why = "no summarizer is set" if self.summarizer is None else "no summary fits"
+            log.warning(
+                "the context is over its budget after compaction (%d tokens, budget %d): "
+                "only tool results can be pruned and %s; the model gets the whole request "
+                "(give ContextOptions(summarizer=...), or a larger budget)",
+                view.tokens,
+                self.budget,
+                why,
+            )
 
     async def _summarize(
         self, view: ModelView[Any], editor: _HistoryEditor[Any], protected: int, goal: float
@@ -154,7 +167,8 @@ class Compaction(Processor):
         start = self._pruned_upto
         if start >= latest:
             return
-        for index, message in enumerate(islice(view, start, latest), start):
+        for index in range(start, latest):
+            message = view[index]
             if view.tokens <= goal:
                 return
             self._pruned_upto = index + 1
