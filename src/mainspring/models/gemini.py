@@ -126,6 +126,15 @@ class GeminiModel:
         retry: Retries of retryable errors; the SDK's own retries stay off.
     """
 
+    @property
+    def native_output(self) -> bool:
+        """Whether a typed output goes as ``response_json_schema``: Gemini 3 and later.
+
+        Earlier models refuse a JSON answer together with function declarations,
+        so an agent with tools gets its typed output through the final-answer tool.
+        """
+        return re.match(r"(models/)?gemini-[12](\.|-)", self.model) is None
+
     def __init__(
         self,
         model: str,

@@ -101,6 +101,9 @@ class OpenAIResponsesModel:
         ConfigError: No API key was given or found in the environment.
     """
 
+    native_output = True
+    """A typed output goes as ``text.format``, with the tools still offered."""
+
     def __init__(
         self,
         model: str,
