@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         LeaseLost,
         MainspringError,
         ModelError,
+        OutputInvalid,
+        OutputRejected,
         RunFailed,
         SessionBusy,
         SessionClosed,
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
         Canvas,
         ErrorEvent,
         Event,
+        FinalOutput,
+        OutputPartial,
+        OutputRetry,
         PendingAction,
         SteeringQueued,
         SteeringTaken,
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
     from mainspring.hooks import Hooks
     from mainspring.messages import Message
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
+    from mainspring.output import OutputContext
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
     from mainspring.result import RunResult
     from mainspring.session import Session
@@ -89,6 +95,12 @@ _LAZY: dict[str, str] = {
     "Deny": "mainspring.permissions",
     "ErrorEvent": "mainspring.events",
     "Event": "mainspring.events",
+    "FinalOutput": "mainspring.events",
+    "OutputContext": "mainspring.output",
+    "OutputInvalid": "mainspring.errors",
+    "OutputPartial": "mainspring.events",
+    "OutputRejected": "mainspring.errors",
+    "OutputRetry": "mainspring.events",
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
@@ -167,6 +179,7 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "FieldNotModifiable",
+    "FinalOutput",
     "Flag",
     "Guard",
     "HashingEmbedder",
@@ -179,6 +192,11 @@ __all__ = [
     "Message",
     "ModelError",
     "ModelPrice",
+    "OutputContext",
+    "OutputInvalid",
+    "OutputPartial",
+    "OutputRejected",
+    "OutputRetry",
     "PendingAction",
     "PermissionRules",
     "Reject",

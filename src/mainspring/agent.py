@@ -312,12 +312,10 @@ class Agent:
 
     @property
     def request_tools(self) -> tuple[ToolSpec, ...]:
-        """The tools each request offers: :attr:`tool_specs`, and the final-answer tool
-        when the typed output is given through it."""
+        """The tools each request offers (with the final-answer tool of a typed output)."""
         return self._request_tools
 
     @property
     def request_settings(self) -> ModelSettings:
-        """Each request's settings: :attr:`model_settings`, with the output schema when
-        the model takes it natively."""
+        """Each request's settings (with a typed output's schema, when taken natively)."""
         return self._request_settings

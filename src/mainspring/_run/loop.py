@@ -246,16 +246,13 @@ class Loop:
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete(stop.reason)
                 return
-            if self.output is not None and self.output.finals:
-                await self.output.settle(turn)  # the final-answer call, before the others run
-            # A step with calls runs them; one without ends the turn, unless steered on.
-            outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
+            outcome = await self._run_step(turn, stop)
             match outcome:
                 case Continue():
                     # Every call has its result: the step is done (and saved, in a store).
                     if turn.calls and self._commit_step(turn):
                         await self.dispatch.save(defer=True)
-                    if self.output is not None and self.output.accepted and not turn.calls:
+                    if self.output is not None and self.output.accepted:
                         await self._complete("end_turn")  # the final-answer tool was called
                         return
                 case Paused():
@@ -267,6 +264,18 @@ class Loop:
                     return
                 case _:
                     assert_never(outcome)
+
+    async def _run_step(self, turn: Turn, stop: ModelStop) -> Paused | Continue | Finish:
+        """A step with calls runs them; one without ends the turn, unless steered on.
+
+        A final-answer call (typed output through the tool) is checked first.
+        """
+        output = self.output
+        if output is not None and output.finals:
+            await output.settle(turn)
+        if turn.calls:
+            return await self.dispatch.run_serial(turn)
+        return await self._answered(stop)
 
     async def _answered(self, stop: ModelStop) -> Finish | Continue:
         """A step without calls ends the turn, unless steering gives it another step."""

@@ -25,7 +25,14 @@ from collections.abc import Callable
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring.agent import Agent
 from mainspring.errors import OutputInvalid, OutputRejected
-from mainspring.events import Event, FinalOutput, OutputPartial, OutputRetry, ToolResult
+from mainspring.events import (
+    Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
+    TextDelta,
+    ToolResult,
+)
 from mainspring.messages import Message, ToolResultPart
 from mainspring.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, feedback
 from mainspring.state import Call, SessionState, Turn
@@ -86,11 +93,18 @@ class OutputCheck:
         self._last = None
         self._accepted = None
 
-    def text(self, delta: str) -> None:
-        """A piece of the answer's text (the native path's JSON)."""
-        if self.native:
-            self._text.append(delta)
-            self._partial("".join(self._text))
+    def tee(self, emit: Callable[[Event], None]) -> Callable[[TextDelta], None]:
+        """``emit`` for text deltas, which on the native path are also the output's JSON."""
+        if not self.native:
+            return emit
+        text = self._text
+
+        def emit_text(event: TextDelta) -> None:
+            emit(event)
+            text.append(event.text)
+            self._partial("".join(text))
+
+        return emit_text
 
     def arguments(self, name: str, index: int, delta: str) -> None:
         """A piece of a call's arguments (the final-answer tool's are the output)."""

@@ -100,6 +100,7 @@ class AnswerReader:
         "_context",
         "_dispatch",
         "_emit",
+        "_emit_text",
         "_output",
         "_pace",
         "_spend",
@@ -133,6 +134,8 @@ class AnswerReader:
         self._emit = emit
         self._pace = pace
         self._output = output
+        self._emit_text = emit if output is None else output.tee(emit)
+        """Where text deltas go: the consumer (and the typed output's partial parser)."""
         self.answer: Answer | None = None
         """The answer being streamed, not in the transcript yet (``None`` once committed)."""
         self.compiled: CompiledContext[Message] | None = None
@@ -216,15 +219,13 @@ class AnswerReader:
         self, request: ModelRequest, answer: Answer, turn: Turn, reads: TaskGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
-        emit, pace, output = self._emit, self._pace, self._output
+        emit, emit_text, pace = self._emit, self._emit_text, self._pace
         async with aclosing(self._agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 # By how often each comes; the union is closed (assert_never checks it).
                 if isinstance(event, TextDelta):
                     answer.text.append(event.text)
-                    emit(event)
-                    if output is not None:
-                        output.text(event.text)
+                    emit_text(event)
                 elif isinstance(event, ToolCallEnd):
                     answer.flush_text()
                     judging = self._on_call(event, answer, turn, reads)

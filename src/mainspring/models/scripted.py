@@ -123,7 +123,7 @@ class ScriptedModel:
         self._name = name
         self._chunk = chunk_size
         self.native_output = native_output
-        """Whether a typed output is asked for natively (see :func:`~mainspring.output.native_output`)."""
+        """Whether a typed output is asked for as a schema (see :mod:`mainspring.output`)."""
         self._fn: ScriptFunction | None = None
         self._items: list[ScriptItem] = []
         if callable(script):

@@ -39,6 +39,9 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
     PendingAction,
     SteeringQueued,
     SteeringTaken,
@@ -301,7 +304,7 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(event, ToolProgress | Canvas):
+        if isinstance(event, ToolProgress | Canvas | OutputPartial | OutputRetry | FinalOutput):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -418,7 +421,11 @@ class AguiRun:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
 
-    def _custom(self, event: ToolProgress | Canvas) -> CustomEvent:
+    def _custom(
+        self, event: ToolProgress | Canvas | OutputPartial | OutputRetry | FinalOutput
+    ) -> CustomEvent:
+        if isinstance(event, OutputPartial | OutputRetry | FinalOutput):
+            return _output_event(event)
         if isinstance(event, ToolProgress):
             value: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,
@@ -535,3 +542,14 @@ def _assistant(index: int, message: Message) -> list[Any]:
             )
             asked.tool_calls = [*(asked.tool_calls or ()), call]
     return list(made.values())
+
+
+def _output_event(event: OutputPartial | OutputRetry | FinalOutput) -> CustomEvent:
+    """The typed output as a custom event: partial, retry, final."""
+    value: dict[str, JsonValue]
+    if isinstance(event, OutputRetry):
+        value = {"state": "retry", "reason": event.reason, "retries": event.retries}
+    else:
+        state = "partial" if isinstance(event, OutputPartial) else "final"
+        value = {"state": state, "output": event.output}
+    return CustomEvent(name="mainspring.output", value=value)

@@ -52,6 +52,9 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
     PendingAction,
     SteeringQueued,
     SteeringTaken,
@@ -98,6 +101,17 @@ _FINISH: dict[str, str] = {
 }
 
 Chunk = dict[str, JsonValue]
+
+
+def _output_chunk(event: OutputPartial | OutputRetry | FinalOutput) -> Chunk:
+    """The typed output as one data part, updated in place (one id): partial, retry, final."""
+    data: dict[str, JsonValue]
+    if isinstance(event, OutputRetry):
+        data = {"state": "retry", "reason": event.reason, "retries": event.retries}
+    else:
+        state = "partial" if isinstance(event, OutputPartial) else "final"
+        data = {"state": state, "output": event.output}
+    return {"type": "data-output", "id": "output", "data": data}
 
 
 def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
@@ -211,6 +225,8 @@ class UIMessageStream:
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
+        elif isinstance(event, OutputPartial | OutputRetry | FinalOutput):
+            out.append(_output_chunk(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))
