@@ -179,7 +179,7 @@ class Agent:
                 raise ConfigError(f"a tool may not be named {FINAL_RESULT_TOOL!r} with output_type")
             spec = OutputSpec(self.output_type)
             object.__setattr__(self, "_output", spec)
-            if native_output(self.resolved_model):
+            if native_output(self.resolved_model, tools=bool(tools)):
                 settings = replace(settings, output_schema=spec.schema)
             else:
                 tools = (*tools, spec.tool_spec())

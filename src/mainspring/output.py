@@ -82,14 +82,17 @@ OutputValidator: TypeAlias = Callable[[Any, OutputContext], "Awaitable[None] | N
 to send the model back (``Any``: each validator takes the agent's own output type)."""
 
 
-def native_output(model: Model) -> bool:
-    """Whether ``model`` takes a JSON schema for its answer (``native_output = True``).
+def native_output(model: Model, *, tools: bool) -> bool:
+    """Whether ``model`` is asked for a typed output as a JSON schema (else: the tool).
 
-    A model without the attribute (a wrapper such as a fallback or a routed
-    model, a model of your own) answers through :data:`FINAL_RESULT_TOOL`,
-    which every tool-calling model can do.
+    Its ``native_output`` attribute says: ``True``; ``"without_tools"``, only
+    when the agent offers no tools (Gemini before 3); ``False`` or no
+    attribute (a wrapper such as a fallback or a routed model, a model of
+    your own): through :data:`FINAL_RESULT_TOOL`, which every tool-calling
+    model can do.
     """
-    return getattr(model, "native_output", False) is True
+    flag = getattr(model, "native_output", False)
+    return flag is True or (flag == "without_tools" and not tools)
 
 
 class OutputSpec:

@@ -127,13 +127,16 @@ class GeminiModel:
     """
 
     @property
-    def native_output(self) -> bool:
-        """Whether a typed output goes as ``response_json_schema``: Gemini 3 and later.
+    def native_output(self) -> bool | Literal["without_tools"]:
+        """A typed output goes as ``response_json_schema``; before Gemini 3, only without tools.
 
-        Earlier models refuse a JSON answer together with function declarations,
-        so an agent with tools gets its typed output through the final-answer tool.
+        Gemini 1.x and 2.x refuse a JSON answer together with function
+        declarations, so an agent with tools gets its typed output from them
+        through the final-answer tool.
         """
-        return re.match(r"(models/)?gemini-[12](\.|-)", self.model) is None
+        if re.match(r"(models/)?gemini-[12](\.|-)", self.model):
+            return "without_tools"
+        return True
 
     def __init__(
         self,
