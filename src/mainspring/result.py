@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ConfigError, OutputInvalid, RunFailed
 from mainspring.events import (
     ErrorEvent,
@@ -26,12 +27,17 @@ from mainspring.events import (
 )
 from mainspring.usage import Usage
 
-if TYPE_CHECKING:
-    from mainspring.output import OutputSpec
-
 __all__ = ["RunResult", "result_of"]
 
 T = TypeVar("T")
+
+
+class Revives(Protocol):
+    """What rebuilds a typed output from its JSON (:class:`~mainspring.output.OutputSpec`)."""
+
+    def revive(self, data: JsonValue) -> object:
+        """An instance of the output type from ``data``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +92,7 @@ def _instance(value: object, cls: object) -> bool:
 
 
 def result_of(
-    events: Sequence[Event], *, output: OutputSpec | None = None, final_text: str | None = None
+    events: Sequence[Event], *, output: Revives | None = None, final_text: str | None = None
 ) -> RunResult:
     """The result of a finished stream.
 

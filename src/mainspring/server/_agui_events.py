@@ -57,6 +57,7 @@ from mainspring.events import (
     UsageEvent,
 )
 from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from mainspring.server._typed_output import output_value
 
 try:
     from ag_ui.core import (
@@ -425,7 +426,7 @@ class AguiRun:
         self, event: ToolProgress | Canvas | OutputPartial | OutputRetry | FinalOutput
     ) -> CustomEvent:
         if isinstance(event, OutputPartial | OutputRetry | FinalOutput):
-            return _output_event(event)
+            return CustomEvent(name="mainspring.output", value=output_value(event))
         if isinstance(event, ToolProgress):
             value: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,
@@ -542,14 +543,3 @@ def _assistant(index: int, message: Message) -> list[Any]:
             )
             asked.tool_calls = [*(asked.tool_calls or ()), call]
     return list(made.values())
-
-
-def _output_event(event: OutputPartial | OutputRetry | FinalOutput) -> CustomEvent:
-    """The typed output as a custom event: partial, retry, final."""
-    value: dict[str, JsonValue]
-    if isinstance(event, OutputRetry):
-        value = {"state": "retry", "reason": event.reason, "retries": event.retries}
-    else:
-        state = "partial" if isinstance(event, OutputPartial) else "final"
-        value = {"state": state, "output": event.output}
-    return CustomEvent(name="mainspring.output", value=value)

@@ -82,6 +82,7 @@ from mainspring.server._deps import authenticated, host_of
 from mainspring.server._host import SessionHost
 from mainspring.server._schemas import ErrorBody
 from mainspring.server._threads import THREAD_ID, find_thread, open_thread, tool_calls_of
+from mainspring.server._typed_output import output_value
 from mainspring.session import Session
 
 __all__ = ["UI_MESSAGE_STREAM_HEADERS", "ChatRequest", "UIMessageStream", "aisdk_router"]
@@ -101,17 +102,6 @@ _FINISH: dict[str, str] = {
 }
 
 Chunk = dict[str, JsonValue]
-
-
-def _output_chunk(event: OutputPartial | OutputRetry | FinalOutput) -> Chunk:
-    """The typed output as one data part, updated in place (one id): partial, retry, final."""
-    data: dict[str, JsonValue]
-    if isinstance(event, OutputRetry):
-        data = {"state": "retry", "reason": event.reason, "retries": event.retries}
-    else:
-        state = "partial" if isinstance(event, OutputPartial) else "final"
-        data = {"state": state, "output": event.output}
-    return {"type": "data-output", "id": "output", "data": data}
 
 
 def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
@@ -226,7 +216,7 @@ class UIMessageStream:
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
         elif isinstance(event, OutputPartial | OutputRetry | FinalOutput):
-            out.append(_output_chunk(event))
+            out.append({"type": "data-output", "id": "output", "data": output_value(event)})
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))
