@@ -147,6 +147,7 @@ class Agent:
     _output: OutputSpec | None = field(default=None, init=False, repr=False, compare=False)
     _request_tools: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
     _request_settings: ModelSettings = field(init=False, repr=False, compare=False)
+    _output_native: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -181,6 +182,7 @@ class Agent:
             object.__setattr__(self, "_output", spec)
             if native_output(self.resolved_model, tools=bool(tools)):
                 settings = replace(settings, output_schema=spec.schema)
+                object.__setattr__(self, "_output_native", True)
             else:
                 tools = (*tools, spec.tool_spec())
         elif self.output_validators:
@@ -309,6 +311,11 @@ class Agent:
     def output_spec(self) -> OutputSpec | None:
         """The typed output's schema and validation (``None`` for ``output_type=str``)."""
         return self._output
+
+    @property
+    def output_native(self) -> bool:
+        """Whether the typed output is asked for as a schema (else: the final-answer tool)."""
+        return self._output_native
 
     @property
     def request_tools(self) -> tuple[ToolSpec, ...]:

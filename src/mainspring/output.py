@@ -102,7 +102,15 @@ class OutputSpec:
     ``str``; pydantic loads here, with the first typed agent.
     """
 
-    __slots__ = ("_adapter", "_wire", "output_type", "schema", "wrapped")
+    __slots__ = (
+        "_adapter",
+        "_from_json",
+        "_wire",
+        "invalid",
+        "output_type",
+        "schema",
+        "wrapped",
+    )
 
     def __init__(self, output_type: Any) -> None:
         """Build the adapters for ``output_type`` (anything ``TypeAdapter`` takes).
@@ -110,8 +118,9 @@ class OutputSpec:
         Raises:
             ConfigError: pydantic cannot build a schema for it.
         """
-        from pydantic import PydanticSchemaGenerationError, TypeAdapter
+        from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
         from pydantic.errors import PydanticUserError
+        from pydantic_core import from_json
 
         from mainspring.errors import ConfigError
 
@@ -126,6 +135,9 @@ class OutputSpec:
             raise ConfigError(f"output_type {output_type!r} has no JSON schema: {exc}") from exc
         self._adapter = adapter
         self._wire = wire
+        self._from_json = from_json
+        self.invalid: type[ValidationError] = ValidationError
+        """What :meth:`validate` raises for an answer that is not valid."""
         self.schema: dict[str, JsonValue] = cast("dict[str, JsonValue]", schema)
         """The JSON schema the model is asked to answer with (wrapped when not an object)."""
         if self.wrapped:
@@ -167,10 +179,8 @@ class OutputSpec:
         Parsed with pydantic-core's partial JSON mode (an unfinished string
         is kept as far as it goes); not validated.
         """
-        from pydantic_core import from_json
-
         try:
-            value = from_json(text, allow_partial="trailing-strings")
+            value = self._from_json(text, allow_partial="trailing-strings")
         except ValueError:
             return None
         if self.wrapped:

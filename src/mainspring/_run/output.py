@@ -74,7 +74,7 @@ class OutputCheck:
         self._spec = spec
         self._state = state
         self._emit = emit
-        self.native = FINAL_RESULT_TOOL not in {t.name for t in agent.request_tools}
+        self.native = agent.output_native
         """The model answers in text (native structured output), not through the tool."""
         self._text: list[str] = []
         self._args: dict[int, list[str]] = {}
@@ -191,12 +191,10 @@ class OutputCheck:
 
     async def _check(self, text: str, turn: Turn) -> str | None:
         """Why ``text`` is not an acceptable output (``None``: it is, and is kept)."""
-        from pydantic import ValidationError
-
         spec = self._spec
         try:
             value = spec.validate(text)
-        except ValidationError as exc:
+        except spec.invalid as exc:
             return (
                 "Your answer is not valid for the required output schema:\n"
                 f"{feedback(exc, wrapped=spec.wrapped)}"
