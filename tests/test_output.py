@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -39,6 +40,7 @@ from mainspring import (
 from mainspring.errors import ConfigError
 from mainspring.events import ErrorEvent, ToolResult
 from mainspring.messages import Message, ToolResultPart
+from mainspring.models.base import ToolSpec
 from mainspring.output import FINAL_RESULT_TOOL, OutputSpec
 from mainspring.stores import SQLiteSessionStore
 from mainspring.testing import (
@@ -460,3 +462,20 @@ def test_any_valid_instance_round_trips_through_either_path(order: Order, native
         return (await Session(Agent(model=model, output_type=Order)).run("q")).output
 
     assert anyio.run(main) == order
+
+
+async def test_a_steered_answer_gets_its_next_step_and_the_last_output_wins() -> None:
+    session: Session | None = None
+    tijuana: dict[str, JsonValue] = {"city": "Tijuana", "population": 1_900_000}
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        assert session is not None
+        if len(messages) == 1:  # the first answer: a message arrives meanwhile
+            session.steer("Actually: the largest in Baja California?")
+            return json.dumps(MEXICO)
+        return json.dumps(tijuana)
+
+    session = Session(Agent(model=ScriptedModel(script), output_type=City), steering="next_step")
+    result = await session.run("Largest city in Mexico?")
+    assert result.output == City(city="Tijuana", population=1_900_000)
+    assert [e.output for e in result.events if isinstance(e, FinalOutput)] == [tijuana]

@@ -249,11 +249,9 @@ class Loop:
             outcome = await self._run_step(turn, stop)
             match outcome:
                 case Continue():
-                    # Every call has its result: the step is done (and saved, in a store).
-                    if turn.calls and self._commit_step(turn):
-                        await self.dispatch.save(defer=True)
-                    if self.output is not None and self.output.accepted:
-                        await self._complete("end_turn")  # the final-answer tool was called
+                    # Every call has its result: the step is done (steering may have
+                    # given an answer another step instead).
+                    if turn.calls and await self._step_done(turn):
                         return
                 case Paused():
                     await self.dispatch.save(defer=True)
@@ -264,6 +262,18 @@ class Loop:
                     return
                 case _:
                     assert_never(outcome)
+
+    async def _step_done(self, turn: Turn) -> bool:
+        """The step's results join the transcript (saved, in a store); whether the turn ended.
+
+        It ends here when the step was the final-answer tool's call, accepted.
+        """
+        if self._commit_step(turn):
+            await self.dispatch.save(defer=True)
+        if self.output is not None and self.output.accepted:
+            await self._complete("end_turn")
+            return True
+        return False
 
     async def _run_step(self, turn: Turn, stop: ModelStop) -> Paused | Continue | Finish:
         """A step with calls runs them; one without ends the turn, unless steered on.
