@@ -45,6 +45,8 @@ RANKS: dict[str, int] = {
     "state": 6,
     "context": 6,
     "agent": 7,
+    "output": 5,
+    "_run.output": 8,
     "skills": 7,
     "skill_runner": 14,
     "_run.arguments": 2,

@@ -65,6 +65,9 @@ WIRE_NAMES = {
     "UsageEvent": "usage",
     "SteeringQueued": "steering_queued",
     "SteeringTaken": "steering_taken",
+    "OutputPartial": "output_partial",
+    "OutputRetry": "output_retry",
+    "FinalOutput": "final_output",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }

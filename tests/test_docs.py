@@ -43,6 +43,7 @@ DOCS_MODULES = (
     "mainspring.errors",
     "mainspring.events",
     "mainspring.messages",
+    "mainspring.output",
     "mainspring.skill_runner",
     "mainspring.subagents",
     "mainspring.engine.remote",

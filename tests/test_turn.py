@@ -43,6 +43,7 @@ VERBS = (
     "repause",
     "commit_step",
     "charge",
+    "refuse_output",
     "finish_turn",
 )
 
@@ -227,6 +228,14 @@ class TurnMachine(RuleBasedStateMachine):
             assert self.turn.cost_usd == before_usd + usd
             expected = before_usage if usage is None else before_usage + usage
             assert self.turn.usage == expected
+
+    @rule()
+    def refuse_output(self) -> None:
+        if self.state.turn is None:
+            return
+        before = self.turn.output_retries
+        if self.attempt("refuse_output", self.turn.refuse_output):
+            assert self.turn.output_retries == before + 1
 
     @rule()
     def finish_turn(self) -> None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         LeaseLost,
         MainspringError,
         ModelError,
+        OutputInvalid,
+        OutputRejected,
         RunFailed,
         SessionBusy,
         SessionClosed,
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
         Canvas,
         ErrorEvent,
         Event,
+        FinalOutput,
+        OutputPartial,
+        OutputRetry,
         PendingAction,
         PermissionDenied,
         SteeringQueued,
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from mainspring.messages import Message
     from mainspring.models.mock import MockModel
     from mainspring.models.scripted import ScriptedCall, ScriptedModel, ScriptedResponse
+    from mainspring.output import OutputContext
     from mainspring.permissions import Allow, Deny, PermissionRules, UsdTiers
     from mainspring.result import RunResult
     from mainspring.session import Session
@@ -92,6 +98,12 @@ _LAZY: dict[str, str] = {
     "Deny": "mainspring.permissions",
     "ErrorEvent": "mainspring.events",
     "Event": "mainspring.events",
+    "FinalOutput": "mainspring.events",
+    "OutputContext": "mainspring.output",
+    "OutputInvalid": "mainspring.errors",
+    "OutputPartial": "mainspring.events",
+    "OutputRejected": "mainspring.errors",
+    "OutputRetry": "mainspring.events",
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
@@ -173,6 +185,7 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "FieldNotModifiable",
+    "FinalOutput",
     "Flag",
     "Guard",
     "HashingEmbedder",
@@ -186,6 +199,11 @@ __all__ = [
     "MockModel",
     "ModelError",
     "ModelPrice",
+    "OutputContext",
+    "OutputInvalid",
+    "OutputPartial",
+    "OutputRejected",
+    "OutputRetry",
     "PendingAction",
     "PermissionDenied",
     "PermissionRules",

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mainspring.guards import Guard
     from mainspring.memory import MemoryStore
     from mainspring.messages import Message
+    from mainspring.output import OutputSpec, OutputValidator
 
 __all__ = ["Agent", "Limits"]
 
@@ -129,10 +130,24 @@ class Agent:
     """Deprecated: ``context=ContextOptions(accounting=…)``."""
     write_cancel_grace: float | None = None
     """Deprecated: ``limits=Limits(write_cancel_grace=…)``."""
+    output_type: object = str
+    """What a turn's answer is: ``str`` (text), or a type pydantic validates (a model, a
+    ``TypedDict``, a dataclass, a union of them…): then ``RunResult.output`` is an
+    instance of it (see :mod:`mainspring.output`)."""
+    output_validators: Sequence[OutputValidator] = ()
+    """``fn(output, context)``, sync or async, run on each valid typed output; raising
+    :class:`~mainspring.errors.OutputRejected` sends the model back with the reason."""
+    output_retries: int = 2
+    """Answers of one turn that may be sent back (invalid or rejected) before the run
+    fails with :class:`~mainspring.errors.OutputInvalid`."""
     _tool_map: dict[str, Tool] = field(init=False, repr=False, compare=False)
     _specs: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
     _context_plan: ContextPlan | None = field(default=None, init=False, repr=False, compare=False)
     """How its sessions build their context compilers (made at the first one)."""
+    _output: OutputSpec | None = field(default=None, init=False, repr=False, compare=False)
+    _request_tools: tuple[ToolSpec, ...] = field(init=False, repr=False, compare=False)
+    _request_settings: ModelSettings = field(init=False, repr=False, compare=False)
+    _output_native: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -146,6 +161,34 @@ class Agent:
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})
         object.__setattr__(self, "_specs", tuple(t.spec for t in allowed))
         self._check_refreshes()
+        self._plan_output()
+
+    def _plan_output(self) -> None:
+        """How the model is asked for the typed output: its schema, or the final-answer tool."""
+        tools, settings = self._specs, self.model_settings
+        if self.output_retries < 0:
+            raise ConfigError("output_retries must not be negative")
+        if self.output_type is not str:
+            from mainspring.output import FINAL_RESULT_TOOL, OutputSpec, native_output
+
+            if settings.output_schema is not None:
+                raise ConfigError(
+                    "give output_type or model_settings.output_schema, not both "
+                    "(output_type sets the schema)"
+                )
+            if FINAL_RESULT_TOOL in self._tool_map:
+                raise ConfigError(f"a tool may not be named {FINAL_RESULT_TOOL!r} with output_type")
+            spec = OutputSpec(self.output_type)
+            object.__setattr__(self, "_output", spec)
+            if native_output(self.resolved_model, tools=bool(tools)):
+                settings = replace(settings, output_schema=spec.schema)
+                object.__setattr__(self, "_output_native", True)
+            else:
+                tools = (*tools, spec.tool_spec())
+        elif self.output_validators:
+            raise ConfigError("output_validators need an output_type other than str")
+        object.__setattr__(self, "_request_tools", tools)
+        object.__setattr__(self, "_request_settings", settings)
 
     def _check_refreshes(self) -> None:
         for tool in self._tool_map.values():
@@ -263,3 +306,23 @@ class Agent:
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         """What the model is told about the tools."""
         return self._specs
+
+    @property
+    def output_spec(self) -> OutputSpec | None:
+        """The typed output's schema and validation (``None`` for ``output_type=str``)."""
+        return self._output
+
+    @property
+    def output_native(self) -> bool:
+        """Whether the typed output is asked for as a schema (else: the final-answer tool)."""
+        return self._output_native
+
+    @property
+    def request_tools(self) -> tuple[ToolSpec, ...]:
+        """The tools each request offers (with the final-answer tool of a typed output)."""
+        return self._request_tools
+
+    @property
+    def request_settings(self) -> ModelSettings:
+        """Each request's settings (with a typed output's schema, when taken natively)."""
+        return self._request_settings

@@ -19,6 +19,9 @@ from mainspring.errors import StoreError
 from mainspring.events import (
     ErrorEvent,
     Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
     StreamStarted,
     TextDelta,
     ThinkingDelta,
@@ -143,6 +146,9 @@ _FLAT: dict[type, tuple[str, ...]] = {
         ToolProgress,
         ToolResult,
         ErrorEvent,
+        OutputPartial,
+        OutputRetry,
+        FinalOutput,
     )
 }
 

@@ -33,6 +33,8 @@ MainspringError
 │   └── SignatureRejected  .reason: a cross-engine request failed verification
 ├── RemoteEngineError      .handle: a remote engine failed or answered badly
 ├── RunFailed              .event: a run (Session.run) ended in an error event
+│   └── OutputInvalid      .reason .retries: no valid typed output within the retries
+├── OutputRejected         .reason: raised by an output validator (the model tries again)
 ├── PrefixMutationError
 ├── ContextError           a context processor misconfigured or misbehaving
 │   ├── ProcessorCycleError     before/after constraints form a cycle (.cycle)
@@ -86,6 +88,8 @@ __all__ = [
     "ModelOutputError",
     "ModelTimeout",
     "ModelUnreachable",
+    "OutputInvalid",
+    "OutputRejected",
     "Overloaded",
     "PermissionDenied",
     "PrefixMutationError",
@@ -379,6 +383,40 @@ class RunFailed(MainspringError):
         self.retryable = retryable
         self.attempt_id = attempt_id
         self.event = event
+
+
+class OutputInvalid(RunFailed):
+    """The model gave no valid typed output within ``Agent.output_retries``.
+
+    Each answer that did not validate against the agent's ``output_type`` (or
+    that an output validator rejected) went back to the model with the
+    reason; the last reason is :attr:`reason`. The run's stream ended with
+    ``error(code="output_invalid")``; ``Session.run`` raises this.
+
+    Attributes:
+        reason: Why the last answer was refused.
+        retries: How many answers were sent back before giving up.
+    """
+
+    def __init__(
+        self, reason: str, *, retries: int = 0, event: object = None, message: str = ""
+    ) -> None:
+        super().__init__(message or reason, code="output_invalid", event=event)
+        self.reason = reason
+        self.retries = retries
+
+
+class OutputRejected(MainspringError):
+    """Raised by an output validator: the output is refused and the model tries again.
+
+    ``reason`` is what the model is told. The retries are bounded by
+    ``Agent.output_retries``; past them the run fails with
+    :class:`OutputInvalid`.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class StoreError(MainspringError):

@@ -22,7 +22,10 @@ __all__ = [
     "Canvas",
     "ErrorEvent",
     "Event",
+    "FinalOutput",
     "Finding",
+    "OutputPartial",
+    "OutputRetry",
     "PendingAction",
     "PermissionDenied",
     "SteeringQueued",
@@ -279,6 +282,45 @@ class SteeringTaken:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputPartial:
+    """The typed output so far, while the model streams it (for a UI to render).
+
+    Best effort: the JSON parsed from the answer (or the final-answer tool's
+    arguments) streamed so far, not validated; a later ``output_retry`` means
+    it was refused. Only agents with an ``output_type`` other than ``str``.
+    """
+
+    output: JsonValue
+    type: Literal["output_partial"] = "output_partial"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRetry:
+    """The model's answer was refused and goes back to it with ``reason``.
+
+    It did not validate against the agent's ``output_type``, or an output
+    validator rejected it; ``retries`` counts the answers sent back this turn.
+    """
+
+    reason: str
+    retries: int
+    type: Literal["output_retry"] = "output_retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalOutput:
+    """The turn's validated typed output, as JSON data; just before its ``turn_complete``.
+
+    ``RunResult.output`` is the same value as an instance of the agent's
+    ``output_type``.
+    """
+
+    output: JsonValue
+    turn_index: int = 0
+    type: Literal["final_output"] = "final_output"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnComplete:
     """Terminal: the turn ended (or paused) for ``stop_reason``."""
 
@@ -315,6 +357,9 @@ Event: TypeAlias = (
     | UsageEvent
     | SteeringQueued
     | SteeringTaken
+    | OutputPartial
+    | OutputRetry
+    | FinalOutput
     | TurnComplete
     | ErrorEvent
 )

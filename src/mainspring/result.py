@@ -1,20 +1,25 @@
 """RunResult: what one run came to, for programs that need no event stream.
 
 ``Session.run(message)`` (and ``run_sync``) drive a whole stream and return
-its :class:`RunResult`: the final text, the pending action if the turn paused
-for a decision, usage and cost, and every event. A run that ended in an
-``error`` event raises :class:`~mainspring.errors.RunFailed` instead.
+its :class:`RunResult`: the final text, the typed output (for an agent with an
+``output_type``), the pending action if the turn paused for a decision, usage
+and cost, and every event. A run that ended in an ``error`` event raises
+:class:`~mainspring.errors.RunFailed` instead
+(:class:`~mainspring.errors.OutputInvalid` when no valid output came).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar, cast
 
-from mainspring.errors import RunFailed
+from mainspring._lowlevel.json_value import JsonValue
+from mainspring.errors import ConfigError, OutputInvalid, RunFailed
 from mainspring.events import (
     ErrorEvent,
     Event,
+    FinalOutput,
     PendingAction,
     StopReason,
     TextDelta,
@@ -23,6 +28,16 @@ from mainspring.events import (
 from mainspring.usage import Usage
 
 __all__ = ["RunResult", "result_of"]
+
+T = TypeVar("T")
+
+
+class Revives(Protocol):
+    """What rebuilds a typed output from its JSON (:class:`~mainspring.output.OutputSpec`)."""
+
+    def revive(self, data: JsonValue) -> object:
+        """An instance of the output type from ``data``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,20 +53,60 @@ class RunResult:
     usage: Usage = Usage()
     cost_usd: float = 0.0
     events: tuple[Event, ...] = ()
+    output: object = None
+    """The turn's answer once it ended (``None`` while paused, or when it ended
+    otherwise than ``end_turn``): an instance of the agent's ``output_type``,
+    validated; for ``output_type=str``, the final answer's text."""
 
     @property
     def paused(self) -> bool:
         """Whether the turn waits for a decision (see :attr:`pending`)."""
         return self.pending is not None
 
+    def output_as(self, output_type: type[T]) -> T:
+        """:attr:`output`, typed as ``output_type`` for the type checker.
 
-def result_of(events: Sequence[Event]) -> RunResult:
+        ```python
+        report = result.output_as(Report)
+        ```
+
+        Raises:
+            ConfigError: The run has no output (it paused, or ended without one),
+                or the output is not an instance of ``output_type`` (a class).
+        """
+        output = self.output
+        if output is None:
+            raise ConfigError(f"the run has no output (it ended with {self.stop_reason!r})")
+        if not _instance(output, output_type):
+            raise ConfigError(
+                f"the output is a {type(output).__name__}, not a {output_type.__name__}"
+            )
+        return cast("T", output)
+
+
+def _instance(value: object, cls: object) -> bool:
+    try:
+        return isinstance(value, cls)  # type: ignore[arg-type]  # checked at run time below
+    except TypeError:  # a TypedDict or a generic alias: not checkable at run time
+        return True
+
+
+def result_of(
+    events: Sequence[Event], *, output: Revives | None = None, final_text: str | None = None
+) -> RunResult:
     """The result of a finished stream.
 
+    ``output`` revives the stream's ``final_output`` as an instance of the
+    agent's output type; without it (``output_type=str``) the output is
+    ``final_text``, the answer's text, when the turn ended.
+
     Raises:
-        RunFailed: The stream ended with an ``error`` event.
+        OutputInvalid: The stream ended with ``error(code="output_invalid")``.
+        RunFailed: The stream ended with another ``error`` event.
     """
     last = events[-1] if events else None
+    if isinstance(last, ErrorEvent) and last.code == "output_invalid":
+        raise OutputInvalid(last.message, event=last)
     if isinstance(last, ErrorEvent):
         raise RunFailed(
             last.message,
@@ -63,6 +118,13 @@ def result_of(events: Sequence[Event]) -> RunResult:
     if not isinstance(last, TurnComplete):
         raise RunFailed("the stream ended without a terminal event", code="no_terminal")
     pending = next((e for e in reversed(events) if isinstance(e, PendingAction)), None)
+    value: object = None
+    if last.stop_reason == "end_turn":
+        if output is None:
+            value = final_text
+        else:
+            final = next((e for e in reversed(events) if isinstance(e, FinalOutput)), None)
+            value = None if final is None else output.revive(final.output)
     return RunResult(
         text="".join(e.text for e in events if isinstance(e, TextDelta)),
         stop_reason=last.stop_reason,
@@ -71,4 +133,5 @@ def result_of(events: Sequence[Event]) -> RunResult:
         usage=last.usage,
         cost_usd=last.cost_usd,
         events=tuple(events),
+        output=value,
     )

@@ -443,7 +443,11 @@ class Session:
         print(result.text)
         ```
 
+        ``result.output`` is the turn's answer: an instance of the agent's
+        ``output_type`` (see :mod:`mainspring.output`), or its text.
+
         Raises:
+            OutputInvalid: No valid typed output within ``Agent.output_retries``.
             RunFailed: The run ended with an ``error`` event.
             ConfigError: Both a message and a decision, or neither.
         """
@@ -457,7 +461,10 @@ class Session:
         else:
             stream = self.send(message)
         async with aclosing(stream) as events:
-            return result_of([event async for event in events])
+            collected = [event async for event in events]
+        last = self._held.state.messages[-1] if self._held.state.messages else None
+        final_text = last.text if last is not None and last.role == "assistant" else None
+        return result_of(collected, output=self.agent.output_spec, final_text=final_text)
 
     def run_sync(
         self,

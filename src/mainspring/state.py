@@ -9,6 +9,7 @@ SessionState
 │   ├── calls       the current step's calls, in the model's order
 │   ├── position    the next call to dispatch serially
 │   ├── pending     the action waiting for a decision (status "paused")
+│   ├── output_retries  answers sent back as not a valid typed output
 │   └── usage, cost_usd
 ├── writes          the write ledger, keyed by the engine's call id
 └── decided, usage, cost_usd, auto_spent_usd, active_stream, last_stream …
@@ -101,6 +102,7 @@ _TABLE: dict[str, frozenset[Where]] = {
     "repause": frozenset({"executing"}),
     "commit_step": frozenset({"executing"}),
     "charge": frozenset({"streaming", "executing"}),
+    "refuse_output": frozenset({"streaming", "executing"}),
     "finish_turn": frozenset({None, "streaming", "executing", "paused"}),
 }
 TRANSITIONS: Mapping[str, frozenset[Where]] = MappingProxyType(_TABLE)
@@ -108,9 +110,11 @@ TRANSITIONS: Mapping[str, frozenset[Where]] = MappingProxyType(_TABLE)
 
 ```
 None ──start_turn──► streaming ◄──────────── commit_step ─────────┐
-                     │ begin_step, add_call, cut_answer, charge   │
+                     │ begin_step, add_call, cut_answer, charge,  │
+                     │ refuse_output                              │
                      └─answered (with calls)─► executing ─────────┤
-                                               │ advance, charge  │
+                                               │ advance, charge, │
+                                               │ refuse_output    │
                                                ├─pause──► paused  │
                                                ◄─unpause─┘  ▲     │
                                                └─repause────┘     │
@@ -163,6 +167,8 @@ class Turn:
     """The action waiting for a decision, when ``status`` is ``"paused"``."""
     usage: Usage = Usage()
     cost_usd: float = 0.0
+    output_retries: int = 0
+    """Answers of this turn sent back to the model as not a valid typed output."""
 
     def call(self, call_id: str) -> Call | None:
         """The call of the current step with this engine id."""
@@ -253,6 +259,12 @@ class Turn:
             results.append(call.result)
         self.calls, self.position, self.status = [], 0, "streaming"
         return results
+
+    def refuse_output(self) -> int:
+        """An answer was not a valid typed output and goes back to the model: the count so far."""
+        self._check("refuse_output")
+        self.output_retries += 1
+        return self.output_retries
 
     def charge(self, usd: float, usage: Usage | None = None, *, sums: Usage | None = None) -> None:
         """What a model call (``usage``) or a tool (only ``usd``) spent in this turn.

@@ -33,6 +33,7 @@ from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.durability import Durability
 from mainspring._run.outcome import CONTINUE, Continue, Finish, Paused
+from mainspring._run.output import OutputCheck
 from mainspring._run.reader import AnswerReader, Paced
 from mainspring._run.resume import (
     apply_decision,
@@ -117,6 +118,11 @@ class Loop:
         self._scope: anyio.CancelScope | None = None
         self._stopped_by: Exception | None = None
         """The error a cancel carried (see :meth:`cancel`)."""
+        spec = agent.output_spec
+        self.output = (
+            None if spec is None else OutputCheck(agent=agent, spec=spec, state=state, emit=emit)
+        )
+        """The turn's typed output, when the agent has an ``output_type`` (see _run/output.py)."""
         self.reader = AnswerReader(
             agent=agent,
             context=context,
@@ -125,6 +131,7 @@ class Loop:
             emit=emit,
             pace=pace,
             thinking=thinking_blocks(state.messages) if state.turn is not None else 0,
+            output=self.output,
         )
         """Reads each step's model stream (a resumed turn counts its own thinking blocks)."""
 
@@ -191,6 +198,8 @@ class Loop:
         # Accounting first: a strict sink that fails makes this run an error, not two terminals.
         self.context.end_turn()
         turn = self.state.turn
+        if reason == "end_turn" and self.output is not None and self.output.accepted and turn:
+            self.emit(self.output.final(turn))
         self.emit(
             TurnComplete(
                 stop_reason=reason,
@@ -237,13 +246,13 @@ class Loop:
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete(stop.reason)
                 return
-            # A step with calls runs them; one without ends the turn, unless steered on.
-            outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
+            outcome = await self._run_step(turn, stop)
             match outcome:
                 case Continue():
-                    # Every call has its result: the step is done (and saved, in a store).
-                    if turn.calls and self._commit_step(turn):
-                        await self.dispatch.save(defer=True)
+                    # Every call has its result: the step is done (steering may have
+                    # given an answer another step instead).
+                    if turn.calls and await self._step_done(turn):
+                        return
                 case Paused():
                     await self.dispatch.save(defer=True)
                     await self._complete("pending_action")
@@ -254,11 +263,40 @@ class Loop:
                 case _:
                     assert_never(outcome)
 
+    async def _step_done(self, turn: Turn) -> bool:
+        """The step's results join the transcript (saved, in a store); whether the turn ended.
+
+        It ends here when the step was the final-answer tool's call, accepted.
+        """
+        if self._commit_step(turn):
+            await self.dispatch.save(defer=True)
+        if self.output is not None and self.output.accepted:
+            await self._complete("end_turn")
+            return True
+        return False
+
+    async def _run_step(self, turn: Turn, stop: ModelStop) -> Paused | Continue | Finish:
+        """A step with calls runs them; one without ends the turn, unless steered on.
+
+        A final-answer call (typed output through the tool) is checked first.
+        """
+        output = self.output
+        if output is not None and output.finals:
+            await output.settle(turn)
+        if turn.calls:
+            return await self.dispatch.run_serial(turn)
+        return await self._answered(stop)
+
     async def _answered(self, stop: ModelStop) -> Finish | Continue:
         """A step without calls ends the turn, unless steering gives it another step."""
         reason = stop.stop_reason
         if reason in ("max_tokens", "refusal"):
             return Finish(reason)
+        if self.output is not None and not self.output.accepted:
+            retry = await self.output.answer(self.turn, self.state.messages[-1])
+            if retry is not None:  # not a valid output: the model is told why, and goes on
+                self._append(retry)
+                return CONTINUE
         steering = self._steering
         if steering is not None and len(steering):
             return await self._steered()
@@ -398,15 +436,17 @@ class Loop:
     # ----------------------------------------------------------- build request
 
     async def _build_request(self, turn: Turn) -> ModelRequest:
+        agent = self.agent
+        tools = agent.request_tools
         compiled = await self.context.compile(
-            turn_index=turn.index, step=turn.steps + 1, tools=self.agent.tool_specs
+            turn_index=turn.index, step=turn.steps + 1, tools=tools
         )
         self.reader.compiled = compiled
         request = ModelRequest(
             system=compiled.system,
             messages=compiled.messages,
-            tools=self.agent.tool_specs,
-            settings=self.agent.model_settings,
+            tools=tools,
+            settings=agent.request_settings,
         )
         hook = self.agent.hooks.before_model_call
         if hook is not None:

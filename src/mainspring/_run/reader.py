@@ -28,6 +28,7 @@ from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.judge import unjudged
 from mainspring._run.outcome import Finish
+from mainspring._run.output import OutputCheck
 from mainspring._run.spend import Spend
 from mainspring.agent import Agent
 from mainspring.context.compiler import CompiledContext, ContextCompiler
@@ -99,6 +100,8 @@ class AnswerReader:
         "_context",
         "_dispatch",
         "_emit",
+        "_emit_text",
+        "_output",
         "_pace",
         "_spend",
         "answer",
@@ -116,11 +119,13 @@ class AnswerReader:
         emit: Callable[[Event], None],
         pace: Paced | None,
         thinking: int,
+        output: OutputCheck | None = None,
     ) -> None:
         """Read for ``agent``'s model; ``emit`` receives what the consumer sees.
 
         ``thinking`` is the index of the turn's next thinking block (a resumed
-        turn counts its own); ``pace`` is the consumer's buffer, if it has one.
+        turn counts its own); ``pace`` is the consumer's buffer, if it has one;
+        ``output`` the run's typed output (partial objects, the final-answer call).
         """
         self._agent = agent
         self._context = context
@@ -128,6 +133,9 @@ class AnswerReader:
         self._dispatch = dispatch
         self._emit = emit
         self._pace = pace
+        self._output = output
+        self._emit_text = emit if output is None else output.tee(emit)
+        """Where text deltas go: the consumer (and the typed output's partial parser)."""
         self.answer: Answer | None = None
         """The answer being streamed, not in the transcript yet (``None`` once committed)."""
         self.compiled: CompiledContext[Message] | None = None
@@ -154,6 +162,8 @@ class AnswerReader:
         """
         self.answer = Answer()
         turn.begin_step()
+        if self._output is not None:
+            self._output.begin_step()
         usage: Usage = _ZERO
         stop: ModelStop | Finish | None = None
         failure: Exception | None = None
@@ -209,13 +219,13 @@ class AnswerReader:
         self, request: ModelRequest, answer: Answer, turn: Turn, reads: TaskGroup
     ) -> Usage:
         """Every event of the model's stream into ``answer``; its usage, summed."""
-        emit, pace = self._emit, self._pace
+        emit, emit_text, pace = self._emit, self._emit_text, self._pace
         async with aclosing(self._agent.resolved_model.stream(request)) as stream:  # type: ignore[type-var]  # adapters return async generators
             async for event in stream:
                 # By how often each comes; the union is closed (assert_never checks it).
                 if isinstance(event, TextDelta):
                     answer.text.append(event.text)
-                    emit(event)
+                    emit_text(event)
                 elif isinstance(event, ToolCallEnd):
                     answer.flush_text()
                     judging = self._on_call(event, answer, turn, reads)
@@ -262,6 +272,8 @@ class AnswerReader:
                 args_delta=event.args_delta,
             )
         )
+        if self._output is not None:
+            self._output.arguments(event.name, event.index, event.args_delta)
 
     def _closed_thinking(self, event: ThinkingDone) -> ThinkingDone:
         """The block's index, and its evaluation summary when it holds one."""
@@ -323,6 +335,8 @@ class AnswerReader:
             )
         )
         dispatch = self._dispatch
+        if self._output is not None and self._output.take(call, end.arguments):
+            return None
         if tool is None:
             names = ", ".join(agent.tool_names) or "none"
             dispatch.fail(call, f"unknown tool {clip(end.name)!r}; available tools: {names}")

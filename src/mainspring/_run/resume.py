@@ -25,6 +25,7 @@ from mainspring.errors import (
     LeaseLost,
     ModelError,
     ModelOutputError,
+    OutputInvalid,
     SchemaTooNew,
     StoreError,
 )
@@ -223,6 +224,8 @@ def error_event(exc: BaseException) -> ErrorEvent:
     if isinstance(exc, ModelError):
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
+    if isinstance(exc, OutputInvalid):
+        return ErrorEvent(code=exc.code, message=exc.reason)
     if isinstance(exc, LeaseLost):
         log.error("run stopped: %s", exc, extra=_SAID)
         return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)

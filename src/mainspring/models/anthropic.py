@@ -107,6 +107,9 @@ _CONTEXT_WORDING = ("prompt is too long", "context window", "context length", "t
 class AnthropicModel:
     """A Claude model over the Anthropic Messages API."""
 
+    native_output = True
+    """A typed output goes as ``output_config.format``, with the tools still offered."""
+
     def __init__(
         self,
         model: str,

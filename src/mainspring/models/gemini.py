@@ -126,6 +126,18 @@ class GeminiModel:
         retry: Retries of retryable errors; the SDK's own retries stay off.
     """
 
+    @property
+    def native_output(self) -> bool | Literal["without_tools"]:
+        """A typed output goes as ``response_json_schema``; before Gemini 3, only without tools.
+
+        Gemini 1.x and 2.x refuse a JSON answer together with function
+        declarations, so an agent with tools gets its typed output from them
+        through the final-answer tool.
+        """
+        if re.match(r"(models/)?gemini-[12](\.|-)", self.model):
+            return "without_tools"
+        return True
+
     def __init__(
         self,
         model: str,

@@ -57,6 +57,7 @@ from mainspring.models.base import (
     ToolCallEnd,
     ToolSpec,
 )
+from mainspring.models.openai.convert import strict_compatible as strict_compatible
 from mainspring.models.openai.errors import map_openai_error
 from mainspring.models.retry import RetryPolicy, retrying_stream
 from mainspring.usage import Usage
@@ -100,6 +101,9 @@ class OpenAIResponsesModel:
     Raises:
         ConfigError: No API key was given or found in the environment.
     """
+
+    native_output = True
+    """A typed output goes as ``text.format``, with the tools still offered."""
 
     def __init__(
         self,
@@ -227,31 +231,6 @@ def _json_schema_format(schema: dict[str, JsonValue]) -> dict[str, Any]:
         "schema": body,
         "strict": strict_compatible(body),
     }
-
-
-def strict_compatible(schema: JsonValue) -> bool:
-    """Whether OpenAI's strict mode accepts ``schema`` unchanged.
-
-    Strict mode needs every object closed (``additionalProperties: false``)
-    with all of its properties required.
-    """
-    if isinstance(schema, list):
-        return all(strict_compatible(s) for s in schema)
-    if not isinstance(schema, dict):
-        return True
-    props = schema.get("properties")
-    if schema.get("type") == "object" or isinstance(props, dict):
-        if schema.get("additionalProperties") is not False:
-            return False
-        required = schema.get("required", [])
-        names = set(props) if isinstance(props, dict) else set()
-        if not isinstance(required, list) or set(map(str, required)) != names:
-            return False
-    return all(
-        strict_compatible(v)
-        for k, v in schema.items()
-        if k not in ("required", "enum", "const", "default", "examples")
-    )
 
 
 def input_items(messages: Sequence[Message]) -> list[Item]:

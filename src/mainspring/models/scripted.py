@@ -104,6 +104,7 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         chunk_size: int = 8,
+        native_output: bool = True,
     ) -> None:
         """Create a model from a list of responses or a function deciding each one.
 
@@ -112,11 +113,17 @@ class ScriptedModel:
                 (sync or async).
             name: The model name reported in usage and prices.
             chunk_size: Characters per streamed delta.
+            native_output: Whether an agent's typed output is asked for as a
+                schema (the script answers with the JSON as text) or, ``False``,
+                through the final-answer tool (the script calls ``final_result``),
+                to exercise both paths of :mod:`mainspring.output`.
         """
         if chunk_size < 1:
             raise ConfigError("chunk_size must be at least 1")
         self._name = name
         self._chunk = chunk_size
+        self.native_output = native_output
+        """Whether a typed output is asked for as a schema (see :mod:`mainspring.output`)."""
         self._fn: ScriptFunction | None = None
         self._items: list[ScriptItem] = []
         if callable(script):

@@ -39,6 +39,9 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
     PendingAction,
     PermissionDenied,
     SteeringQueued,
@@ -56,6 +59,7 @@ from mainspring.events import (
 )
 from mainspring.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from mainspring.server._threads import CLIENT_ID
+from mainspring.server._typed_output import output_value
 
 try:
     from ag_ui.core import (
@@ -95,6 +99,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('the AG-UI route needs: pip install "mainspring[server]"') from exc
 
 __all__ = ["AguiRun", "interrupt_of", "messages_of", "result_id"]
+
+_OUTPUT = (OutputPartial, OutputRetry, FinalOutput)
+"""Typed output's events: one ``mainspring.output`` custom event each."""
 
 _CANCELLED = frozenset({"cancelled", "interrupted"})
 
@@ -300,7 +307,10 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(event, ToolProgress | Canvas | PermissionDenied):
+        if isinstance(
+            event,
+            ToolProgress | Canvas | PermissionDenied | OutputPartial | OutputRetry | FinalOutput,
+        ):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -417,7 +427,12 @@ class AguiRun:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
 
-    def _custom(self, event: ToolProgress | Canvas | PermissionDenied) -> CustomEvent:
+    def _custom(
+        self,
+        event: ToolProgress | Canvas | PermissionDenied | OutputPartial | OutputRetry | FinalOutput,
+    ) -> CustomEvent:
+        if isinstance(event, _OUTPUT):
+            return CustomEvent(name="mainspring.output", value=output_value(event))
         if isinstance(event, PermissionDenied):  # (the call's error result follows)
             denied: dict[str, JsonValue] = {"toolCallId": event.tool_use_id, "toolName": event.name}
             denied |= {"reason": event.reason, "source": event.source}

@@ -17,6 +17,9 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    FinalOutput,
+    OutputPartial,
+    OutputRetry,
     PendingAction,
     PermissionDenied,
     SteeringQueued,
@@ -33,6 +36,7 @@ from mainspring.events import (
     UsageEvent,
 )
 from mainspring.server._aisdk_history import tool_output
+from mainspring.server._typed_output import output_value
 
 __all__ = ["UI_MESSAGE_STREAM_HEADERS", "Chunk", "UIMessageStream"]
 
@@ -171,6 +175,8 @@ class UIMessageStream:
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
+        elif isinstance(event, OutputPartial | OutputRetry | FinalOutput):
+            out.append({"type": "data-output", "id": "output", "data": output_value(event)})
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))

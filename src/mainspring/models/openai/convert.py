@@ -24,7 +24,13 @@ from mainspring.models.base import (
     ToolSpec,
 )
 
-__all__ = ["ToolImages", "build_chat_request", "chat_messages", "image_note"]
+__all__ = [
+    "ToolImages",
+    "build_chat_request",
+    "chat_messages",
+    "image_note",
+    "strict_compatible",
+]
 
 ToolImages: TypeAlias = Literal["follow", "note"]
 """What becomes of a tool result's images in Chat Completions, whose tool messages
@@ -169,12 +175,43 @@ def _tool_choice(choice: str) -> str | dict[str, Any]:
     return {"type": "function", "function": {"name": choice}}
 
 
+def strict_compatible(schema: JsonValue) -> bool:
+    """Whether OpenAI's strict mode accepts ``schema`` unchanged.
+
+    Strict mode needs every object closed (``additionalProperties: false``)
+    with all of its properties required.
+    """
+    if isinstance(schema, list):
+        return all(strict_compatible(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    props = schema.get("properties")
+    if schema.get("type") == "object" or isinstance(props, dict):
+        if schema.get("additionalProperties") is not False:
+            return False
+        required = schema.get("required", [])
+        names = set(props) if isinstance(props, dict) else set()
+        if not isinstance(required, list) or set(map(str, required)) != names:
+            return False
+    return all(
+        strict_compatible(v)
+        for k, v in schema.items()
+        if k not in ("required", "enum", "const", "default", "examples")
+    )
+
+
 def _response_format(schema: dict[str, JsonValue]) -> dict[str, Any]:
     title = schema.get("title")
     name = re.sub(r"[^a-zA-Z0-9_-]", "_", title) if isinstance(title, str) else "output"
     return {
         "type": "json_schema",
-        "json_schema": {"name": name[:64] or "output", "schema": schema, "strict": True},
+        "json_schema": {
+            "name": name[:64] or "output",
+            "schema": schema,
+            # Strict only when the schema meets its rules (a pydantic model's does not:
+            # its objects are open); the engine validates the answer either way.
+            "strict": strict_compatible(schema),
+        },
     }
 
 

@@ -45,6 +45,10 @@ def _sdk_kwargs(body: dict[str, Any]) -> dict[str, Any]:
 class OpenAIChatModel:
     """A model served by the OpenAI Chat Completions API or a compatible server."""
 
+    native_output = True
+    """A typed output goes as ``response_format`` (``json_schema``), with the tools
+    still offered (compatible servers such as Ollama and vLLM take it too)."""
+
     def __init__(
         self,
         model: str,
