@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from pydantic import JsonValue
 
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -188,6 +190,11 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         details=json_objects,
         can_regenerate=st.booleans(),
         regenerate_input=st.none() | json_objects,
+        expires_at=st.none() | finite_floats,
+        quorum=st.integers(1, 9),
+        allow_self_approval=st.booleans(),
+        requested_by=texts,
+        policy_version=texts,
     ),
     Canvas: st.builds(
         Canvas, kind=texts, data=json_values, title=texts, tool_use_id=st.none() | ids
@@ -212,6 +219,19 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         text=texts,
         turn_index=st.integers(0, 10**6),
         step=st.integers(0, 100),
+    ),
+    ApprovalAdded: st.builds(
+        ApprovalAdded,
+        attempt_id=ids,
+        principal=ids,
+        approvals=st.lists(ids, max_size=3).map(tuple),
+        quorum=st.integers(1, 9),
+    ),
+    ApprovalExpiring: st.builds(
+        ApprovalExpiring,
+        attempt_id=ids,
+        expires_at=finite_floats,
+        seconds_left=finite_floats,
     ),
     TurnComplete: st.builds(
         TurnComplete,
@@ -307,6 +327,8 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     ),
     SteeringQueued(steering_id="steer_1", mode="next_step", turn_index=3),
     SteeringTaken(steering_id="steer_1", mode="follow_up", text="and then?", turn_index=4, step=1),
+    ApprovalAdded(attempt_id="att-1", principal="alice", approvals=("alice",), quorum=2),
+    ApprovalExpiring(attempt_id="att-1", expires_at=1_800_000_000.0, seconds_left=120.0),
     TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
     ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
 )

@@ -64,6 +64,8 @@ WIRE_NAMES = {
     "UsageEvent": "usage",
     "SteeringQueued": "steering_queued",
     "SteeringTaken": "steering_taken",
+    "ApprovalAdded": "approval_added",
+    "ApprovalExpiring": "approval_expiring",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }

@@ -12,12 +12,15 @@ from mainspring._version import __version__
 
 if TYPE_CHECKING:
     from mainspring.agent import Agent, Limits
+    from mainspring.approvals import ApprovalPolicy, ApprovalRule
     from mainspring.context.options import ContextOptions
     from mainspring.cost import CostTracker, ModelPrice
-    from mainspring.decisions import Approve, ClientResult, Decision, Reject
+    from mainspring.decisions import Approve, ClientResult, Decision, Expire, Reject
     from mainspring.embeddings import Embedder, HashingEmbedder
     from mainspring.errors import (
         ApprovalError,
+        ApprovalExpired,
+        ApproverRefused,
         ConfigError,
         DecisionConflict,
         FieldNotModifiable,
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
         LeaseLost,
         MainspringError,
         ModelError,
+        PolicyChanged,
         RunFailed,
         SessionBusy,
         SessionClosed,
@@ -35,6 +39,8 @@ if TYPE_CHECKING:
         UnknownAttempt,
     )
     from mainspring.events import (
+        ApprovalAdded,
+        ApprovalExpiring,
         Canvas,
         ErrorEvent,
         Event,
@@ -78,8 +84,14 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "Agent": "mainspring.agent",
     "Allow": "mainspring.permissions",
+    "ApprovalAdded": "mainspring.events",
     "ApprovalError": "mainspring.errors",
+    "ApprovalExpired": "mainspring.errors",
+    "ApprovalExpiring": "mainspring.events",
+    "ApprovalPolicy": "mainspring.approvals",
+    "ApprovalRule": "mainspring.approvals",
     "Approve": "mainspring.decisions",
+    "ApproverRefused": "mainspring.errors",
     "Canvas": "mainspring.events",
     "ClientResult": "mainspring.decisions",
     "ConfigError": "mainspring.errors",
@@ -89,6 +101,7 @@ _LAZY: dict[str, str] = {
     "Deny": "mainspring.permissions",
     "ErrorEvent": "mainspring.events",
     "Event": "mainspring.events",
+    "Expire": "mainspring.decisions",
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
@@ -106,6 +119,7 @@ _LAZY: dict[str, str] = {
     "ModelPrice": "mainspring.cost",
     "PendingAction": "mainspring.events",
     "PermissionRules": "mainspring.permissions",
+    "PolicyChanged": "mainspring.errors",
     "Reject": "mainspring.decisions",
     "ScriptedCall": "mainspring.models.scripted",
     "ScriptedModel": "mainspring.models.scripted",
@@ -153,8 +167,14 @@ __getattr__, __dir__ = lazy_attributes("mainspring", globals(), _LAZY)
 __all__ = [
     "Agent",
     "Allow",
+    "ApprovalAdded",
     "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalExpiring",
+    "ApprovalPolicy",
+    "ApprovalRule",
     "Approve",
+    "ApproverRefused",
     "Canvas",
     "ClientResult",
     "ConfigError",
@@ -166,6 +186,7 @@ __all__ = [
     "Embedder",
     "ErrorEvent",
     "Event",
+    "Expire",
     "FieldNotModifiable",
     "Flag",
     "Guard",
@@ -181,6 +202,7 @@ __all__ = [
     "ModelPrice",
     "PendingAction",
     "PermissionRules",
+    "PolicyChanged",
     "Reject",
     "RunFailed",
     "RunResult",

@@ -278,9 +278,23 @@ class Dispatcher:
             details=details,
             can_regenerate=can_regenerate,
             regenerate_input=(origin or call.input) if can_regenerate else None,
+            **self._approval(call.name, verdict.amount_usd),
         )
         turn.pause(pending)
         self.emit(pending)
+
+    def _approval(self, name: str, amount_usd: float | None) -> dict[str, Any]:
+        """A pending action's expiry, quorum, requester and policy version (its rule's)."""
+        rules = self.agent.permissions
+        policy = rules.approvals
+        rule = policy.rule_for(name, amount_usd)
+        return {
+            "expires_at": policy.expiry(rule, policy.clock()),
+            "quorum": rule.quorum,
+            "allow_self_approval": rule.allow_self_approval,
+            "requested_by": self.state.principal or "",
+            "policy_version": rules.version,
+        }
 
     async def regenerate(self, tool: Tool, turn: Turn) -> Paused | Continue:
         """A fresh input for the paused call (its tool's ``regenerate``), judged again.
@@ -332,7 +346,12 @@ class Dispatcher:
             client_executed=nested.client_executed,
             amount_usd=nested.amount_usd,
             nested=nested,
+            **self._approval(call.name, nested.amount_usd),
         )
+        if nested.expires_at is not None and (
+            pending.expires_at is None or nested.expires_at < pending.expires_at
+        ):  # the nested run refuses a decision after its own expiry
+            pending = replace(pending, expires_at=nested.expires_at)
         turn.pause(pending)
         self.emit(pending)
 

@@ -47,6 +47,7 @@ from mainspring.agent import Agent
 from mainspring.context.compiler import ContextCompiler
 from mainspring.decisions import Decision
 from mainspring.events import (
+    ApprovalAdded,
     ErrorEvent,
     Event,
     SteeringTaken,
@@ -350,6 +351,11 @@ class Loop:
                 await self._rest_of_step(turn)
             case _:
                 assert_never(outcome)
+
+    async def approval_added(self, added: ApprovalAdded) -> None:
+        """An approval short of its quorum is on record: say so; the turn stays paused."""
+        self.emit(added)
+        await self._complete("pending_action")
 
     async def regenerate_turn(self, attempt_id: str) -> None:
         """A fresh input for the paused call; pause on it again, or go on if it was refused.

@@ -34,8 +34,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from mainspring.codec import encode
+from mainspring.codec import encode, event_to_dict
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -301,7 +303,7 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(event, ToolProgress | Canvas):
+        if isinstance(event, ToolProgress | Canvas | ApprovalAdded | ApprovalExpiring):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -418,7 +420,12 @@ class AguiRun:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
 
-    def _custom(self, event: ToolProgress | Canvas) -> CustomEvent:
+    def _custom(
+        self, event: ToolProgress | Canvas | ApprovalAdded | ApprovalExpiring
+    ) -> CustomEvent:
+        if isinstance(event, ApprovalAdded | ApprovalExpiring):
+            approval = event_to_dict(event)
+            return CustomEvent(name=f"mainspring.{approval.pop('type')}", value=approval)
         if isinstance(event, ToolProgress):
             value: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,

@@ -45,10 +45,12 @@ from fastapi.responses import Response
 from pydantic import JsonValue
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from mainspring.codec import encode
+from mainspring.codec import encode, event_to_dict
 from mainspring.decisions import Decision, Reject
 from mainspring.errors import ConfigError, SessionBusy
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -98,6 +100,14 @@ _FINISH: dict[str, str] = {
 }
 
 Chunk = dict[str, JsonValue]
+
+
+def _approval_chunk(event: ApprovalAdded | ApprovalExpiring) -> Chunk:
+    """An approval added short of its quorum, or one about to expire (a transient data part)."""
+    data = event_to_dict(event)
+    data.pop("type", None)
+    name = "data-approval-added" if isinstance(event, ApprovalAdded) else "data-approval-expiring"
+    return {"type": name, "id": event.attempt_id, "data": data, "transient": True}
 
 
 def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
@@ -211,6 +221,8 @@ class UIMessageStream:
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
+        elif isinstance(event, ApprovalAdded | ApprovalExpiring):
+            out.append(_approval_chunk(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))
