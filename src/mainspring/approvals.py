@@ -18,6 +18,12 @@ A quorum's approvals are claimed in the session store one per principal
 one nor both complete the quorum (the attempt itself is claimed once, by the
 approval that completes it).
 
+A paused session runs nothing, so no timer can warn of an expiry: the
+``approval_expiring`` event (:func:`expiring`) is emitted when the paused
+stream is followed (``Session.send(resume_stream_id=...)``) inside the
+warning lead time, just before the stream's terminal event. A host that
+wants a push notice asks :func:`expiring` on its own schedule.
+
 Time is :attr:`ApprovalPolicy.clock` (Unix seconds, ``time.time`` by
 default): tests pass their own clock and never sleep.
 """
@@ -32,6 +38,7 @@ from types import MappingProxyType
 
 from mainspring._lowlevel.frozen import dataclass
 from mainspring.errors import ConfigError
+from mainspring.events import ApprovalExpiring, PendingAction
 
 __all__ = [
     "DEFAULT_TTL_S",
@@ -40,6 +47,7 @@ __all__ = [
     "ApprovalRule",
     "approval_key",
     "approvers",
+    "expiring",
 ]
 
 DEFAULT_TTL_S = 3600.0
@@ -63,9 +71,9 @@ class ApprovalRule:
     """Whether the session's principal (the requester) may approve its own request."""
 
     def __post_init__(self) -> None:
-        if math.isnan(self.ttl_s) or self.ttl_s <= 0:
+        if not self.ttl_s > 0:  # (NaN too)
             raise ConfigError(f"an approval's ttl_s must be positive, not {self.ttl_s!r}")
-        if isinstance(self.quorum, bool) or not isinstance(self.quorum, int) or self.quorum < 1:
+        if type(self.quorum) is not int or self.quorum < 1:  # (a bool is no quorum)
             raise ConfigError(f"an approval quorum is a whole number ≥ 1, not {self.quorum!r}")
 
 
@@ -120,6 +128,19 @@ class ApprovalPolicy:
     def expiry(self, rule: ApprovalRule, now: float) -> float | None:
         """When a pending action asked for at ``now`` under ``rule`` expires (``None``: never)."""
         return None if math.isinf(rule.ttl_s) else now + rule.ttl_s
+
+
+def expiring(pending: PendingAction | None, policy: ApprovalPolicy) -> ApprovalExpiring | None:
+    """The warning due now for ``pending``: inside its lead time and not yet expired."""
+    if pending is None or pending.expires_at is None:
+        return None
+    now = policy.clock()
+    left = pending.expires_at - now
+    if left <= 0 or left > policy.warn_before_s:
+        return None
+    return ApprovalExpiring(
+        attempt_id=pending.attempt_id, expires_at=pending.expires_at, seconds_left=left
+    )
 
 
 def approval_key(attempt_id: str, principal: str) -> str:

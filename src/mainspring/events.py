@@ -289,10 +289,9 @@ class ApprovalExpiring:
     """A pending action will expire soon (its warning lead time has begun).
 
     A paused session runs nothing, so nothing can emit this on a timer: it is
-    emitted when a stream of the paused session is followed
-    (``Session.send(resume_stream_id=...)``) past the warning time, before the
-    stream's terminal event. Hosts that need a push notification poll
-    :func:`~mainspring.approvals.ApprovalPolicy` against ``expires_at`` themselves.
+    emitted when the paused stream is followed (``Session.send(resume_stream_id=...)``)
+    inside the warning lead time, just before the stream's terminal event. A host
+    that needs a push notice asks :func:`mainspring.approvals.expiring` itself.
     """
 
     attempt_id: str

@@ -27,6 +27,7 @@ from mainspring._run.held import Check, HeldState
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SessionBusy, SessionClosed, SessionNotFound
 from mainspring.events import (
+    ApprovalExpiring,
     Event,
     PendingAction,
     SteeringQueued,
@@ -640,8 +641,15 @@ class Session:
                 state=lambda: self._held.state,
                 live=self._live_stream,
                 recover=partial(self._held.recover, self.session_store),
+                expiring=self._expiring,
             ),
         )
+
+    def _expiring(self, state: SessionState) -> ApprovalExpiring | None:
+        """The expiry warning due now for the action ``state`` waits on, if any."""
+        from mainspring.approvals import expiring
+
+        return expiring(state.pending, self.agent.permissions.approvals)
 
     def _live_stream(self) -> str | None:
         """The stream this process runs for the session now, if any."""

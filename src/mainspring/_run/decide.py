@@ -249,7 +249,7 @@ def _check_expiry(agent: Agent, pending: PendingAction, attempt_id: str) -> None
 
 
 def _check_hash(pending: PendingAction, decision: Decision, attempt_id: str) -> None:
-    given = None if isinstance(decision, Reject) else decision.input_hash
+    given = None if isinstance(decision, Reject | Expire) else decision.input_hash
     if given is None:
         return
     expected = pending.input_hash or canonical_input_hash(pending.input)

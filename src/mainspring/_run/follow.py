@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import anyio
 
 from mainspring.errors import StoreError
-from mainspring.events import ErrorEvent, Event, TurnComplete
+from mainspring.events import ApprovalExpiring, ErrorEvent, Event, TurnComplete
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.state import SessionState
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore, load_after
@@ -38,6 +38,10 @@ class Followed:
     """The stream this process runs for the session now, if any."""
     recover: Callable[[], Awaitable[None]]
     """Repair, on record, the state of a run that died (see :mod:`mainspring._run.recovery`)."""
+    expiring: Callable[[SessionState], ApprovalExpiring | None] = lambda state: None
+    """The warning due now for the action the session waits on (see
+    :func:`mainspring.approvals.expiring`); followed streams yield it before a
+    paused stream's terminal event."""
 
 
 async def follow(
@@ -53,10 +57,14 @@ async def follow(
         ended = await _ended_terminal(session, stream_id)
         if ended is None:
             raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
+        for warning in _warned(session, ended):
+            yield warning
         yield ended  # it ended naturally and its log was cleared
         return
     # (An empty log of the session's active stream: it died before logging anything.)
     for event in events:
+        for warning in _warned(session, event):
+            yield warning
         yield event
     seen = len(events)
     while not has_terminal(events) and await _still_running(session, stream_id):
@@ -86,6 +94,14 @@ async def follow(
     terminal = synthesize_terminal(events, writes=state.writes, turn_index=state.turn_index)
     await store.append(stream_id, terminal)
     yield terminal
+
+
+def _warned(session: Followed, event: Event) -> tuple[ApprovalExpiring, ...]:
+    """The expiry warning due before ``event``, if it ends a paused stream."""
+    if not (isinstance(event, TurnComplete) and event.stop_reason == "pending_action"):
+        return ()
+    warning = session.expiring(session.state())
+    return () if warning is None else (warning,)
 
 
 async def _ended_terminal(session: Followed, stream_id: str) -> TurnComplete | ErrorEvent | None:
