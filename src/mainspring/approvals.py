@@ -21,7 +21,7 @@ approval that completes it).
 A paused session runs nothing, so no timer can warn of an expiry: the
 ``approval_expiring`` event (:func:`expiring`) is emitted when the paused
 stream is followed (``Session.send(resume_stream_id=...)``) inside the
-warning lead time, just before the stream's terminal event. A host that
+warning lead time, just before its ``pending_action``. A host that
 wants a push notice asks :func:`expiring` on its own schedule.
 
 Time is :attr:`ApprovalPolicy.clock` (Unix seconds, ``time.time`` by

@@ -272,8 +272,9 @@ class SteeringTaken:
 class ApprovalAdded:
     """One principal's approval of a quorum is on record; the action still waits.
 
-    The stream of a ``resume`` that adds an approval short of the quorum ends
-    with this and ``turn_complete(stop_reason="pending_action")``: nothing ran.
+    The stream of a ``resume`` that adds an approval short of the quorum is
+    this, the unchanged ``pending_action`` and ``turn_complete(stop_reason=
+    "pending_action")``: nothing ran.
     """
 
     attempt_id: str
@@ -290,7 +291,7 @@ class ApprovalExpiring:
 
     A paused session runs nothing, so nothing can emit this on a timer: it is
     emitted when the paused stream is followed (``Session.send(resume_stream_id=...)``)
-    inside the warning lead time, just before the stream's terminal event. A host
+    inside the warning lead time, just before its ``pending_action``. A host
     that needs a push notice asks :func:`mainspring.approvals.expiring` itself.
     """
 

@@ -40,8 +40,8 @@ class Followed:
     """Repair, on record, the state of a run that died (see :mod:`mainspring._run.recovery`)."""
     expiring: Callable[[SessionState], ApprovalExpiring | None] = lambda state: None
     """The warning due now for the action the session waits on (see
-    :func:`mainspring.approvals.expiring`); followed streams yield it before a
-    paused stream's terminal event."""
+    :func:`mainspring.approvals.expiring`); a followed paused stream yields it
+    just before its ``pending_action``."""
 
 
 async def follow(
@@ -57,14 +57,15 @@ async def follow(
         ended = await _ended_terminal(session, stream_id)
         if ended is None:
             raise StoreError(f"no checkpoint for stream {stream_id!r} (unknown or expired)")
-        for warning in _warned(session, ended):
-            yield warning
         yield ended  # it ended naturally and its log was cleared
         return
     # (An empty log of the session's active stream: it died before logging anything.)
-    for event in events:
-        for warning in _warned(session, event):
-            yield warning
+    warn_at = _pause_position(events)
+    for position, event in enumerate(events):
+        if position == warn_at:
+            warning = session.expiring(session.state())
+            if warning is not None:
+                yield warning
         yield event
     seen = len(events)
     while not has_terminal(events) and await _still_running(session, stream_id):
@@ -96,12 +97,12 @@ async def follow(
     yield terminal
 
 
-def _warned(session: Followed, event: Event) -> tuple[ApprovalExpiring, ...]:
-    """The expiry warning due before ``event``, if it ends a paused stream."""
-    if not (isinstance(event, TurnComplete) and event.stop_reason == "pending_action"):
-        return ()
-    warning = session.expiring(session.state())
-    return () if warning is None else (warning,)
+def _pause_position(events: list[Event]) -> int | None:
+    """Where a paused stream's ``pending_action`` is (an expiry warning goes just before it)."""
+    last = events[-1] if events else None
+    if isinstance(last, TurnComplete) and last.stop_reason == "pending_action":
+        return len(events) - 2
+    return None
 
 
 async def _ended_terminal(session: Followed, stream_id: str) -> TurnComplete | ErrorEvent | None:

@@ -353,8 +353,15 @@ class Loop:
                 assert_never(outcome)
 
     async def approval_added(self, added: ApprovalAdded) -> None:
-        """An approval short of its quorum is on record: say so; the turn stays paused."""
+        """An approval short of its quorum is on record: say so; the turn stays paused.
+
+        The stream ends as every paused one does: the action still waiting
+        (``pending_action``, unchanged), then ``turn_complete``.
+        """
         self.emit(added)
+        pending = self.turn.pending
+        assert pending is not None
+        self.emit(pending)
         await self._complete("pending_action")
 
     async def regenerate_turn(self, attempt_id: str) -> None:
