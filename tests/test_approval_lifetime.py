@@ -201,7 +201,8 @@ async def test_aisvs_14_2_2_an_expired_approval_fails_closed() -> None:
     assert session.messages[-1].text.startswith("told: ") and "expired" in session.messages[-1].text
     assert json.loads(session.state.decided[pending.attempt_id])["kind"] == "expired"
     assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "end_turn"
-    assert paid == [] and session.pending is None
+    assert paid == []
+    assert session.state.pending is None
     # A decision arriving afterwards is refused; still nothing runs.
     with pytest.raises(DecisionConflict):
         session.resume(pending.attempt_id, Approve())
