@@ -20,7 +20,7 @@ from pydantic import JsonValue
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mainspring.codec import encode, event_to_dict, message_to_dict
-from mainspring.decisions import Approve, ClientResult, Decision, Reject
+from mainspring.decisions import Approve, ClientResult, Decision, Expire, Reject
 from mainspring.errors import ConfigError, SessionBusy
 from mainspring.events import Event
 from mainspring.server._auth import Principal
@@ -32,6 +32,7 @@ from mainspring.server._schemas import (
     ClientResultBody,
     DecisionBody,
     ErrorBody,
+    ExpireBody,
     MessageBody,
     PendingBody,
     RejectBody,
@@ -255,11 +256,14 @@ async def follow_stream(
     return sse_of(host, session_id, resume[0], items, principal=caller.id)
 
 
-def _decision(body: ApproveBody | RejectBody | ClientResultBody) -> Decision:
+def _decision(body: ApproveBody | RejectBody | ClientResultBody | ExpireBody) -> Decision:
+    """The decision a body asks for (the host adds the principal and the policy version)."""
     if isinstance(body, ApproveBody):
         return Approve(edits=dict(body.edits))
     if isinstance(body, RejectBody):
         return Reject(reason=body.reason)
+    if isinstance(body, ExpireBody):
+        return Expire()
     return ClientResult(content=body.content, is_error=body.is_error)
 
 
