@@ -391,3 +391,50 @@ async def test_a_partial_batch_leaves_the_rest_pending_and_the_turn_waits_for_al
     assert outcomes == ["approved", "rejected", "expired", "approved"]
     results = session.messages[-2].tool_results_parts
     assert [r.is_error for r in results] == [False, True, True, False]
+
+
+# ------------------------------------------------------------------ the engine door
+
+
+@tool(permission="confirm")
+def order(sku: str, qty: int) -> str:
+    """Order stock."""
+    paid.append((sku, float(qty)))
+    return f"ordered {qty} of {sku}"
+
+
+async def test_the_engine_door_binds_the_caller_and_fails_closed_on_expiry() -> None:
+    from mainspring.engine import Caller, Engine, ManagementPolicy, ToolCallResult
+
+    clock = Clock()
+    bob = Caller("bob")
+    paid.clear()
+
+    def shop(rule: ApprovalRule) -> Engine:
+        approvals = ApprovalPolicy(clock=clock, default=rule)
+        rules = PermissionRules(approvals=approvals, version="v2")
+        policy = ManagementPolicy(controller=Caller("ops"), visibility="protected")
+        return Engine("shop", policy=policy, permissions=rules).add_tool(order, export=True)
+
+    strict = shop(ApprovalRule(allow_self_approval=False))
+    first = await strict.tool_call(bob, "order", {"sku": "A1", "qty": 5})
+    assert first.pending is not None and first.pending.requested_by == "bob"
+    # The caller is the approver: bob may not approve his own call under this rule.
+    with pytest.raises(ApproverRefused, match="may not approve"):
+        await strict.decide(bob, first.pending.attempt_id, Approve())
+    assert await strict.pending(bob) == (first.pending,) and paid == []
+
+    engine = shop(ApprovalRule(ttl_s=60))
+    call = await engine.tool_call(bob, "order", {"sku": "A1", "qty": 5})
+    assert call.pending is not None and call.pending.expires_at == T0 + 60
+    assert call.pending.policy_version == "v2"
+    with pytest.raises(PolicyChanged):
+        await engine.decide(bob, call.pending.attempt_id, Approve(policy_version="v1"))
+    clock.now = T0 + 60
+    with pytest.raises(ApprovalExpired):
+        await engine.decide(bob, call.pending.attempt_id, Approve())
+    assert await engine.pending(bob) == (call.pending,) and paid == []  # still waiting
+    done = await engine.decide(bob, call.pending.attempt_id, Expire())
+    assert isinstance(done, ToolCallResult) and not done.ran and done.is_error
+    assert "expired" in done.content and paid == []
+    assert await engine.pending(bob) == ()
