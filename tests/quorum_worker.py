@@ -1,6 +1,6 @@
 """One worker process of ``tests/test_approval_quorum.py``: pays once two others approve.
 
-``python -m tests.quorum_worker COMMAND SESSION [ARGS] --store URL``
+``python -m tests.quorum_worker COMMAND SESSION [ARGS] --sessions URL --locks URL``
 
 - ``pause``: start session ``SESSION`` as the principal ``requester`` and run it
   until it pauses on ``pay`` (which needs 2 approving principals, not the
@@ -75,7 +75,7 @@ def _say(answer: object) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    stores = await open_stores(args.store)
+    stores = await open_stores(sessions=args.sessions, locks=args.locks)
     assert stores.sessions is not None
     try:
         if args.command == "pause":
@@ -120,5 +120,6 @@ if __name__ == "__main__":
     parser.add_argument("command", choices=["pause", "approve"])
     parser.add_argument("session")
     parser.add_argument("rest", nargs="*")
-    parser.add_argument("--store", required=True)
+    parser.add_argument("--sessions", required=True)
+    parser.add_argument("--locks", required=True)
     anyio.run(main, parser.parse_args())

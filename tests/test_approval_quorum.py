@@ -41,10 +41,18 @@ from mainspring.approvals import approval_key, approvers
 from mainspring.messages import Message
 from mainspring.models.base import ToolSpec
 from mainspring.state import SessionState
-from mainspring.stores import InMemorySessionStore, SQLiteSessionStore
+from mainspring.stores import InMemorySessionStore
+from mainspring.stores.urls import open_stores
 from tests.helpers import pending_of, resume, send, types
+from tests.server.test_workers import _as_url
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the quorum is the store's business, not the event loop's
+
 
 ROOT = Path(__file__).resolve().parents[1]
 wired: list[int] = []
@@ -168,17 +176,27 @@ async def test_an_approval_is_recorded_in_the_store_under_its_principal() -> Non
 # ------------------------------------------------------------- two processes
 
 
-class Workers:
-    """Worker processes (``tests/quorum_worker.py``) on one SQLite file."""
+@pytest.fixture(params=["sqlite", "postgres+redis"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """``(sessions URL, locks URL)`` every worker shares."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+        return url, url
+    redis = request.getfixturevalue("redis_server").url
+    return _as_url(request.getfixturevalue("postgres_url")), redis
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.store = f"sqlite:///{tmp_path / 'shared.db'}"
+
+class Workers:
+    """Worker processes (``tests/quorum_worker.py``) on shared stores."""
+
+    def __init__(self, stores: tuple[str, str], tmp_path: Path) -> None:
+        self.stores = ["--sessions", stores[0], "--locks", stores[1]]
         self.effects = tmp_path / "effects.txt"
         self.effects.touch()
         self.env = {**os.environ, "MAINSPRING_TEST_EFFECTS": str(self.effects)}
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:
-        command = [sys.executable, "-m", "tests.quorum_worker", *args, "--store", self.store]
+        command = [sys.executable, "-m", "tests.quorum_worker", *args, *self.stores]
         return subprocess.Popen(
             command,
             cwd=ROOT,
@@ -196,11 +214,9 @@ class Workers:
 
 @pytest.mark.slow
 async def test_two_worker_processes_approving_at_once_complete_the_quorum_once(
-    tmp_path: Path, anyio_backend: str
+    stores: tuple[str, str], tmp_path: Path
 ) -> None:
-    if anyio_backend != "asyncio":
-        pytest.skip("the workers are processes: one backend is enough")
-    workers = Workers(tmp_path)
+    workers = Workers(stores, tmp_path)
     attempt = workers.answer(workers.start("pause", "q-1"))["attempt_id"]
     assert workers.effects.read_text() == ""
 
@@ -229,10 +245,11 @@ async def test_two_worker_processes_approving_at_once_complete_the_quorum_once(
     late = workers.start("approve", "q-1", attempt, "ann")
     assert workers.answer(late, b"go\n")["outcome"] == "refused"
     assert workers.effects.read_text().splitlines() == ["pay mallory 9900"]
-    store = await SQLiteSessionStore.open(tmp_path / "shared.db")
+    opened = await open_stores(sessions=stores[0])
     try:
-        state = await store.load("q-1")
+        assert opened.sessions is not None
+        state = await opened.sessions.load("q-1")
     finally:
-        await store.aclose()
+        await opened.aclose()
     assert state is not None and approvers(state.decided, attempt) == ("ann", "bob")
     assert json.loads(state.decided[attempt])["kind"] == "approved"
