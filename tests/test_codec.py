@@ -203,6 +203,11 @@ def test_event_to_dict_exact_shape() -> None:
         "details": {},
         "can_regenerate": False,
         "regenerate_input": None,
+        "expires_at": None,
+        "quorum": 1,
+        "allow_self_approval": True,
+        "requested_by": "",
+        "policy_version": "",
         "type": "pending_action",
     }
 

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from types import MappingProxyType
+from typing import Any
 
 from mainspring._lowlevel.frozen import dataclass
 from mainspring.errors import ConfigError
@@ -128,6 +129,26 @@ class ApprovalPolicy:
     def expiry(self, rule: ApprovalRule, now: float) -> float | None:
         """When a pending action asked for at ``now`` under ``rule`` expires (``None``: never)."""
         return None if math.isinf(rule.ttl_s) else now + rule.ttl_s
+
+    def terms(self, pending: PendingAction, requester: str, version: str) -> dict[str, Any]:
+        """The approval fields of ``pending``, asked for now by ``requester`` under ``version``.
+
+        ``expires_at`` (no later than a nested action's own, which its run
+        refuses after), ``quorum``, ``allow_self_approval``, ``requested_by``
+        and ``policy_version``.
+        """
+        rule = self.rule_for(pending.name, pending.amount_usd)
+        expires_at = self.expiry(rule, self.clock())
+        until = pending.nested.expires_at if pending.nested is not None else None
+        if until is not None and (expires_at is None or until < expires_at):
+            expires_at = until
+        return {
+            "expires_at": expires_at,
+            "quorum": rule.quorum,
+            "allow_self_approval": rule.allow_self_approval,
+            "requested_by": requester,
+            "policy_version": version,
+        }
 
 
 def expiring(pending: PendingAction | None, policy: ApprovalPolicy) -> ApprovalExpiring | None:

@@ -249,10 +249,7 @@ class Dispatcher:
         attempt_id: str | None = None,
         origin: dict[str, JsonValue] | None = None,
     ) -> None:
-        """Pause on ``call`` with its pending action.
-
-        ``attempt_id`` and ``origin`` are kept when a regeneration replaces one.
-        """
+        """Pause on ``call`` (a regeneration keeps its ``attempt_id`` and ``origin``)."""
         verdict, report = judged.verdict, judged.report
         assert call.input is not None
         policy = tool.policy
@@ -278,23 +275,15 @@ class Dispatcher:
             details=details,
             can_regenerate=can_regenerate,
             regenerate_input=(origin or call.input) if can_regenerate else None,
-            **self._approval(call.name, verdict.amount_usd),
         )
-        turn.pause(pending)
-        self.emit(pending)
+        self._wait(turn, pending)
 
-    def _approval(self, name: str, amount_usd: float | None) -> dict[str, Any]:
-        """A pending action's expiry, quorum, requester and policy version (its rule's)."""
+    def _wait(self, turn: Turn, pending: PendingAction) -> None:
+        """Pause on ``pending``, with its expiry, quorum, requester and policy version."""
         rules = self.agent.permissions
-        policy = rules.approvals
-        rule = policy.rule_for(name, amount_usd)
-        return {
-            "expires_at": policy.expiry(rule, policy.clock()),
-            "quorum": rule.quorum,
-            "allow_self_approval": rule.allow_self_approval,
-            "requested_by": self.state.principal or "",
-            "policy_version": rules.version,
-        }
+        terms = rules.approvals.terms(pending, self.state.principal or "", rules.version)
+        turn.pause(pending := replace(pending, **terms))
+        self.emit(pending)
 
     async def regenerate(self, tool: Tool, turn: Turn) -> Paused | Continue:
         """A fresh input for the paused call (its tool's ``regenerate``), judged again.
@@ -346,14 +335,8 @@ class Dispatcher:
             client_executed=nested.client_executed,
             amount_usd=nested.amount_usd,
             nested=nested,
-            **self._approval(call.name, nested.amount_usd),
         )
-        if nested.expires_at is not None and (
-            pending.expires_at is None or nested.expires_at < pending.expires_at
-        ):  # the nested run refuses a decision after its own expiry
-            pending = replace(pending, expires_at=nested.expires_at)
-        turn.pause(pending)
-        self.emit(pending)
+        self._wait(turn, pending)
 
     # --------------------------------------------------------------- execution
 

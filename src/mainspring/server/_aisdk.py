@@ -102,16 +102,12 @@ _FINISH: dict[str, str] = {
 Chunk = dict[str, JsonValue]
 
 
-def _approval_chunk(event: ApprovalAdded | ApprovalExpiring) -> Chunk:
-    """An approval added short of its quorum, or one about to expire (a transient data part)."""
-    data = event_to_dict(event)
-    data.pop("type", None)
-    name = "data-approval-added" if isinstance(event, ApprovalAdded) else "data-approval-expiring"
-    return {"type": name, "id": event.attempt_id, "data": data, "transient": True}
-
-
-def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
-    """A steering message queued for, or taken by, the running turn (a transient data part)."""
+def _side_chunk(event: SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring) -> Chunk:
+    """A steering message, or an approval added or expiring: a transient data part."""
+    if isinstance(event, ApprovalAdded | ApprovalExpiring):
+        fields = event_to_dict(event)
+        name = f"data-{str(fields.pop('type')).replace('_', '-')}"
+        return {"type": name, "id": event.attempt_id, "data": fields, "transient": True}
     data: dict[str, JsonValue] = {
         "steeringId": event.steering_id,
         "state": "queued" if isinstance(event, SteeringQueued) else "taken",
@@ -219,10 +215,8 @@ class UIMessageStream:
             out += self._tool(event)
         elif isinstance(event, ToolProgress | Canvas):
             out.append(self._data(event))
-        elif isinstance(event, SteeringQueued | SteeringTaken):
-            out.append(_steering_chunk(event))
-        elif isinstance(event, ApprovalAdded | ApprovalExpiring):
-            out.append(_approval_chunk(event))
+        elif isinstance(event, SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring):
+            out.append(_side_chunk(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))
