@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from pydantic import JsonValue
 
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -200,6 +202,11 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         details=json_objects,
         can_regenerate=st.booleans(),
         regenerate_input=st.none() | json_objects,
+        expires_at=st.none() | finite_floats,
+        quorum=st.integers(1, 9),
+        allow_self_approval=st.booleans(),
+        requested_by=texts,
+        policy_version=texts,
     ),
     Canvas: st.builds(
         Canvas, kind=texts, data=json_values, title=texts, tool_use_id=st.none() | ids
@@ -228,6 +235,19 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
     OutputPartial: st.builds(OutputPartial, output=json_values),
     OutputRetry: st.builds(OutputRetry, reason=texts, retries=st.integers(0, 99)),
     FinalOutput: st.builds(FinalOutput, output=json_values, turn_index=st.integers(0, 10**6)),
+    ApprovalAdded: st.builds(
+        ApprovalAdded,
+        attempt_id=ids,
+        principal=ids,
+        approvals=st.lists(ids, max_size=3).map(tuple),
+        quorum=st.integers(1, 9),
+    ),
+    ApprovalExpiring: st.builds(
+        ApprovalExpiring,
+        attempt_id=ids,
+        expires_at=finite_floats,
+        seconds_left=finite_floats,
+    ),
     TurnComplete: st.builds(
         TurnComplete,
         stop_reason=st.sampled_from(get_args(StopReason)),
@@ -328,6 +348,8 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     OutputPartial(output={"city": "Mexico C", "tags": ["big", None]}),
     OutputRetry(reason="- population: Field required", retries=1),
     FinalOutput(output={"city": "Mexico City", "population": 9_200_000}, turn_index=2),
+    ApprovalAdded(attempt_id="att-1", principal="alice", approvals=("alice",), quorum=2),
+    ApprovalExpiring(attempt_id="att-1", expires_at=1_800_000_000.0, seconds_left=120.0),
     TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
     ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
 )

@@ -42,6 +42,7 @@ RANKS: dict[str, int] = {
     "cost": 6,
     "prices": 5,
     "decisions": 2,
+    "approvals": 2,
     "state": 6,
     "context": 6,
     "agent": 7,

@@ -68,6 +68,8 @@ WIRE_NAMES = {
     "OutputPartial": "output_partial",
     "OutputRetry": "output_retry",
     "FinalOutput": "final_output",
+    "ApprovalAdded": "approval_added",
+    "ApprovalExpiring": "approval_expiring",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }
@@ -205,6 +207,11 @@ def test_event_to_dict_exact_shape() -> None:
         "details": {},
         "can_regenerate": False,
         "regenerate_input": None,
+        "expires_at": None,
+        "quorum": 1,
+        "allow_self_approval": True,
+        "requested_by": "",
+        "policy_version": "",
         "type": "pending_action",
     }
 

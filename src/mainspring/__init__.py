@@ -12,12 +12,15 @@ from mainspring._version import __version__
 
 if TYPE_CHECKING:
     from mainspring.agent import Agent, Limits
+    from mainspring.approvals import ApprovalPolicy, ApprovalRule
     from mainspring.context.options import ContextOptions
     from mainspring.cost import CostTracker, ModelPrice
-    from mainspring.decisions import Approve, ClientResult, Decision, Reject
+    from mainspring.decisions import Approve, ClientResult, Decision, Expire, Reject
     from mainspring.embeddings import Embedder, HashingEmbedder
     from mainspring.errors import (
         ApprovalError,
+        ApprovalExpired,
+        ApproverRefused,
         ConfigError,
         DecisionConflict,
         FieldNotModifiable,
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
         ModelError,
         OutputInvalid,
         OutputRejected,
+        PolicyChanged,
         RunFailed,
         SessionBusy,
         SessionClosed,
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
         UnknownAttempt,
     )
     from mainspring.events import (
+        ApprovalAdded,
+        ApprovalExpiring,
         Canvas,
         ErrorEvent,
         Event,
@@ -87,8 +93,14 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "Agent": "mainspring.agent",
     "Allow": "mainspring.permissions",
+    "ApprovalAdded": "mainspring.events",
     "ApprovalError": "mainspring.errors",
+    "ApprovalExpired": "mainspring.errors",
+    "ApprovalExpiring": "mainspring.events",
+    "ApprovalPolicy": "mainspring.approvals",
+    "ApprovalRule": "mainspring.approvals",
     "Approve": "mainspring.decisions",
+    "ApproverRefused": "mainspring.errors",
     "Canvas": "mainspring.events",
     "ClientResult": "mainspring.decisions",
     "ConfigError": "mainspring.errors",
@@ -104,6 +116,7 @@ _LAZY: dict[str, str] = {
     "OutputPartial": "mainspring.events",
     "OutputRejected": "mainspring.errors",
     "OutputRetry": "mainspring.events",
+    "Expire": "mainspring.decisions",
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
@@ -123,6 +136,7 @@ _LAZY: dict[str, str] = {
     "PendingAction": "mainspring.events",
     "PermissionDenied": "mainspring.events",
     "PermissionRules": "mainspring.permissions",
+    "PolicyChanged": "mainspring.errors",
     "Reject": "mainspring.decisions",
     "ScriptedCall": "mainspring.models.scripted",
     "ScriptedModel": "mainspring.models.scripted",
@@ -171,8 +185,14 @@ __getattr__, __dir__ = lazy_attributes("mainspring", globals(), _LAZY)
 __all__ = [
     "Agent",
     "Allow",
+    "ApprovalAdded",
     "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalExpiring",
+    "ApprovalPolicy",
+    "ApprovalRule",
     "Approve",
+    "ApproverRefused",
     "Canvas",
     "ClientResult",
     "ConfigError",
@@ -184,6 +204,7 @@ __all__ = [
     "Embedder",
     "ErrorEvent",
     "Event",
+    "Expire",
     "FieldNotModifiable",
     "FinalOutput",
     "Flag",
@@ -207,6 +228,7 @@ __all__ = [
     "PendingAction",
     "PermissionDenied",
     "PermissionRules",
+    "PolicyChanged",
     "Reject",
     "RunFailed",
     "RunResult",

@@ -139,6 +139,7 @@ class DirectCaller:
         state = SessionState(
             session_id=f"{self.caller}-{name}",
             agent_name=self.agent.name,
+            principal=self.caller,  # the requester of what the call asks to approve
             auto_spent_usd=self._auto_spent,
             cost_usd=self._cost,
         )

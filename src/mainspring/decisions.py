@@ -12,6 +12,7 @@ __all__ = [
     "Approve",
     "ClientResult",
     "Decision",
+    "Expire",
     "Reject",
     "canonical_input_hash",
     "decision_kind",
@@ -27,10 +28,18 @@ class Approve:
     ``input_hash``, when given, is the :attr:`~mainspring.events.PendingAction.input_hash`
     of the input the user saw: the approval is refused (``InputChanged``) if the
     pending input is no longer that one (regenerated meanwhile, say).
+
+    ``principal`` is who approves (the authenticated principal behind a
+    server; required where the rule forbids self-approval or needs a quorum
+    of more than one). ``policy_version``, when given, is the policy version
+    the approver saw: the approval is refused (``PolicyChanged``) under any
+    other. Both are on the decision's record in the store.
     """
 
     edits: dict[str, JsonValue] = field(default_factory=dict)
     input_hash: str | None = None
+    principal: str = ""
+    policy_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +47,10 @@ class Reject:
     """Do not run it; ``reason`` is given to the model."""
 
     reason: str = "The user declined."
+    principal: str = ""
+    """Who rejected it (one principal's rejection ends a quorum's wait)."""
+    policy_version: str | None = None
+    """The policy version the rejecter saw (refused under another, as for :class:`Approve`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,16 +65,32 @@ class ClientResult:
     input_hash: str | None = None
 
 
-Decision: TypeAlias = Approve | Reject | ClientResult
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """Settle a pending action whose expiry has passed: it never runs; the model is told.
+
+    Accepted only once ``PendingAction.expires_at`` has passed (before that it
+    is refused with ``ApprovalError``): the call gets a tool result saying the
+    approval expired, and the turn goes on. Any other decision after the
+    expiry is refused with ``ApprovalExpired``.
+    """
+
+    principal: str = ""
+    """Who settled it (a host's sweeper, say); recorded with the decision."""
+
+
+Decision: TypeAlias = Approve | Reject | ClientResult | Expire
 """What ``Session.resume`` takes for a pending action."""
 
 
 def decision_kind(decision: Decision) -> str:
-    """``"approved"``, ``"rejected"`` or ``"client_result"``."""
+    """``"approved"``, ``"rejected"``, ``"client_result"`` or ``"expired"``."""
     if isinstance(decision, Approve):
         return "approved"
     if isinstance(decision, Reject):
         return "rejected"
+    if isinstance(decision, Expire):
+        return "expired"
     return "client_result"
 
 
@@ -73,8 +102,10 @@ def decision_record(decision: Decision) -> str:
     paused turn can go on instead of staying stuck on a claimed attempt.
     """
     body = {"kind": decision_kind(decision), **asdict(decision)}
-    if body.get("input_hash", "") is None:
-        del body["input_hash"]  # the record of a decision without one, as before it existed
+    # A decision without these is recorded as before they existed.
+    for name, unset in (("input_hash", None), ("principal", ""), ("policy_version", None)):
+        if name in body and body[name] == unset:
+            del body[name]
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

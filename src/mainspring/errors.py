@@ -25,7 +25,10 @@ MainspringError
 │   ├── DecisionConflict   a second decision for one attempt
 │   ├── InputChanged       .expected .given: approved another input than the pending one
 │   ├── FieldNotModifiable .fields
-│   └── InvalidEdits       .fields: a badly typed or invalid edit (also a ToolInputError)
+│   ├── InvalidEdits       .fields: a badly typed or invalid edit (also a ToolInputError)
+│   ├── ApprovalExpired    .expires_at: decided after the pending action's expiry
+│   ├── PolicyChanged      .expected .given: decided under another policy version
+│   └── ApproverRefused    .principal: no approver, the requester, or one approving twice
 ├── SessionBusy            a second run while one is active
 │   └── CallerBusy         (mainspring.engine) a second run of one caller, one run each
 ├── SessionClosed          a session used after aclose() (also a RuntimeError)
@@ -65,6 +68,8 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "ApprovalError",
+    "ApprovalExpired",
+    "ApproverRefused",
     "ArtifactNotFound",
     "AuthenticationError",
     "BadRequest",
@@ -92,6 +97,7 @@ __all__ = [
     "OutputRejected",
     "Overloaded",
     "PermissionDenied",
+    "PolicyChanged",
     "PrefixMutationError",
     "ProcessorCycleError",
     "ProcessorScopeError",
@@ -291,6 +297,51 @@ class InvalidEdits(ApprovalError, ToolInputError):
         self.tool = tool
         self.field = fields[0] if fields else ""
         self.fields = fields
+
+
+class ApprovalExpired(ApprovalError):
+    """The pending action expired before this decision came; nothing ran.
+
+    Expiry fails closed: settle the call with ``Session.resume(attempt_id, Expire())``
+    (the model is told it expired), or ask the model again.
+
+    Attributes:
+        expires_at: When it expired (Unix seconds).
+    """
+
+    def __init__(self, message: str, *, attempt_id: str, expires_at: float) -> None:
+        super().__init__(message, attempt_id=attempt_id)
+        self.expires_at = expires_at
+
+
+class PolicyChanged(ApprovalError):
+    """A decision names another policy version than the one in force; nothing ran.
+
+    Attributes:
+        expected: The policy version in force (``PermissionRules.version``).
+        given: The version the decision (or the pending action) was made under.
+    """
+
+    def __init__(self, message: str, *, attempt_id: str, expected: str, given: str) -> None:
+        super().__init__(message, attempt_id=attempt_id)
+        self.expected = expected
+        self.given = given
+
+
+class ApproverRefused(ApprovalError):
+    """This principal may not add this approval; nothing ran and the attempt stays open.
+
+    The approval names no principal where the rule needs one, the principal
+    is the requester and the rule forbids self-approval, or it approved
+    this attempt already (a quorum counts distinct principals).
+
+    Attributes:
+        principal: The approving principal (``""`` when none was named).
+    """
+
+    def __init__(self, message: str, *, attempt_id: str, principal: str) -> None:
+        super().__init__(message, attempt_id=attempt_id)
+        self.principal = principal
 
 
 class SessionBusy(MainspringError, RuntimeError):

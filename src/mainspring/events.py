@@ -19,6 +19,8 @@ from mainspring.usage import Usage
 
 __all__ = [
     "TERMINAL_EVENT_TYPES",
+    "ApprovalAdded",
+    "ApprovalExpiring",
     "Canvas",
     "ErrorEvent",
     "Event",
@@ -217,6 +219,17 @@ class PendingAction:
     regenerate_input: dict[str, JsonValue] | None = None
     """What a regeneration starts from: the call's input as the model asked for it
     (``input`` is the latest regenerated one)."""
+    expires_at: float | None = None
+    """When it expires (Unix seconds; ``None``: never): past it, no decision but
+    ``Expire`` is accepted and the call never runs (see :mod:`mainspring.approvals`)."""
+    quorum: int = 1
+    """Distinct approving principals needed before it runs."""
+    allow_self_approval: bool = True
+    """Whether :attr:`requested_by` may approve it."""
+    requested_by: str = ""
+    """The principal whose session asked for it (``""``: none)."""
+    policy_version: str = ""
+    """The policy version (``PermissionRules.version``) it was asked for under."""
     type: Literal["pending_action"] = "pending_action"
 
     def __post_init__(self) -> None:
@@ -321,6 +334,39 @@ class FinalOutput:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalAdded:
+    """One principal's approval of a quorum is on record; the action still waits.
+
+    The stream of a ``resume`` that adds an approval short of the quorum is
+    this, the unchanged ``pending_action`` and ``turn_complete(stop_reason=
+    "pending_action")``: nothing ran.
+    """
+
+    attempt_id: str
+    principal: str
+    approvals: tuple[str, ...]
+    """Every principal whose approval is on record (sorted)."""
+    quorum: int
+    type: Literal["approval_added"] = "approval_added"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalExpiring:
+    """A pending action will expire soon (its warning lead time has begun).
+
+    A paused session runs nothing, so nothing can emit this on a timer: it is
+    emitted when the paused stream is followed (``Session.send(resume_stream_id=...)``)
+    inside the warning lead time, just before its ``pending_action``. A host
+    that needs a push notice asks :func:`mainspring.approvals.expiring` itself.
+    """
+
+    attempt_id: str
+    expires_at: float
+    seconds_left: float
+    type: Literal["approval_expiring"] = "approval_expiring"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnComplete:
     """Terminal: the turn ended (or paused) for ``stop_reason``."""
 
@@ -360,6 +406,8 @@ Event: TypeAlias = (
     | OutputPartial
     | OutputRetry
     | FinalOutput
+    | ApprovalAdded
+    | ApprovalExpiring
     | TurnComplete
     | ErrorEvent
 )

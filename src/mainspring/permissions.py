@@ -21,6 +21,7 @@ from typing import Literal, TypeAlias
 
 from mainspring._lowlevel.frozen import dataclass
 from mainspring._lowlevel.json_value import JsonValue
+from mainspring.approvals import ApprovalPolicy
 from mainspring.errors import ConfigError, ToolError
 from mainspring.events import Finding
 from mainspring.tools.define import Tool
@@ -129,6 +130,11 @@ class PermissionRules:
     allow: tuple[str, ...] = ()
     can_use_tool: CanUseTool | None = None
     usd_tiers: UsdTiers = UsdTiers.balanced()
+    approvals: ApprovalPolicy = ApprovalPolicy()
+    """How long a pending action waits, its quorum and who may approve it."""
+    version: str = ""
+    """The policy's version: stamped on every pending action; a decision made
+    under another version is refused (``PolicyChanged``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from mainspring._run.held import Check, HeldState
 from mainspring.agent import Agent
 from mainspring.errors import ConfigError, SessionBusy, SessionClosed, SessionNotFound
 from mainspring.events import (
+    ApprovalExpiring,
     Event,
     PendingAction,
     SteeringQueued,
@@ -287,8 +288,21 @@ class Session:
                 client-executed tool without its result).
             InputChanged: The decision names an ``input_hash`` that is not the
                 pending input's (the input changed after it was shown).
+            ApprovalExpired: The pending action expired (``PendingAction.expires_at``);
+                only ``Expire()`` settles it now (the call never runs; the model is told).
+            PolicyChanged: The policy version in force is not the one the action
+                was asked for under, or not the one the decision names.
+            ApproverRefused: The approving principal is missing where the rule
+                needs one, is the requester where self-approval is off, or
+                approved this attempt already.
+
+        An approval of an action that needs a quorum of k principals
+        (``PendingAction.quorum``) is recorded in the session store; short of
+        the quorum, the stream yields ``approval_added`` and ends with
+        ``turn_complete(stop_reason="pending_action")``: nothing ran. The
+        approval that completes the quorum runs the write and continues the turn.
         """
-        from mainspring._run.claim import claim
+        from mainspring._run.claim import Quorum, claim
         from mainspring._run.decide import validate_decision
         from mainspring.decisions import decision_record
         from mainspring.stores.base import ClaimRelease
@@ -303,6 +317,7 @@ class Session:
         final_input = validate_decision(
             self.agent, self._held.state, attempt_id, decision, reclaimable=reclaimable
         )
+        quorum = Quorum()
         check = partial(
             claim,
             store=store,
@@ -311,12 +326,15 @@ class Session:
             decision=decision,
             record=decision_record(decision),
             reclaimable=reclaimable,
+            quorum=quorum,
         )
-        return self._unstarted(
-            self._stream(
-                lambda loop: loop.resume_turn(attempt_id, decision, final_input), check=check
-            )
-        )
+
+        def start(loop: Loop) -> Awaitable[None]:
+            if quorum.added is not None:  # an approval short of the quorum: nothing runs
+                return loop.approval_added(quorum.added)
+            return loop.resume_turn(attempt_id, decision, final_input)
+
+        return self._unstarted(self._stream(start, check=check))
 
     def steer(self, message: str | Message, *, mode: SteerMode = "next_step") -> str:
         """Queue a message for the active run; returns its steering id.
@@ -630,8 +648,15 @@ class Session:
                 state=lambda: self._held.state,
                 live=self._live_stream,
                 recover=partial(self._held.recover, self.session_store),
+                expiring=self._expiring,
             ),
         )
+
+    def _expiring(self, state: SessionState) -> ApprovalExpiring | None:
+        """The expiry warning due now for the action ``state`` waits on, if any."""
+        from mainspring.approvals import expiring
+
+        return expiring(state.pending, self.agent.permissions.approvals)
 
     def _live_stream(self) -> str | None:
         """The stream this process runs for the session now, if any."""

@@ -131,7 +131,7 @@ async def test_approval_ids_are_bound_to_session_attempt_and_arguments(server_fo
         signer = ApprovalSigner(SIGNING_KEY)
         attempt = pending["attempt_id"]
         changed = canonical_input_hash({**pending["input"], "amount": 500.0})
-        mac = signer._mac(sid, attempt, changed)
+        mac = signer._mac(sid, attempt, changed, "alice", "")
         r = await client.post(
             f"/v1/sessions/{sid}/decisions/{attempt}.{changed}.{mac}", json=approve
         )

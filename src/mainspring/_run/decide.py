@@ -4,7 +4,11 @@ Checked when ``Session.resume`` / ``Session.regenerate`` is called and again
 when its stream starts (after the run lock, on the freshest state): a known
 pending attempt, not decided yet (unless this is the decision claimed before
 a crash), the input hash it names is the pending input's, the decision fits
-the action, and edits touch only modifiable fields and stay valid.
+the action, and edits touch only modifiable fields and stay valid. Then the
+approval's own conditions (:func:`check_approver`): the pending action has
+not expired (or, for ``Expire``, has), the policy version is the one in
+force, and the approving principal may add this approval (named where the
+rule needs one, not the requester where self-approval is off, not twice).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from typing import TYPE_CHECKING
 
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring.agent import Agent
+from mainspring.approvals import approval_key
 from mainspring.decisions import (
     Approve,
     ClientResult,
     Decision,
+    Expire,
     Reject,
     canonical_input_hash,
     decision_record,
@@ -26,11 +32,14 @@ from mainspring.decisions import (
 )
 from mainspring.errors import (
     ApprovalError,
+    ApprovalExpired,
+    ApproverRefused,
     ConfigError,
     DecisionConflict,
     FieldNotModifiable,
     InputChanged,
     InvalidEdits,
+    PolicyChanged,
     ToolInputError,
     UnknownAttempt,
 )
@@ -40,7 +49,7 @@ from mainspring.state import SessionState
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["check_regenerable", "validate_decision"]
+__all__ = ["check_approver", "check_regenerable", "validate_decision"]
 
 
 def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> None:
@@ -50,6 +59,7 @@ def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> Non
         DecisionConflict: It was already decided.
         UnknownAttempt: No pending action has this id.
         ApprovalError: Its tool has no ``regenerate`` hook.
+        ApprovalExpired: It expired (a fresh input does not revive it).
     """
     recorded = state.decided.get(attempt_id)
     if recorded is not None:
@@ -69,6 +79,7 @@ def check_regenerable(agent: Agent, state: SessionState, attempt_id: str) -> Non
             f"{pending.name!r} cannot regenerate its input: approve or reject it",
             attempt_id=attempt_id,
         )
+    _check_expiry(agent, pending, attempt_id)
 
 
 def validate_decision(
@@ -108,8 +119,13 @@ def validate_decision(
         raise UnknownAttempt(
             f"no pending action with attempt id {attempt_id!r}", attempt_id=attempt_id
         )
-    if not isinstance(decision, Approve | Reject | ClientResult):
-        raise ConfigError(f"a decision is Approve, Reject or ClientResult, not {decision!r}")
+    if not isinstance(decision, Approve | Reject | ClientResult | Expire):
+        raise ConfigError(
+            f"a decision is Approve, Reject, ClientResult or Expire, not {decision!r}"
+        )
+    check_approver(agent, state, pending, decision, again=claimed_unconsumed)
+    if isinstance(decision, Expire):
+        return None
     _check_hash(pending, decision, attempt_id)
     if isinstance(decision, ClientResult) and not pending.client_executed:
         raise ApprovalError(
@@ -125,8 +141,115 @@ def validate_decision(
     return None
 
 
+def check_approver(
+    agent: Agent,
+    state: SessionState,
+    pending: PendingAction,
+    decision: Decision,
+    *,
+    again: bool = False,
+) -> None:
+    """Raise unless ``decision`` may be applied to ``pending`` now, by its principal.
+
+    ``again``: this very decision was claimed before (a crash came between
+    its claim and its use), so its own approval on record is no repeat.
+
+    Raises:
+        ApprovalExpired: ``pending`` expired (any decision but ``Expire``).
+        ApprovalError: ``Expire`` for an action that has not expired, or an
+            approval of a quorum with edits.
+        PolicyChanged: The policy version in force is not the one ``pending``
+            was asked for under, or not the one the decision names.
+        ApproverRefused: No principal where the rule needs one, the requester
+            where self-approval is off, or a principal approving twice.
+    """
+    attempt_id = pending.attempt_id
+    if isinstance(decision, Expire):
+        expires_at = pending.expires_at
+        if expires_at is None or _now(agent) < expires_at:
+            when = "never expires" if expires_at is None else f"expires at {_stamp(expires_at)}"
+            raise ApprovalError(
+                f"{pending.name!r} has not expired ({when}): approve or reject it",
+                attempt_id=attempt_id,
+            )
+        return
+    _check_expiry(agent, pending, attempt_id)
+    current = agent.permissions.version
+    if pending.policy_version != current:
+        raise PolicyChanged(
+            f"{pending.name!r} was asked for under policy version "
+            f"{pending.policy_version!r}; {current!r} is in force now: ask the model again",
+            attempt_id=attempt_id,
+            expected=current,
+            given=pending.policy_version,
+        )
+    named = None if isinstance(decision, ClientResult) else decision.policy_version
+    if named is not None and named != current:
+        raise PolicyChanged(
+            f"the decision was made under policy version {named!r}; {current!r} is in "
+            "force now: show the pending action again",
+            attempt_id=attempt_id,
+            expected=current,
+            given=named,
+        )
+    if not isinstance(decision, Approve):
+        return
+    principal = decision.principal
+    if (pending.quorum > 1 or not pending.allow_self_approval) and not principal:
+        raise ApproverRefused(
+            f"{pending.name!r} needs the approving principal "
+            f"(quorum {pending.quorum}, self-approval "
+            f"{'allowed' if pending.allow_self_approval else 'forbidden'}): "
+            "send Approve(principal=...)",
+            attempt_id=attempt_id,
+            principal=principal,
+        )
+    if not pending.allow_self_approval and principal == pending.requested_by:
+        raise ApproverRefused(
+            f"{principal!r} asked for {pending.name!r} and may not approve it: "
+            "another principal must",
+            attempt_id=attempt_id,
+            principal=principal,
+        )
+    if pending.quorum > 1:
+        if decision.edits:
+            raise ApprovalError(
+                f"{pending.name!r} needs {pending.quorum} approvals of one input: "
+                "an approval of a quorum cannot edit it",
+                attempt_id=attempt_id,
+            )
+        if not again and approval_key(attempt_id, principal) in state.decided:
+            raise ApproverRefused(
+                f"{principal!r} approved {pending.name!r} already; a quorum counts "
+                "distinct principals",
+                attempt_id=attempt_id,
+                principal=principal,
+            )
+
+
+def _now(agent: Agent) -> float:
+    return agent.permissions.approvals.clock()
+
+
+def _stamp(when: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
+
+
+def _check_expiry(agent: Agent, pending: PendingAction, attempt_id: str) -> None:
+    expires_at = pending.expires_at
+    if expires_at is not None and _now(agent) >= expires_at:
+        raise ApprovalExpired(
+            f"{pending.name!r} expired at {_stamp(expires_at)}; nothing ran. Settle it with "
+            "Expire() (the model is told) and ask again",
+            attempt_id=attempt_id,
+            expires_at=expires_at,
+        )
+
+
 def _check_hash(pending: PendingAction, decision: Decision, attempt_id: str) -> None:
-    given = None if isinstance(decision, Reject) else decision.input_hash
+    given = None if isinstance(decision, Reject | Expire) else decision.input_hash
     if given is None:
         return
     expected = pending.input_hash or canonical_input_hash(pending.input)

@@ -251,10 +251,7 @@ class Dispatcher:
         attempt_id: str | None = None,
         origin: dict[str, JsonValue] | None = None,
     ) -> None:
-        """Pause on ``call`` with its pending action.
-
-        ``attempt_id`` and ``origin`` are kept when a regeneration replaces one.
-        """
+        """Pause on ``call`` (a regeneration keeps its ``attempt_id`` and ``origin``)."""
         verdict, report = judged.verdict, judged.report
         assert call.input is not None
         policy = tool.policy
@@ -281,7 +278,13 @@ class Dispatcher:
             can_regenerate=can_regenerate,
             regenerate_input=(origin or call.input) if can_regenerate else None,
         )
-        turn.pause(pending)
+        self._wait(turn, pending)
+
+    def _wait(self, turn: Turn, pending: PendingAction) -> None:
+        """Pause on ``pending``, with its expiry, quorum, requester and policy version."""
+        rules = self.agent.permissions
+        terms = rules.approvals.terms(pending, self.state.principal or "", rules.version)
+        turn.pause(pending := replace(pending, **terms))
         self.emit(pending)
 
     async def regenerate(self, tool: Tool, turn: Turn) -> Paused | Continue:
@@ -335,8 +338,7 @@ class Dispatcher:
             amount_usd=nested.amount_usd,
             nested=nested,
         )
-        turn.pause(pending)
-        self.emit(pending)
+        self._wait(turn, pending)
 
     # --------------------------------------------------------------- execution
 

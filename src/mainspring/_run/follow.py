@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import anyio
 
 from mainspring.errors import StoreError
-from mainspring.events import ErrorEvent, Event, TurnComplete
+from mainspring.events import ApprovalExpiring, ErrorEvent, Event, TurnComplete
 from mainspring.replay import has_terminal, synthesize_terminal
 from mainspring.state import SessionState
 from mainspring.stores.base import CheckpointStore, RunLock, SessionStore, load_after
@@ -38,6 +38,10 @@ class Followed:
     """The stream this process runs for the session now, if any."""
     recover: Callable[[], Awaitable[None]]
     """Repair, on record, the state of a run that died (see :mod:`mainspring._run.recovery`)."""
+    expiring: Callable[[SessionState], ApprovalExpiring | None] = lambda state: None
+    """The warning due now for the action the session waits on (see
+    :func:`mainspring.approvals.expiring`); a followed paused stream yields it
+    just before its ``pending_action``."""
 
 
 async def follow(
@@ -56,7 +60,12 @@ async def follow(
         yield ended  # it ended naturally and its log was cleared
         return
     # (An empty log of the session's active stream: it died before logging anything.)
-    for event in events:
+    warn_at = _pause_position(events)
+    for position, event in enumerate(events):
+        if position == warn_at:
+            warning = session.expiring(session.state())
+            if warning is not None:
+                yield warning
         yield event
     seen = len(events)
     while not has_terminal(events) and await _still_running(session, stream_id):
@@ -86,6 +95,14 @@ async def follow(
     terminal = synthesize_terminal(events, writes=state.writes, turn_index=state.turn_index)
     await store.append(stream_id, terminal)
     yield terminal
+
+
+def _pause_position(events: list[Event]) -> int | None:
+    """Where a paused stream's ``pending_action`` is (an expiry warning goes just before it)."""
+    last = events[-1] if events else None
+    if isinstance(last, TurnComplete) and last.stop_reason == "pending_action":
+        return len(events) - 2
+    return None
 
 
 async def _ended_terminal(session: Followed, stream_id: str) -> TurnComplete | ErrorEvent | None:

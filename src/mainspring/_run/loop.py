@@ -48,6 +48,7 @@ from mainspring.agent import Agent
 from mainspring.context.compiler import ContextCompiler
 from mainspring.decisions import Decision
 from mainspring.events import (
+    ApprovalAdded,
     ErrorEvent,
     Event,
     SteeringTaken,
@@ -388,6 +389,18 @@ class Loop:
                 await self._rest_of_step(turn)
             case _:
                 assert_never(outcome)
+
+    async def approval_added(self, added: ApprovalAdded) -> None:
+        """An approval short of its quorum is on record: say so; the turn stays paused.
+
+        The stream ends as every paused one does: the action still waiting
+        (``pending_action``, unchanged), then ``turn_complete``.
+        """
+        self.emit(added)
+        pending = self.turn.pending
+        assert pending is not None
+        self.emit(pending)
+        await self._complete("pending_action")
 
     async def regenerate_turn(self, attempt_id: str) -> None:
         """A fresh input for the paused call; pause on it again, or go on if it was refused.

@@ -19,7 +19,7 @@ from mainspring._run.dispatch import Dispatcher
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
 from mainspring._run.results import edited_note, truncate_result
 from mainspring.agent import Agent
-from mainspring.decisions import ClientResult, Decision, Reject
+from mainspring.decisions import ClientResult, Decision, Expire, Reject
 from mainspring.errors import (
     CheckpointCorrupt,
     LeaseLost,
@@ -29,7 +29,7 @@ from mainspring.errors import (
     SchemaTooNew,
     StoreError,
 )
-from mainspring.events import ErrorEvent
+from mainspring.events import ErrorEvent, PendingAction
 from mainspring.messages import (
     Message,
     TextPart,
@@ -40,7 +40,14 @@ from mainspring.state import Call, Turn
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import run_preflight
 
-__all__ = ["apply_decision", "error_event", "regenerate", "repair", "thinking_blocks"]
+__all__ = [
+    "apply_decision",
+    "error_event",
+    "expired_note",
+    "regenerate",
+    "repair",
+    "thinking_blocks",
+]
 
 log = logging.getLogger("mainspring.loop")
 
@@ -80,7 +87,7 @@ async def apply_decision(
         turn.repause(pending)
         raise
     tool = agent.tool(call.name)
-    if pending.nested is not None and tool is not None:
+    if pending.nested is not None and tool is not None and not isinstance(decision, Expire):
         # The call suspended on a nested run: it runs again and hands it the decision.
         await dispatch.execute(
             tool,
@@ -91,6 +98,8 @@ async def apply_decision(
             decision=decision,
             suspended_on=pending.nested,
         )
+    elif isinstance(decision, Expire):  # fail-closed: it never runs, the model is told
+        dispatch.fail(call, expired_note(pending))
     elif isinstance(decision, Reject):
         dispatch.fail(call, f"the user rejected this action: {decision.reason}")
     elif isinstance(decision, ClientResult):
@@ -118,6 +127,20 @@ async def apply_decision(
         return PAUSED
     turn.advance()
     return CONTINUE
+
+
+def expired_note(pending: PendingAction) -> str:
+    """The tool result of a call whose approval expired (it did not run)."""
+    from datetime import UTC, datetime
+
+    when = ""
+    if pending.expires_at is not None:
+        stamp = datetime.fromtimestamp(pending.expires_at, UTC).isoformat(timespec="seconds")
+        when = f" at {stamp}"
+    return (
+        f"the approval of this action expired{when} before anyone approved it; "
+        "it did not run (expired, not rejected). Ask the user before trying again."
+    )
 
 
 async def _client_result(

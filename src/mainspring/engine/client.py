@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import JsonValue
 
 from mainspring.codec import event_from_dict
-from mainspring.decisions import Approve, ClientResult, Decision, Reject, decision_kind
+from mainspring.decisions import Approve, ClientResult, Decision, Expire, Reject, decision_kind
 from mainspring.engine.signing import SigningKey
 from mainspring.errors import RemoteEngineError, WireFormatError
 from mainspring.events import PendingAction
@@ -44,14 +44,33 @@ __all__ = [
 def decision_to_dict(decision: Decision) -> dict[str, JsonValue]:
     """A decision's wire form."""
     if isinstance(decision, Approve):
-        return {"kind": "approved", "edits": dict(decision.edits)}
+        return {"kind": "approved", "edits": dict(decision.edits), **_approver(decision)}
     if isinstance(decision, Reject):
-        return {"kind": "rejected", "reason": decision.reason}
+        return {"kind": "rejected", "reason": decision.reason, **_approver(decision)}
+    if isinstance(decision, Expire):
+        return {"kind": "expired"}
     return {
         "kind": decision_kind(decision),
         "content": decision.content,
         "is_error": decision.is_error,
     }
+
+
+def _approver(decision: Approve | Reject) -> dict[str, JsonValue]:
+    """Who decided and under which policy version, when the decision says."""
+    out: dict[str, JsonValue] = {}
+    if decision.principal:
+        out["principal"] = decision.principal
+    if decision.policy_version is not None:
+        out["policy_version"] = decision.policy_version
+    return out
+
+
+def _approver_of(data: dict[str, Any]) -> tuple[str, str | None]:
+    principal, version = data.get("principal", ""), data.get("policy_version")
+    if not isinstance(principal, str) or not (version is None or isinstance(version, str)):
+        raise WireFormatError("a decision's principal and policy_version are strings")
+    return principal, version
 
 
 def decision_from_dict(data: object) -> Decision:
@@ -67,18 +86,24 @@ def decision_from_dict(data: object) -> Decision:
         edits = data.get("edits", {})
         if not isinstance(edits, dict):
             raise WireFormatError("an approval's edits are a JSON object")
-        return Approve(edits=edits)
+        principal, version = _approver_of(data)
+        return Approve(edits=edits, principal=principal, policy_version=version)
     if kind == "rejected":
         reason = data.get("reason", "The user declined.")
         if not isinstance(reason, str):
             raise WireFormatError("a rejection's reason is a string")
-        return Reject(reason)
+        principal, version = _approver_of(data)
+        return Reject(reason, principal=principal, policy_version=version)
+    if kind == "expired":
+        return Expire()
     if kind == "client_result":
         content, is_error = data.get("content"), data.get("is_error", False)
         if not isinstance(content, str) or not isinstance(is_error, bool):
             raise WireFormatError("a client result has a string content and a boolean is_error")
         return ClientResult(content=content, is_error=is_error)
-    raise WireFormatError(f"a decision's kind is approved, rejected or client_result, not {kind!r}")
+    raise WireFormatError(
+        f"a decision's kind is approved, rejected, client_result or expired, not {kind!r}"
+    )
 
 
 class RemoteEngine:

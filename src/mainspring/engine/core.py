@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -15,7 +16,7 @@ from pydantic import JsonValue
 
 from mainspring._direct import DirectCall, DirectCaller
 from mainspring.agent import Agent
-from mainspring.decisions import Decision
+from mainspring.decisions import Approve, Decision, Reject
 from mainspring.engine.members import MemberSessions
 from mainspring.engine.paused import Parked, park, parked, unpark
 from mainspring.engine.policy import ManagementPolicy
@@ -462,10 +463,16 @@ class Engine:
         The pause may have happened on another worker sharing :attr:`records`;
         of two decisions of one attempt, one goes on (the other is unknown).
 
+        An approval or a rejection that names no principal is made by
+        ``caller`` (its id is recorded as the approver).
+
         Raises:
             UnknownAttempt: No paused call or run of this caller waits on it.
-            DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``.
+            DecisionConflict, FieldNotModifiable, ApprovalError: As ``Session.resume``
+                (``ApprovalExpired``, ``PolicyChanged`` and ``ApproverRefused`` too).
         """
+        if isinstance(decision, Approve | Reject) and not decision.principal:
+            decision = replace(decision, principal=caller.id)
         with anyio.CancelScope(shield=True):  # a taken call is never dropped half-way
             paused = await unpark(self.records, self.name, caller.key, attempt_id)
         if paused is None:

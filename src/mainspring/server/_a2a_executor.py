@@ -274,7 +274,7 @@ class MainspringExecutor(AgentExecutor):
             return
         await updater.requires_input(
             updater.new_agent_message(
-                [new_text_part(problem), _pending_part(host, session.session_id, pending)]
+                [new_text_part(problem), _pending_part(host, session, pending)]
             )
         )
 
@@ -295,7 +295,7 @@ class MainspringExecutor(AgentExecutor):
                 elif isinstance(event, PendingAction):
                     await response.flush()
                     question = [new_text_part(_question(event))]
-                    asked = [*question, _pending_part(host, run.session_id, event)]
+                    asked = [*question, _pending_part(host, run.session, event)]
                     await updater.requires_input(updater.new_agent_message(asked))
                 elif isinstance(event, TurnComplete | ErrorEvent):
                     await response.flush()
@@ -406,12 +406,14 @@ async def _finish(
         await updater.complete(message)
 
 
-def _event_part(host: SessionHost, session_id: str, event: Event) -> Part:
-    return new_data_part(host.wire_dict(session_id, event))
+def _event_part(host: SessionHost, session_id: str, event: Event, *, principal: str = "") -> Part:
+    return new_data_part(host.wire_dict(session_id, event, principal=principal))
 
 
-def _pending_part(host: SessionHost, session_id: str, pending: PendingAction) -> Part:
-    return _event_part(host, session_id, pending)
+def _pending_part(host: SessionHost, session: Session, pending: PendingAction) -> Part:
+    """The pending action with its approval id signed for the session's principal."""
+    owner = session.state.principal or ""
+    return _event_part(host, session.session_id, pending, principal=owner)
 
 
 def _question(pending: PendingAction) -> str:

@@ -106,7 +106,11 @@ def _state(host: SessionHost, session: Session) -> dict[str, JsonValue]:
         "messages": len(state.messages),
         "usage": encode(state.usage),
         "costUsd": state.cost_usd,
-        "pending": host.wire_dict(session.session_id, pending) if pending else None,
+        "pending": (
+            host.wire_dict(session.session_id, pending, principal=session.state.principal or "")
+            if pending
+            else None
+        ),
     }
 
 
@@ -146,7 +150,12 @@ def _resumed(
         raise ConfigError(
             "the thread waits on a client tool's result: send it as a tool message, not resume"
         )
-    open_id = host.signer.sign(session.session_id, pending) if pending is not None else None
+    owner = session.state.principal or ""
+    open_id = (
+        host.approval_id(session.session_id, pending, principal=owner)
+        if pending is not None
+        else None
+    )
     for entry in resume:
         if entry.interrupt_id != open_id:
             host.pending_for(session, entry.interrupt_id)  # says why: forged, decided, stale
@@ -205,7 +214,7 @@ async def _start(
             raise SessionBusy(
                 f"thread {thread_id!r} waits on the result of tool call {pending.tool_use_id!r}"
             )
-        approval_id = host.signer.sign(thread_id, pending)
+        approval_id = host.approval_id(thread_id, pending, principal=session.state.principal or "")
         return await host.decide(session, approval_id, result), pending.tool_use_id
     if pending is not None:
         raise SessionBusy(f"thread {thread_id!r} waits on an interrupt: answer it with resume")
@@ -236,7 +245,7 @@ async def run_agent(
         for out in mapper.started():
             yield encoder.encode(out).encode()
         async for _position, event in live.follow():
-            wired = host.wire(thread_id, event)
+            wired = host.wire(thread_id, event, principal=caller.id)
             if isinstance(event, TurnComplete):
                 ending = mapper.events(wired, _state(host, live.session), live.session.messages)
             else:

@@ -34,8 +34,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from mainspring.codec import encode
+from mainspring.codec import encode, event_to_dict
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -102,6 +104,18 @@ __all__ = ["AguiRun", "interrupt_of", "messages_of", "result_id"]
 
 _OUTPUT = (OutputPartial, OutputRetry, FinalOutput)
 """Typed output's events: one ``mainspring.output`` custom event each."""
+
+_CUSTOM = (
+    ToolProgress,
+    Canvas,
+    PermissionDenied,
+    ApprovalAdded,
+    ApprovalExpiring,
+    OutputPartial,
+    OutputRetry,
+    FinalOutput,
+)
+"""Events that become one ``CUSTOM`` event each."""
 
 _CANCELLED = frozenset({"cancelled", "interrupted"})
 
@@ -307,10 +321,7 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(
-            event,
-            ToolProgress | Canvas | PermissionDenied | OutputPartial | OutputRetry | FinalOutput,
-        ):
+        if isinstance(event, _CUSTOM):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -429,10 +440,20 @@ class AguiRun:
 
     def _custom(
         self,
-        event: ToolProgress | Canvas | PermissionDenied | OutputPartial | OutputRetry | FinalOutput,
+        event: ToolProgress
+        | Canvas
+        | PermissionDenied
+        | ApprovalAdded
+        | ApprovalExpiring
+        | OutputPartial
+        | OutputRetry
+        | FinalOutput,
     ) -> CustomEvent:
         if isinstance(event, _OUTPUT):
             return CustomEvent(name="mainspring.output", value=output_value(event))
+        if isinstance(event, ApprovalAdded | ApprovalExpiring):
+            approval = event_to_dict(event)
+            return CustomEvent(name=f"mainspring.{approval.pop('type')}", value=approval)
         if isinstance(event, PermissionDenied):  # (the call's error result follows)
             denied: dict[str, JsonValue] = {"toolCallId": event.tool_use_id, "toolName": event.name}
             denied |= {"reason": event.reason, "source": event.source}

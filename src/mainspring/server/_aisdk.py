@@ -123,6 +123,7 @@ def _sse(
     mapper: UIMessageStream,
     items: AsyncIterator[tuple[int, Event]],
     *,
+    principal: str,
     cancel_on_abort: bool = False,
 ) -> EventSourceResponse:
     async def frames() -> AsyncIterator[ServerSentEvent]:
@@ -134,7 +135,8 @@ def _sse(
         ended = False
         try:
             async for _position, event in items:
-                for chunk in mapper.chunks(host.wire(mapper.session_id, event)):
+                wired = host.wire(mapper.session_id, event, principal=principal)
+                for chunk in mapper.chunks(wired):
                     yield frame(chunk)
             ended = True
             for chunk in mapper.end():
@@ -192,7 +194,7 @@ async def chat(
         approval_id, decision = answer
         if not approval_id:  # a client tool's result: for the call the client was shown
             assert session.pending is not None
-            approval_id = host.signer.sign(session.session_id, session.pending)
+            approval_id = host.approval_id(session.session_id, session.pending, principal=caller.id)
         pending = host.pending_for(session, approval_id)
         run = await host.decide(session, approval_id, decision)
         decided = (pending.tool_use_id, decision)
@@ -203,10 +205,10 @@ async def chat(
         if waiting is not None and host.config.aisdk_while_pending == "show":
             showing = f"{SHOWN_AGAIN}{secrets.token_hex(4)}"
             mapper = UIMessageStream(session_id=session.session_id, showing=showing)
-            return _sse(host, mapper, _waiting(host, session))
+            return _sse(host, mapper, _waiting(host, session), principal=caller.id)
         if waiting is not None:
             rejected = Reject(reason=text)
-            approval_id = host.signer.sign(session.session_id, waiting)
+            approval_id = host.approval_id(session.session_id, waiting, principal=caller.id)
             run = await host.decide(session, approval_id, rejected)
             decided, shown = (waiting.tool_use_id, rejected), False
         else:
@@ -227,7 +229,7 @@ async def chat(
     cancel = body.cancelOnAbort
     if cancel is None:
         cancel = host.config.aisdk_abort_cancels
-    return _sse(host, mapper, run.follow(), cancel_on_abort=cancel)
+    return _sse(host, mapper, run.follow(), principal=caller.id, cancel_on_abort=cancel)
 
 
 @aisdk_router.get("/chat/{chat_id}/messages", tags=["ai-sdk"])
@@ -244,7 +246,7 @@ async def chat_messages(
         return []
     pending = session.pending
     if pending is not None:
-        wired = host.wire(chat_id, pending)
+        wired = host.wire(chat_id, pending, principal=caller.id)
         assert isinstance(wired, PendingAction)
         pending = wired
     return ui_messages(session.state.messages, pending)
@@ -281,4 +283,4 @@ async def resume_chat(
     )
     cancel = host.config.aisdk_abort_cancels if cancelOnAbort is None else cancelOnAbort
     mapper.stream_id = stream_id
-    return _sse(host, mapper, items, cancel_on_abort=cancel)
+    return _sse(host, mapper, items, principal=caller.id, cancel_on_abort=cancel)

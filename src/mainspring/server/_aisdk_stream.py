@@ -11,9 +11,11 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from mainspring.codec import encode
+from mainspring.codec import encode, event_to_dict
 from mainspring.decisions import Decision, Reject
 from mainspring.events import (
+    ApprovalAdded,
+    ApprovalExpiring,
     Canvas,
     ErrorEvent,
     Event,
@@ -57,8 +59,12 @@ _FINISH: dict[str, str] = {
 Chunk = dict[str, JsonValue]
 
 
-def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
-    """A steering message queued for, or taken by, the running turn (a transient data part)."""
+def _side_chunk(event: SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring) -> Chunk:
+    """A steering message, or an approval added or expiring: a transient data part."""
+    if isinstance(event, ApprovalAdded | ApprovalExpiring):
+        fields = event_to_dict(event)
+        name = f"data-{str(fields.pop('type')).replace('_', '-')}"
+        return {"type": name, "id": event.attempt_id, "data": fields, "transient": True}
     data: dict[str, JsonValue] = {
         "steeringId": event.steering_id,
         "state": "queued" if isinstance(event, SteeringQueued) else "taken",
@@ -173,8 +179,8 @@ class UIMessageStream:
             out += self._tool(event)
         elif isinstance(event, ToolProgress | Canvas | PermissionDenied):
             out.append(self._data(event))
-        elif isinstance(event, SteeringQueued | SteeringTaken):
-            out.append(_steering_chunk(event))
+        elif isinstance(event, SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring):
+            out.append(_side_chunk(event))
         elif isinstance(event, OutputPartial | OutputRetry | FinalOutput):
             out.append({"type": "data-output", "id": "output", "data": output_value(event)})
         elif isinstance(event, TurnComplete | ErrorEvent):

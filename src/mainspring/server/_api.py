@@ -20,7 +20,7 @@ from pydantic import JsonValue
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from mainspring.codec import encode, event_to_dict, message_to_dict
-from mainspring.decisions import Approve, ClientResult, Decision, Reject
+from mainspring.decisions import Approve, ClientResult, Decision, Expire, Reject
 from mainspring.errors import ConfigError, SessionBusy
 from mainspring.events import Event
 from mainspring.server._auth import Principal
@@ -32,6 +32,7 @@ from mainspring.server._schemas import (
     ClientResultBody,
     DecisionBody,
     ErrorBody,
+    ExpireBody,
     MessageBody,
     PendingBody,
     RejectBody,
@@ -71,7 +72,11 @@ def _info(host: SessionHost, session: Session) -> SessionInfo:
         turn_index=state.turn_index,
         messages=len(state.messages),
         running=host.runs.active(session.session_id) is not None,
-        pending=host.wire_dict(session.session_id, pending) if pending else None,
+        pending=(
+            host.wire_dict(session.session_id, pending, principal=session.state.principal or "")
+            if pending
+            else None
+        ),
         usage=_json_object(encode(state.usage)),
         cost_usd=state.cost_usd,
         active_stream=state.active_stream,
@@ -85,13 +90,21 @@ def _json_object(value: JsonValue) -> dict[str, JsonValue]:
 
 
 def sse_of(
-    host: SessionHost, session_id: str, stream_id: str, items: AsyncIterator[tuple[int, Event]]
+    host: SessionHost,
+    session_id: str,
+    stream_id: str,
+    items: AsyncIterator[tuple[int, Event]],
+    *,
+    principal: str,
 ) -> EventSourceResponse:
-    """The SSE response of a stream: each event with ``id: <stream id>:<position>``."""
+    """The SSE response of a stream: each event with ``id: <stream id>:<position>``.
+
+    A pending action's approval id is signed for ``principal`` (the caller).
+    """
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
         async for position, event in items:
-            data = event_to_dict(host.wire(session_id, event))
+            data = event_to_dict(host.wire(session_id, event, principal=principal))
             yield ServerSentEvent(
                 data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
                 event=event.type,
@@ -116,7 +129,8 @@ def _check_idle(host: SessionHost, session_id: str) -> None:
 
 def _live(host: SessionHost, run: LiveRun) -> EventSourceResponse:
     assert run.stream_id is not None
-    return sse_of(host, run.session_id, run.stream_id, run.follow())
+    owner = run.session.state.principal or ""
+    return sse_of(host, run.session_id, run.stream_id, run.follow(), principal=owner)
 
 
 @router.post("/sessions", status_code=201, response_model=SessionInfo, tags=["sessions"])
@@ -151,7 +165,9 @@ async def get_pending(session_id: str, caller: Caller, host: Host) -> PendingBod
     """The action awaiting a decision, its approval id signed."""
     session = await host.open(caller, session_id)
     pending = session.pending
-    return PendingBody(pending=host.wire_dict(session_id, pending) if pending else None)
+    return PendingBody(
+        pending=host.wire_dict(session_id, pending, principal=caller.id) if pending else None
+    )
 
 
 @router.get("/sessions/{session_id}/state", response_model=StateBody, tags=["sessions"])
@@ -172,7 +188,7 @@ async def get_state(session_id: str, caller: Caller, host: Host) -> StateBody:
         turn=encode(turn) if turn is not None else None,
         decided=dict(state.decided),
         writes={key: encode(record) for key, record in state.writes.items()},
-        pending=host.wire_dict(session_id, pending) if pending else None,
+        pending=host.wire_dict(session_id, pending, principal=caller.id) if pending else None,
     )
 
 
@@ -202,7 +218,7 @@ async def post_message(
     if resume is not None:
         stream_id, after = resume
         items = await host.follow(caller, session_id, stream_id, after)
-        return sse_of(host, session_id, stream_id, items)
+        return sse_of(host, session_id, stream_id, items, principal=caller.id)
     if body.message is None:
         raise ConfigError("the body needs a message (or resume_stream_id)")
     session = await host.open(caller, session_id)
@@ -237,14 +253,17 @@ async def follow_stream(
                 raise NotFound(f"session {session_id!r} has no stream yet")
         resume = (stream_id, after)
     items = await host.follow(caller, session_id, *resume)
-    return sse_of(host, session_id, resume[0], items)
+    return sse_of(host, session_id, resume[0], items, principal=caller.id)
 
 
-def _decision(body: ApproveBody | RejectBody | ClientResultBody) -> Decision:
+def _decision(body: ApproveBody | RejectBody | ClientResultBody | ExpireBody) -> Decision:
+    """The decision a body asks for (the host adds the principal and the policy version)."""
     if isinstance(body, ApproveBody):
         return Approve(edits=dict(body.edits))
     if isinstance(body, RejectBody):
         return Reject(reason=body.reason)
+    if isinstance(body, ExpireBody):
+        return Expire()
     return ClientResult(content=body.content, is_error=body.is_error)
 
 

@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from mainspring.agent import Agent
 from mainspring.codec import event_to_dict
-from mainspring.decisions import Approve, ClientResult, Decision, canonical_input_hash
+from mainspring.decisions import Approve, ClientResult, Decision, Reject, canonical_input_hash
 from mainspring.errors import DecisionConflict, SessionBusy, StoreError, UnknownAttempt
 from mainspring.events import Event, PendingAction, StreamStarted
 from mainspring.messages import Message
@@ -296,13 +296,22 @@ class SessionHost:
     def pending_for(self, session: Session, approval_id: str) -> PendingAction:
         """The pending action an approval id names, if it is still the one signed.
 
+        The id must have been signed for the session's principal (the caller:
+        only the owner opens a session) under the policy version in force.
+
         Raises:
-            BadApproval: Not signed by this server for this session.
+            BadApproval: Not signed by this server for this session, this
+                principal and this policy version.
             NotFound: The attempt is not known to the session.
             DecisionConflict: It was decided already.
             StaleApproval: Its arguments changed since the id was handed out.
         """
-        signed = self.signer.verify(session.session_id, approval_id)
+        signed = self.signer.verify(
+            session.session_id,
+            approval_id,
+            principal=session.state.principal or "",
+            policy=self.agent.permissions.version,
+        )
         pending = session.pending
         if pending is None or pending.attempt_id != signed.attempt_id:
             if signed.attempt_id in session.state.decided:
@@ -323,12 +332,20 @@ class SessionHost:
         """Decide the pending action ``approval_id`` signs and continue the turn.
 
         The decision also names the input hash the id was signed for, so the
-        engine itself refuses it (``InputChanged``) if the input moved meanwhile.
+        engine itself refuses it (``InputChanged``) if the input moved meanwhile,
+        and an approval or a rejection names the authenticated principal (the
+        session's owner) and the policy version the id was signed under.
         """
         pending = self.pending_for(session, approval_id)
         signed_hash = canonical_input_hash(pending.input)
         if isinstance(decision, Approve | ClientResult) and decision.input_hash is None:
             decision = replace(decision, input_hash=signed_hash)
+        if isinstance(decision, Approve | Reject):
+            decision = replace(
+                decision,
+                principal=session.state.principal or "",
+                policy_version=self.agent.permissions.version,
+            )
         try:
             stream = session.resume(pending.attempt_id, decision)
         except UnknownAttempt as exc:
@@ -403,15 +420,21 @@ class SessionHost:
 
     # ---------------------------------------------------------------- wire
 
-    def wire(self, session_id: str, event: Event) -> Event:
-        """``event`` as a client sees it: a pending action's approval id signed."""
+    def approval_id(self, session_id: str, pending: PendingAction, *, principal: str) -> str:
+        """The approval id of ``pending`` handed to ``principal`` (see :meth:`pending_for`)."""
+        policy = self.agent.permissions.version
+        return self.signer.sign(session_id, pending, principal=principal, policy=policy)
+
+    def wire(self, session_id: str, event: Event, *, principal: str) -> Event:
+        """``event`` as ``principal`` sees it: a pending action's approval id signed for them."""
         if isinstance(event, PendingAction):
-            return self.signer.bind(session_id, event)
+            policy = self.agent.permissions.version
+            return self.signer.bind(session_id, event, principal=principal, policy=policy)
         return event
 
-    def wire_dict(self, session_id: str, event: Event) -> dict[str, JsonValue]:
+    def wire_dict(self, session_id: str, event: Event, *, principal: str) -> dict[str, JsonValue]:
         """:meth:`wire` as the JSON object of mainspring's wire format."""
-        return event_to_dict(self.wire(session_id, event))
+        return event_to_dict(self.wire(session_id, event, principal=principal))
 
     async def request_cancel(self, session_id: str) -> bool:
         """Cancel the session's run wherever it runs; ``False`` if it runs nowhere.

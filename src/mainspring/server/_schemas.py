@@ -12,6 +12,7 @@ __all__ = [
     "DecisionBody",
     "ErrorBody",
     "ErrorDetail",
+    "ExpireBody",
     "MessageBody",
     "PendingBody",
     "RejectBody",
@@ -81,8 +82,15 @@ class ClientResultBody(BaseModel):
     is_error: bool = False
 
 
+class ExpireBody(BaseModel):
+    """Settle an action whose approval expired: it never runs; the model is told."""
+
+    model_config = _STRICT
+    decision: Literal["expire"]
+
+
 DecisionBody = Annotated[
-    ApproveBody | RejectBody | ClientResultBody, Field(discriminator="decision")
+    ApproveBody | RejectBody | ClientResultBody | ExpireBody, Field(discriminator="decision")
 ]
 
 
