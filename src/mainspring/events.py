@@ -23,6 +23,7 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "Finding",
+    "GuardrailVerdict",
     "PendingAction",
     "SteeringQueued",
     "SteeringTaken",
@@ -49,6 +50,7 @@ StopReason: TypeAlias = Literal[
     "refusal",
     "interrupted",
     "steered",
+    "guardrail_tripped",
 ]
 """Why a turn ended (``TurnComplete.stop_reason``)."""
 
@@ -256,6 +258,26 @@ class SteeringTaken:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailVerdict:
+    """A guardrail (:mod:`mainspring.guardrails`) judged the turn's input or its final answer.
+
+    One per guardrail that finished. A tripped one (``tripwire=True``) is followed
+    by ``turn_complete(stop_reason="guardrail_tripped")``, or by an ``error`` event
+    (``code="guardrail_failed"``) when the guardrail raised (``error`` says what).
+    """
+
+    name: str
+    stage: Literal["input", "output"]
+    tripwire: bool
+    reason: str = ""
+    info: JsonValue = None
+    error: str = ""
+    """What the guardrail raised (it then counts as tripped: guardrails fail closed)."""
+    turn_index: int = 0
+    type: Literal["guardrail_verdict"] = "guardrail_verdict"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnComplete:
     """Terminal: the turn ended (or paused) for ``stop_reason``."""
 
@@ -291,6 +313,7 @@ Event: TypeAlias = (
     | UsageEvent
     | SteeringQueued
     | SteeringTaken
+    | GuardrailVerdict
     | TurnComplete
     | ErrorEvent
 )

@@ -3,7 +3,8 @@
 ``Session.run(message)`` (and ``run_sync``) drive a whole stream and return
 its :class:`RunResult`: the final text, the pending action if the turn paused
 for a decision, usage and cost, and every event. A run that ended in an
-``error`` event raises :class:`~mainspring.errors.RunFailed` instead.
+``error`` event raises :class:`~mainspring.errors.RunFailed` instead; one a
+guardrail stopped raises :class:`~mainspring.errors.GuardrailTripwire`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mainspring.errors import RunFailed
+from mainspring.errors import GuardrailTripwire, RunFailed
 from mainspring.events import (
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     StopReason,
     TextDelta,
@@ -50,6 +52,7 @@ def result_of(events: Sequence[Event]) -> RunResult:
 
     Raises:
         RunFailed: The stream ended with an ``error`` event.
+        GuardrailTripwire: A guardrail tripped (``stop_reason="guardrail_tripped"``).
     """
     last = events[-1] if events else None
     if isinstance(last, ErrorEvent):
@@ -63,7 +66,7 @@ def result_of(events: Sequence[Event]) -> RunResult:
     if not isinstance(last, TurnComplete):
         raise RunFailed("the stream ended without a terminal event", code="no_terminal")
     pending = next((e for e in reversed(events) if isinstance(e, PendingAction)), None)
-    return RunResult(
+    result = RunResult(
         text="".join(e.text for e in events if isinstance(e, TextDelta)),
         stop_reason=last.stop_reason,
         pending=pending if last.stop_reason == "pending_action" else None,
@@ -72,3 +75,11 @@ def result_of(events: Sequence[Event]) -> RunResult:
         cost_usd=last.cost_usd,
         events=tuple(events),
     )
+    if last.stop_reason == "guardrail_tripped":
+        verdict = next(e for e in events if isinstance(e, GuardrailVerdict) and e.tripwire)
+        raise GuardrailTripwire(
+            f"{verdict.stage} guardrail {verdict.name!r} tripped: {verdict.reason}".rstrip(": "),
+            verdict=verdict,
+            result=result,
+        )
+    return result

@@ -89,6 +89,10 @@ class Dispatcher:
         self.charge = charge
         self.fence = fence
         self.cancel_requested = False
+        self.hold: Callable[[], Awaitable[bool]] | None = None
+        """While set, every call waits for it before it starts, and fails when it says
+        no: the input guardrails' verdict, held over the first step's calls (see
+        :mod:`mainspring._run.tripwires`)."""
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: list[ToolContext] | tuple[()] = ()
         """The ToolContexts of the tools running now (a list from the first one; most
@@ -364,6 +368,9 @@ class Dispatcher:
         the result (what an approver's edits changed in the arguments that ran).
         """
         assert call.input is not None
+        if self.hold is not None and not await self.hold():
+            self.fail(call, f"tool {call.name!r} did not run: a guardrail stopped the turn")
+            return
         args = call.input
         hooks = self.agent.hooks
         if hooks.before_tool_call is not None:

@@ -43,6 +43,7 @@ from mainspring._run.resume import (
 )
 from mainspring._run.spend import Spend
 from mainspring._run.steering import SteeringQueue, SteerMode
+from mainspring._run.tripwires import TRIPPED, Tripwires
 from mainspring.agent import Agent
 from mainspring.context.compiler import ContextCompiler
 from mainspring.decisions import Decision
@@ -127,6 +128,12 @@ class Loop:
             thinking=thinking_blocks(state.messages) if state.turn is not None else 0,
         )
         """Reads each step's model stream (a resumed turn counts its own thinking blocks)."""
+        self.tripwires = (
+            Tripwires(agent=agent, state=state, spend=spend, dispatch=self.dispatch, emit=emit)
+            if agent.input_guardrails or agent.output_guardrails
+            else None
+        )
+        """The agent's guardrails, if it has any."""
 
     @property
     def turn(self) -> Turn:
@@ -213,6 +220,8 @@ class Loop:
         self.reader.thinking = 0
         self.turn_cache.clear()
         self._append(message)
+        if self.tripwires is not None:
+            self.tripwires.arm(message)
         if self._durable is not None:
             await self.dispatch.save()  # the turn is on record before a model is paid for it
         await self._steps()
@@ -232,7 +241,11 @@ class Loop:
             turn = self.turn
             if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
-            stop = await self.reader.read(await self._build_request(turn), turn)
+            stop = await self._read(await self._build_request(turn), turn)
+            if stop is TRIPPED:  # by an input guardrail: none of the step's calls ran
+                self._repair("an input guardrail stopped the turn", keep_partial=False)
+                await self._complete(stop.reason)
+                return
             if isinstance(stop, Finish):  # over budget once the answer was priced (see read)
                 self._repair("the budget was exceeded", keep_partial=True)
                 await self._complete(stop.reason)
@@ -249,10 +262,30 @@ class Loop:
                     await self._complete("pending_action")
                     return
                 case Finish(reason):
+                    if reason == "end_turn" and self.tripwires is not None:
+                        reason = await self._checked_answer(self.tripwires)
                     await self._complete(reason)
                     return
                 case _:
                     assert_never(outcome)
+
+    async def _read(self, request: ModelRequest, turn: Turn) -> ModelStop | Finish:
+        """One model step; a turn's first runs beside its input guardrails (see Tripwires)."""
+        tripwires = self.tripwires
+        if tripwires is not None and tripwires.armed:
+            return await tripwires.beside(self.reader.read(request, turn))
+        return await self.reader.read(request, turn)
+
+    async def _checked_answer(self, tripwires: Tripwires) -> StopReason:
+        """The final answer through the output guardrails: ``end_turn``, or tripped.
+
+        A tripped answer stays in the transcript (it is append-only, and its text
+        was streamed); the turn ends ``guardrail_tripped`` instead of ``end_turn``.
+        """
+        last = self.state.messages[-1] if self.state.messages else None
+        text = last.text if last is not None and last.role == "assistant" else ""
+        passed = await tripwires.check_output(text)
+        return "end_turn" if passed else TRIPPED.reason
 
     async def _answered(self, stop: ModelStop) -> Finish | Continue:
         """A step without calls ends the turn, unless steering gives it another step."""

@@ -21,6 +21,7 @@ from mainspring._run.results import edited_note, truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
+    GuardrailFailed,
     CheckpointCorrupt,
     LeaseLost,
     ModelError,
@@ -223,6 +224,9 @@ def error_event(exc: BaseException) -> ErrorEvent:
     if isinstance(exc, ModelError):
         code = "model_output_error" if isinstance(exc, ModelOutputError) else "model_error"
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
+    if isinstance(exc, GuardrailFailed):
+        log.warning("run stopped: %s", exc, exc_info=exc.__cause__, extra=_SAID)
+        return ErrorEvent(code="guardrail_failed", message=str(exc))
     if isinstance(exc, LeaseLost):
         log.error("run stopped: %s", exc, extra=_SAID)
         return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)
