@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         ConfigError,
         DecisionConflict,
         FieldNotModifiable,
+        GuardrailTripwire,
         InputChanged,
         InvalidEdits,
         LeaseLost,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         Canvas,
         ErrorEvent,
         Event,
+        GuardrailVerdict,
         PendingAction,
         SteeringQueued,
         SteeringTaken,
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
         TurnComplete,
         UsageEvent,
     )
+    from mainspring.guardrails import Guardrail, GuardrailContext, GuardrailResult
     from mainspring.guards import Guard
     from mainspring.hooks import Hooks
     from mainspring.messages import Message
@@ -92,6 +95,11 @@ _LAZY: dict[str, str] = {
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
+    "Guardrail": "mainspring.guardrails",
+    "GuardrailContext": "mainspring.guardrails",
+    "GuardrailResult": "mainspring.guardrails",
+    "GuardrailTripwire": "mainspring.errors",
+    "GuardrailVerdict": "mainspring.events",
     "Hooks": "mainspring.hooks",
     "InputChanged": "mainspring.errors",
     "InvalidEdits": "mainspring.errors",
@@ -169,6 +177,11 @@ __all__ = [
     "FieldNotModifiable",
     "Flag",
     "Guard",
+    "Guardrail",
+    "GuardrailContext",
+    "GuardrailResult",
+    "GuardrailTripwire",
+    "GuardrailVerdict",
     "HashingEmbedder",
     "Hooks",
     "InputChanged",

@@ -386,7 +386,7 @@ class RunFailed(MainspringError):
 
 
 class GuardrailTripwire(MainspringError):
-    """A guardrail tripped: the run (``Session.run``) ended with ``stop_reason="guardrail_tripped"``.
+    """A guardrail tripped: ``Session.run`` ended with ``stop_reason="guardrail_tripped"``.
 
     ``verdict`` is the tripped guardrail's ``guardrail_verdict`` event
     (:class:`~mainspring.events.GuardrailVerdict`); ``result`` the run's

@@ -2,11 +2,11 @@
 
 Not to be confused with :mod:`mainspring.guards`:
 
-| | guards (``Agent(guards=…)``) | guardrails (``Agent(input_guardrails=…)``) |
+| | guards (``Agent(guards=…)``) | guardrails (``input_guardrails=…``) |
 |---|---|---|
-| judges | one tool call, before it runs (and its result after) | the user's message, or the final answer |
+| judges | one tool call before it runs (its result after) | the user's message, the final answer |
 | may | block the call, ask for approval, add a hint | trip: end the whole turn |
-| when | as each call is judged | beside the first model call (input), on the final answer (output) |
+| when | as each call is judged | beside the first model call; on the final answer |
 
 A guardrail is a function (sync or async) of ``(ctx, text)`` returning a
 :class:`GuardrailResult`, or an object with such a ``__call__`` (its ``name``

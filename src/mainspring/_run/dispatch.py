@@ -368,16 +368,9 @@ class Dispatcher:
         the result (what an approver's edits changed in the arguments that ran).
         """
         assert call.input is not None
-        if self.hold is not None and not await self.hold():
-            self.fail(call, f"tool {call.name!r} did not run: a guardrail stopped the turn")
-            return
         args = call.input
-        hooks = self.agent.hooks
-        if hooks.before_tool_call is not None:
-            denial = await call_hook(hooks.before_tool_call(tool, args))
-            if denial:
-                self.fail(call, denial)
-                return
+        if (self.hold or self.agent.hooks.before_tool_call) and await self._refused(tool, call):
+            return
         call.started = True
         self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
@@ -433,6 +426,23 @@ class Dispatcher:
                     result=call.result,
                 )
             )
+
+    async def _refused(self, tool: Tool, call: Call) -> bool:
+        """Whether ``call`` may not start (it then has its error result).
+
+        It may not when the input guardrails tripped (see :attr:`hold`), or
+        ``before_tool_call`` denied it.
+        """
+        if self.hold is not None and not await self.hold():
+            self.fail(call, f"tool {call.name!r} did not run: a guardrail stopped the turn")
+            return True
+        hook = self.agent.hooks.before_tool_call
+        assert call.input is not None
+        denial = await call_hook(hook(tool, call.input)) if hook is not None else None
+        if denial:
+            self.fail(call, denial)
+            return True
+        return False
 
     def _context(
         self,

@@ -242,13 +242,8 @@ class Loop:
             if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
             stop = await self._read(await self._build_request(turn), turn)
-            if stop is TRIPPED:  # by an input guardrail: none of the step's calls ran
-                self._repair("an input guardrail stopped the turn", keep_partial=False)
-                await self._complete(stop.reason)
-                return
-            if isinstance(stop, Finish):  # over budget once the answer was priced (see read)
-                self._repair("the budget was exceeded", keep_partial=True)
-                await self._complete(stop.reason)
+            if isinstance(stop, Finish):
+                await self._stopped_before_calls(stop)
                 return
             # A step with calls runs them; one without ends the turn, unless steered on.
             outcome = await (self.dispatch.run_serial(turn) if turn.calls else self._answered(stop))
@@ -262,9 +257,7 @@ class Loop:
                     await self._complete("pending_action")
                     return
                 case Finish(reason):
-                    if reason == "end_turn" and self.tripwires is not None:
-                        reason = await self._checked_answer(self.tripwires)
-                    await self._complete(reason)
+                    await self._complete(await self._final(reason))
                     return
                 case _:
                     assert_never(outcome)
@@ -276,12 +269,27 @@ class Loop:
             return await tripwires.beside(self.reader.read(request, turn))
         return await self.reader.read(request, turn)
 
-    async def _checked_answer(self, tripwires: Tripwires) -> StopReason:
-        """The final answer through the output guardrails: ``end_turn``, or tripped.
+    async def _stopped_before_calls(self, stop: Finish) -> None:
+        """None of the step's calls run: the turn ends.
+
+        An input guardrail tripped, or the budget ran out once the answer was
+        priced (see ``AnswerReader.read``).
+        """
+        if stop is TRIPPED:
+            self._repair("an input guardrail stopped the turn", keep_partial=False)
+        else:
+            self._repair("the budget was exceeded", keep_partial=True)
+        await self._complete(stop.reason)
+
+    async def _final(self, reason: StopReason) -> StopReason:
+        """Why the turn ends: a final answer (``end_turn``) passes the output guardrails first.
 
         A tripped answer stays in the transcript (it is append-only, and its text
         was streamed); the turn ends ``guardrail_tripped`` instead of ``end_turn``.
         """
+        tripwires = self.tripwires
+        if reason != "end_turn" or tripwires is None:
+            return reason
         last = self.state.messages[-1] if self.state.messages else None
         text = last.text if last is not None and last.role == "assistant" else ""
         passed = await tripwires.check_output(text)

@@ -21,8 +21,8 @@ from mainspring._run.results import edited_note, truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
-    GuardrailFailed,
     CheckpointCorrupt,
+    GuardrailFailed,
     LeaseLost,
     ModelError,
     ModelOutputError,

@@ -37,6 +37,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     TextDelta,
     ToolProgress,
@@ -73,7 +74,7 @@ _DECISION_KEYS = {
     "reject": {"decision", "approval_id", "reason"},
     "client_result": {"decision", "approval_id", "content", "is_error"},
 }
-_RELAYED = (ToolStart, ToolProgress, ToolResult, Canvas)
+_RELAYED = (ToolStart, ToolProgress, ToolResult, Canvas, GuardrailVerdict)
 _CANCEL_WAIT = 10.0
 _TERMINAL = frozenset(
     {
@@ -308,7 +309,7 @@ class MainspringExecutor(AgentExecutor):
                 )
                 said.append(event.text)
             elif isinstance(event, UsageEvent):
-                if not event.model.startswith("tool:"):  # a model step's usage ends the step
+                if not event.model.startswith(("tool:", "guardrail:")):  # a model step's usage
                     end_step()
             elif isinstance(event, _RELAYED):
                 message = updater.new_agent_message([_event_part(host, run.session_id, event)])
@@ -373,7 +374,7 @@ async def _finish(
         await updater.failed(message)
     elif event.stop_reason == "cancelled":
         await updater.cancel(message)
-    elif event.stop_reason == "refusal":
+    elif event.stop_reason in ("refusal", "guardrail_tripped"):
         await updater.reject(message)
     elif event.stop_reason == "interrupted":
         await updater.failed(message)

@@ -39,6 +39,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     SteeringQueued,
     SteeringTaken,
@@ -301,7 +302,7 @@ class AguiRun:
             return self._delta(event)
         if isinstance(event, ToolCallDelta | ToolStart | PendingAction | ToolResult):
             return [*self._close(), *self._tool(event)]
-        if isinstance(event, ToolProgress | Canvas):
+        if isinstance(event, ToolProgress | Canvas | GuardrailVerdict):
             return [self._custom(event)]
         if isinstance(event, SteeringQueued | SteeringTaken):
             return [self._steering(event)]
@@ -334,7 +335,7 @@ class AguiRun:
 
     def _used(self, event: UsageEvent) -> None:
         """A model step's usage ends the step (its message is in the transcript)."""
-        if not event.model.startswith("tool:"):  # a model step's, not a tool's spend
+        if not event.model.startswith(("tool:", "guardrail:")):  # a model step's spend
             self._step()
             self._stepping = False
         entry = _usage(event)
@@ -418,7 +419,9 @@ class AguiRun:
             out.append(ToolCallArgsEvent(tool_call_id=tool_use_id, delta=event.args_delta))
         return out
 
-    def _custom(self, event: ToolProgress | Canvas) -> CustomEvent:
+    def _custom(self, event: ToolProgress | Canvas | GuardrailVerdict) -> CustomEvent:
+        if isinstance(event, GuardrailVerdict):
+            return _guardrail(event)
         if isinstance(event, ToolProgress):
             value: dict[str, JsonValue] = {
                 "toolCallId": event.tool_use_id,
@@ -464,6 +467,19 @@ class AguiRun:
             *self._close(),
             RunErrorEvent(message="the stream ended before the run did", code="stream_cut"),
         ]
+
+
+def _guardrail(event: GuardrailVerdict) -> CustomEvent:
+    """A guardrail's verdict (a tripped one is followed by ``RUN_FINISHED``)."""
+    value: dict[str, JsonValue] = {
+        "name": event.name,
+        "stage": event.stage,
+        "tripwire": event.tripwire,
+        "reason": event.reason,
+        "info": event.info,
+        "error": event.error,
+    }
+    return CustomEvent(name="mainspring.guardrail", value=value)
 
 
 def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:

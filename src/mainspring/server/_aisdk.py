@@ -52,6 +52,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     SteeringQueued,
     SteeringTaken,
@@ -95,6 +96,7 @@ _FINISH: dict[str, str] = {
     "pending_action": "tool-calls",
     "max_tokens": "length",
     "refusal": "content-filter",
+    "guardrail_tripped": "content-filter",
 }
 
 Chunk = dict[str, JsonValue]
@@ -107,6 +109,19 @@ def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
         "state": "queued" if isinstance(event, SteeringQueued) else "taken",
     }
     return {"type": "data-steering", "id": event.steering_id, "data": data, "transient": True}
+
+
+def _guardrail_chunk(event: GuardrailVerdict) -> Chunk:
+    """A guardrail's verdict (a data part; a tripped one is followed by ``finish``)."""
+    data: dict[str, JsonValue] = {
+        "name": event.name,
+        "stage": event.stage,
+        "tripwire": event.tripwire,
+        "reason": event.reason,
+        "info": event.info,
+        "error": event.error,
+    }
+    return {"type": "data-guardrail", "id": f"guardrail-{event.stage}-{event.name}", "data": data}
 
 
 class UIMessageStream:
@@ -211,6 +226,8 @@ class UIMessageStream:
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken):
             out.append(_steering_chunk(event))
+        elif isinstance(event, GuardrailVerdict):
+            out.append(_guardrail_chunk(event))
         elif isinstance(event, TurnComplete | ErrorEvent):
             out += self._end_step()
             out.append(self._terminal(event))

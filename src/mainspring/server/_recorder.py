@@ -41,6 +41,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     StreamStarted,
     TextDelta,
@@ -156,8 +157,8 @@ class RunTrace:
                     client_executed=event.client_executed,
                     findings=findings,
                 )
-            case Canvas():
-                self.activity("canvas", event.kind, title=event.title)
+            case Canvas() | GuardrailVerdict():
+                self._noted(event)
             case ErrorEvent():
                 self.status = "error"
                 self.activity("error", event.code, retryable=event.retryable)
@@ -168,6 +169,20 @@ class RunTrace:
                     self.status = "complete"
             case _:
                 pass
+
+    def _noted(self, event: Canvas | GuardrailVerdict) -> None:
+        """An activity without a duration: a canvas, a guardrail's verdict."""
+        if isinstance(event, Canvas):
+            self.activity("canvas", event.kind, title=event.title)
+            return
+        self.activity(
+            "guardrail",
+            event.name,
+            stage=event.stage,
+            tripwire=event.tripwire,
+            reason=self._text(event.reason),
+            error=event.error or None,
+        )
 
     def _text(self, text: str) -> str | None:
         return text[:_PREVIEW] if self.recorder.include_content else None
