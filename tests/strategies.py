@@ -14,6 +14,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     Finding,
+    GuardrailVerdict,
     PendingAction,
     SteeringQueued,
     SteeringTaken,
@@ -213,6 +214,16 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         turn_index=st.integers(0, 10**6),
         step=st.integers(0, 100),
     ),
+    GuardrailVerdict: st.builds(
+        GuardrailVerdict,
+        name=texts,
+        stage=st.sampled_from(("input", "output")),
+        tripwire=st.booleans(),
+        reason=texts,
+        info=json_values,
+        error=texts,
+        turn_index=st.integers(0, 10**6),
+    ),
     TurnComplete: st.builds(
         TurnComplete,
         stop_reason=st.sampled_from(get_args(StopReason)),
@@ -307,6 +318,9 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     ),
     SteeringQueued(steering_id="steer_1", mode="next_step", turn_index=3),
     SteeringTaken(steering_id="steer_1", mode="follow_up", text="and then?", turn_index=4, step=1),
+    GuardrailVerdict(
+        name="no_pii", stage="input", tripwire=True, reason="an IBAN", info={"score": 0.9}
+    ),
     TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
     ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
 )

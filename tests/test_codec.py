@@ -64,6 +64,7 @@ WIRE_NAMES = {
     "UsageEvent": "usage",
     "SteeringQueued": "steering_queued",
     "SteeringTaken": "steering_taken",
+    "GuardrailVerdict": "guardrail_verdict",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }
