@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -18,6 +18,7 @@ from mainspring import (
     Hooks,
     ModelPrice,
     RunFailed,
+    RunResult,
     ScriptedCall,
     ScriptedModel,
     ScriptedResponse,
@@ -33,6 +34,7 @@ from mainspring.errors import ConfigError
 from mainspring.guardrails import Guardrail
 from mainspring.models import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 from mainspring.stores import SQLiteSessionStore
+from mainspring.tools import Tool
 from tests.helpers import send
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +48,7 @@ def no_secrets(ctx: GuardrailContext, text: str) -> GuardrailResult:
     return GuardrailResult(tripwire="secret" in text, reason="mentions a secret", info={"n": 1})
 
 
-def pay_tool(ledger: list[float]):  # type: ignore[no-untyped-def]  # a Tool
+def pay_tool(ledger: list[float]) -> Tool:
     @tool
     async def pay(amount: float) -> str:
         """Pay an amount (an auto-tier write)."""
@@ -62,7 +64,7 @@ def paying_model() -> ScriptedModel:
     )
 
 
-def verdicts(events: list[object]) -> list[GuardrailVerdict]:
+def verdicts(events: Sequence[object]) -> list[GuardrailVerdict]:
     return [e for e in events if isinstance(e, GuardrailVerdict)]
 
 
@@ -122,7 +124,8 @@ async def test_an_input_trip_ends_the_turn_and_no_tool_runs() -> None:
     session2 = Session(Agent(model=model, input_guardrails=[no_secrets]))
     with pytest.raises(GuardrailTripwire) as caught:
         await session2.run("a secret")
-    assert caught.value.verdict == verdicts(list(caught.value.result.events))[0]  # type: ignore[attr-defined]
+    result = caught.value.result
+    assert isinstance(result, RunResult) and caught.value.verdict == verdicts(result.events)[0]
     assert (await session2.run("nothing to hide")).text == "ok"
 
 
