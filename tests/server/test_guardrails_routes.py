@@ -1,4 +1,4 @@
-"""Guardrail trips through the server's doors: REST/SSE, the AI SDK chat and AG-UI (real uvicorn)."""
+"""Guardrail trips through the server: REST/SSE, the AI SDK chat and AG-UI (real uvicorn)."""
 
 from __future__ import annotations
 
