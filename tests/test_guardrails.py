@@ -118,15 +118,16 @@ async def test_an_input_trip_ends_the_turn_and_no_tool_runs() -> None:
     assert isinstance(events[-1], TurnComplete)
     assert events[-1].stop_reason == "guardrail_tripped"
     assert session.state.writes == {}
-    # The transcript is valid: the next turn runs (this one passes). The tripped turn's
-    # model call had started beside the guardrail: it used the script's first answer.
-    model = ScriptedModel(["never shown", "ok"])
+    # The transcript is valid: the next turn runs (this one passes). A synchronous
+    # guardrail runs as the first model call starts: its trip comes before the call.
+    model = ScriptedModel(["ok"])
     session2 = Session(Agent(model=model, input_guardrails=[no_secrets]))
     with pytest.raises(GuardrailTripwire) as caught:
         await session2.run("a secret")
     result = caught.value.result
     assert isinstance(result, RunResult) and caught.value.verdict == verdicts(result.events)[0]
     assert (await session2.run("nothing to hide")).text == "ok"
+    assert len(model.requests) == 1
 
 
 class WriteThenWait:
@@ -218,22 +219,29 @@ async def test_a_read_started_mid_stream_waits_for_the_verdict_and_never_runs_on
 async def test_the_first_trip_wins_and_the_other_guardrails_are_cancelled() -> None:
     started: list[str] = []
     cancelled: list[str] = []
+    both = anyio.Event()
 
     async def forever(ctx: GuardrailContext, text: str) -> GuardrailResult:
         started.append(ctx.name)
+        if len(started) == 2:
+            both.set()
         try:
             await anyio.sleep_forever()
         finally:
             cancelled.append(ctx.name)
         return GuardrailResult()
 
+    async def trips_later(ctx: GuardrailContext, text: str) -> GuardrailResult:
+        await both.wait()
+        return GuardrailResult(tripwire=True, reason="late")
+
     agent = Agent(
         model=ScriptedModel(["hello"]),
-        input_guardrails=[Guardrail(forever, name="slow_a"), no_secrets, Guardrail(forever)],
+        input_guardrails=[Guardrail(forever, name="slow_a"), trips_later, Guardrail(forever)],
     )
-    events = await send(Session(agent), "a secret")
-    assert started and sorted(cancelled) == sorted(started)  # (one not started never runs)
-    assert [(v.name, v.tripwire) for v in verdicts(events)] == [("no_secrets", True)]
+    events = await send(Session(agent), "hi")
+    assert sorted(cancelled) == sorted(started) == ["forever", "slow_a"]
+    assert [(v.name, v.tripwire) for v in verdicts(events)] == [("trips_later", True)]
     assert isinstance(events[-1], TurnComplete) and events[-1].stop_reason == "guardrail_tripped"
 
 
@@ -380,3 +388,17 @@ async def test_a_guardrail_sees_its_caller_and_session() -> None:
     session = Session(Agent(model=ScriptedModel(["a"]), input_guardrails=[look]))
     await send(session, "hi")
     assert seen == [("local", session.session_id, "input", 1)]
+
+
+async def test_a_synchronous_trip_leaves_later_guardrails_uncalled_and_the_model_unasked() -> None:
+    called: list[str] = []
+
+    async def later(ctx: GuardrailContext, text: str) -> GuardrailResult:
+        called.append("later")
+        return GuardrailResult()
+
+    model = ScriptedModel(["never"])
+    agent = Agent(model=model, input_guardrails=[no_secrets, later])
+    events = await send(Session(agent), "the secret")
+    assert called == [] and model.requests == []
+    assert [(v.name, v.tripwire) for v in verdicts(events)] == [("no_secrets", True)]

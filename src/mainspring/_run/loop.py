@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, assert_never
 
 import anyio
@@ -129,7 +130,14 @@ class Loop:
         )
         """Reads each step's model stream (a resumed turn counts its own thinking blocks)."""
         self.tripwires = (
-            Tripwires(agent=agent, state=state, spend=spend, dispatch=self.dispatch, emit=emit)
+            Tripwires(
+                agent=agent,
+                state=state,
+                spend=spend,
+                dispatch=self.dispatch,
+                emit=emit,
+                stop=self._stop_for_guardrail,
+            )
             if agent.input_guardrails or agent.output_guardrails
             else None
         )
@@ -153,6 +161,10 @@ class Loop:
                     scope.cancel()
                 await start()
             self._scope = None  # (a cancel from now on has nothing to stop)
+            tripped = self.tripwires.stopped if self.tripwires is not None else None
+            if scope.cancelled_caught and tripped is not None:
+                await self._stopped_before_calls(TRIPPED, tripped.failure)
+                return
             if scope.cancelled_caught and self._stopped_by is not None:
                 raise self._stopped_by  # (the run cannot go on: an error, not a cancel)
             if scope.cancelled_caught:
@@ -177,6 +189,11 @@ class Loop:
         if error is not None and self._stopped_by is None:
             self._stopped_by = error
         self.dispatch.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _stop_for_guardrail(self) -> None:
+        """An input guardrail tripped beside the first model call: stop the run now."""
         if self._scope is not None:
             self._scope.cancel()
 
@@ -266,15 +283,17 @@ class Loop:
         """One model step; a turn's first runs beside its input guardrails (see Tripwires)."""
         tripwires = self.tripwires
         if tripwires is not None and tripwires.armed:
-            return await tripwires.beside(self.reader.read(request, turn))
+            return await tripwires.beside(partial(self.reader.read, request, turn))
         return await self.reader.read(request, turn)
 
-    async def _stopped_before_calls(self, stop: Finish) -> None:
+    async def _stopped_before_calls(self, stop: Finish, failure: Exception | None = None) -> None:
         """None of the step's calls run: the turn ends.
 
-        An input guardrail tripped, or the budget ran out once the answer was
-        priced (see ``AnswerReader.read``).
+        An input guardrail tripped (or failed: ``failure`` is then raised), or
+        the budget ran out once the answer was priced (see ``AnswerReader.read``).
         """
+        if failure is not None:
+            raise failure
         if stop is TRIPPED:
             self._repair("an input guardrail stopped the turn", keep_partial=False)
         else:

@@ -26,10 +26,13 @@ Private machinery: applications meet ``Agent(input_guardrails=…)``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from functools import partial
+from typing import TypeAlias, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.dispatch import Dispatcher
@@ -54,29 +57,49 @@ TRIPPED = Finish("guardrail_tripped")
 
 
 class _Round:
-    """One stage's guardrails running together: their verdict once all passed or one tripped."""
+    """One stage's guardrails: their verdict once all passed or one tripped."""
 
-    __slots__ = ("decided", "failure", "left", "scope", "tripped")
+    __slots__ = ("decided", "failure", "left", "tripped")
 
     def __init__(self, count: int) -> None:
         self.left = count
         self.tripped: GuardrailVerdict | None = None
         self.failure: GuardrailFailed | None = None
-        self.decided = anyio.Event()
-        self.scope: anyio.CancelScope | None = None
-        """What a trip cancels besides the other guardrails (the first model call)."""
+        self.decided: anyio.Event | None = None
+        """Made when something has to wait for the verdict (a held read)."""
 
     async def passed(self) -> bool:
         """Wait for the verdict: whether every guardrail passed."""
-        if not self.decided.is_set():
+        if self.tripped is None and self.left:
+            if self.decided is None:
+                self.decided = anyio.Event()
             await self.decided.wait()
         return self.tripped is None
+
+    def decide(self) -> None:
+        if self.decided is not None:
+            self.decided.set()
+
+
+_Started: TypeAlias = tuple[Guardrail, GuardrailContext, Awaitable[GuardrailResult]]
+"""An async guardrail called (its coroutine not yet run), to run in a task."""
 
 
 class Tripwires:
     """Runs an agent's input and output guardrails for one loop."""
 
-    __slots__ = ("_agent", "_dispatch", "_emit", "_input", "_output", "_spend", "_state", "_text")
+    __slots__ = (
+        "_agent",
+        "_dispatch",
+        "_emit",
+        "_input",
+        "_output",
+        "_spend",
+        "_state",
+        "_stop",
+        "_text",
+        "stopped",
+    )
 
     def __init__(
         self,
@@ -86,17 +109,25 @@ class Tripwires:
         spend: Spend,
         dispatch: Dispatcher,
         emit: Callable[[Event], None],
+        stop: Callable[[], None],
     ) -> None:
-        """Guard the turns of ``state`` run by ``agent``; ``emit`` receives the verdicts."""
+        """Guard the turns of ``state`` run by ``agent``; ``emit`` receives the verdicts.
+
+        ``stop`` cancels the run (the loop's scope): what an input guardrail
+        that trips while the first model call streams does.
+        """
         self._agent = agent
         self._state = state
         self._spend = spend
         self._dispatch = dispatch
         self._emit = emit
+        self._stop = stop
         self._input = _guardrails(agent.input_guardrails)
         self._output = _guardrails(agent.output_guardrails)
         self._text: str | None = None
         """The user message whose input guardrails run beside the next model call."""
+        self.stopped: _Round | None = None
+        """The input guardrails' round when one of them stopped the run (see ``stop``)."""
 
     def arm(self, message: Message) -> None:
         """A new turn: its input guardrails run beside its first model call."""
@@ -108,35 +139,40 @@ class Tripwires:
         """Whether the next model call runs beside input guardrails."""
         return self._text is not None
 
-    async def beside(self, first_call: Awaitable[T]) -> T | Finish:
+    async def beside(self, first_call: Callable[[], Awaitable[T]]) -> T | Finish:
         """Run ``first_call`` (the turn's first model step) beside the input guardrails.
 
-        Returns what it returned once every guardrail passed, or :data:`TRIPPED`.
-        Cancelling cancels the call and the guardrails.
+        A synchronous guardrail runs as the call starts (it holds the event
+        loop however it is scheduled); an async one runs in a task beside it.
+        Returns what the call returned once every guardrail passed, or
+        :data:`TRIPPED` when a synchronous one tripped (the call never
+        started). An async one that trips stops the run (``stop``):
+        :attr:`stopped` then says why.
 
         Raises:
-            GuardrailFailed: A guardrail raised (the call was cancelled).
+            GuardrailFailed: A synchronous guardrail raised.
         """
         text, self._text = self._text, None
         assert text is not None, "armed"
-        checks = self._input
-        verdict = _Round(len(checks))
+        verdict = _Round(len(self._input))
+        started = await self._start_all(self._input, "input", text, verdict)
+        if verdict.tripped is not None:
+            if verdict.failure is not None:
+                raise verdict.failure
+            return TRIPPED
+        if not started:
+            return await first_call()
         dispatch = self._dispatch
         dispatch.hold = verdict.passed
-        outcome: T | None = None
         try:
             async with TaskGroup(shielded=False) as group:  # the checks never raise
-                for check in checks:
-                    group.start_soon(self._check, check, "input", text, verdict, group)
-                with anyio.CancelScope() as verdict.scope:
-                    outcome = await first_call
+                for each in started:
+                    group.start_soon(self._finish, *each, verdict, group)
+                outcome = await first_call()
         finally:
             dispatch.hold = None
-        if verdict.failure is not None:
-            raise verdict.failure
-        if verdict.tripped is not None:
-            return TRIPPED
-        assert outcome is not None
+        if verdict.tripped is not None:  # it ran in this task (the group's last): it stopped
+            await anyio.lowlevel.checkpoint()  # the run, whose cancellation arrives here
         return outcome
 
     async def check_output(self, text: str) -> bool:
@@ -145,93 +181,115 @@ class Tripwires:
         Raises:
             GuardrailFailed: A guardrail raised.
         """
-        checks = self._output
-        if not checks:
-            return True
-        verdict = _Round(len(checks))
-        async with TaskGroup(shielded=False) as group:  # the checks never raise
-            for check in checks:
-                group.start_soon(self._check, check, "output", text, verdict, group)
+        verdict = _Round(len(self._output))
+        started = await self._start_all(self._output, "output", text, verdict)
+        if started and verdict.tripped is None:
+            async with TaskGroup(shielded=False) as group:  # the checks never raise
+                for each in started:
+                    group.start_soon(self._finish, *each, verdict, group)
         if verdict.failure is not None:
             raise verdict.failure
         return verdict.tripped is None
 
-    async def _check(
+    async def _start_all(
+        self, checks: tuple[Guardrail, ...], stage: GuardrailStage, text: str, verdict: _Round
+    ) -> list[_Started]:
+        """Call each guardrail: a synchronous one's verdict now, an async one's coroutine."""
+        started: list[_Started] = []
+        for guardrail in checks:
+            ctx = self._context(guardrail, stage)
+            try:
+                result = guardrail.check(ctx, text)
+            except Exception as exc:
+                await self._decide(guardrail, ctx, None, exc, verdict)
+            else:
+                if inspect.isawaitable(result):
+                    started.append((guardrail, ctx, result))
+                else:
+                    await self._decide(guardrail, ctx, result, None, verdict)
+            if verdict.tripped is not None:
+                for _, _, waiting in started:
+                    _close(waiting)  # never run: the first trip wins
+                return []
+        return started
+
+    async def _finish(
         self,
         guardrail: Guardrail,
-        stage: GuardrailStage,
-        text: str,
+        ctx: GuardrailContext,
+        running: Awaitable[GuardrailResult],
         verdict: _Round,
         group: TaskGroup,
     ) -> None:
-        """Run one guardrail and record its verdict; never raises (a failure trips)."""
+        """An async guardrail to its verdict, in its task; never raises (a failure trips)."""
+        try:
+            result: object = await running
+        except Exception as exc:
+            await self._decide(guardrail, ctx, None, exc, verdict)
+        else:
+            await self._decide(guardrail, ctx, result, None, verdict)
+        if verdict.tripped is not None:
+            group.cancel()  # the other guardrails: the first trip wins
+            if ctx.stage == "input":
+                self.stopped = verdict
+                self._stop()  # the model stream, the reads it started, the turn
+
+    def _context(self, guardrail: Guardrail, stage: GuardrailStage) -> GuardrailContext:
         state = self._state
-        turn_index = state.turn.index if state.turn is not None else state.turn_index
-        ctx = GuardrailContext(
+        return GuardrailContext(
             name=guardrail.name,
             stage=stage,
             session_id=state.session_id,
             agent_name=self._agent.name,
-            turn_index=turn_index,
+            turn_index=state.turn.index if state.turn is not None else state.turn_index,
             caller=current_caller(),
-            account=lambda model, usage: self.account(guardrail.name, model, usage),
+            account=partial(self.account, guardrail.name),
         )
-        error: Exception | None = None
-        try:
-            result = await guardrail.run(ctx, text)
-        except Exception as exc:
-            error = exc
-            result = GuardrailResult(tripwire=True, reason=f"{type(exc).__name__}: {exc}")
+
+    async def _decide(
+        self,
+        guardrail: Guardrail,
+        ctx: GuardrailContext,
+        result: object,
+        error: Exception | None,
+        verdict: _Round,
+    ) -> None:
+        """Record one guardrail's verdict (a failure, or a result not a GuardrailResult, trips)."""
         if verdict.tripped is not None:
             return  # another one tripped first (it cancels this one)
+        if error is None and not isinstance(result, GuardrailResult):
+            error = TypeError(
+                f"guardrail {guardrail.name!r} returned {type(result).__name__}, "
+                "not a GuardrailResult"
+            )
+        if error is not None or not isinstance(result, GuardrailResult):
+            result = GuardrailResult(tripwire=True, reason=f"{type(error).__name__}: {error}")
         event = GuardrailVerdict(
             name=guardrail.name,
-            stage=stage,
+            stage=ctx.stage,
             tripwire=result.tripwire,
             reason=result.reason,
             info=result.info,
             error=result.reason if error is not None else "",
-            turn_index=turn_index,
+            turn_index=ctx.turn_index,
         )
         if result.tripwire:
             verdict.tripped = event  # claimed before the hook: the first trip wins
-        failure = self._failure(guardrail.name, stage, result.reason, error)
-        try:
-            await self._audit(event)
-        except Exception as exc:  # the audit is the application's code: it fails closed too
-            failure = failure or self._failure(
-                guardrail.name, stage, f"its guardrail_checked hook raised {exc!r}", exc
-            )
+        failure = _failure(guardrail.name, ctx.stage, result.reason, error)
+        hook = self._agent.hooks.guardrail_checked
+        if hook is not None:
+            try:
+                await call_hook(hook(event))
+            except Exception as exc:  # the audit is the application's code: it fails closed too
+                reason = f"its guardrail_checked hook raised {exc!r}"
+                failure = failure or _failure(guardrail.name, ctx.stage, reason, exc)
         self._emit(event)
         if failure is not None:
             verdict.failure = verdict.failure or failure
             verdict.tripped = verdict.tripped or event
         verdict.left -= 1
-        if verdict.tripped is not None:
-            if verdict.scope is not None:
-                verdict.scope.cancel()  # the model stream, and the reads it started
-            group.cancel()  # the other guardrails
-            verdict.decided.set()
-        elif not verdict.left:
-            verdict.decided.set()
-
-    @staticmethod
-    def _failure(
-        name: str, stage: GuardrailStage, reason: str, error: Exception | None
-    ) -> GuardrailFailed | None:
-        if error is None:
-            return None
-        failure = GuardrailFailed(
-            f"{stage} guardrail {name!r} failed: {reason}", guardrail=name, stage=stage
-        )
-        failure.__cause__ = error
-        return failure
-
-    async def _audit(self, event: GuardrailVerdict) -> None:
-        """The verdict to the audit hook (``Hooks.guardrail_checked``), before its event."""
-        hook = self._agent.hooks.guardrail_checked
-        if hook is not None:
-            await call_hook(hook(event))
+        if verdict.tripped is not None or not verdict.left:
+            verdict.decide()
 
     def account(self, guardrail: str, model: str, usage: Usage) -> None:
         """A guardrail's model call: priced, counted into the turn's usage and spend."""
@@ -248,6 +306,25 @@ class Tripwires:
                 total_cost_usd=self._spend.total_usd,
             )
         )
+
+
+def _failure(
+    name: str, stage: GuardrailStage, reason: str, error: Exception | None
+) -> GuardrailFailed | None:
+    if error is None:
+        return None
+    failure = GuardrailFailed(
+        f"{stage} guardrail {name!r} failed: {reason}", guardrail=name, stage=stage
+    )
+    failure.__cause__ = error
+    return failure
+
+
+def _close(waiting: Awaitable[GuardrailResult]) -> None:
+    """An async guardrail's coroutine that will never run, closed (no never-awaited warning)."""
+    close = getattr(waiting, "close", None)
+    if close is not None:
+        close()
 
 
 def _guardrails(items: object) -> tuple[Guardrail, ...]:
