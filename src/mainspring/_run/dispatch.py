@@ -89,10 +89,6 @@ class Dispatcher:
         self.charge = charge
         self.fence = fence
         self.cancel_requested = False
-        self.hold: Callable[[], Awaitable[bool]] | None = None
-        """While set, every call waits for it before it starts, and fails when it says
-        no: the input guardrails' verdict, held over the first step's calls (see
-        :mod:`mainspring._run.tripwires`)."""
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: list[ToolContext] | tuple[()] = ()
         """The ToolContexts of the tools running now (a list from the first one; most
@@ -369,8 +365,12 @@ class Dispatcher:
         """
         assert call.input is not None
         args = call.input
-        if (self.hold or self.agent.hooks.before_tool_call) and await self._refused(tool, call):
-            return
+        hooks = self.agent.hooks
+        if hooks.before_tool_call is not None:
+            denial = await call_hook(hooks.before_tool_call(tool, args))
+            if denial:
+                self.fail(call, denial)
+                return
         call.started = True
         self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
@@ -426,23 +426,6 @@ class Dispatcher:
                     result=call.result,
                 )
             )
-
-    async def _refused(self, tool: Tool, call: Call) -> bool:
-        """Whether ``call`` may not start (it then has its error result).
-
-        It may not when the input guardrails tripped (see :attr:`hold`), or
-        ``before_tool_call`` denied it.
-        """
-        if self.hold is not None and not await self.hold():
-            self.fail(call, f"tool {call.name!r} did not run: a guardrail stopped the turn")
-            return True
-        hook = self.agent.hooks.before_tool_call
-        assert call.input is not None
-        denial = await call_hook(hook(tool, call.input)) if hook is not None else None
-        if denial:
-            self.fail(call, denial)
-            return True
-        return False
 
     def _context(
         self,

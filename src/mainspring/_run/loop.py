@@ -134,7 +134,7 @@ class Loop:
                 agent=agent,
                 state=state,
                 spend=spend,
-                dispatch=self.dispatch,
+                reader=self.reader,
                 emit=emit,
                 stop=self._stop_for_guardrail,
             )
@@ -208,6 +208,8 @@ class Loop:
         self.state.finish_turn()
 
     async def _complete(self, reason: StopReason) -> None:
+        if reason == "end_turn" and self.tripwires is not None and self.tripwires.on_output:
+            reason = await self._checked_answer(self.tripwires)
         # What the terminal event reports is on record before it is emitted (a
         # deferred save goes now where no later commit would carry it).
         if self._durable is not None:
@@ -274,17 +276,17 @@ class Loop:
                     await self._complete("pending_action")
                     return
                 case Finish(reason):
-                    await self._complete(await self._final(reason))
+                    await self._complete(reason)
                     return
                 case _:
                     assert_never(outcome)
 
-    async def _read(self, request: ModelRequest, turn: Turn) -> ModelStop | Finish:
+    def _read(self, request: ModelRequest, turn: Turn) -> Awaitable[ModelStop | Finish]:
         """One model step; a turn's first runs beside its input guardrails (see Tripwires)."""
         tripwires = self.tripwires
         if tripwires is not None and tripwires.armed:
-            return await tripwires.beside(partial(self.reader.read, request, turn))
-        return await self.reader.read(request, turn)
+            return tripwires.beside(partial(self.reader.read, request, turn))
+        return self.reader.read(request, turn)
 
     async def _stopped_before_calls(self, stop: Finish, failure: Exception | None = None) -> None:
         """None of the step's calls run: the turn ends.
@@ -300,15 +302,12 @@ class Loop:
             self._repair("the budget was exceeded", keep_partial=True)
         await self._complete(stop.reason)
 
-    async def _final(self, reason: StopReason) -> StopReason:
-        """Why the turn ends: a final answer (``end_turn``) passes the output guardrails first.
+    async def _checked_answer(self, tripwires: Tripwires) -> StopReason:
+        """The final answer (``end_turn``) through the output guardrails, before it ends the turn.
 
         A tripped answer stays in the transcript (it is append-only, and its text
         was streamed); the turn ends ``guardrail_tripped`` instead of ``end_turn``.
         """
-        tripwires = self.tripwires
-        if reason != "end_turn" or tripwires is None:
-            return reason
         last = self.state.messages[-1] if self.state.messages else None
         text = last.text if last is not None and last.role == "assistant" else ""
         passed = await tripwires.check_output(text)

@@ -12,8 +12,8 @@ Input guardrails start with the turn's first model call, not before it, so a
 passing guardrail costs no latency. No tool of that first step runs before
 their verdict: the loop dispatches the step's calls (writes, and any call
 that pauses for approval) only once every input guardrail has passed, and
-the reads the reader starts mid-stream wait in the dispatcher
-(``Dispatcher.hold``) for the same verdict. A trip cancels the model stream
+the reads the reader starts mid-stream wait (``AnswerReader.hold``) for the
+same verdict. A trip cancels the model stream
 and the reads, cancels the other guardrails (the first trip wins), and the
 step's outcome is :data:`TRIPPED`. A guardrail that raises fails closed: the
 same cancellations, then :class:`~mainspring.errors.GuardrailFailed` ends the run.
@@ -29,14 +29,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
 
 from mainspring._lowlevel.tasks import TaskGroup
-from mainspring._run.dispatch import Dispatcher
 from mainspring._run.outcome import Finish
+from mainspring._run.reader import AnswerReader
 from mainspring._run.spend import Spend
 from mainspring.agent import Agent
 from mainspring.errors import GuardrailFailed
@@ -76,6 +76,10 @@ class _Round:
             await self.decided.wait()
         return self.tripped is None
 
+    def over(self) -> bool:
+        """Whether one tripped (or failed)."""
+        return self.tripped is not None
+
     def decide(self) -> None:
         if self.decided is not None:
             self.decided.set()
@@ -90,10 +94,10 @@ class Tripwires:
 
     __slots__ = (
         "_agent",
-        "_dispatch",
         "_emit",
         "_input",
         "_output",
+        "_reader",
         "_spend",
         "_state",
         "_stop",
@@ -107,7 +111,7 @@ class Tripwires:
         agent: Agent,
         state: SessionState,
         spend: Spend,
-        dispatch: Dispatcher,
+        reader: AnswerReader,
         emit: Callable[[Event], None],
         stop: Callable[[], None],
     ) -> None:
@@ -119,7 +123,7 @@ class Tripwires:
         self._agent = agent
         self._state = state
         self._spend = spend
-        self._dispatch = dispatch
+        self._reader = reader
         self._emit = emit
         self._stop = stop
         self._input = _guardrails(agent.input_guardrails)
@@ -133,6 +137,11 @@ class Tripwires:
         """A new turn: its input guardrails run beside its first model call."""
         if self._input:
             self._text = message.text
+
+    @property
+    def on_output(self) -> bool:
+        """Whether the agent has output guardrails."""
+        return bool(self._output)
 
     @property
     def armed(self) -> bool:
@@ -162,16 +171,16 @@ class Tripwires:
             return TRIPPED
         if not started:
             return await first_call()
-        dispatch = self._dispatch
-        dispatch.hold = verdict.passed
+        reader = self._reader
+        reader.hold = verdict.passed
         try:
             async with TaskGroup(shielded=False) as group:  # the checks never raise
                 for each in started:
                     group.start_soon(self._finish, *each, verdict, group)
                 outcome = await first_call()
         finally:
-            dispatch.hold = None
-        if verdict.tripped is not None:  # it ran in this task (the group's last): it stopped
+            reader.hold = None
+        if verdict.over():  # one ran in this task (the group's last), tripped and stopped
             await anyio.lowlevel.checkpoint()  # the run, whose cancellation arrives here
         return outcome
 
@@ -203,7 +212,7 @@ class Tripwires:
             except Exception as exc:
                 await self._decide(guardrail, ctx, None, exc, verdict)
             else:
-                if inspect.isawaitable(result):
+                if type(result) is not GuardrailResult and inspect.isawaitable(result):
                     started.append((guardrail, ctx, result))
                 else:
                     await self._decide(guardrail, ctx, result, None, verdict)
@@ -328,6 +337,5 @@ def _close(waiting: Awaitable[GuardrailResult]) -> None:
 
 
 def _guardrails(items: object) -> tuple[Guardrail, ...]:
-    """An agent's guardrails (``Agent`` made each item a :class:`Guardrail`)."""
-    assert isinstance(items, tuple)
-    return tuple(item for item in items if isinstance(item, Guardrail))
+    """An agent's guardrails (``Agent`` made each item a :class:`Guardrail`, in a tuple)."""
+    return cast("tuple[Guardrail, ...]", items)

@@ -471,15 +471,7 @@ class AguiRun:
 
 def _guardrail(event: GuardrailVerdict) -> CustomEvent:
     """A guardrail's verdict (a tripped one is followed by ``RUN_FINISHED``)."""
-    value: dict[str, JsonValue] = {
-        "name": event.name,
-        "stage": event.stage,
-        "tripwire": event.tripwire,
-        "reason": event.reason,
-        "info": event.info,
-        "error": event.error,
-    }
-    return CustomEvent(name="mainspring.guardrail", value=value)
+    return CustomEvent(name="mainspring.guardrail", value=encode(event))
 
 
 def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:

@@ -113,15 +113,7 @@ def _steering_chunk(event: SteeringQueued | SteeringTaken) -> Chunk:
 
 def _guardrail_chunk(event: GuardrailVerdict) -> Chunk:
     """A guardrail's verdict (a data part; a tripped one is followed by ``finish``)."""
-    data: dict[str, JsonValue] = {
-        "name": event.name,
-        "stage": event.stage,
-        "tripwire": event.tripwire,
-        "reason": event.reason,
-        "info": event.info,
-        "error": event.error,
-    }
-    return {"type": "data-guardrail", "id": f"guardrail-{event.stage}-{event.name}", "data": data}
+    return {"type": "data-guardrail", "id": f"guardrail-{event.name}", "data": encode(event)}
 
 
 class UIMessageStream:
