@@ -29,14 +29,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TypeAlias, TypeVar, cast
+from typing import Protocol, TypeAlias, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
 
 from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.outcome import Finish
-from mainspring._run.reader import AnswerReader
 from mainspring._run.spend import Spend
 from mainspring.agent import Agent
 from mainspring.errors import GuardrailFailed
@@ -48,12 +47,18 @@ from mainspring.state import SessionState
 from mainspring.tools.context import current_caller
 from mainspring.usage import Usage
 
-__all__ = ["TRIPPED", "Tripwires"]
+__all__ = ["TRIPPED", "Reads", "Tripwires"]
 
 T = TypeVar("T")
 
 TRIPPED = Finish("guardrail_tripped")
 """A guardrail tripped: the turn ends, none of the step's calls run."""
+
+
+class Reads(Protocol):
+    """Where the reads of a step start (the loop's ``AnswerReader``): they wait for ``hold``."""
+
+    hold: Callable[[], Awaitable[bool]] | None
 
 
 class _Round:
@@ -111,7 +116,7 @@ class Tripwires:
         agent: Agent,
         state: SessionState,
         spend: Spend,
-        reader: AnswerReader,
+        reader: Reads,
         emit: Callable[[Event], None],
         stop: Callable[[], None],
     ) -> None:
