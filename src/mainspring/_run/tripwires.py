@@ -8,15 +8,20 @@ user message ─► first model call ──────────────�
 final answer ─► output guardrails, concurrently ─ one trips ─► turn ends "guardrail_tripped"
 ```
 
-Input guardrails start with the turn's first model call, not before it, so a
-passing guardrail costs no latency. No tool of that first step runs before
-their verdict: the loop dispatches the step's calls (writes, and any call
-that pauses for approval) only once every input guardrail has passed, and
-the reads the reader starts mid-stream wait (``AnswerReader.hold``) for the
-same verdict. A trip cancels the model stream
-and the reads, cancels the other guardrails (the first trip wins), and the
-step's outcome is :data:`TRIPPED`. A guardrail that raises fails closed: the
-same cancellations, then :class:`~mainspring.errors.GuardrailFailed` ends the run.
+Input guardrails start with the turn's first model call, not before it: a
+synchronous one runs as the call starts (it holds the event loop however it
+is scheduled; when it trips, the model is never asked), an async one in a
+task beside the call, so a guardrail that waits on its own model costs no
+latency when it passes. No tool of that first step runs before their
+verdict: the loop dispatches the step's calls (writes, and any call that
+pauses for approval) only once every input guardrail has passed, and the
+reads the reader starts mid-stream wait for the same verdict
+(``AnswerReader.hold``). An async one that trips cancels the other
+guardrails (the first trip wins) and stops the run through the loop's own
+cancel scope (``stop``): the model stream and the held reads end, and the
+loop ends the turn ``guardrail_tripped``. A guardrail that raises (or returns
+something else than a result, or whose audit hook raises) fails closed: the
+same stop, then :class:`~mainspring.errors.GuardrailFailed` ends the run.
 
 Each verdict goes to ``Hooks.guardrail_checked`` (the audit), then out as a
 ``guardrail_verdict`` event. A guardrail's own model calls are priced and
