@@ -4,6 +4,7 @@ Run by hand from the repository root (it is not a pytest test)::
 
     python bench/guardrails.py            # callgrind counts (a minute or two) and CPU time
     python bench/guardrails.py --no-valgrind   # CPU time only
+    QUICK=1 python bench/guardrails.py --only-valgrind   # fewer runs under callgrind
 
 S1 is the peer benchmark's one-tool, one-turn shape (``bench/peers``): a fresh
 ``Session`` per run, a model fake that hands over whole answers (one
@@ -49,8 +50,8 @@ from mainspring import (
 from mainspring.messages import Message, ToolResultPart
 from mainspring.models import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
 
-FEW, MANY = 10, 110
-WARMUP = 20
+FEW, MANY = (3, 23) if os.environ.get("QUICK") else (10, 110)
+WARMUP = 5 if os.environ.get("QUICK") else 20
 _USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
 
 
