@@ -17,6 +17,7 @@ from mainspring.events import (
     Event,
     FinalOutput,
     Finding,
+    GuardrailVerdict,
     OutputPartial,
     OutputRetry,
     PendingAction,
@@ -248,6 +249,16 @@ EVENT_STRATEGIES: dict[type[Event], st.SearchStrategy[Event]] = {
         expires_at=finite_floats,
         seconds_left=finite_floats,
     ),
+    GuardrailVerdict: st.builds(
+        GuardrailVerdict,
+        name=texts,
+        stage=st.sampled_from(("input", "output")),
+        tripwire=st.booleans(),
+        reason=texts,
+        info=json_values,
+        error=texts,
+        turn_index=st.integers(0, 10**6),
+    ),
     TurnComplete: st.builds(
         TurnComplete,
         stop_reason=st.sampled_from(get_args(StopReason)),
@@ -350,6 +361,9 @@ ONE_OF_EACH_EVENT: tuple[Event, ...] = (
     FinalOutput(output={"city": "Mexico City", "population": 9_200_000}, turn_index=2),
     ApprovalAdded(attempt_id="att-1", principal="alice", approvals=("alice",), quorum=2),
     ApprovalExpiring(attempt_id="att-1", expires_at=1_800_000_000.0, seconds_left=120.0),
+    GuardrailVerdict(
+        name="no_pii", stage="input", tripwire=True, reason="an IBAN", info={"score": 0.9}
+    ),
     TurnComplete(stop_reason="pending_action", turn_index=2, usage=Usage(requests=2), cost_usd=1.5),
     ErrorEvent(code="model_http", message="502 from upstream", retryable=True, attempt_id="a"),
 )

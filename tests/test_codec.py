@@ -70,6 +70,7 @@ WIRE_NAMES = {
     "FinalOutput": "final_output",
     "ApprovalAdded": "approval_added",
     "ApprovalExpiring": "approval_expiring",
+    "GuardrailVerdict": "guardrail_verdict",
     "TurnComplete": "turn_complete",
     "ErrorEvent": "error",
 }

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         ConfigError,
         DecisionConflict,
         FieldNotModifiable,
+        GuardrailTripwire,
         InputChanged,
         InvalidEdits,
         LeaseLost,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         ErrorEvent,
         Event,
         FinalOutput,
+        GuardrailVerdict,
         OutputPartial,
         OutputRetry,
         PendingAction,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
         TurnComplete,
         UsageEvent,
     )
+    from mainspring.guardrails import Guardrail, GuardrailContext, GuardrailResult
     from mainspring.guards import Guard
     from mainspring.hooks import Hooks
     from mainspring.loop import run_loop
@@ -120,6 +123,11 @@ _LAZY: dict[str, str] = {
     "FieldNotModifiable": "mainspring.errors",
     "Flag": "mainspring.tools",
     "Guard": "mainspring.guards",
+    "Guardrail": "mainspring.guardrails",
+    "GuardrailContext": "mainspring.guardrails",
+    "GuardrailResult": "mainspring.guardrails",
+    "GuardrailTripwire": "mainspring.errors",
+    "GuardrailVerdict": "mainspring.events",
     "Hooks": "mainspring.hooks",
     "InputChanged": "mainspring.errors",
     "InvalidEdits": "mainspring.errors",
@@ -209,6 +217,11 @@ __all__ = [
     "FinalOutput",
     "Flag",
     "Guard",
+    "Guardrail",
+    "GuardrailContext",
+    "GuardrailResult",
+    "GuardrailTripwire",
+    "GuardrailVerdict",
     "HashingEmbedder",
     "Hooks",
     "InputChanged",

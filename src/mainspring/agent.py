@@ -1,7 +1,7 @@
 """Agent: a declarative definition of what runs a conversation.
 
 An agent names its model, instructions, tools (and an allowlist over them),
-permission rules, guards, hooks and limits. It holds no conversation state;
+permission rules, guards, guardrails, hooks and limits. It holds no conversation state;
 a :class:`~mainspring.session.Session` does.
 """
 
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mainspring._lowlevel.frozen import dataclass
 from mainspring.context.options import ContextOptions
 from mainspring.errors import ConfigError
+from mainspring.guardrails import Guardrail, GuardrailCheck, as_guardrails
 from mainspring.hooks import AutoExecuted, Hooks
 from mainspring.models.base import Model, ModelSettings, ToolSpec
 from mainspring.permissions import PermissionRules
@@ -93,6 +94,13 @@ class Agent:
     """Allowlist of tool names (trailing ``*`` wildcards); ``None`` allows all."""
     permissions: PermissionRules = PermissionRules()
     guards: Sequence[Guard] = ()
+    """Checks on each tool call before it runs (see :mod:`mainspring.guards`)."""
+    input_guardrails: Sequence[Guardrail | GuardrailCheck] = ()
+    """Checks on each turn's user message, run beside the turn's first model call; one
+    that trips ends the turn before any of its tools runs (see :mod:`mainspring.guardrails`)."""
+    output_guardrails: Sequence[Guardrail | GuardrailCheck] = ()
+    """Checks on each turn's final answer; one that trips ends the turn
+    (``stop_reason="guardrail_tripped"``)."""
     hooks: Hooks = Hooks()
     on_auto_executed: AutoExecuted | None = None
     """Called after every auto-tier write."""
@@ -156,6 +164,8 @@ class Agent:
             object.__setattr__(self, "model", model_from_string(self.model))
         self._fold_deprecated_limits()
         self._fold_deprecated_context()
+        object.__setattr__(self, "input_guardrails", as_guardrails(self.input_guardrails))
+        object.__setattr__(self, "output_guardrails", as_guardrails(self.output_guardrails))
         registry = self.tools if isinstance(self.tools, ToolRegistry) else ToolRegistry(self.tools)
         allowed = registry.allowed(self.allowed_tools)
         object.__setattr__(self, "_tool_map", {t.name: t for t in allowed})

@@ -38,6 +38,8 @@ MainspringError
 ├── RunFailed              .event: a run (Session.run) ended in an error event
 │   └── OutputInvalid      .reason .retries: no valid typed output within the retries
 ├── OutputRejected         .reason: raised by an output validator (the model tries again)
+├── GuardrailTripwire      .verdict: a guardrail tripped (Session.run)
+├── GuardrailFailed        .guardrail .stage: a guardrail raised (the run fails closed)
 ├── PrefixMutationError
 ├── ContextError           a context processor misconfigured or misbehaving
 │   ├── ProcessorCycleError     before/after constraints form a cycle (.cycle)
@@ -82,6 +84,8 @@ __all__ = [
     "ContextTooLong",
     "DecisionConflict",
     "FieldNotModifiable",
+    "GuardrailFailed",
+    "GuardrailTripwire",
     "InputChanged",
     "InvalidEdits",
     "LeaseLost",
@@ -468,6 +472,33 @@ class OutputRejected(MainspringError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class GuardrailTripwire(MainspringError):
+    """A guardrail tripped: ``Session.run`` ended with ``stop_reason="guardrail_tripped"``.
+
+    ``verdict`` is the tripped guardrail's ``guardrail_verdict`` event
+    (:class:`~mainspring.events.GuardrailVerdict`); ``result`` the run's
+    :class:`~mainspring.result.RunResult` (its usage and cost, its events).
+    """
+
+    def __init__(self, message: str, *, verdict: object, result: object = None) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.result = result
+
+
+class GuardrailFailed(MainspringError):
+    """A guardrail raised: the run fails closed (``error`` event, ``code="guardrail_failed"``).
+
+    ``guardrail`` names it, ``stage`` is ``"input"`` or ``"output"``; the
+    exception it raised is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, guardrail: str, stage: str) -> None:
+        super().__init__(message)
+        self.guardrail = guardrail
+        self.stage = stage
 
 
 class StoreError(MainspringError):

@@ -26,6 +26,7 @@ __all__ = [
     "Event",
     "FinalOutput",
     "Finding",
+    "GuardrailVerdict",
     "OutputPartial",
     "OutputRetry",
     "PendingAction",
@@ -55,6 +56,7 @@ StopReason: TypeAlias = Literal[
     "refusal",
     "interrupted",
     "steered",
+    "guardrail_tripped",
 ]
 """Why a turn ended (``TurnComplete.stop_reason``)."""
 
@@ -367,6 +369,26 @@ class ApprovalExpiring:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailVerdict:
+    """A guardrail (:mod:`mainspring.guardrails`) judged the turn's input or its final answer.
+
+    One per guardrail that finished. A tripped one (``tripwire=True``) is followed
+    by ``turn_complete(stop_reason="guardrail_tripped")``, or by an ``error`` event
+    (``code="guardrail_failed"``) when the guardrail raised (``error`` says what).
+    """
+
+    name: str
+    stage: Literal["input", "output"]
+    tripwire: bool
+    reason: str = ""
+    info: JsonValue = None
+    error: str = ""
+    """What the guardrail raised (it then counts as tripped: guardrails fail closed)."""
+    turn_index: int = 0
+    type: Literal["guardrail_verdict"] = "guardrail_verdict"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnComplete:
     """Terminal: the turn ended (or paused) for ``stop_reason``."""
 
@@ -408,6 +430,7 @@ Event: TypeAlias = (
     | FinalOutput
     | ApprovalAdded
     | ApprovalExpiring
+    | GuardrailVerdict
     | TurnComplete
     | ErrorEvent
 )

@@ -2,7 +2,8 @@
 
 Each hook may be sync or async. ``before_model_call`` may return a replacement
 request; ``before_tool_call`` may return a message to deny the call;
-``guard_fired`` sees every pre-execution guard finding;
+``guard_fired`` sees every pre-execution guard finding; ``guardrail_checked``
+every guardrail's verdict;
 ``after_tool_call`` may return a replacement result. Exceptions in hooks are
 not swallowed: a hook is the application's own code.
 """
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeAlias, TypeVar
 
 from mainspring._lowlevel.frozen import dataclass
-from mainspring.events import Finding
+from mainspring.events import Finding, GuardrailVerdict
 from mainspring.models.base import ModelRequest
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import ToolInput
@@ -43,6 +44,9 @@ class Hooks:
     guard's ``before`` check (block, confirm or hint) as the call is judged,
     whether or not it then pauses, and for each ``after`` hint (``action="hint"``)
     as its result is recorded."""
+    guardrail_checked: Callable[[GuardrailVerdict], _Maybe[None]] | None = None
+    """The audit of guardrails (:mod:`mainspring.guardrails`): called with each
+    guardrail's verdict, passed or tripped (or failed), before the event is emitted."""
 
 
 AutoExecuted: TypeAlias = (

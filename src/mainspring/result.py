@@ -5,7 +5,8 @@ its :class:`RunResult`: the final text, the typed output (for an agent with an
 ``output_type``), the pending action if the turn paused for a decision, usage
 and cost, and every event. A run that ended in an ``error`` event raises
 :class:`~mainspring.errors.RunFailed` instead
-(:class:`~mainspring.errors.OutputInvalid` when no valid output came).
+(:class:`~mainspring.errors.OutputInvalid` when no valid output came); one a
+guardrail stopped raises :class:`~mainspring.errors.GuardrailTripwire`.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar, cast
 
 from mainspring._lowlevel.json_value import JsonValue
-from mainspring.errors import ConfigError, OutputInvalid, RunFailed
+from mainspring.errors import ConfigError, GuardrailTripwire, OutputInvalid, RunFailed
 from mainspring.events import (
     ErrorEvent,
     Event,
     FinalOutput,
+    GuardrailVerdict,
     PendingAction,
     StopReason,
     TextDelta,
@@ -103,6 +105,7 @@ def result_of(
     Raises:
         OutputInvalid: The stream ended with ``error(code="output_invalid")``.
         RunFailed: The stream ended with another ``error`` event.
+        GuardrailTripwire: A guardrail tripped (``stop_reason="guardrail_tripped"``).
     """
     last = events[-1] if events else None
     if isinstance(last, ErrorEvent) and last.code == "output_invalid":
@@ -125,7 +128,7 @@ def result_of(
         else:
             final = next((e for e in reversed(events) if isinstance(e, FinalOutput)), None)
             value = None if final is None else output.revive(final.output)
-    return RunResult(
+    result = RunResult(
         text="".join(e.text for e in events if isinstance(e, TextDelta)),
         stop_reason=last.stop_reason,
         pending=pending if last.stop_reason == "pending_action" else None,
@@ -135,3 +138,11 @@ def result_of(
         events=tuple(events),
         output=value,
     )
+    if last.stop_reason == "guardrail_tripped":
+        verdict = next(e for e in events if isinstance(e, GuardrailVerdict) and e.tripwire)
+        raise GuardrailTripwire(
+            f"{verdict.stage} guardrail {verdict.name!r} tripped: {verdict.reason}".rstrip(": "),
+            verdict=verdict,
+            result=result,
+        )
+    return result

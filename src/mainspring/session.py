@@ -467,6 +467,8 @@ class Session:
         Raises:
             OutputInvalid: No valid typed output within ``Agent.output_retries``.
             RunFailed: The run ended with an ``error`` event.
+            GuardrailTripwire: A guardrail tripped (the stream ended with
+                ``turn_complete(stop_reason="guardrail_tripped")``).
             ConfigError: Both a message and a decision, or neither.
         """
         from mainspring.result import result_of

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, assert_never
 
 import anyio
@@ -44,6 +45,7 @@ from mainspring._run.resume import (
 )
 from mainspring._run.spend import Spend
 from mainspring._run.steering import SteeringQueue, SteerMode
+from mainspring._run.tripwires import TRIPPED, Tripwires
 from mainspring.agent import Agent
 from mainspring.context.compiler import ContextCompiler
 from mainspring.decisions import Decision
@@ -135,6 +137,19 @@ class Loop:
             output=self.output,
         )
         """Reads each step's model stream (a resumed turn counts its own thinking blocks)."""
+        self.tripwires = (
+            Tripwires(
+                agent=agent,
+                state=state,
+                spend=spend,
+                reader=self.reader,
+                emit=emit,
+                stop=self._stop_for_guardrail,
+            )
+            if agent.input_guardrails or agent.output_guardrails
+            else None
+        )
+        """The agent's guardrails, if it has any."""
 
     @property
     def turn(self) -> Turn:
@@ -154,6 +169,10 @@ class Loop:
                     scope.cancel()
                 await start()
             self._scope = None  # (a cancel from now on has nothing to stop)
+            tripped = self.tripwires.stopped if self.tripwires is not None else None
+            if scope.cancelled_caught and tripped is not None:
+                await self._stopped_before_calls(TRIPPED, tripped.failure)
+                return
             if scope.cancelled_caught and self._stopped_by is not None:
                 raise self._stopped_by  # (the run cannot go on: an error, not a cancel)
             if scope.cancelled_caught:
@@ -181,6 +200,11 @@ class Loop:
         if self._scope is not None:
             self._scope.cancel()
 
+    def _stop_for_guardrail(self) -> None:
+        """An input guardrail tripped beside the first model call: stop the run now."""
+        if self._scope is not None:
+            self._scope.cancel()
+
     def _end_turn_quietly(self) -> None:
         try:
             self.context.end_turn()
@@ -192,6 +216,8 @@ class Loop:
         self.state.finish_turn()
 
     async def _complete(self, reason: StopReason) -> None:
+        if reason == "end_turn" and self.tripwires is not None and self.tripwires.on_output:
+            reason = await self._checked_answer(self.tripwires)
         # What the terminal event reports is on record before it is emitted (a
         # deferred save goes now where no later commit would carry it).
         if self._durable is not None:
@@ -223,6 +249,8 @@ class Loop:
         self.reader.thinking = 0
         self.turn_cache.clear()
         self._append(message)
+        if self.tripwires is not None:
+            self.tripwires.arm(message)
         if self._durable is not None:
             await self.dispatch.save()  # the turn is on record before a model is paid for it
         await self._steps()
@@ -242,10 +270,9 @@ class Loop:
             turn = self.turn
             if self._steering:  # (read each step: see steer_from; empty is false)
                 await self._take_steering(turn)
-            stop = await self.reader.read(await self._build_request(turn), turn)
-            if isinstance(stop, Finish):  # over budget once the answer was priced (see read)
-                self._repair("the budget was exceeded", keep_partial=True)
-                await self._complete(stop.reason)
+            stop = await self._read(await self._build_request(turn), turn)
+            if isinstance(stop, Finish):
+                await self._stopped_before_calls(stop)
                 return
             outcome = await self._run_step(turn, stop)
             match outcome:
@@ -287,6 +314,38 @@ class Loop:
         if turn.calls:
             return await self.dispatch.run_serial(turn)
         return await self._answered(stop)
+
+    def _read(self, request: ModelRequest, turn: Turn) -> Awaitable[ModelStop | Finish]:
+        """One model step; a turn's first runs beside its input guardrails (see Tripwires)."""
+        tripwires = self.tripwires
+        if tripwires is not None and tripwires.armed:
+            return tripwires.beside(partial(self.reader.read, request, turn))
+        return self.reader.read(request, turn)
+
+    async def _stopped_before_calls(self, stop: Finish, failure: Exception | None = None) -> None:
+        """None of the step's calls run: the turn ends.
+
+        An input guardrail tripped (or failed: ``failure`` is then raised), or
+        the budget ran out once the answer was priced (see ``AnswerReader.read``).
+        """
+        if failure is not None:
+            raise failure
+        if stop is TRIPPED:
+            self._repair("an input guardrail stopped the turn", keep_partial=False)
+        else:
+            self._repair("the budget was exceeded", keep_partial=True)
+        await self._complete(stop.reason)
+
+    async def _checked_answer(self, tripwires: Tripwires) -> StopReason:
+        """The final answer (``end_turn``) through the output guardrails, before it ends the turn.
+
+        A tripped answer stays in the transcript (it is append-only, and its text
+        was streamed); the turn ends ``guardrail_tripped`` instead of ``end_turn``.
+        """
+        last = self.state.messages[-1] if self.state.messages else None
+        text = last.text if last is not None and last.role == "assistant" else ""
+        passed = await tripwires.check_output(text)
+        return "end_turn" if passed else TRIPPED.reason
 
     async def _answered(self, stop: ModelStop) -> Finish | Continue:
         """A step without calls ends the turn, unless steering gives it another step."""

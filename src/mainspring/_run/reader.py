@@ -16,7 +16,7 @@ step's model stream. Private machinery.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -26,7 +26,7 @@ from mainspring._lowlevel.json_value import JsonValue
 from mainspring._lowlevel.tasks import TaskGroup
 from mainspring._run.arguments import clip, parse_arguments
 from mainspring._run.dispatch import Dispatcher
-from mainspring._run.judge import unjudged
+from mainspring._run.judge import Judgement, unjudged
 from mainspring._run.outcome import Finish
 from mainspring._run.output import OutputCheck
 from mainspring._run.spend import Spend
@@ -106,6 +106,7 @@ class AnswerReader:
         "_spend",
         "answer",
         "compiled",
+        "hold",
         "thinking",
     )
 
@@ -142,6 +143,9 @@ class AnswerReader:
         """The context the step's request was built from (its accounting record)."""
         self.thinking = thinking
         """The index of the turn's next thinking block."""
+        self.hold: Callable[[], Awaitable[bool]] | None = None
+        """While set, a read started mid-stream waits for it, and does not run when it
+        says no: the input guardrails' verdict (see :mod:`mainspring._run.tripwires`)."""
 
     def cut(self) -> list[TextPart]:
         """The text of an answer cut before it was committed (and none is left to cut)."""
@@ -353,9 +357,24 @@ class AnswerReader:
             judged = unjudged(agent.permissions, agent.guards, tool)
             if judged is None:
                 return tool, call
-            call.parallel = True
-            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
+            self._start_read(tool, call, turn, judged, reads)
         return None
+
+    def _start_read(
+        self, tool: Tool, call: Call, turn: Turn, judged: Judgement, reads: TaskGroup
+    ) -> None:
+        call.parallel = True
+        read = partial(self._dispatch.execute, tool, call, turn, judged, write=False)
+        reads.start_soon(read if self.hold is None else partial(self._held, self.hold, call, read))
+
+    async def _held(
+        self, hold: Callable[[], Awaitable[bool]], call: Call, read: Callable[[], Awaitable[None]]
+    ) -> None:
+        """A read that waits for the input guardrails' verdict before it starts."""
+        if await hold():
+            await read()
+        else:
+            self._dispatch.fail(call, f"tool {call.name!r} did not run: a guardrail stopped it")
 
     async def _judge_read(self, judging: tuple[Tool, Call], turn: Turn, reads: TaskGroup) -> None:
         """Judge a read: it starts now, waits for the serial phase's decision, or failed."""
@@ -365,7 +384,6 @@ class AnswerReader:
         if judged is None:
             return
         if judged.outcome == "run":
-            call.parallel = True
-            reads.start_soon(partial(dispatch.execute, tool, call, turn, judged, write=False))
+            self._start_read(tool, call, turn, judged, reads)
         else:
             dispatch.verdicts[call.id] = judged

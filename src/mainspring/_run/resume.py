@@ -22,6 +22,7 @@ from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Expire, Reject
 from mainspring.errors import (
     CheckpointCorrupt,
+    GuardrailFailed,
     LeaseLost,
     ModelError,
     ModelOutputError,
@@ -249,6 +250,9 @@ def error_event(exc: BaseException) -> ErrorEvent:
         return ErrorEvent(code=code, message=str(exc), retryable=exc.retryable)
     if isinstance(exc, OutputInvalid):
         return ErrorEvent(code=exc.code, message=exc.reason)
+    if isinstance(exc, GuardrailFailed):
+        log.warning("run stopped: %s", exc, exc_info=exc.__cause__, extra=_SAID)
+        return ErrorEvent(code="guardrail_failed", message=str(exc))
     if isinstance(exc, LeaseLost):
         log.error("run stopped: %s", exc, extra=_SAID)
         return ErrorEvent(code="lease_lost", message=str(exc), retryable=True)

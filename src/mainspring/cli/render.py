@@ -16,6 +16,7 @@ from rich.text import Text
 from mainspring.events import (
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     TextDelta,
     ThinkingDelta,
@@ -66,6 +67,15 @@ class Renderer:
             self.console.print()
             self.at_line_start = True
 
+    def _aside(self, event: UsageEvent | GuardrailVerdict) -> None:
+        """Usage is not shown; a tripped guardrail is."""
+        if isinstance(event, GuardrailVerdict) and event.tripwire:
+            self._newline()
+            reason = f": {event.reason}" if event.reason else ""
+            self.console.print(
+                Text(f"stopped by {event.stage} guardrail {event.name}{reason}", style="red")
+            )
+
     def show(self, event: Event) -> None:
         """Print one event as the terminal shows it."""
         c = self.console
@@ -92,8 +102,8 @@ class Renderer:
             self._newline()
             style = "red" if event.is_error else "green"
             c.print(Text.assemble(("← " + event.name, style), ": " + event.content))
-        elif isinstance(event, UsageEvent):
-            pass
+        elif isinstance(event, UsageEvent | GuardrailVerdict):
+            self._aside(event)
         elif isinstance(event, PendingAction):
             self._newline()
         elif isinstance(event, TurnComplete) and event.stop_reason != "pending_action":

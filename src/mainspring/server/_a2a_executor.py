@@ -39,6 +39,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     PermissionDenied,
     TextDelta,
@@ -76,7 +77,7 @@ _DECISION_KEYS = {
     "reject": {"decision", "approval_id", "reason"},
     "client_result": {"decision", "approval_id", "content", "is_error"},
 }
-_RELAYED = (ToolStart, ToolProgress, PermissionDenied, ToolResult, Canvas)
+_RELAYED = (ToolStart, ToolProgress, PermissionDenied, ToolResult, Canvas, GuardrailVerdict)
 _CANCEL_WAIT = 10.0
 _TERMINAL = frozenset(
     {
@@ -287,7 +288,7 @@ class MainspringExecutor(AgentExecutor):
                     continue
                 await response.send()
                 if isinstance(event, UsageEvent):
-                    if not event.model.startswith("tool:"):  # a model step's usage ends it
+                    if not event.model.startswith(("tool:", "guardrail:")):  # a step's usage
                         response.end_step()
                 elif isinstance(event, _RELAYED):
                     message = updater.new_agent_message([_event_part(host, run.session_id, event)])
@@ -398,7 +399,7 @@ async def _finish(
         await updater.failed(message)
     elif event.stop_reason == "cancelled":
         await updater.cancel(message)
-    elif event.stop_reason == "refusal":
+    elif event.stop_reason in ("refusal", "guardrail_tripped"):
         await updater.reject(message)
     elif event.stop_reason == "interrupted":
         await updater.failed(message)

@@ -42,6 +42,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     FinalOutput,
+    GuardrailVerdict,
     OutputPartial,
     OutputRetry,
     PendingAction,
@@ -106,6 +107,7 @@ _OUTPUT = (OutputPartial, OutputRetry, FinalOutput)
 """Typed output's events: one ``mainspring.output`` custom event each."""
 
 _CUSTOM = (
+    GuardrailVerdict,
     ToolProgress,
     Canvas,
     PermissionDenied,
@@ -354,7 +356,7 @@ class AguiRun:
 
     def _used(self, event: UsageEvent) -> None:
         """A model step's usage ends the step (its message is in the transcript)."""
-        if not event.model.startswith("tool:"):  # a model step's, not a tool's spend
+        if not event.model.startswith(("tool:", "guardrail:")):  # a model step's spend
             self._step()
             self._stepping = False
         entry = _usage(event)
@@ -440,7 +442,8 @@ class AguiRun:
 
     def _custom(
         self,
-        event: ToolProgress
+        event: GuardrailVerdict
+        | ToolProgress
         | Canvas
         | PermissionDenied
         | ApprovalAdded
@@ -449,6 +452,8 @@ class AguiRun:
         | OutputRetry
         | FinalOutput,
     ) -> CustomEvent:
+        if isinstance(event, GuardrailVerdict):
+            return _guardrail(event)
         if isinstance(event, _OUTPUT):
             return CustomEvent(name="mainspring.output", value=output_value(event))
         if isinstance(event, ApprovalAdded | ApprovalExpiring):
@@ -503,6 +508,11 @@ class AguiRun:
             *self._close(),
             RunErrorEvent(message="the stream ended before the run did", code="stream_cut"),
         ]
+
+
+def _guardrail(event: GuardrailVerdict) -> CustomEvent:
+    """A guardrail's verdict (a tripped one is followed by ``RUN_FINISHED``)."""
+    return CustomEvent(name="mainspring.guardrail", value=encode(event))
 
 
 def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:

@@ -20,6 +20,7 @@ from mainspring.events import (
     ErrorEvent,
     Event,
     FinalOutput,
+    GuardrailVerdict,
     OutputPartial,
     OutputRetry,
     PendingAction,
@@ -54,9 +55,15 @@ _FINISH: dict[str, str] = {
     "pending_action": "tool-calls",
     "max_tokens": "length",
     "refusal": "content-filter",
+    "guardrail_tripped": "content-filter",
 }
 
 Chunk = dict[str, JsonValue]
+
+
+def _guardrail_chunk(event: GuardrailVerdict) -> Chunk:
+    """A guardrail's verdict (a data part; a tripped one is followed by ``finish``)."""
+    return {"type": "data-guardrail", "id": f"guardrail-{event.name}", "data": encode(event)}
 
 
 def _side_chunk(event: SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring) -> Chunk:
@@ -181,6 +188,8 @@ class UIMessageStream:
             out.append(self._data(event))
         elif isinstance(event, SteeringQueued | SteeringTaken | ApprovalAdded | ApprovalExpiring):
             out.append(_side_chunk(event))
+        elif isinstance(event, GuardrailVerdict):
+            out.append(_guardrail_chunk(event))
         elif isinstance(event, OutputPartial | OutputRetry | FinalOutput):
             out.append({"type": "data-output", "id": "output", "data": output_value(event)})
         elif isinstance(event, TurnComplete | ErrorEvent):

@@ -41,6 +41,7 @@ from mainspring.events import (
     Canvas,
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     PendingAction,
     PermissionDenied,
     StreamStarted,
@@ -157,7 +158,7 @@ class RunTrace:
                     client_executed=event.client_executed,
                     findings=findings,
                 )
-            case Canvas() | PermissionDenied():
+            case Canvas() | PermissionDenied() | GuardrailVerdict():
                 self._noted(event)
             case ErrorEvent():
                 self.status = "error"
@@ -170,11 +171,21 @@ class RunTrace:
             case _:
                 pass
 
-    def _noted(self, event: Canvas | PermissionDenied) -> None:
+    def _noted(self, event: Canvas | PermissionDenied | GuardrailVerdict) -> None:
+        """An activity without a duration: a canvas, a refusal, a guardrail's verdict."""
         if isinstance(event, Canvas):
             self.activity("canvas", event.kind, title=event.title)
-        else:  # a call refused by policy
+        elif isinstance(event, PermissionDenied):  # a call refused by policy
             self.activity("denied", event.name, reason=event.reason, source=event.source)
+        else:
+            self.activity(
+                "guardrail",
+                event.name,
+                stage=event.stage,
+                tripwire=event.tripwire,
+                reason=self._text(event.reason),
+                error=event.error or None,
+            )
 
     def _text(self, text: str) -> str | None:
         return text[:_PREVIEW] if self.recorder.include_content else None

@@ -17,6 +17,7 @@ from typing import Any
 from mainspring.events import (
     ErrorEvent,
     Event,
+    GuardrailVerdict,
     StreamStarted,
     TextDelta,
     ThinkingDelta,
@@ -100,6 +101,10 @@ class RunSpans:
             self._step_boundary()
         if isinstance(event, _MODEL_OUTPUT):
             self._begin_chat()
+        elif isinstance(event, GuardrailVerdict):
+            self._guardrail(event)
+        elif isinstance(event, UsageEvent) and event.model.startswith("guardrail:"):
+            pass  # a guardrail's own model call: on its guardrail's span, not a chat step
         elif isinstance(event, UsageEvent):
             self._begin_chat()
             chat = self._chat
@@ -133,6 +138,21 @@ class RunSpans:
             self._step_boundary()
         elif isinstance(event, TurnComplete | ErrorEvent):
             self.close(event)
+
+    def _guardrail(self, event: GuardrailVerdict) -> None:
+        """A guardrail's verdict: a span under the run (at the verdict: its start is not sent)."""
+        span = self._start(
+            f"guardrail {event.name}",
+            {
+                "mainspring.guardrail.name": event.name,
+                "mainspring.guardrail.stage": event.stage,
+                "mainspring.guardrail.tripwire": event.tripwire,
+            },
+            parent=self._run,
+        )
+        if event.error:
+            span.set_attribute("error.type", "guardrail_failed")
+        span.end()
 
     def close(self, terminal: Event | None = None) -> None:
         """End every open span (the run's last)."""
