@@ -89,7 +89,7 @@ class Dispatcher:
         self.charge = charge
         self.fence = fence
         self.cancel_requested = False
-        self._refuse = Refusal(state, emit, self.fail)
+        self._refuse = Refusal(state, emit)
         self._write_scope: anyio.CancelScope | None = None
         self._contexts: list[ToolContext] | tuple[()] = ()
         """The ToolContexts of the tools running now (a list from the first one; most

@@ -54,21 +54,23 @@ class Judgement:
         return Judgement(replace(self.verdict, outcome="confirm", reason=reason), self.report)
 
 
-Deny = Callable[[Call, str, str, str], None]
-"""Refuses a call by policy: ``(call, reason, source, result text)``."""
+Deny = Callable[[Call, str, str], None]
+"""Reports a call refused by policy: ``(call, reason, source)`` (its error result is ``fail``'s)."""
 
 
 class Refusal:
-    """A dispatcher's :data:`Deny`: a ``permission_denied`` event, then the call's error result."""
+    """A dispatcher's :data:`Deny`: the ``permission_denied`` event of a refused call.
 
-    __slots__ = ("_emit", "_fail", "_state")
+    It holds the state and the emitter, never the dispatcher (no reference cycle:
+    what a run made is freed when the run ends, without the cyclic collector).
+    """
 
-    def __init__(
-        self, state: SessionState, emit: Callable[[Event], None], fail: Callable[[Call, str], None]
-    ) -> None:
-        self._state, self._emit, self._fail = state, emit, fail
+    __slots__ = ("_emit", "_state")
 
-    def __call__(self, call: Call, reason: str, source: str, content: str) -> None:
+    def __init__(self, state: SessionState, emit: Callable[[Event], None]) -> None:
+        self._state, self._emit = state, emit
+
+    def __call__(self, call: Call, reason: str, source: str) -> None:
         principal = self._state.principal
         if principal is None:  # a session of no one: the engine scope's caller, if any
             scope = current_scope()
@@ -82,7 +84,6 @@ class Refusal:
                 principal=principal,
             )
         )
-        self._fail(call, content)
 
 
 AUTO = Judgement(Verdict(outcome="run", input={}))
@@ -120,8 +121,8 @@ async def judge(
     ``rules``, ``guards`` and ``hooks`` are the agent's. A permission callback
     that rewrites the input replaces ``call.input``. ``auto_spent`` is what
     auto-approved writes of the session spent so far. A call refused by policy
-    (a permission rule, a guard's block) goes to ``deny`` (reason, source and
-    the result's text); any other failure to ``fail``.
+    (a permission rule, a guard's block) goes to ``deny`` (reason and source),
+    then to ``fail`` (its error result), as any other failure does.
     """
     assert call.input is not None
     nothing = unjudged(rules, guards, tool)
@@ -131,7 +132,8 @@ async def judge(
     if verdict is None:
         return None
     if verdict.outcome == "deny":
-        deny(call, verdict.reason, verdict.source, f"permission denied: {verdict.reason}")
+        deny(call, verdict.reason, verdict.source)
+        fail(call, f"permission denied: {verdict.reason}")
         return None
     if verdict.rewritten:
         call.input = verdict.input
@@ -143,12 +145,8 @@ async def judge(
     blocked = report.blocked
     if blocked is not None:
         hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
-        deny(
-            call,
-            blocked.message,
-            blocked.source,
-            f"blocked by {blocked.source}: {blocked.message}{hints}",
-        )
+        deny(call, blocked.message, blocked.source)
+        fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
         return None
     if tool.policy.preflight is not None:
         problem = await run_preflight(tool.policy, call.input)
