@@ -101,7 +101,7 @@ def _frame(data: str, *, event: str | None = None) -> str:
 
 def test_every_event_type_has_a_strategy() -> None:
     assert set(EVENT_STRATEGIES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 16
+    assert len(EVENT_TYPES) == 22
 
 
 @pytest.mark.parametrize("event_type", EVENT_TYPES, ids=lambda t: t.__name__)
