@@ -53,6 +53,7 @@ from mainspring.tools.policy import PREVIEW_SOURCE
 
 if TYPE_CHECKING:
     from mainspring._run.spend import Spend
+    from mainspring.audit.log import AuditTrail
 
 __all__ = ["Dispatcher", "Durability"]
 
@@ -100,6 +101,11 @@ class Dispatcher:
         self._loop = running_loop()
         """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
         then run in a cancel scope, as writes do)."""
+        audit = agent.audit
+        self.audit: AuditTrail | None = (
+            None if audit is None else audit.trail(state.session_id, state.principal)
+        )
+        """Where this run's decisions, writes, refusals and findings go on record."""
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -169,6 +175,7 @@ class Dispatcher:
             call,
             auto_spent=self.state.auto_spent_usd,
             fail=self.fail,
+            audit=self.audit,
         )
         if call.input is not asked:  # rewritten by the permission callback
             self.kwargs.pop(call.id, None)
@@ -404,6 +411,12 @@ class Dispatcher:
         before_hints = hints + (judged.report.hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
+        if write and self.audit is not None:  # on record before its result is reported
+            amount = judged.amount_usd if judged is not None else None
+            await self.audit.executed(
+                call.name, args, auto=auto, status=status, output=output, amount_usd=amount,
+                attempt_id=attempt,
+            )
         if write and auto and self.agent.on_auto_executed is not None:
             amount = judged.amount_usd if judged is not None else None
             await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)

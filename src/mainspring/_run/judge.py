@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mainspring.errors import ToolError, ToolInputError
 from mainspring.guards import Guard, GuardReport, run_before
@@ -19,6 +19,9 @@ from mainspring.permissions import PermissionRules, Verdict, evaluate, evaluate_
 from mainspring.state import Call
 from mainspring.tools.define import Tool
 from mainspring.tools.policy import run_preflight
+
+if TYPE_CHECKING:
+    from mainspring.audit.log import AuditTrail
 
 __all__ = ["AUTO", "Judgement", "judge", "unjudged"]
 
@@ -80,12 +83,14 @@ async def judge(
     *,
     auto_spent: float,
     fail: Callable[[Call, str], None],
+    audit: AuditTrail | None = None,
 ) -> Judgement | None:
     """Permissions, guards and preflight; ``None`` when ``fail`` gave the call an error result.
 
     ``rules``, ``guards`` and ``hooks`` are the agent's. A permission callback
     that rewrites the input replaces ``call.input``. ``auto_spent`` is what
-    auto-approved writes of the session spent so far.
+    auto-approved writes of the session spent so far. ``audit`` records a
+    denial, a guard's block and every guard finding.
     """
     assert call.input is not None
     nothing = unjudged(rules, guards, tool)
@@ -95,6 +100,8 @@ async def judge(
     if verdict is None:
         return None
     if verdict.outcome == "deny":
+        if audit is not None:
+            await audit.denied(tool.name, call.input, verdict.amount_usd, verdict.reason)
         fail(call, f"permission denied: {verdict.reason}")
         return None
     if verdict.rewritten:
@@ -104,8 +111,12 @@ async def judge(
     if fired is not None:
         for finding in report.findings:
             await call_hook(fired(tool, call.input, finding))
+    if audit is not None and report.findings:
+        await audit.findings(tool.name, call.input, report.findings)
     blocked = report.blocked
     if blocked is not None:
+        if audit is not None:
+            await audit.blocked(tool.name, call.input, verdict.amount_usd, blocked)
         hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
         fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
         return None

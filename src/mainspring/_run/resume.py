@@ -78,6 +78,8 @@ async def apply_decision(
         call.result = None
         turn.repause(pending)
         raise
+    if dispatch.audit is not None:  # consumed: on record before the write it allows runs
+        await dispatch.audit.decided(pending, decision, final_input)
     tool = agent.tool(call.name)
     if pending.nested is not None and tool is not None:
         # The call suspended on a nested run: it runs again and hands it the decision.

@@ -22,6 +22,7 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._version import __version__
+from mainspring.cli.audit import audit_app
 from mainspring.cli.chat import chat
 from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
 from mainspring.cli.mcp_serve import TOKEN_ENV as TOKEN_ENV  # re-exported: it was defined here
@@ -460,6 +461,7 @@ def run(
 
 
 app.add_typer(sessions_app)
+app.add_typer(audit_app)
 app.command()(chat)
 app.command()(serve)
 app.add_typer(mcp_app)
