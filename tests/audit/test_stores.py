@@ -133,9 +133,22 @@ async def test_two_processes_appending_at_once_make_one_chain(backend: Backend) 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.audit.appender", backend.name, backend.url,
-             backend.prefix, raw, name, str(per_worker)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "tests.audit.appender",
+                backend.name,
+                backend.url,
+                backend.prefix,
+                raw,
+                name,
+                str(per_worker),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
         )  # fmt: skip
         for name in ("w1", "w2")
     ]

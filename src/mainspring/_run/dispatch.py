@@ -414,7 +414,12 @@ class Dispatcher:
         if write and self.audit is not None:  # on record before its result is reported
             amount = judged.amount_usd if judged is not None else None
             await self.audit.executed(
-                call.name, args, auto=auto, status=status, output=output, amount_usd=amount,
+                call.name,
+                args,
+                auto=auto,
+                status=status,
+                output=output,
+                amount_usd=amount,
                 attempt_id=attempt,
             )
         if write and auto and self.agent.on_auto_executed is not None:

@@ -146,7 +146,9 @@ def _against_head(
     return Verification(count, None, "", head)
 
 
-def check_anchor(result: Verification, rows: Mapping[int, str], seq: int, hash: str) -> Verification:
+def check_anchor(
+    result: Verification, rows: Mapping[int, str], seq: int, hash: str
+) -> Verification:
     """``result``, failed unless entry ``seq`` (as kept by an auditor) is still ``hash``.
 
     ``rows`` maps ``seq`` to stored lines; a log shorter than the anchor, or

@@ -106,7 +106,9 @@ class PostgresAuditStore:
     async def audit_head(self, log: str) -> str | None:
         """See :meth:`~mainspring.audit.store.AuditStore.audit_head`."""
         async with self._db.use(f"read of audit head {log!r}") as conn:
-            cur = await conn.execute("SELECT head FROM mainspring_audit_head WHERE log = %s", (log,))
+            cur = await conn.execute(
+                "SELECT head FROM mainspring_audit_head WHERE log = %s", (log,)
+            )
             row = await cur.fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
