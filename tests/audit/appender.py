@@ -35,11 +35,12 @@ async def main(backend: str, url: str, prefix: str, key_hex: str, name: str, cou
     store = await open_store(backend, url, prefix)
     try:
         log = AuditLog(store, key)
-        print("ready", flush=True)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
         await anyio.to_thread.run_sync(sys.stdin.readline)
         for i in range(count):
             await log.append("auto_executed", outcome="ok", session_id=name, tool=f"t{i}")
-        print("done", flush=True)
+        sys.stdout.write("done\n")
     finally:
         await store.aclose()
 

@@ -1,4 +1,4 @@
-"""Single-entry tampering with a stored audit log: edits, reorders, insertions, deletions, truncations.
+"""Single-entry tampering with a stored log: edits, reorders, insertions, deletions, truncations.
 
 Each mutation takes a log's rows (``(seq, line)`` in store order) and head and
 returns them changed the way someone with write access to the store could:

@@ -21,6 +21,7 @@ from mainspring import (
     tool,
     usd,
 )
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.audit import AuditEntry, AuditLog, InMemoryAuditStore, verify_log
 from mainspring.decisions import canonical_input_hash
 from mainspring.engine.signing import SigningKey
@@ -78,10 +79,11 @@ async def test_an_auto_executed_write_is_on_record_before_its_result_is_reported
     agent, store = audited((5.0,), paid)
     session = Session(agent)
     session._state.principal = "user:ann"  # as a server sets the session's owner
-    seen_before_result: list[int] = []
-    async for event in session.send("pay alice"):
-        if isinstance(event, ToolResult):
-            seen_before_result.append(len(store.entries.get("audit", {})))
+    seen_before_result = [
+        len(store.entries.get("audit", {}))
+        async for event in session.send("pay alice")
+        if isinstance(event, ToolResult)
+    ]
     assert paid == [5.0] and seen_before_result == [1]
     (entry,) = await entries(store)
     assert entry.kind == "auto_executed" and entry.outcome == "ok"
@@ -101,7 +103,7 @@ async def test_an_approval_is_recorded_then_the_write_it_allowed() -> None:
     decided, executed = await entries(store)
     assert decided.kind == "edited" and decided.outcome == "approved"
     assert decided.attempt_id == executed.attempt_id == pending.attempt_id
-    edited = {"to": "alice", "amount_usd": 500.0, "memo": "rent"}
+    edited: dict[str, JsonValue] = {"to": "alice", "amount_usd": 500.0, "memo": "rent"}
     assert decided.args_hash == executed.args_hash == canonical_input_hash(edited)
     assert decided.amount_usd == 500.0
     assert executed.kind == "executed" and executed.outcome == "ok"

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
@@ -126,9 +127,8 @@ async def test_a_seq_already_held_is_refused(store: AuditStore) -> None:
     assert (await verify_log(store, "audit", KEYS)).ok
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "redis", "postgres"], indirect=True)
-async def test_two_processes_appending_at_once_make_one_chain(backend: Backend) -> None:
-    per_worker = 150
+def run_workers(backend: Backend, per_worker: int) -> None:
+    """Two appender processes, released at once once both have opened the store."""
     raw = KEY.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()).hex()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     workers = [
@@ -149,7 +149,7 @@ async def test_two_processes_appending_at_once_make_one_chain(backend: Backend) 
             text=True,
             cwd=ROOT,
             env=env,
-        )  # fmt: skip
+        )
         for name in ("w1", "w2")
     ]
     try:
@@ -169,6 +169,12 @@ async def test_two_processes_appending_at_once_make_one_chain(backend: Backend) 
             for pipe in (worker.stdin, worker.stdout):
                 if pipe is not None:
                     pipe.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis", "postgres"], indirect=True)
+async def test_two_processes_appending_at_once_make_one_chain(backend: Backend) -> None:
+    per_worker = 150
+    await anyio.to_thread.run_sync(run_workers, backend, per_worker)
     store = await backend.open()
     try:
         result = await verify_log(store, "audit", KEYS)

@@ -411,20 +411,8 @@ class Dispatcher:
         before_hints = hints + (judged.report.hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
-        if write and self.audit is not None:  # on record before its result is reported
-            amount = judged.amount_usd if judged is not None else None
-            await self.audit.executed(
-                call.name,
-                args,
-                auto=auto,
-                status=status,
-                output=output,
-                amount_usd=amount,
-                attempt_id=attempt,
-            )
-        if write and auto and self.agent.on_auto_executed is not None:
-            amount = judged.amount_usd if judged is not None else None
-            await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
+        if write:
+            await self._wrote(tool, args, output, judged, auto=auto, status=status, attempt=attempt)
         if len(output.content) > tool.policy.max_result_chars:
             output = await self.shorten(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
@@ -444,6 +432,24 @@ class Dispatcher:
                     result=call.result,
                 )
             )
+
+    async def _wrote(
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        output: ToolOutput,
+        judged: Judgement | None,
+        *,
+        auto: bool,
+        status: str,
+        attempt: str | None,
+    ) -> None:
+        """A write ran: on record in the audit log, and told to ``on_auto_executed`` (auto)."""
+        amount = judged.amount_usd if judged is not None else None
+        if self.audit is not None:  # before the result is reported
+            await self.audit.executed(tool.name, args, output, status, auto, amount, attempt)
+        if auto and self.agent.on_auto_executed is not None:
+            await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
 
     def _context(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ToolError, ToolInputError
 from mainspring.guards import Guard, GuardReport, run_before
 from mainspring.hooks import Hooks, call_hook
@@ -106,13 +107,7 @@ async def judge(
         return None
     if verdict.rewritten:
         call.input = verdict.input
-    report = await run_before(guards, tool, call.input) if guards else _NO_REPORT
-    fired = hooks.guard_fired
-    if fired is not None:
-        for finding in report.findings:
-            await call_hook(fired(tool, call.input, finding))
-    if audit is not None and report.findings:
-        await audit.findings(tool.name, call.input, report.findings)
+    report = await _report(guards, hooks, tool, call.input, audit) if guards else _NO_REPORT
     blocked = report.blocked
     if blocked is not None:
         if audit is not None:
@@ -129,6 +124,24 @@ async def judge(
         reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
         verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
     return Judgement(verdict, report)
+
+
+async def _report(
+    guards: Sequence[Guard],
+    hooks: Hooks,
+    tool: Tool,
+    args: dict[str, JsonValue],
+    audit: AuditTrail | None,
+) -> GuardReport:
+    """The guards' report on a call, each finding seen by the hook and put on record."""
+    report = await run_before(guards, tool, args)
+    fired = hooks.guard_fired
+    if fired is not None:
+        for finding in report.findings:
+            await call_hook(fired(tool, args, finding))
+    if audit is not None and report.findings:
+        await audit.findings(tool.name, args, report.findings)
+    return report
 
 
 async def _verdict(

@@ -220,10 +220,9 @@ class AuditTrail:
         self,
         tool: str,
         args: dict[str, JsonValue],
-        *,
-        auto: bool,
-        status: str,
         output: ToolOutput,
+        status: str,
+        auto: bool,
         amount_usd: float | None,
         attempt_id: str | None,
     ) -> AuditEntry:

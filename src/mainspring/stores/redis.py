@@ -479,7 +479,7 @@ class RedisAuditStore(_RedisStore):
                 num=limit,
                 withscores=True,
             )
-        return [(int(score), _text(line)) for line, score in found]
+        return [(int(score), _text(line)) for line, score in cast(list[tuple[bytes, float]], found)]
 
     async def audit_head(self, log: str) -> str | None:
         """See :meth:`~mainspring.audit.store.AuditStore.audit_head`."""
