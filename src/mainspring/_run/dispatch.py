@@ -35,8 +35,9 @@ from mainspring._run.results import (
     failed,
     noted,
     preview_of,
-    summarized,
+    shortened,
     timed_out,
+    timeout_error,
     truncate_result,
 )
 from mainspring.agent import Agent
@@ -53,7 +54,6 @@ from mainspring.tools.policy import PREVIEW_SOURCE
 
 if TYPE_CHECKING:
     from mainspring._run.spend import Spend
-    from mainspring.audit.log import AuditTrail
 
 __all__ = ["Dispatcher", "Durability"]
 
@@ -101,11 +101,8 @@ class Dispatcher:
         self._loop = running_loop()
         """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
         then run in a cancel scope, as writes do)."""
-        audit = agent.audit
-        self.audit: AuditTrail | None = (
-            None if audit is None else audit.trail(state.session_id, state.principal)
-        )
-        """Where this run's decisions, writes, refusals and findings go on record."""
+        audit = agent.audit  # where decisions, writes, refusals and findings go on record
+        self.audit = None if audit is None else audit.trail(state.session_id, state.principal)
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -128,7 +125,22 @@ class Dispatcher:
         if self.durable is not None:
             await self.durable.flush()
 
-    async def _ledger(self, record: WriteRecord) -> None:
+    async def _ledger(
+        self,
+        call: Call,
+        turn: Turn,
+        status: Literal["started", "done", "unknown"],
+        attempt: str | None,
+    ) -> None:
+        """Put the write ``call``'s ``status`` (and its result, once it has one) on the ledger."""
+        record = WriteRecord(
+            key=call.id,
+            tool=call.name,
+            status=status,
+            attempt_id=attempt,
+            turn_index=turn.index,
+            result=None if status == "started" else call.result,
+        )
         self.state.ledger(record)
         if self.durable is not None:
             await self.durable.record_write(record)
@@ -381,19 +393,10 @@ class Dispatcher:
         call.started = True
         self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
-        auto = judged is not None and judged.verdict.outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
         if write:
-            await self._ledger(
-                WriteRecord(
-                    key=call.id,
-                    tool=call.name,
-                    status="started",
-                    attempt_id=attempt,
-                    turn_index=turn.index,
-                )
-            )
+            await self._ledger(call, turn, "started", attempt)
         try:
             kwargs = self.kwargs.pop(call.id, None)
             loop = None if write else self._loop
@@ -412,9 +415,9 @@ class Dispatcher:
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
         if write:
-            await self._wrote(tool, args, output, judged, auto=auto, status=status, attempt=attempt)
+            await self._wrote(tool, args, output, judged, status, attempt)
         if len(output.content) > tool.policy.max_result_chars:
-            output = await self.shorten(tool, output)
+            output = await shortened(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
         if write and not output.is_error and tool.policy.post_write_refresh:
             refreshed = await self.refresh(tool, turn, output)
@@ -422,16 +425,7 @@ class Dispatcher:
             output = refreshed
         self.record(call, noted(output, note), limit + len(note))
         if write:
-            await self._ledger(
-                WriteRecord(
-                    key=call.id,
-                    tool=call.name,
-                    status=status,
-                    attempt_id=attempt,
-                    turn_index=turn.index,
-                    result=call.result,
-                )
-            )
+            await self._ledger(call, turn, status, attempt)
 
     async def _wrote(
         self,
@@ -439,12 +433,11 @@ class Dispatcher:
         args: dict[str, JsonValue],
         output: ToolOutput,
         judged: Judgement | None,
-        *,
-        auto: bool,
         status: str,
         attempt: str | None,
     ) -> None:
         """A write ran: on record in the audit log, and told to ``on_auto_executed`` (auto)."""
+        auto = judged is not None and judged.verdict.outcome == "run"
         amount = judged.amount_usd if judged is not None else None
         if self.audit is not None:  # before the result is reported
             await self.audit.executed(tool.name, args, output, status, auto, amount, attempt)
@@ -480,15 +473,6 @@ class Dispatcher:
             contexts = self._contexts = []
         contexts.append(ctx)
         return ctx
-
-    async def shorten(self, tool: Tool, output: ToolOutput) -> ToolOutput:
-        """A result over the tool's budget, summarized when the tool says how."""
-        limit, summarize = tool.policy.max_result_chars, tool.policy.summarize_on_truncate
-        if len(output.content) <= limit:
-            return output
-        if summarize is None:
-            return replace(output, content=truncate_result(output.content, limit))
-        return replace(output, content=await summarized(summarize, output.content, limit))
 
     async def refresh(self, tool: Tool, turn: Turn, output: ToolOutput) -> ToolOutput:
         """After a successful write, its ``post_write_refresh`` reads run again.
@@ -544,7 +528,7 @@ class Dispatcher:
                         )
                 output = await tool.call(args, ctx, kwargs=kwargs)
             if output is None and not (write and self.cancel_requested):
-                raise _timeout(tool, timeout)
+                raise timeout_error(tool, timeout)
         except ToolSuspended:
             raise
         except ToolTimeout as exc:
@@ -579,7 +563,7 @@ class Dispatcher:
                 return output, "done"
             output = await finish_by(coroutine, step, loop, deadline)
             if output is EXPIRED:
-                raise _timeout(tool, timeout)
+                raise timeout_error(tool, timeout)
         except ToolSuspended:
             raise
         except ToolTimeout as exc:
@@ -613,9 +597,3 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
-
-
-def _timeout(tool: Tool, timeout: float) -> ToolTimeout:
-    return ToolTimeout(
-        f"tool {tool.name!r} timed out after {timeout}s", tool=tool.name, timeout=timeout
-    )

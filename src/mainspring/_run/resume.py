@@ -17,7 +17,7 @@ from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
-from mainspring._run.results import edited_note, truncate_result
+from mainspring._run.results import edited_note, shortened, truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Reject
 from mainspring.errors import (
@@ -127,7 +127,7 @@ async def _client_result(
     output = ToolOutput(content=decision.content, is_error=decision.is_error)
     limit = 50_000
     if tool is not None:
-        output = await dispatch.shorten(tool, output)
+        output = await shortened(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))
         if not output.is_error and tool.policy.post_write_refresh:
             output = await dispatch.refresh(tool, turn, output)
