@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Protocol
 
 try:
@@ -69,7 +69,8 @@ class AuditHead:
 
     def to_json(self) -> str:
         """The head as stored: canonical JSON."""
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        fields = {"hash": self.hash, "key_id": self.key_id, "log": self.log, "seq": self.seq}
+        return json.dumps({**fields, "sig": self.sig}, separators=(",", ":"))
 
     def verifies(self, public_key: Ed25519PublicKey) -> bool:
         """Whether ``sig`` is ``public_key``'s signature of this head."""

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 
@@ -147,11 +147,18 @@ class AuditLog:
             "attempt_id": attempt_id,
             "detail": None if detail is None else detail[:_DETAIL_LIMIT],
         }
-        with anyio.CancelScope(shield=True):
-            sealed = await self.store.append_audit(self.log, lambda head: self._seal(body, head))
-        return decode_entry(sealed.entry)
+        sealed: list[str] = []  # the hash of the entry the store took (a seal may run again)
 
-    def _seal(self, body: dict[str, object], head: str | None) -> Sealed:
+        def seal(head: str | None) -> Sealed:
+            done = self._seal(body, head)
+            sealed.append(done.hash)
+            return done.sealed
+
+        with anyio.CancelScope(shield=True):
+            await self.store.append_audit(self.log, seal)
+        return AuditEntry(**body, hash=sealed[-1])  # type: ignore[arg-type]  # body holds the fields
+
+    def _seal(self, body: dict[str, object], head: str | None) -> _Seal:
         """The entry ``body`` chained after ``head``, and the new head signed."""
         if head is None:
             seq, prev = 1, GENESIS
@@ -164,12 +171,18 @@ class AuditLog:
         body["seq"], body["prev"] = seq, prev
         digest = hashlib.sha256(canonical(body)).hexdigest()
         entry = canonical({**body, "hash": digest}).decode("utf-8")
-        return Sealed(seq, entry, sign_head(self.key, self.log, seq, digest).to_json())
+        new_head = sign_head(self.key, self.log, seq, digest).to_json()
+        return _Seal(Sealed(seq, entry, new_head), digest)
 
     async def entries(self, *, after: int = 0, limit: int = 1000) -> list[AuditEntry]:
         """The entries after ``after``, in order (decoded; a tampered line raises ValueError)."""
         rows = await self.store.audit_entries(self.log, after=after, limit=limit)
         return [decode_entry(text) for _, text in rows]
+
+
+class _Seal(NamedTuple):
+    sealed: Sealed
+    hash: str
 
 
 class AuditTrail:
