@@ -78,9 +78,7 @@ async def get_balance() -> str:
 def agents() -> tuple[Agent, Agent, InMemoryAuditStore]:
     store = InMemoryAuditStore()
     plain = Agent(model=FakeModel(), name="s1", tools=[get_balance])
-    audited = Agent(
-        model=FakeModel(), name="s1", tools=[get_balance], audit=AuditLog(store, KEY)
-    )
+    audited = Agent(model=FakeModel(), name="s1", tools=[get_balance], audit=AuditLog(store, KEY))
     return plain, audited, store
 
 
