@@ -179,3 +179,19 @@ async def test_many_sessions_share_one_chain() -> None:
         s.session_id: sum(e.session_id == s.session_id for e in got) for s in sessions
     }
     assert set(by_session.values()) == {2}
+
+
+async def test_an_expiry_slots_in_as_its_own_kind() -> None:
+    paid: list[float] = []
+    agent, store = audited((500.0,), paid)
+    session = Session(agent)
+    pending = pending_of(await send(session, "pay alice"))
+    assert agent.audit is not None
+    await agent.audit.trail(session.session_id, None).expired(pending)
+    (entry,) = await entries(store)
+    assert (entry.kind, entry.outcome, entry.attempt_id) == (
+        "expired",
+        "expired",
+        pending.attempt_id,
+    )
+    assert entry.args_hash == pending.input_hash and paid == []

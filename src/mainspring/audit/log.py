@@ -48,6 +48,7 @@ from mainspring.audit.entry import (
     DENIED,
     EDITED,
     EXECUTED,
+    EXPIRED,
     FORMAT,
     GENESIS,
     GUARD_FINDING,
@@ -226,6 +227,22 @@ class AuditTrail:
             amount_usd=pending.amount_usd,
             attempt_id=pending.attempt_id,
             detail=detail,
+            policy_version=policy_version,
+        )
+
+    async def expired(
+        self, pending: PendingAction, *, policy_version: str | None = None
+    ) -> AuditEntry:
+        """``pending`` expired undecided: fail-closed, its write never runs."""
+        return await self.log.append(
+            EXPIRED,
+            outcome=EXPIRED,
+            session_id=self.session_id,
+            principal=self.principal,
+            tool=pending.name,
+            args_hash=canonical_input_hash(pending.input),
+            amount_usd=pending.amount_usd,
+            attempt_id=pending.attempt_id,
             policy_version=policy_version,
         )
 
