@@ -195,3 +195,19 @@ async def test_an_expiry_slots_in_as_its_own_kind() -> None:
         pending.attempt_id,
     )
     assert entry.args_hash == pending.input_hash and paid == []
+
+
+async def test_the_principal_is_the_caller_the_run_is_for() -> None:
+    from mainspring.principals import Caller
+    from mainspring.tools.context import RunScope, run_scope
+
+    paid: list[float] = []
+    agent, store = audited((500.0,), paid)
+    session = Session(agent)
+    session._state.principal = "owner"
+    with run_scope(RunScope(caller=Caller("bob"))):
+        pending = pending_of(await send(session, "pay alice"))
+    with run_scope(RunScope(caller=Caller("carol"))):  # who decided, not who asked
+        await resume(session, pending.attempt_id, Approve())
+    decided, executed = await entries(store)
+    assert decided.principal == executed.principal == "user:carol"

@@ -112,7 +112,8 @@ class AuditEntry:
     """What happened: one of :data:`KINDS`, or a kind a later version added."""
     session_id: str | None
     principal: str | None
-    """Who: the approving principal of a decision, the session's owner otherwise."""
+    """Who: the caller the run was for (``kind:id``; for a decision, who decided), else
+    the session's owner."""
     tool: str | None
     args_hash: str | None
     """SHA-256 of the call's canonical arguments (``decisions.canonical_input_hash``)."""

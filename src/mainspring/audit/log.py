@@ -63,6 +63,7 @@ from mainspring.audit.store import AuditStore, Sealed
 from mainspring.decisions import Approve, ClientResult, Decision, Reject, canonical_input_hash
 from mainspring.errors import ConfigError, StoreError
 from mainspring.events import Finding, PendingAction
+from mainspring.tools.context import current_scope
 
 if TYPE_CHECKING:
     from mainspring.tools.define import ToolOutput
@@ -107,8 +108,14 @@ class AuditLog:
         self._clock = clock
 
     def trail(self, session_id: str | None, principal: str | None) -> AuditTrail:
-        """What one session's dispatch path records through (its id and owner filled in)."""
-        return AuditTrail(self, session_id, principal)
+        """What one run of a session records through, its id and principal filled in.
+
+        The principal is the caller the run is for (``kind:id``), when an engine
+        or a server entered a run scope for it; else ``principal`` (the session's
+        owner, if it has one).
+        """
+        scope = current_scope()
+        return AuditTrail(self, session_id, principal if scope is None else scope.caller.key)
 
     async def append(
         self,
@@ -195,7 +202,7 @@ class AuditTrail:
         self.log = log
         self.session_id = session_id
         self.principal = principal
-        """The session's owner: who acts, unless a decision names its approver."""
+        """Who the run acts for: its caller (``kind:id``), else the session's owner."""
 
     async def decided(
         self,
