@@ -84,11 +84,14 @@ KINDS = frozenset(
 """The kinds this version writes (an open set: readers accept others)."""
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
 def canonical(data: dict[str, object]) -> bytes:
     """The canonical bytes of a JSON object: sorted keys, compact, UTF-8."""
-    return json.dumps(
-        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(data).encode("utf-8")
 
 
 def timestamp(seconds: float) -> str:

@@ -106,6 +106,10 @@ class AuditLog:
         self.log = log
         self.policy_version = policy_version
         self._clock = clock
+        self._sealed: tuple[str | None, int, str] = (None, 0, GENESIS)
+        """The last head this object sealed, its seq and hash: a stored head equal to
+        it (byte for byte) is read without parsing. The store's head is still what
+        every append is sealed against; this only skips decoding it."""
 
     def trail(self, session_id: str | None, principal: str | None) -> AuditTrail:
         """What one run of a session records through, its id and principal filled in.
@@ -170,6 +174,8 @@ class AuditLog:
         """The entry ``body`` chained after ``head``, and the new head signed."""
         if head is None:
             seq, prev = 1, GENESIS
+        elif head == self._sealed[0]:  # the head this log wrote last: known without parsing
+            seq, prev = self._sealed[1] + 1, self._sealed[2]
         else:
             try:
                 last = decode_head(head)
@@ -180,6 +186,7 @@ class AuditLog:
         digest = hashlib.sha256(canonical(body)).hexdigest()
         entry = canonical({**body, "hash": digest}).decode("utf-8")
         new_head = sign_head(self.key, self.log, seq, digest).to_json()
+        self._sealed = (new_head, seq, digest)
         return _Seal(Sealed(seq, entry, new_head), digest)
 
     async def entries(self, *, after: int = 0, limit: int = 1000) -> list[AuditEntry]:
