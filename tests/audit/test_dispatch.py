@@ -211,3 +211,21 @@ async def test_the_principal_is_the_caller_the_run_is_for() -> None:
         await resume(session, pending.attempt_id, Approve())
     decided, executed = await entries(store)
     assert decided.principal == executed.principal == "user:carol"
+
+
+async def test_an_engine_s_direct_calls_are_on_record_under_their_caller() -> None:
+    from mainspring.engine import Engine, ManagementPolicy
+    from mainspring.principals import Caller
+
+    paid: list[float] = []
+    store = InMemoryAuditStore()
+    engine = Engine(
+        "shop",
+        policy=ManagementPolicy(visibility="public"),
+        audit=AuditLog(store, KEY),
+    ).add_tool(pay_tool(paid), export=True)
+    dana = Caller("dana")
+    result = await engine.tool_call(dana, "pay", {"to": "bob", "amount_usd": 3.0})
+    assert paid == [3.0] and result.pending is None
+    (entry,) = await entries(store)
+    assert (entry.kind, entry.principal, entry.amount_usd) == ("auto_executed", "user:dana", 3.0)
