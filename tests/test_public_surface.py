@@ -15,11 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # __init__s (plus the documented helpers). Everything else is implementation.
 PUBLIC = {
     "mainspring",
+    "mainspring.audit",
     "mainspring.context",
     "mainspring.demo",
     "mainspring.devtools",
     "mainspring.engine",
     "mainspring.evals",
+    "mainspring.engine.signing",  # SigningKey: the Ed25519 keys (the remote extra's module)
     "mainspring.mcp",
     "mainspring.messages",
     "mainspring.models",

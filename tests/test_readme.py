@@ -38,6 +38,9 @@ PUBLIC_MODULES = (
     "mainspring.stores.artifacts",
     "mainspring.toolkits.artifacts",
     "mainspring.toolkits.conversations",
+    "mainspring.audit",
+    "mainspring.stores.redis",
+    "mainspring.stores.postgres_audit",
 )
 
 

@@ -24,6 +24,7 @@ from mainspring.tools.define import Tool
 from mainspring.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from mainspring.audit.log import AuditLog
     from mainspring.context._plan import ContextPlan
     from mainspring.context.accounting import Accounting
     from mainspring.context.compaction import Summarizer
@@ -104,6 +105,9 @@ class Agent:
     hooks: Hooks = Hooks()
     on_auto_executed: AutoExecuted | None = None
     """Called after every auto-tier write."""
+    audit: AuditLog | None = None
+    """The tamper-evident log of decisions, writes, refusals and guard findings
+    (:mod:`mainspring.audit`); ``None`` records nothing."""
     limits: Limits = Limits()
     """Steps per turn, budget, write grace."""
     max_turns: int | None = None

@@ -35,8 +35,9 @@ from mainspring._run.results import (
     failed,
     noted,
     preview_of,
-    summarized,
+    shortened,
     timed_out,
+    timeout_error,
     truncate_result,
 )
 from mainspring.agent import Agent
@@ -101,6 +102,8 @@ class Dispatcher:
         self._loop = running_loop()
         """The asyncio loop the run's calls run on, asked once (``None`` on trio: reads
         then run in a cancel scope, as writes do)."""
+        audit = agent.audit  # where decisions, writes, refusals and findings go on record
+        self.audit = None if audit is None else audit.trail(state.session_id, state.principal)
 
     def cancel(self) -> None:
         """Stop running reads now; let a running write finish within the grace."""
@@ -123,7 +126,22 @@ class Dispatcher:
         if self.durable is not None:
             await self.durable.flush()
 
-    async def _ledger(self, record: WriteRecord) -> None:
+    async def _ledger(
+        self,
+        call: Call,
+        turn: Turn,
+        status: Literal["started", "done", "unknown"],
+        attempt: str | None,
+    ) -> None:
+        """Put the write ``call``'s ``status`` (and its result, once it has one) on the ledger."""
+        record = WriteRecord(
+            key=call.id,
+            tool=call.name,
+            status=status,
+            attempt_id=attempt,
+            turn_index=turn.index,
+            result=None if status == "started" else call.result,
+        )
         self.state.ledger(record)
         if self.durable is not None:
             await self.durable.record_write(record)
@@ -171,6 +189,7 @@ class Dispatcher:
             auto_spent=self.state.auto_spent_usd,
             fail=self.fail,
             deny=self._refuse,
+            audit=self.audit,
         )
         if call.input is not asked:  # rewritten by the permission callback
             self.kwargs.pop(call.id, None)
@@ -378,19 +397,10 @@ class Dispatcher:
         call.started = True
         self.emit(ToolStart(tool_use_id=call.id, name=call.name, input=args))
         ctx = self._context(tool, call, turn, decision, suspended_on)
-        auto = judged is not None and judged.verdict.outcome == "run"
         if write and self.fence is not None:
             await self.fence()  # raises LeaseLost: another worker may own the session now
         if write:
-            await self._ledger(
-                WriteRecord(
-                    key=call.id,
-                    tool=call.name,
-                    status="started",
-                    attempt_id=attempt,
-                    turn_index=turn.index,
-                )
-            )
+            await self._ledger(call, turn, "started", attempt)
         try:
             kwargs = self.kwargs.pop(call.id, None)
             loop = None if write else self._loop
@@ -408,11 +418,10 @@ class Dispatcher:
         before_hints = hints + (judged.report.hints if judged is not None else ())
         if before_hints or self.agent.guards or self.agent.hooks.after_tool_call is not None:
             output = await self._after(tool, args, output, before_hints)
-        if write and auto and self.agent.on_auto_executed is not None:
-            amount = judged.amount_usd if judged is not None else None
-            await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
+        if write:
+            await self._wrote(tool, args, output, judged, status, attempt)
         if len(output.content) > tool.policy.max_result_chars:
-            output = await self.shorten(tool, output)
+            output = await shortened(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))  # shortened already
         if write and not output.is_error and tool.policy.post_write_refresh:
             refreshed = await self.refresh(tool, turn, output)
@@ -420,16 +429,24 @@ class Dispatcher:
             output = refreshed
         self.record(call, noted(output, note), limit + len(note))
         if write:
-            await self._ledger(
-                WriteRecord(
-                    key=call.id,
-                    tool=call.name,
-                    status=status,
-                    attempt_id=attempt,
-                    turn_index=turn.index,
-                    result=call.result,
-                )
-            )
+            await self._ledger(call, turn, status, attempt)
+
+    async def _wrote(
+        self,
+        tool: Tool,
+        args: dict[str, JsonValue],
+        output: ToolOutput,
+        judged: Judgement | None,
+        status: str,
+        attempt: str | None,
+    ) -> None:
+        """A write ran: on record in the audit log, and told to ``on_auto_executed`` (auto)."""
+        auto = judged is not None and judged.verdict.outcome == "run"
+        amount = judged.amount_usd if judged is not None else None
+        if self.audit is not None:  # before the result is reported
+            await self.audit.executed(tool.name, args, output, status, auto, amount, attempt)
+        if auto and self.agent.on_auto_executed is not None:
+            await call_auto_executed(self.agent.on_auto_executed, tool, args, output, amount)
 
     def _context(
         self,
@@ -455,27 +472,13 @@ class Dispatcher:
             suspended_on=suspended_on,
             cost=self.cost,
         )
-        contexts = self._contexts
-        if isinstance(contexts, tuple):
-            contexts = self._contexts = []
-        contexts.append(ctx)
+        if isinstance(self._contexts, tuple):
+            self._contexts = []
+        self._contexts.append(ctx)
         return ctx
 
-    async def shorten(self, tool: Tool, output: ToolOutput) -> ToolOutput:
-        """A result over the tool's budget, summarized when the tool says how."""
-        limit, summarize = tool.policy.max_result_chars, tool.policy.summarize_on_truncate
-        if len(output.content) <= limit:
-            return output
-        if summarize is None:
-            return replace(output, content=truncate_result(output.content, limit))
-        return replace(output, content=await summarized(summarize, output.content, limit))
-
     async def refresh(self, tool: Tool, turn: Turn, output: ToolOutput) -> ToolOutput:
-        """After a successful write, its ``post_write_refresh`` reads run again.
-
-        Each is judged and run like any read, with its own events; their fresh
-        results follow the write's own in what the model sees.
-        """
+        """A successful write's ``post_write_refresh`` reads, run after it like any read."""
         sections: list[str] = []
         for name in tool.policy.post_write_refresh:
             read = self.agent.tool(name)
@@ -524,7 +527,7 @@ class Dispatcher:
                         )
                 output = await tool.call(args, ctx, kwargs=kwargs)
             if output is None and not (write and self.cancel_requested):
-                raise _timeout(tool, timeout)
+                raise timeout_error(tool, timeout)
         except ToolSuspended:
             raise
         except ToolTimeout as exc:
@@ -559,7 +562,7 @@ class Dispatcher:
                 return output, "done"
             output = await finish_by(coroutine, step, loop, deadline)
             if output is EXPIRED:
-                raise _timeout(tool, timeout)
+                raise timeout_error(tool, timeout)
         except ToolSuspended:
             raise
         except ToolTimeout as exc:
@@ -593,9 +596,3 @@ class Dispatcher:
             if replaced is not None:
                 output = replaced
         return output
-
-
-def _timeout(tool: Tool, timeout: float) -> ToolTimeout:
-    return ToolTimeout(
-        f"tool {tool.name!r} timed out after {timeout}s", tool=tool.name, timeout=timeout
-    )

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from mainspring._lowlevel.json_value import JsonValue
 from mainspring.errors import ToolError, ToolInputError
 from mainspring.events import Event, PermissionDenied
 from mainspring.guards import Guard, GuardReport, run_before
@@ -21,6 +22,9 @@ from mainspring.state import Call, SessionState
 from mainspring.tools.context import current_scope
 from mainspring.tools.define import Tool
 from mainspring.tools.policy import run_preflight
+
+if TYPE_CHECKING:
+    from mainspring.audit.log import AuditTrail
 
 __all__ = ["AUTO", "Deny", "Judgement", "Refusal", "judge", "unjudged"]
 
@@ -115,6 +119,7 @@ async def judge(
     auto_spent: float,
     fail: Callable[[Call, str], None],
     deny: Deny,
+    audit: AuditTrail | None = None,
 ) -> Judgement | None:
     """Permissions, guards and preflight; ``None`` when ``fail`` gave the call an error result.
 
@@ -122,7 +127,8 @@ async def judge(
     that rewrites the input replaces ``call.input``. ``auto_spent`` is what
     auto-approved writes of the session spent so far. A call refused by policy
     (a permission rule, a guard's block) goes to ``deny`` (reason and source),
-    then to ``fail`` (its error result), as any other failure does.
+    then to ``fail`` (its error result), as any other failure does. ``audit``
+    records a denial, a guard's block and every guard finding.
     """
     assert call.input is not None
     nothing = unjudged(rules, guards, tool)
@@ -132,18 +138,18 @@ async def judge(
     if verdict is None:
         return None
     if verdict.outcome == "deny":
+        if audit is not None:
+            await audit.denied(tool.name, call.input, verdict.amount_usd, verdict.reason)
         deny(call, verdict.reason, verdict.source)
         fail(call, f"permission denied: {verdict.reason}")
         return None
     if verdict.rewritten:
         call.input = verdict.input
-    report = await run_before(guards, tool, call.input) if guards else _NO_REPORT
-    fired = hooks.guard_fired
-    if fired is not None:
-        for finding in report.findings:
-            await call_hook(fired(tool, call.input, finding))
+    report = await _report(guards, hooks, tool, call.input, audit) if guards else _NO_REPORT
     blocked = report.blocked
     if blocked is not None:
+        if audit is not None:
+            await audit.blocked(tool.name, call.input, verdict.amount_usd, blocked)
         hints = "".join(f"\n\n[hint] {h}" for h in report.hints)
         deny(call, blocked.message, blocked.source)
         fail(call, f"blocked by {blocked.source}: {blocked.message}{hints}")
@@ -157,6 +163,24 @@ async def judge(
         reasons = "; ".join(f.message for f in report.findings if f.action == "confirm")
         verdict = replace(verdict, outcome="confirm", reason=reasons, source="default")
     return Judgement(verdict, report)
+
+
+async def _report(
+    guards: Sequence[Guard],
+    hooks: Hooks,
+    tool: Tool,
+    args: dict[str, JsonValue],
+    audit: AuditTrail | None,
+) -> GuardReport:
+    """The guards' report on a call, each finding seen by the hook and put on record."""
+    report = await run_before(guards, tool, args)
+    fired = hooks.guard_fired
+    if fired is not None:
+        for finding in report.findings:
+            await call_hook(fired(tool, args, finding))
+    if audit is not None and report.findings:
+        await audit.findings(tool.name, args, report.findings)
+    return report
 
 
 async def _verdict(

@@ -31,8 +31,10 @@ __all__ = [
     "failed",
     "noted",
     "preview_of",
+    "shortened",
     "summarized",
     "timed_out",
+    "timeout_error",
     "truncate_result",
 ]
 
@@ -131,3 +133,20 @@ def edited_note(asked: dict[str, JsonValue], ran: dict[str, JsonValue]) -> str:
 
 def _clipped(text: str, limit: int = 2_000) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+async def shortened(tool: Tool, output: ToolOutput) -> ToolOutput:
+    """A result over the tool's budget, summarized when the tool says how."""
+    limit, summarize = tool.policy.max_result_chars, tool.policy.summarize_on_truncate
+    if len(output.content) <= limit:
+        return output
+    if summarize is None:
+        return replace(output, content=truncate_result(output.content, limit))
+    return replace(output, content=await summarized(summarize, output.content, limit))
+
+
+def timeout_error(tool: Tool, timeout: float) -> ToolTimeout:
+    """The error of ``tool`` running past its deadline of ``timeout`` seconds."""
+    return ToolTimeout(
+        f"tool {tool.name!r} timed out after {timeout}s", tool=tool.name, timeout=timeout
+    )

@@ -17,7 +17,7 @@ from mainspring._lowlevel.json_value import JsonValue
 from mainspring._run.arguments import clip
 from mainspring._run.dispatch import Dispatcher
 from mainspring._run.outcome import CONTINUE, PAUSED, Continue, Paused
-from mainspring._run.results import edited_note, truncate_result
+from mainspring._run.results import edited_note, shortened, truncate_result
 from mainspring.agent import Agent
 from mainspring.decisions import ClientResult, Decision, Expire, Reject
 from mainspring.errors import (
@@ -87,6 +87,20 @@ async def apply_decision(
         call.result = None
         turn.repause(pending)
         raise
+    audit = dispatch.audit
+    if audit is not None:  # consumed: on record before the write it allows runs
+        if isinstance(decision, Expire):
+            await audit.expired(pending, policy_version=pending.policy_version or None)
+        else:
+            await audit.decided(
+                pending,
+                decision,
+                final_input,
+                principal=getattr(decision, "principal", "") or None,
+                policy_version=getattr(decision, "policy_version", None)
+                or pending.policy_version
+                or None,
+            )
     tool = agent.tool(call.name)
     if pending.nested is not None and tool is not None and not isinstance(decision, Expire):
         # The call suspended on a nested run: it runs again and hands it the decision.
@@ -150,7 +164,7 @@ async def _client_result(
     output = ToolOutput(content=decision.content, is_error=decision.is_error)
     limit = 50_000
     if tool is not None:
-        output = await dispatch.shorten(tool, output)
+        output = await shortened(tool, output)
         limit = max(tool.policy.max_result_chars, len(output.content))
         if not output.is_error and tool.policy.post_write_refresh:
             output = await dispatch.refresh(tool, turn, output)

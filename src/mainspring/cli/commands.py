@@ -23,6 +23,7 @@ from rich.prompt import Confirm
 
 from mainspring._agent_spec import load_agent, load_model
 from mainspring._version import __version__
+from mainspring.cli.audit import audit_app
 from mainspring.cli.chat import chat
 from mainspring.cli.evals import eval_app
 from mainspring.cli.exit import Debug, ExitCode, error_line, failing_cleanly, require_database
@@ -472,6 +473,7 @@ def run(
 
 
 app.add_typer(sessions_app)
+app.add_typer(audit_app)
 app.command()(chat)
 app.command()(serve)
 app.add_typer(mcp_app)

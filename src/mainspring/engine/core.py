@@ -46,6 +46,7 @@ from mainspring.tools.context import RunScope, current_scope, run_scope
 from mainspring.tools.define import Tool
 
 if TYPE_CHECKING:
+    from mainspring.audit.log import AuditLog
     from mainspring.engine.signing import SigningKey
     from mainspring.stores.base import SessionStore
 
@@ -98,8 +99,12 @@ class Engine:
         max_scopes_per_caller: int = MAX_SCOPES,
         records: SharedRecords | None = None,
         spend_store: SessionStore | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """An empty engine; ``permissions``, ``guards`` and ``hooks`` judge direct tool calls.
+
+        ``audit`` puts direct tool calls' decisions, writes and refusals on record
+        (:mod:`mainspring.audit`; agents' runs use their own ``Agent.audit``).
 
         ``storage`` keeps the components' namespaces (in memory by default);
         ``one_run_per_caller`` refuses a caller's second concurrent run (CallerBusy);
@@ -124,6 +129,7 @@ class Engine:
         self.permissions = permissions
         self.guards = tuple(guards)
         self.hooks = hooks
+        self.audit = audit
         self.one_run_per_caller = one_run_per_caller
         self.max_scopes_per_caller = max_scopes_per_caller
         self._caches: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -325,6 +331,7 @@ class Engine:
                 permissions=self.permissions,
                 guards=self.guards,
                 hooks=self.hooks,
+                audit=self.audit,
             )
             self._direct.clear()
         direct = self._direct.get(caller.key)

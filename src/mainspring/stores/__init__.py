@@ -31,9 +31,11 @@ from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, I
 if TYPE_CHECKING:
     from mainspring.memory import InMemoryMemoryStore, MemoryItem, MemoryStore
     from mainspring.stores.sqlite import SQLiteCheckpointStore, SQLiteRunLock, SQLiteSessionStore
+    from mainspring.stores.sqlite_audit import SQLiteAuditStore
     from mainspring.stores.sqlite_memory import SQLiteMemoryStore
     from mainspring.stores.urls import (
         Stores,
+        open_audit_store,
         open_checkpoint_store,
         open_memory_store,
         open_run_lock,
@@ -45,11 +47,13 @@ _LAZY: dict[str, str] = {
     "InMemoryMemoryStore": "mainspring.memory",
     "MemoryItem": "mainspring.memory",
     "MemoryStore": "mainspring.memory",
+    "SQLiteAuditStore": "mainspring.stores.sqlite_audit",
     "SQLiteCheckpointStore": "mainspring.stores.sqlite",
     "SQLiteMemoryStore": "mainspring.stores.sqlite_memory",
     "SQLiteRunLock": "mainspring.stores.sqlite",
     "SQLiteSessionStore": "mainspring.stores.sqlite",
     "Stores": "mainspring.stores.urls",
+    "open_audit_store": "mainspring.stores.urls",
     "open_checkpoint_store": "mainspring.stores.urls",
     "open_memory_store": "mainspring.stores.urls",
     "open_run_lock": "mainspring.stores.urls",
@@ -75,6 +79,7 @@ __all__ = [
     "MemoryItem",
     "MemoryStore",
     "RunLock",
+    "SQLiteAuditStore",
     "SQLiteCheckpointStore",
     "SQLiteMemoryStore",
     "SQLiteRunLock",
@@ -88,6 +93,7 @@ __all__ = [
     "TailLoad",
     "TaskRecords",
     "load_after",
+    "open_audit_store",
     "open_checkpoint_store",
     "open_memory_store",
     "open_run_lock",

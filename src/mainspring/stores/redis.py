@@ -18,6 +18,8 @@ Keys live under a prefix (``"mainspring:"`` by default):
   :class:`RedisRunLock`): a hash of its owner and value, with the record's TTL;
   ``<prefix>recown:<kind>:<owner>``: a sorted set of the owner's record keys,
   scored by their expiry (milliseconds of the server's clock).
+- ``<prefix>audit:<log>``: an audit log's entries (:class:`RedisAuditStore`), a
+  sorted set of entry lines scored by ``seq``; ``<prefix>audithead:<log>``: its head.
 
 redis-py's asyncio client runs on asyncio only (not trio).
 """
@@ -30,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, Self, cast
 
 import anyio
+import anyio.lowlevel
 
 try:
     import redis.asyncio as aioredis
@@ -41,6 +44,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError('mainspring.stores.redis needs: pip install "mainspring[redis]"') from exc
 
+from mainspring.audit.store import Seal, Sealed
 from mainspring.codec import event_to_json
 from mainspring.errors import ConfigError, SchemaTooNew, StoreError
 from mainspring.events import Event
@@ -48,7 +52,7 @@ from mainspring.stores._log import check_cursor, decode_log
 from mainspring.stores.base import SCHEMA_VERSION, RecordAdded
 from mainspring.stores.records import check_kind, check_record_ttl
 
-__all__ = ["DEFAULT_PREFIX", "RedisCheckpointStore", "RedisRunLock"]
+__all__ = ["DEFAULT_PREFIX", "RedisAuditStore", "RedisCheckpointStore", "RedisRunLock"]
 
 DEFAULT_PREFIX = "mainspring:"
 """Prefix of every key mainspring writes."""
@@ -139,6 +143,23 @@ for _, key in ipairs(keys) do
     end
 end
 return out
+"""
+
+# An audit append is a check-and-set: the entry goes in only if the head is still
+# the one it was sealed against (else the caller seals again on the new head).
+# KEYS: the entries, the head; ARGV: the head sealed against ('' for none), seq,
+# entry, new head.
+_APPEND_AUDIT = """
+local head = redis.call('GET', KEYS[2])
+if (head or '') ~= ARGV[1] then
+    return 0
+end
+if #redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[2], 'BYSCORE') > 0 then
+    return -1
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
+redis.call('SET', KEYS[2], ARGV[4])
+return 1
 """
 
 
@@ -401,6 +422,74 @@ class RedisRunLock(_RedisStore):
 
     def _record(self, kind: str, key: str) -> str:
         return f"{self._prefix}rec:{kind}:{key}"
+
+
+class RedisAuditStore(_RedisStore):
+    """Audit logs in Redis (``AuditStore``): entries in a sorted set, the head apart.
+
+    An append reads the head, seals the entry against it, and stores entry and
+    head with one script that checks the head is unchanged (else it reads the
+    new head and seals again): workers on any number of machines make one chain.
+    Keys never expire; persistence is the server's (AOF or snapshots).
+    """
+
+    def __init__(self, client: aioredis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+        """Wrap a client (prefer :meth:`open`, which also checks the schema version)."""
+        super().__init__(client, prefix=prefix)
+        self._append = client.register_script(_APPEND_AUDIT)
+
+    @classmethod
+    async def open(
+        cls, url: str, *, prefix: str = DEFAULT_PREFIX, connect_timeout: float = 5.0
+    ) -> Self:
+        """Connect to ``url`` (see :meth:`RedisRunLock.open`)."""
+        client = await cls._connect(url, prefix=prefix, connect_timeout=connect_timeout, retry=True)
+        return cls(client, prefix=prefix)
+
+    async def append_audit(self, log: str, seal: Seal) -> Sealed:
+        """See :meth:`~mainspring.audit.store.AuditStore.append_audit`."""
+        keys = [f"{self._prefix}audit:{log}", f"{self._prefix}audithead:{log}"]
+        with self._errors(f"append to audit log {log!r}"):
+            while True:
+                head = await self._client.get(keys[1])
+                seen = head.decode() if isinstance(head, bytes) else head
+                sealed = seal(seen)
+                done = await self._append(
+                    keys=keys, args=[seen or "", sealed.seq, sealed.entry, sealed.head]
+                )
+                if done == 1:
+                    return sealed
+                if done == -1:
+                    raise StoreError(f"audit log {log!r} already holds entry {sealed.seq}")
+                await anyio.lowlevel.checkpoint()  # another append came between: seal again
+
+    async def audit_entries(
+        self, log: str, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        """See :meth:`~mainspring.audit.store.AuditStore.audit_entries`."""
+        if limit <= 0:
+            return []
+        with self._errors(f"read of audit log {log!r}"):
+            found = await self._client.zrange(
+                f"{self._prefix}audit:{log}",
+                f"({after}",
+                "+inf",
+                byscore=True,
+                offset=0,
+                num=limit,
+                withscores=True,
+            )
+        return [(int(score), _text(line)) for line, score in cast(list[tuple[bytes, float]], found)]
+
+    async def audit_head(self, log: str) -> str | None:
+        """See :meth:`~mainspring.audit.store.AuditStore.audit_head`."""
+        with self._errors(f"read of audit head {log!r}"):
+            head = await self._client.get(f"{self._prefix}audithead:{log}")
+        return None if head is None else _text(head)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _where(client: aioredis.Redis) -> str:

@@ -9,6 +9,8 @@ URL                    backend                                        holds
 ``postgresql://…``     PostgreSQL (also ``postgres://``)              sessions, memory
 =====================  =============================================  ==================
 
+Every backend also holds audit logs (:func:`open_audit_store`, :mod:`mainspring.audit`).
+
 Memory (:func:`open_memory_store`) takes ``memory://``, ``sqlite:///…`` and
 ``postgresql://…``; give it an embedder for hybrid recall.
 
@@ -35,6 +37,7 @@ from mainspring.stores.memory import InMemoryCheckpointStore, InMemoryRunLock, I
 
 __all__ = [
     "Stores",
+    "open_audit_store",
     "open_checkpoint_store",
     "open_memory_store",
     "open_run_lock",
@@ -43,11 +46,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from mainspring.audit.store import AuditStore, InMemoryAuditStore
     from mainspring.embeddings import Embedder
     from mainspring.memory import MemoryStore
 
 _SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
 _SHARED: dict[str, tuple[InMemorySessionStore, InMemoryCheckpointStore, InMemoryRunLock]] = {}
+_SHARED_AUDIT: dict[str, InMemoryAuditStore] = {}
 
 
 def _scheme(url: str) -> str:
@@ -129,6 +134,35 @@ async def open_memory_store(url: str, *, embedder: Embedder | None = None) -> Me
         f"{scheme}:// holds checkpoints and locks, not memory: "
         "use sqlite:/// or postgresql:// for memory"
     )
+
+
+async def open_audit_store(url: str) -> AuditStore:
+    """An audit store (:mod:`mainspring.audit`) for ``url``: every backend holds one.
+
+    ``memory://name`` shares one store per name in this process.
+
+    Raises:
+        ConfigError: Unknown scheme.
+        StoreError: The store cannot be reached or opened.
+    """
+    scheme = _scheme(url)
+    if scheme == "memory":
+        from mainspring.audit.store import InMemoryAuditStore
+
+        name = url.removeprefix("memory://")
+        fresh = InMemoryAuditStore()
+        return _SHARED_AUDIT.setdefault(name, fresh) if name else fresh
+    if scheme == "sqlite":
+        from mainspring.stores.sqlite_audit import SQLiteAuditStore
+
+        return await SQLiteAuditStore.open(_sqlite_path(url))
+    if scheme in ("redis", "rediss"):
+        from mainspring.stores.redis import RedisAuditStore
+
+        return await RedisAuditStore.open(url)
+    from mainspring.stores.postgres_audit import PostgresAuditStore
+
+    return await PostgresAuditStore.open(url)
 
 
 async def open_checkpoint_store(url: str) -> CheckpointStore:
