@@ -1,16 +1,28 @@
 """The agent the MCP conformance suite's server scenarios run against.
 
-Its tools are the suite's fixtures (``test_simple_text``, ``test_image_content``
-…), written as a user of mainspring writes tools: ``@tool`` functions and
-:class:`ToolOutput`, through the public API only. ``mainspring mcp serve
-tests.mcp._conformance_agent:agent --http`` serves it.
+Its tools, resources and prompts are the suite's fixtures (``test_simple_text``,
+``test://static-text``, ``test_prompt_with_arguments`` …), written as a user of
+mainspring writes them: ``@tool`` functions, :class:`ToolOutput`,
+:meth:`ToolContext.log`, and :mod:`mainspring.mcp.offers`, through the public
+API only. ``mainspring mcp serve tests.mcp._conformance_agent:serve --http``
+serves it.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from mainspring import Agent, ScriptedModel, Tool, ToolContext, ToolOutput, tool
+from mainspring.mcp.offers import (
+    McpServe,
+    PromptArgument,
+    PromptPart,
+    ServedPrompt,
+    ServedResource,
+    ServedResourceTemplate,
+)
 from mainspring.messages import ImagePart
 
 PNG = (
@@ -46,6 +58,15 @@ async def test_tool_with_progress(ctx: ToolContext) -> str:
     return "Progress test completed"
 
 
+@tool(read_only=True)
+async def test_tool_with_logging(ctx: ToolContext) -> str:
+    """A tool that logs while it runs."""
+    ctx.log("Tool execution started")
+    ctx.log("Tool processing data")
+    ctx.log("Tool execution completed")
+    return "Logging test completed"
+
+
 def _echo_2020_12(**arguments: Any) -> str:
     return f"received {sorted(arguments)}"
 
@@ -76,6 +97,88 @@ agent = Agent(
         test_image_content,
         test_error_handling,
         test_tool_with_progress,
+        test_tool_with_logging,
         json_schema_2020_12_tool,
     ],
 )
+
+
+def _template_data(id: str) -> str:
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+resources = (
+    ServedResource(
+        uri="test://static-text",
+        name="static-text",
+        description="A static text resource",
+        text="This is the content of the static text resource.",
+    ),
+    ServedResource(
+        uri="test://static-binary",
+        name="static-binary",
+        description="A static binary resource",
+        mime_type="image/png",
+        blob=base64.b64decode(PNG),
+    ),
+    ServedResource(
+        uri="test://watched-resource",
+        name="watched-resource",
+        description="A resource to subscribe to",
+        text="Watched resource content.",
+    ),
+    ServedResourceTemplate(
+        uri_template="test://template/{id}/data",
+        name="template",
+        description="Data by id",
+        mime_type="application/json",
+        read=_template_data,
+        complete={"id": ["123", "124", "200"]},
+    ),
+)
+
+
+def _embedded(resourceUri: str) -> list[PromptPart]:
+    embedded = ServedResource(
+        uri=resourceUri, name="embedded", text="Embedded resource content for testing."
+    )
+    return [embedded, "Please process the embedded resource above."]
+
+
+prompts = (
+    ServedPrompt(
+        name="test_simple_prompt",
+        description="A simple prompt",
+        render=lambda: "This is a simple prompt for testing.",
+    ),
+    ServedPrompt(
+        name="test_prompt_with_arguments",
+        description="A prompt with arguments",
+        arguments=(
+            PromptArgument(
+                name="arg1",
+                description="First test argument",
+                required=True,
+                choices=("test-one", "test-two", "other"),
+            ),
+            PromptArgument(name="arg2", description="Second test argument", required=True),
+        ),
+        render=lambda arg1, arg2: f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'",
+    ),
+    ServedPrompt(
+        name="test_prompt_with_embedded_resource",
+        description="A prompt that embeds a resource",
+        arguments=(PromptArgument(name="resourceUri", required=True),),
+        render=_embedded,
+    ),
+    ServedPrompt(
+        name="test_prompt_with_image",
+        description="A prompt with an image",
+        render=lambda: [
+            ImagePart(media_type="image/png", data=PNG),
+            "Please analyze the image above.",
+        ],
+    ),
+)
+
+serve = McpServe(agent=agent, resources=resources, prompts=prompts)
