@@ -67,6 +67,94 @@ async def test_tool_with_logging(ctx: ToolContext) -> str:
     return "Logging test completed"
 
 
+@tool(read_only=True)
+async def test_elicitation(message: str, ctx: ToolContext) -> str:
+    """Asks the user for their name and email."""
+    answer = await ctx.ask_user(
+        message,
+        {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"},
+            },
+            "required": ["username", "email"],
+        },
+    )
+    return f"User response: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+@tool(read_only=True)
+async def test_elicitation_sep1034_defaults(ctx: ToolContext) -> str:
+    """Asks for a form whose fields all have defaults."""
+    answer = await ctx.ask_user(
+        "Please review and update the form fields with defaults",
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "score": {"type": "number", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
+                "verified": {"type": "boolean", "default": True},
+            },
+        },
+    )
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+@tool(read_only=True)
+async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
+    """Asks for a form with every kind of enum."""
+    answer = await ctx.ask_user(
+        "Please select options from the enum fields",
+        {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {
+                    "type": "string",
+                    "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"},
+                    ],
+                },
+                "legacyEnum": {
+                    "type": "string",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"],
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "items": {
+                        "anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"},
+                        ]
+                    },
+                },
+            },
+        },
+    )
+    return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content)}"
+
+
+@tool(read_only=True)
+async def test_sampling(prompt: str, ctx: ToolContext) -> str:
+    """Asks the client's model."""
+    return f"LLM response: {await ctx.sample(prompt, max_tokens=100)}"
+
+
 def _echo_2020_12(**arguments: Any) -> str:
     return f"received {sorted(arguments)}"
 
@@ -98,6 +186,10 @@ agent = Agent(
         test_error_handling,
         test_tool_with_progress,
         test_tool_with_logging,
+        test_elicitation,
+        test_elicitation_sep1034_defaults,
+        test_elicitation_sep1330_enums,
+        test_sampling,
         json_schema_2020_12_tool,
     ],
 )

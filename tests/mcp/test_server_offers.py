@@ -59,6 +59,20 @@ async def bad_level(ctx: ToolContext) -> str:
     return "unreachable"
 
 
+@tool(read_only=True)
+async def who(ctx: ToolContext) -> str:
+    """Asks the user who they are."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"name": {"type": "string"}}}
+    answer = await ctx.ask_user("Who are you?", schema)
+    return f"{answer.action}: {answer.content}"
+
+
+@tool(read_only=True)
+async def summarize(text: str, ctx: ToolContext) -> str:
+    """Asks the client's model."""
+    return await ctx.sample(f"Summarize: {text}", system="Be brief.", max_tokens=50)
+
+
 async def fetch_note(number: str) -> str:
     return f"note {number}"
 
@@ -113,14 +127,17 @@ def anyio_backend() -> str:
 @asynccontextmanager
 async def served(**kwargs: Any) -> AsyncIterator[Client]:
     rendered.clear()
-    agent = Agent(model=ScriptedModel([]), name="t", tools=[chatty, chatty_sync, bad_level])
+    agent = Agent(
+        model=ScriptedModel([]), name="t", tools=[chatty, chatty_sync, bad_level, who, summarize]
+    )
     server = build_mcp_server(agent, resources=RESOURCES, prompts=PROMPTS)
+    kwargs.setdefault("mode", "legacy")
     async with anyio.create_task_group() as tg:
         port = await tg.start(
             lambda task_status: serve_http(server, port=0, task_status=task_status)
         )
         try:
-            async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy", **kwargs) as client:
+            async with Client(f"http://127.0.0.1:{port}/mcp", **kwargs) as client:
                 yield client
         finally:
             tg.cancel_scope.cancel()
@@ -255,3 +272,54 @@ def test_declarations_that_cannot_be_served_are_refused() -> None:
         McpServe(agent=agent, prompts=(ServedPrompt(name="p", render=str),) * 2)
     with pytest.raises(ConfigError, match="resource URIs must be unique"):
         McpServe(agent=agent, resources=(RESOURCES[0], RESOURCES[0]))
+
+
+async def test_a_tool_asks_the_clients_user_only_when_the_client_can_be_asked() -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        asked.append(params.message)
+        return mt.ElicitResult(action="accept", content={"name": "Ada"})
+
+    with anyio.fail_after(30):
+        async with served(elicitation_callback=elicit) as client:
+            answered = await client.call_tool("who", {})
+        async with served() as client:
+            unasked = await client.call_tool("who", {})
+        async with served(mode="2026-07-28", elicitation_callback=elicit) as client:
+            modern = await client.call_tool("who", {})
+    assert answered.content == [mt.TextContent(text="accept: {'name': 'Ada'}")]
+    assert asked == ["Who are you?"], "asked once, and only the client that declared it"
+    assert unasked.is_error and "did not declare elicitation support" in str(unasked.content)
+    assert modern.is_error and "2026-07-28" in str(modern.content)
+
+
+async def test_a_tool_samples_the_clients_model_only_when_offered() -> None:
+    seen: list[mt.CreateMessageRequestParams] = []
+
+    async def sample(context: Any, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
+        seen.append(params)
+        return mt.CreateMessageResult(
+            role="assistant", content=mt.TextContent(text="short"), model="m"
+        )
+
+    with anyio.fail_after(30):
+        async with served(sampling_callback=sample) as client:
+            sampled = await client.call_tool("summarize", {"text": "long"})
+        async with served() as client:
+            refused = await client.call_tool("summarize", {"text": "long"})
+    assert sampled.content == [mt.TextContent(text="short")]
+    assert seen[0].system_prompt == "Be brief." and seen[0].max_tokens == 50
+    assert refused.is_error and "did not declare sampling support" in str(refused.content)
+
+
+async def test_outside_an_mcp_call_a_tool_cannot_ask_and_says_why() -> None:
+    from mainspring import ScriptedCall, ScriptedResponse, Session
+
+    model = ScriptedModel([ScriptedResponse(tool_calls=[ScriptedCall("who", {})]), "ok"])
+    session = Session(Agent(model=model, name="t", tools=[who]))
+    with anyio.fail_after(30):
+        async for _ in session.send("hi"):
+            pass
+    results = session.messages[-2].tool_results_parts
+    assert results[0].is_error and "no client to ask" in results[0].content

@@ -105,6 +105,7 @@ from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, ToolProgress
 from mainspring.mcp._approval_form import CannotAsk, approval_schema, can_ask, decision_of
 from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
+from mainspring.mcp._caller_client import McpCallerClient
 from mainspring.mcp._serve_offers import Offers
 from mainspring.mcp._stdin import stdin_lines
 from mainspring.mcp.offers import ServedPrompt, ServedResource, ServedResourceTemplate
@@ -112,7 +113,7 @@ from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
 from mainspring.stores.base import SessionStore, SharedRecords
-from mainspring.tools.context import RunScope, run_scope
+from mainspring.tools.context import RunScope, caller_client, run_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
@@ -377,8 +378,9 @@ def build_mcp_server(
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         with run_scope(scope):
-            async with offers.logs(ctx):
-                return await _run(caller, ctx, tool, params, rounds)
+            with caller_client(McpCallerClient(ctx)):
+                async with offers.logs(ctx):
+                    return await _run(caller, ctx, tool, params, rounds)
 
     offers = Offers(resources=resources, prompts=prompts, skills=skills)
     has_prompts = bool(prompts) or skills is not None

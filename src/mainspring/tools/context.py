@@ -36,11 +36,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOG_LEVELS",
+    "CallerClient",
     "LogLevel",
     "LogSink",
     "RunScope",
     "ToolContext",
     "ToolSuspended",
+    "UserAnswer",
+    "caller_client",
     "current_caller",
     "current_scope",
     "log_sink",
@@ -160,6 +163,54 @@ def run_scope(scope: RunScope) -> Iterator[RunScope]:
         yield scope
     finally:
         _SCOPE.reset(token)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserAnswer:
+    """The calling client's user's answer to :meth:`ToolContext.ask_user`."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, JsonValue] | None = None
+    """The form's values (``accept`` only)."""
+
+
+class CallerClient(Protocol):
+    """The client a call came from, when its door can ask it things (an MCP client).
+
+    A door enters :func:`caller_client` around a call; a tool reaches it
+    through :meth:`ToolContext.ask_user` and :meth:`ToolContext.sample`.
+    """
+
+    async def ask_user(self, message: str, schema: dict[str, JsonValue]) -> UserAnswer:
+        """Ask the client's user to fill in a flat form (MCP form elicitation)."""
+        ...
+
+    async def sample(self, prompt: str, *, system: str, max_tokens: int) -> str:
+        """A completion of ``prompt`` by the client's model (MCP sampling)."""
+        ...
+
+
+_CLIENT: ContextVar[CallerClient | None] = ContextVar("mainspring_caller_client", default=None)
+
+
+@contextmanager
+def caller_client(client: CallerClient) -> Iterator[None]:
+    """Let the tools called inside ask ``client`` (its user, its model)."""
+    token = _CLIENT.set(client)
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
+
+
+def _client_or_fail(what: str) -> CallerClient:
+    client = _CLIENT.get()
+    if client is None:
+        raise RuntimeError(
+            f"no client to {what}: this call did not come through a door whose client "
+            "can be asked (an MCP client that declared it)"
+        )
+    return client
 
 
 class ToolSuspended(Exception):
@@ -311,6 +362,27 @@ class ToolContext:
             import anyio.from_thread  # only sync tools, in worker threads, get here
 
             anyio.from_thread.run_sync(sink, level, self.tool_name, message, data)
+
+    async def ask_user(self, message: str, schema: dict[str, JsonValue]) -> UserAnswer:
+        """Ask the calling client's user to fill in a flat form; their answer.
+
+        ``schema`` is a flat JSON schema (an object of string, number,
+        integer, boolean and enum properties; ``default`` values shown). Only
+        a call from a client that can be asked reaches a user (an MCP client
+        that declared elicitation, in the 2025 era); any other raises
+        ``RuntimeError`` saying so, which the tool's result reports. This is
+        input for the tool, never an approval: approvals stay with the
+        dispatch path (``permission``).
+        """
+        return await _client_or_fail("ask").ask_user(message, schema)
+
+    async def sample(self, prompt: str, *, system: str = "", max_tokens: int = 1000) -> str:
+        """A completion of ``prompt`` by the calling client's model (MCP sampling).
+
+        Raises ``RuntimeError`` when the call came from no client that offers
+        sampling. The client's model and spend are the client's own.
+        """
+        return await _client_or_fail("sample").sample(prompt, system=system, max_tokens=max_tokens)
 
     def charge(self, usd: float, *, what: str = "") -> None:
         """Count ``usd`` spent by this call against the session's spend and budget.
