@@ -83,7 +83,6 @@ async def _serve_mcp(
 ) -> None:
     from mcp.server.request_state import RequestStateSecurity
 
-    from mainspring.mcp.offers import McpServe
     from mainspring.mcp.server import build_mcp_server, serve_stdio  # needs the extra
     from mainspring.skills import SkillCatalog
 
@@ -92,11 +91,8 @@ async def _serve_mcp(
     try:
         sealing = _sealing_key(store, Console(stderr=True, highlight=False))
         security = RequestStateSecurity(keys=[sealing]) if sealing is not None else None
-        offered = chosen if isinstance(chosen, McpServe) else McpServe(agent=chosen)
         server = build_mcp_server(
-            offered.agent,
-            resources=offered.resources,
-            prompts=offered.prompts,
+            chosen,
             skills=catalog,
             expose_confirm=expose_confirm,
             request_state_security=security,

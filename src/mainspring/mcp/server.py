@@ -108,7 +108,7 @@ from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry
 from mainspring.mcp._caller_client import McpCallerClient
 from mainspring.mcp._serve_offers import Offers
 from mainspring.mcp._stdin import stdin_lines
-from mainspring.mcp.offers import ServedPrompt, ServedResource, ServedResourceTemplate
+from mainspring.mcp.offers import McpServe, ServedPrompt, ServedResource, ServedResourceTemplate
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
@@ -311,7 +311,7 @@ async def _ask_client(
 
 
 def build_mcp_server(
-    agent: Agent,
+    agent: Agent | McpServe,
     *,
     skills: SkillCatalog | None = None,
     expose_confirm: bool = False,
@@ -330,7 +330,8 @@ def build_mcp_server(
     (:mod:`mainspring.mcp.offers`) it serves those too.
 
     Args:
-        agent: Whose tools are exposed.
+        agent: Whose tools are exposed; an :class:`McpServe` adds its resources
+            and prompts to those given here.
         skills: Served as prompts (one per skill, the ``SKILL.md`` body as text).
         resources: Resources (fixed URIs) and resource templates to serve.
         prompts: Prompt templates to serve (before the skills' prompts).
@@ -353,6 +354,10 @@ def build_mcp_server(
     """
     from mainspring._version import __version__
 
+    if isinstance(agent, McpServe):
+        resources = (*agent.resources, *resources)
+        prompts = (*agent.prompts, *prompts)
+        agent = agent.agent
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
     scope = RunScope(
