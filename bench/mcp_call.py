@@ -97,7 +97,9 @@ def per_call(src: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--src", default=str(ROOT / "src"), help="the checkout's src to measure")
-    parser.add_argument("--baseline", default="", help="another tree's src, measured in the same run")
+    parser.add_argument(
+        "--baseline", default="", help="another tree's src, measured in the same run"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("needs valgrind (apt-get install valgrind)")
