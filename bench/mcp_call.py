@@ -35,9 +35,8 @@ from mcp import Client
 from mainspring import Agent, ScriptedModel, tool
 from mainspring.mcp.server import build_mcp_server
 
-@tool(read_only=True)
+@tool(read_only=True, description="Add two numbers.")
 def add(a: int, b: int) -> int:
-    \\"\\"\\"Add two numbers.\\"\\"\\"
     return a + b
 
 async def main(few, many):

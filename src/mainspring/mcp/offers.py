@@ -33,12 +33,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mainspring.errors import ConfigError
 from mainspring.messages import ImagePart
 
 if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
     from mainspring.agent import Agent
 
 __all__ = [
@@ -155,3 +157,15 @@ class McpServe:
         uris = [r.uri if isinstance(r, ServedResource) else r.uri_template for r in self.resources]
         if len(set(uris)) != len(uris):
             raise ConfigError(f"resource URIs must be unique, got {uris}")
+
+    def build(self, **options: Any) -> Server[Any]:
+        """The MCP server (the SDK's low-level ``Server``) for all of it.
+
+        ``options`` are :func:`mainspring.mcp.server.build_mcp_server`'s
+        (``skills``, ``expose_confirm``, ``principal``, ``store`` …). Serve it
+        with ``serve_stdio`` / ``serve_http``, or hand it to the SDK's
+        ``Client`` in-process.
+        """
+        from mainspring.mcp.server import build_mcp_server  # the server's dependencies
+
+        return build_mcp_server(self, **options)
