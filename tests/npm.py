@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from filelock import FileLock
@@ -19,12 +20,12 @@ INSTALL_TIMEOUT = 600.0
 """Seconds one ``npm install`` may take (a bound that only catches a hang)."""
 
 
-def npm_install(prefix: Path, package: str, marker: Path) -> str | None:
+def npm_install(prefix: Path, package: str | Sequence[str], marker: Path) -> str | None:
     """Install ``package`` into ``prefix`` unless ``marker`` exists; why not, or ``None``.
 
     Args:
         prefix: The folder npm installs into (``npm install --prefix``).
-        package: The package spec (``"ai@6"``).
+        package: The package spec (``"ai@6"``), or several installed together.
         marker: A file present once the package is installed.
 
     Returns:
@@ -38,13 +39,14 @@ def npm_install(prefix: Path, package: str, marker: Path) -> str | None:
     with FileLock(str(prefix.with_name(prefix.name + ".lock"))):
         if marker.exists():
             return None
+        specs = [package] if isinstance(package, str) else list(package)
         done = subprocess.run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", package],
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *specs],
             capture_output=True,
             text=True,
             check=False,
             timeout=INSTALL_TIMEOUT,
         )
         if done.returncode != 0 or not marker.exists():
-            return f"npm install {package} failed: {done.stderr.strip()[-300:]}"
+            return f"npm install {' '.join(specs)} failed: {done.stderr.strip()[-300:]}"
     return None

@@ -14,19 +14,22 @@ import errno
 import hashlib
 import hmac
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import anyio
 import typer
 from rich.console import Console
 
-from mainspring._agent_spec import load_agent
+from mainspring._agent_spec import load_named
 from mainspring.agent import Agent
 from mainspring.cli.exit import Debug, ExitCode, failing_cleanly
 from mainspring.cli.serve_keys import signing_key
 from mainspring.errors import ConfigError
 from mainspring.stores.records import shared_records
 from mainspring.stores.urls import open_session_store, sqlite_file
+
+if TYPE_CHECKING:
+    from mainspring.mcp.offers import McpServe
 
 __all__ = ["TOKEN_ENV", "mcp_app", "mcp_serve"]
 
@@ -67,7 +70,7 @@ def _sealing_key(store: str | None, err: Console) -> bytes | None:
 
 
 async def _serve_mcp(
-    chosen: Agent,
+    chosen: Agent | McpServe,
     *,
     http: bool,
     host: str,
@@ -139,7 +142,12 @@ async def _serve_mcp_http(
 def mcp_serve(
     agent: Annotated[
         str | None,
-        typer.Argument(help="The agent, as package.module:attribute (default: the demo agent)."),
+        typer.Argument(
+            help=(
+                "The agent, or an McpServe (an agent with resources and prompts), "
+                "as package.module:attribute (default: the demo agent)."
+            )
+        ),
     ] = None,
     http: Annotated[bool, typer.Option("--http", help="Streamable HTTP instead of stdio.")] = False,
     host: Annotated[
@@ -200,7 +208,7 @@ def mcp_serve(
             import mainspring.mcp.server  # noqa: F401 - fails first, naming the extra
         except ImportError as exc:
             raise ImportError('mainspring mcp serve needs: pip install "mainspring[mcp]"') from exc
-        chosen = load_agent(agent) if agent is not None else _demo_agent()
+        chosen = _load_served(agent) if agent is not None else _demo_agent()
         for folder in skills or []:
             if not Path(folder).is_dir():
                 raise ConfigError(f"--skills {folder}: no such folder (give a folder of skills)")
@@ -238,6 +246,14 @@ def mcp_serve(
             raise ConfigError(problem) from None
         except KeyboardInterrupt:
             raise typer.Exit(ExitCode.INTERRUPTED) from None  # a server stopped: nothing to say
+
+
+def _load_served(spec: str) -> Agent | McpServe:
+    """The agent, or the :class:`McpServe` (an agent with resources and prompts), ``spec`` names."""
+    from mainspring.mcp.offers import McpServe
+
+    kinds = cast("type[Agent | McpServe]", (Agent, McpServe))
+    return load_named(spec, kinds, "an Agent or an McpServe")
 
 
 def _demo_agent() -> Agent:

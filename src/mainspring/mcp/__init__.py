@@ -1,4 +1,4 @@
-"""MCP: use the tools and prompts of Model Context Protocol servers.
+"""MCP: use the tools and prompts of Model Context Protocol servers, and serve an agent's.
 
 Needs the ``mcp`` extra: ``pip install "mainspring[mcp]"``.
 """
@@ -20,6 +20,13 @@ from mainspring.mcp.client import (
     OnElicit,
     RawResult,
 )
+from mainspring.mcp.offers import (
+    McpServe,
+    PromptArgument,
+    ServedPrompt,
+    ServedResource,
+    ServedResourceTemplate,
+)
 
 __all__ = [
     "MCP_PERMISSIONS",
@@ -31,8 +38,13 @@ __all__ = [
     "McpPrompt",
     "McpProtocol",
     "McpSampling",
+    "McpServe",
     "McpServerConfig",
     "McpStartupError",
     "OnElicit",
+    "PromptArgument",
     "RawResult",
+    "ServedPrompt",
+    "ServedResource",
+    "ServedResourceTemplate",
 ]

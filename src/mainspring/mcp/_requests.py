@@ -8,7 +8,9 @@ sampling is refused the same way. With them:
 - an elicitation goes to the host's ``on_elicit`` (its UI, or a policy) as an
   :class:`McpElicitation`; the :class:`ElicitAnswer` it returns is sent back.
   A handler that raises, or answers ``accept`` with content that is not a
-  flat JSON object, declines.
+  flat JSON object, declines. An accepted form gets the schema's
+  ``default`` for each field the answer omits (SEP-1034), when that default
+  is a plain value that fits its own field (type, enum); others stay omitted.
 - a sampling request goes to :attr:`McpSampling.model`, its ``max_tokens``
   capped by :attr:`McpSampling.max_tokens`, at most
   :attr:`McpSampling.max_requests` per manager; past that, it is refused.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
@@ -54,6 +56,7 @@ __all__ = [
     "OnElicit",
     "elicitation_callback",
     "sampling_callback",
+    "with_defaults",
 ]
 
 logger = logging.getLogger("mainspring.mcp.client")
@@ -127,6 +130,53 @@ def _flat(content: object) -> bool:
     return True
 
 
+def _fits(prop: dict[str, JsonValue], value: JsonValue) -> bool:
+    """Whether ``value`` is a plain value of the form field ``prop`` (its type, its choices)."""
+    kind = prop.get("type")
+    if kind == "array":
+        items = prop.get("items")
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            return False
+        return not isinstance(items, dict) or all(_fits(items, x) for x in value)
+    typed = {
+        "string": isinstance(value, str),
+        "boolean": isinstance(value, bool),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+    }
+    if isinstance(kind, str) and not typed.get(kind, False):
+        return False
+    choices = prop.get("enum")
+    if isinstance(choices, list) and value not in choices:
+        return False
+    consts = prop.get("oneOf", prop.get("anyOf"))
+    if isinstance(consts, list) and all(isinstance(c, dict) and "const" in c for c in consts):
+        return any(isinstance(c, dict) and c.get("const") == value for c in consts)
+    return True
+
+
+def with_defaults(
+    schema: dict[str, JsonValue], content: dict[str, str | int | float | bool | list[str] | None]
+) -> dict[str, str | int | float | bool | list[str] | None]:
+    """``content`` with each omitted field of the form ``schema`` set to its ``default`` (SEP-1034).
+
+    Only a default that is a plain value fitting its own field (type, enum or
+    titled choices) is used; a missing, ``null`` or ill-fitting one leaves the
+    field omitted. The answer's own values are never replaced.
+    """
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return content
+    filled = dict(content)
+    for name, prop in props.items():
+        if name in filled or not isinstance(prop, dict) or "default" not in prop:
+            continue
+        default = prop["default"]
+        if default is not None and _fits(prop, default):
+            filled[name] = cast("str | int | float | bool | list[str]", default)
+    return filled
+
+
 def elicitation_callback(server: str, handler: OnElicit) -> ElicitationFnT:
     """The SDK callback that asks ``handler`` on behalf of ``server``."""
 
@@ -152,7 +202,8 @@ def elicitation_callback(server: str, handler: OnElicit) -> ElicitationFnT:
         if not _flat(answer.content):
             logger.warning("MCP server %r: elicitation answer is not a flat object", server)
             return mcp_types.ElicitResult(action="decline")
-        return mcp_types.ElicitResult(action="accept", content=answer.content)
+        content = with_defaults(asked.requested_schema, answer.content or {})
+        return mcp_types.ElicitResult(action="accept", content=content)
 
     return on_elicit
 

@@ -10,8 +10,15 @@
   :meth:`Tool.call` (under the tool's timeout); invalid input, a failed
   preflight, a timeout or a raising tool become ``isError`` results naming
   the problem, so the calling model can correct itself.
-- ``prompts/list`` and ``prompts/get`` serve a :class:`SkillCatalog`: one
-  prompt per skill, whose text is the skill's ``SKILL.md`` body.
+- ``prompts/list`` and ``prompts/get`` serve declared prompt templates
+  (:class:`~mainspring.mcp.offers.ServedPrompt`, with arguments, images and
+  embedded resources) and a :class:`SkillCatalog`: one prompt per skill,
+  whose text is the skill's ``SKILL.md`` body.
+- ``resources/*`` serve declared resources and templates (list, read, text
+  or binary, subscribe); ``completion/complete`` completes prompt and
+  template arguments; ``logging/setLevel`` sets the level from which a
+  tool's :meth:`~mainspring.tools.context.ToolContext.log` messages reach
+  the client as ``notifications/message`` (mcp/_serve_offers.py).
 
 Approval. Inside mainspring a confirm-tier write (static ``"confirm"``, a
 permission resolver, USD tiers) or a client-executed tool pauses the turn for
@@ -63,6 +70,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -71,7 +79,7 @@ try:
     from mcp.server.context import ServerRequestContext
     from mcp.server.lowlevel import Server
     from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
     from starlette.applications import Starlette
 except ImportError as exc:
@@ -97,12 +105,15 @@ from mainspring.errors import ConfigError
 from mainspring.events import Event, PendingAction, ToolProgress
 from mainspring.mcp._approval_form import CannotAsk, approval_schema, can_ask, decision_of
 from mainspring.mcp._approval_rounds import ApprovalRounds, NeedsApproval, retry_decider
+from mainspring.mcp._caller_client import McpCallerClient
+from mainspring.mcp._serve_offers import Offers
 from mainspring.mcp._stdin import stdin_lines
+from mainspring.mcp.offers import McpServe, ServedPrompt, ServedResource, ServedResourceTemplate
 from mainspring.namespaces import InMemoryKeyValueStore
 from mainspring.principals import Caller
 from mainspring.skills import SkillCatalog
 from mainspring.stores.base import SessionStore, SharedRecords
-from mainspring.tools.context import RunScope, run_scope
+from mainspring.tools.context import RunScope, caller_client, run_scope
 from mainspring.tools.define import Tool, ToolOutput
 from mainspring.tools.policy import Flag, UsdAmount
 from mainspring.tools.registry import matches_any
@@ -127,12 +138,6 @@ _APPROVAL_NOTE = (
     "ask the user to confirm each call before running it."
 )
 _ServerContext = ServerRequestContext[Any, Any]
-_ListPrompts = Callable[
-    [_ServerContext, types.PaginatedRequestParams | None], Awaitable[types.ListPromptsResult]
-]
-_GetPrompt = Callable[
-    [_ServerContext, types.GetPromptRequestParams], Awaitable[types.GetPromptResult]
-]
 
 
 def needs_approval(tool: Tool) -> bool:
@@ -305,40 +310,8 @@ async def _ask_client(
     return decision_of(pending, schema, answer.content)
 
 
-def _skill_prompts(skills: SkillCatalog) -> tuple[_ListPrompts, _GetPrompt]:
-    async def list_prompts(
-        ctx: _ServerContext, params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        found = await anyio.to_thread.run_sync(lambda: skills.skills)
-        return types.ListPromptsResult(
-            prompts=[types.Prompt(name=s.name, description=s.description) for s in found]
-        )
-
-    async def get_prompt(
-        ctx: _ServerContext, params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        skill = await anyio.to_thread.run_sync(skills.get, params.name)
-        if skill is None:
-            raise MCPError(types.INVALID_PARAMS, f"no skill named {params.name!r}")
-        text = await anyio.to_thread.run_sync(_whole_body, skills, params.name)
-        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
-        return types.GetPromptResult(description=skill.description, messages=[message])
-
-    return list_prompts, get_prompt
-
-
-def _whole_body(skills: SkillCatalog, name: str) -> str:
-    parts: list[str] = []
-    offset: int | None = 0
-    while offset is not None:
-        page = skills.read(name, offset)
-        parts.append(page.text)
-        offset = page.next_offset
-    return "".join(parts)
-
-
 def build_mcp_server(
-    agent: Agent,
+    agent: Agent | McpServe,
     *,
     skills: SkillCatalog | None = None,
     expose_confirm: bool = False,
@@ -346,12 +319,22 @@ def build_mcp_server(
     request_state_security: RequestStateSecurity | None = None,
     principal: Caller | None = None,
     store: SharedRecords | None = None,
+    resources: Sequence[ServedResource | ServedResourceTemplate] = (),
+    prompts: Sequence[ServedPrompt] = (),
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) for the agent's tools and skills.
 
+    Besides the tools it always answers ``logging/setLevel`` (a tool's
+    :meth:`ToolContext.log` messages reach the calling client at or above
+    that level) and ``completion/complete``; given resources or prompts
+    (:mod:`mainspring.mcp.offers`) it serves those too.
+
     Args:
-        agent: Whose tools are exposed.
+        agent: Whose tools are exposed; an :class:`McpServe` adds its resources
+            and prompts to those given here.
         skills: Served as prompts (one per skill, the ``SKILL.md`` body as text).
+        resources: Resources (fixed URIs) and resource templates to serve.
+        prompts: Prompt templates to serve (before the skills' prompts).
         expose_confirm: Also expose tools that need approval, marked as such
             (client-executed tools never: they cannot run over MCP).
         name: The server's name in the MCP handshake.
@@ -371,6 +354,10 @@ def build_mcp_server(
     """
     from mainspring._version import __version__
 
+    if isinstance(agent, McpServe):
+        resources = (*agent.resources, *resources)
+        prompts = (*agent.prompts, *prompts)
+        agent = agent.agent
     tools = _exposed(agent, expose_confirm=expose_confirm)
     listed = [_mcp_tool(t) for t in tools.values()]
     scope = RunScope(
@@ -396,18 +383,30 @@ def build_mcp_server(
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         with run_scope(scope):
-            return await _run(caller, ctx, tool, params, rounds)
+            with caller_client(McpCallerClient(ctx)):
+                async with offers.logs(ctx):
+                    return await _run(caller, ctx, tool, params, rounds)
 
-    list_prompts, get_prompt = _skill_prompts(skills) if skills is not None else (None, None)
-    server: Server[Any] = Server(
-        name,
-        version=__version__,
-        instructions=agent.instructions or None,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-    )
+    offers = Offers(resources=resources, prompts=prompts, skills=skills)
+    has_prompts = bool(prompts) or skills is not None
+    with warnings.catch_warnings():  # logging and subscriptions: deprecated as of 2026-07-28
+        warnings.simplefilter("ignore", MCPDeprecationWarning)  # (2025-era clients use them)
+        server: Server[Any] = Server(
+            name,
+            version=__version__,
+            instructions=agent.instructions or None,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_prompts=offers.list_prompts if has_prompts else None,
+            on_get_prompt=offers.get_prompt if has_prompts else None,
+            on_list_resources=offers.list_resources if resources else None,
+            on_list_resource_templates=offers.list_templates if resources else None,
+            on_read_resource=offers.read_resource if resources else None,
+            on_subscribe_resource=offers.subscribe if resources else None,
+            on_unsubscribe_resource=offers.unsubscribe if resources else None,
+            on_completion=offers.complete,
+            on_set_logging_level=offers.set_level,
+        )
     # Seals the 2026-07-28 requestState of an approval round trip, checks it on return.
     server.middleware.append(RequestStateBoundary(security, default_audience=name))
     return server

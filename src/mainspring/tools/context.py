@@ -18,12 +18,13 @@ lists and shell sessions under.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeAlias
 
 from mainspring._lowlevel.json_value import JsonValue
 from mainspring.events import Canvas, Event, PendingAction, ToolProgress
@@ -34,13 +35,66 @@ if TYPE_CHECKING:
     from mainspring.decisions import Decision
 
 __all__ = [
+    "LOG_LEVELS",
+    "CallerClient",
+    "LogLevel",
+    "LogSink",
     "RunScope",
     "ToolContext",
     "ToolSuspended",
+    "UserAnswer",
+    "caller_client",
     "current_caller",
     "current_scope",
+    "log_sink",
     "run_scope",
 ]
+
+LogLevel: TypeAlias = Literal[
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+]
+"""A log message's severity: the syslog levels MCP uses, least severe first."""
+LOG_LEVELS: tuple[LogLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+"""Every :data:`LogLevel`, least severe first."""
+_PY_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+_tool_log = logging.getLogger("mainspring.tools")
+
+LogSink: TypeAlias = Callable[[LogLevel, str, str, JsonValue], None]
+"""Receives a tool's log message: level, tool name, message, data (see :func:`log_sink`)."""
+_LOG_SINK: ContextVar[LogSink | None] = ContextVar("mainspring_log_sink", default=None)
+
+
+@contextmanager
+def log_sink(sink: LogSink) -> Iterator[None]:
+    """Send the log messages of the tools called inside to ``sink`` (a door's client).
+
+    The MCP server enters it around a ``tools/call``: what the tool logs with
+    :meth:`ToolContext.log` reaches that client as ``notifications/message``.
+    ``sink`` is called on the event loop's thread.
+    """
+    token = _LOG_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _LOG_SINK.reset(token)
 
 
 class _SpendView(Protocol):
@@ -109,6 +163,54 @@ def run_scope(scope: RunScope) -> Iterator[RunScope]:
         yield scope
     finally:
         _SCOPE.reset(token)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserAnswer:
+    """The calling client's user's answer to :meth:`ToolContext.ask_user`."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, JsonValue] | None = None
+    """The form's values (``accept`` only)."""
+
+
+class CallerClient(Protocol):
+    """The client a call came from, when its door can ask it things (an MCP client).
+
+    A door enters :func:`caller_client` around a call; a tool reaches it
+    through :meth:`ToolContext.ask_user` and :meth:`ToolContext.sample`.
+    """
+
+    async def ask_user(self, message: str, schema: dict[str, JsonValue]) -> UserAnswer:
+        """Ask the client's user to fill in a flat form (MCP form elicitation)."""
+        ...
+
+    async def sample(self, prompt: str, *, system: str, max_tokens: int) -> str:
+        """A completion of ``prompt`` by the client's model (MCP sampling)."""
+        ...
+
+
+_CLIENT: ContextVar[CallerClient | None] = ContextVar("mainspring_caller_client", default=None)
+
+
+@contextmanager
+def caller_client(client: CallerClient) -> Iterator[None]:
+    """Let the tools called inside ask ``client`` (its user, its model)."""
+    token = _CLIENT.set(client)
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
+
+
+def _client_or_fail(what: str) -> CallerClient:
+    client = _CLIENT.get()
+    if client is None:
+        raise RuntimeError(
+            f"no client to {what}: this call did not come through a door whose client "
+            "can be asked (an MCP client that declared it)"
+        )
+    return client
 
 
 class ToolSuspended(Exception):
@@ -239,6 +341,48 @@ class ToolContext:
                 tool_use_id=self.tool_use_id, name=self.tool_name, message=message, pct=pct
             )
         )
+
+    def log(self, message: str, *, level: LogLevel = "info", data: JsonValue = None) -> None:
+        """Log ``message`` about this call, for whoever called the tool.
+
+        It goes to Python's ``mainspring.tools`` logger, and to the client of
+        the door the call came through when that door forwards logs (an MCP
+        client gets ``notifications/message`` at or above the level it set).
+        ``data`` is extra JSON sent with it.
+        """
+        if level not in _PY_LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        _tool_log.log(_PY_LEVELS[level], "%s: %s", self.tool_name, message)
+        sink = _LOG_SINK.get()
+        if sink is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            sink(level, self.tool_name, message, data)
+        else:
+            import anyio.from_thread  # only sync tools, in worker threads, get here
+
+            anyio.from_thread.run_sync(sink, level, self.tool_name, message, data)
+
+    async def ask_user(self, message: str, schema: dict[str, JsonValue]) -> UserAnswer:
+        """Ask the calling client's user to fill in a flat form; their answer.
+
+        ``schema`` is a flat JSON schema (an object of string, number,
+        integer, boolean and enum properties; ``default`` values shown). Only
+        a call from a client that can be asked reaches a user (an MCP client
+        that declared elicitation, in the 2025 era); any other raises
+        ``RuntimeError`` saying so, which the tool's result reports. This is
+        input for the tool, never an approval: approvals stay with the
+        dispatch path (``permission``).
+        """
+        return await _client_or_fail("ask").ask_user(message, schema)
+
+    async def sample(self, prompt: str, *, system: str = "", max_tokens: int = 1000) -> str:
+        """A completion of ``prompt`` by the calling client's model (MCP sampling).
+
+        Raises ``RuntimeError`` when the call came from no client that offers
+        sampling. The client's model and spend are the client's own.
+        """
+        return await _client_or_fail("sample").sample(prompt, system=system, max_tokens=max_tokens)
 
     def charge(self, usd: float, *, what: str = "") -> None:
         """Count ``usd`` spent by this call against the session's spend and budget.
