@@ -68,7 +68,9 @@ def the_kit() -> tuple[Path, str]:
         )
     python = os.environ.get(PYTHON_ENV, sys.executable)
     probe = "import " + ", ".join((*KIT_MODULES, "pytest_jsonreport"))
-    found = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+    found = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, check=False, timeout=120
+    )
     if found.returncode != 0:
         pytest.skip(
             f"the A2A test kit's dependencies are missing from {python} ({PYTHON_ENV}): "

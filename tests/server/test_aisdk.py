@@ -16,7 +16,7 @@ import subprocess
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 import httpx
@@ -854,7 +854,7 @@ def test_history_ids_keep_the_clients_own_and_never_repeat() -> None:
 
     history = [user("a", "x"), Message.assistant("A"), user("b", "m0"), Message.assistant("B")]
     history += [user("c", "x"), Message.assistant("C"), user("d")]
-    ids = [m["id"] for m in ui_messages(history)]  # type: ignore[index]
+    ids = [cast(dict[str, Any], m)["id"] for m in ui_messages(history)]
     # the second "x" and a client id shaped like a position yield to what came first
     assert ids == ["x", "x.r", "m0", "m0.r", "m4", "m4.r", "m6"]
     assert last_reply_id(history) == "m6.r"
@@ -863,7 +863,7 @@ def test_history_ids_keep_the_clients_own_and_never_repeat() -> None:
     # a client naming its message as a later position still never makes a twin
     tricky = [user("a", "m2"), Message.assistant("A"), user("b"), Message.assistant("B")]
     tricky += [user("c", "m2.r"), Message.assistant("C"), user("d", "m6.r"), user("e")]
-    tricky_ids = [m["id"] for m in ui_messages(tricky)]  # type: ignore[index]
+    tricky_ids = [cast(dict[str, Any], m)["id"] for m in ui_messages(tricky)]
     assert len(set(tricky_ids)) == len(tricky_ids) == 8
 
 
