@@ -26,16 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+import callgrind
 from mainspring import (
     Agent,
     ErrorEvent,
@@ -133,32 +129,8 @@ def child(variant: str) -> None:
 
 
 def instructions(variant: str) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        proc = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=os_getppid",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--child",
-                variant,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        parts: list[int] = []
-        for dump in (Path(f"{out}.2"), Path(f"{out}.3")):
-            found = re.search(r"^summary: (\d+)", dump.read_text() if dump.exists() else "", re.M)
-            parts.append(int(found.group(1)) if found else -1)
-    if proc.returncode != 0 or min(parts) < 0:
-        raise SystemExit(f"{variant} failed:\n{proc.stderr[-2000:]}")
-    return (parts[1] - parts[0]) / (MANY - FEW)
+    """One run's instructions (callgrind; see ``bench/callgrind.py``)."""
+    return callgrind.per_run(__file__, variant, few=FEW, many=MANY)
 
 
 def cpu_times(batches: int, runs: int) -> dict[str, float]:

@@ -45,13 +45,13 @@ from typing import Any
 import httpx
 
 from server_streams import (
-    KEY,
     ROOT,
     _free_port,
     _rss_kib,
+    _serve_floor,
+    _serve_mainspring,
     _start,
     _stop,
-    _wait,
     key_of,
 )
 
@@ -234,18 +234,6 @@ def drive(
     )
 
 
-def serve_mainspring(args: list[str], env: dict[str, str], n: int) -> tuple[str, Any]:
-    """``mainspring serve`` of the bench agent, one key (principal) per conversation."""
-    port = _free_port()
-    command = [sys.executable, "-m", "mainspring", "serve", "bench._server_app:agent",
-               "--port", str(port), *args]  # fmt: skip
-    keys = ",".join([f"bench={KEY}", *(f"user{i}={key_of(i)}" for i in range(n))])
-    process = _start(command, {"MAINSPRING_API_KEYS": keys, **env})
-    url = f"http://127.0.0.1:{port}"
-    _wait(url, process)
-    return url, process
-
-
 def serve_peer(factory: str) -> tuple[str, Any]:
     """A peer's server (``bench/peers/server_apps.py``), or why it cannot run here."""
     port = _free_port()
@@ -262,17 +250,6 @@ def serve_peer(factory: str) -> tuple[str, Any]:
             time.sleep(0.1)
     _stop(process)
     raise RuntimeError(f"{factory} did not start (its extra: pip install -e '.[peers]')")
-
-
-def serve_floor() -> tuple[str, Any]:
-    """The floor: a bare Starlette route streaming the same frames."""
-    port = _free_port()
-    command = [sys.executable, "-m", "uvicorn", "bench._server_app:floor", "--port", str(port),
-               "--log-level", "warning", "--no-access-log"]  # fmt: skip
-    process = _start(command, {})
-    url = f"http://127.0.0.1:{port}"
-    _wait(url, process)
-    return url, process
 
 
 HEADER = (
@@ -310,7 +287,7 @@ def _shape(
     print(f"\n{label}  (load average {os.getloadavg()[0]:.2f})")
     print(HEADER)
     n, clients = options.n, options.clients
-    url, process = serve_floor()
+    url, process = _serve_floor()
     try:
         floor = drive([url], "api", n, [process.pid], rate=rate, clients=clients)
     finally:
@@ -318,7 +295,7 @@ def _shape(
     row("floor (Starlette + sse-starlette)", floor, None)
     for route in routes:
         store = f"sqlite:///{tmp}/{route}-{rate}.db"
-        url, process = serve_mainspring(["--store", store], {}, n)
+        url, process = _serve_mainspring(["--store", store], {}, n)
         try:
             got = drive([url], route, n, [process.pid], rate=rate, clients=clients)
         finally:
@@ -358,7 +335,7 @@ def _two_workers(n: int, floor: Figures, *, rate: float | None, clients: int) ->
         redis_url = f"redis://127.0.0.1:{redis_port}/0"
         env = {"MAINSPRING_SIGNING_KEY": "ab" * 32}
         args = ["--sessions", pg.get_uri(), "--checkpoints", redis_url, "--locks", redis_url]
-        servers = [serve_mainspring(args, env, n) for _ in range(2)]
+        servers = [_serve_mainspring(args, env, n) for _ in range(2)]
         try:
             got = drive(
                 [u for u, _ in servers], "api", n, [p.pid for _, p in servers],

@@ -27,20 +27,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
+import callgrind
 from mainspring import Agent, ErrorEvent, Session, TurnComplete, tool
 from mainspring.events import FinalOutput
 from mainspring.models import ModelEvent, ModelRequest, ModelStop, ModelUsage, ToolCallEnd
@@ -139,33 +135,8 @@ def child(kind: str) -> None:
 
 
 def instructions(kind: str) -> float:
-    """One run's instructions (valgrind's count; see the module docstring)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        proc = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=os_getppid",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--child",
-                kind,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-        )
-        parts: list[int] = []
-        for dump in (Path(f"{out}.2"), Path(f"{out}.3")):
-            found = re.search(r"^summary: (\d+)", dump.read_text() if dump.exists() else "", re.M)
-            parts.append(int(found.group(1)) if found else -1)
-    if proc.returncode != 0 or min(parts) < 0:
-        raise SystemExit(f"{kind} failed under valgrind:\n{proc.stderr[-2000:]}")
-    return (parts[1] - parts[0]) / MANY
+    """One run's instructions (callgrind; see ``bench/callgrind.py``)."""
+    return callgrind.per_run(__file__, kind, few=FEW, many=MANY)
 
 
 def cpu_times(rounds: int, per_round: int) -> dict[str, float]:

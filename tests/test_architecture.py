@@ -23,6 +23,7 @@ RANKS: dict[str, int] = {
     "_lowlevel.lazy": 0,
     "_lowlevel.json_value": 0,
     "_lowlevel.ids": 0,
+    "_lowlevel.keytext": 0,
     "_lowlevel.timers": 1,  # above _background
     "_http_guard": 1,
     "_version": 0,

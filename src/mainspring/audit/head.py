@@ -25,7 +25,8 @@ try:
         Ed25519PrivateKey,
         Ed25519PublicKey,
     )
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    from mainspring._lowlevel.keytext import public_key_from_text, public_key_text
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('a signed audit log needs: pip install "mainspring[audit]"') from exc
 
@@ -108,22 +109,3 @@ def decode_head(text: str) -> AuditHead:
     if not all(isinstance(data[k], str) for k in ("log", "hash", "key_id", "sig")):
         raise ValueError("an audit head's log, hash, key_id and sig are strings")
     return AuditHead(**data)
-
-
-def public_key_text(key: Ed25519PublicKey) -> str:
-    """A public key as base64url text (its raw 32 bytes), as the engine writes it."""
-    raw = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def public_key_from_text(text: str) -> Ed25519PublicKey:
-    """The key :func:`public_key_text` wrote.
-
-    Raises:
-        ValueError: The text is not a base64url Ed25519 public key.
-    """
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        return Ed25519PublicKey.from_public_bytes(raw)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"not an Ed25519 public key: {exc}") from None

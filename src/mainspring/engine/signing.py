@@ -47,7 +47,8 @@ try:
         Ed25519PrivateKey,
         Ed25519PublicKey,
     )
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    from mainspring._lowlevel.keytext import public_key_from_text, public_key_text
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError('signed engine calls need: pip install "mainspring[remote]"') from exc
 
@@ -77,25 +78,6 @@ def _message(method: str, path: str, body: bytes, timestamp: str, nonce: str) ->
     return "\n".join(
         ("mainspring-engine-v1", method.upper(), path, digest, timestamp, nonce)
     ).encode()
-
-
-def public_key_text(key: Ed25519PublicKey) -> str:
-    """A public key as base64url text (its raw 32 bytes)."""
-    raw = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def public_key_from_text(text: str) -> Ed25519PublicKey:
-    """The key :func:`public_key_text` wrote.
-
-    Raises:
-        ValueError: The text is not a base64url Ed25519 public key.
-    """
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        return Ed25519PublicKey.from_public_bytes(raw)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"not an Ed25519 public key: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
