@@ -112,7 +112,7 @@ def agent(
 
 async def paused(clock: Clock, **kwargs: object) -> tuple[Session, PendingAction]:
     paid.clear()
-    session = Session(agent(clock, **kwargs))  # type: ignore[arg-type]
+    session = Session(agent(clock, **kwargs))  # type: ignore[arg-type]  # the test's keyword arguments, of every shape
     pending = pending_of(await send(session, "pay bob"))
     assert paid == []
     return session, pending
@@ -146,7 +146,7 @@ async def paused_with(
     clock: Clock, policy: ApprovalPolicy, name: str, args: dict[str, object]
 ) -> tuple[Session, PendingAction]:
     paid.clear()
-    session = Session(agent(clock, ScriptedCall(name, args), policy=policy))  # type: ignore[arg-type]
+    session = Session(agent(clock, ScriptedCall(name, args), policy=policy))  # type: ignore[arg-type]  # the test's keyword arguments, of every shape
     return session, pending_of(await send(session, "go"))
 
 
@@ -161,7 +161,7 @@ async def paused_with(
 )
 def test_a_bad_approval_rule_is_refused_when_built(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        ApprovalRule(**kwargs)  # type: ignore[arg-type]
+        ApprovalRule(**kwargs)  # type: ignore[arg-type]  # the bad input under test
 
 
 def test_a_bad_usd_tier_is_refused_when_built() -> None:

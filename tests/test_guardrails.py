@@ -329,7 +329,7 @@ def test_bad_guardrails_are_refused_at_construction() -> None:
     with pytest.raises(ConfigError, match="unique"):
         Agent(model=ScriptedModel([]), input_guardrails=[passing, Guardrail(no_secrets, "passing")])
     with pytest.raises(ConfigError, match="callable"):
-        Agent(model=ScriptedModel([]), output_guardrails=["not a function"])  # type: ignore[list-item]
+        Agent(model=ScriptedModel([]), output_guardrails=["not a function"])  # type: ignore[list-item]  # the bad input under test
 
 
 # --- a guardrail's own model -----------------------------------------------------------

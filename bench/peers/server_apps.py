@@ -83,10 +83,10 @@ def agno_os() -> Any:
                 yield ModelResponse(role="assistant", content=piece)
 
         def _parse_provider_response(self, response: Any, **kwargs: Any) -> ModelResponse:
-            return response  # type: ignore[no-any-return]
+            return response
 
         def _parse_provider_response_delta(self, response: Any) -> ModelResponse:
-            return response  # type: ignore[no-any-return]
+            return response
 
     agent = Agent(id="bench", name="bench", model=Streaming(), telemetry=False)
     return AgentOS(agents=[agent], telemetry=False).get_app()

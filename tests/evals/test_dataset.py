@@ -214,9 +214,9 @@ def test_cases_built_in_python_are_checked_too() -> None:
     with pytest.raises(DatasetError, match="a case needs a name"):
         Case(name=" ", inputs="x")
     with pytest.raises(DatasetError, match=r"approve.pay: 'pay' must be 'approve' or 'reject'"):
-        Case(name="a", inputs="x", approve={"pay": "sure"})  # type: ignore[dict-item]
+        Case(name="a", inputs="x", approve={"pay": "sure"})  # type: ignore[dict-item]  # the bad input under test
     with pytest.raises(DatasetError, match="approve: is 'all', 'none'"):
-        Case(name="a", inputs="x", approve="some")  # type: ignore[arg-type]
+        Case(name="a", inputs="x", approve="some")  # type: ignore[arg-type]  # the bad input under test
     with pytest.raises(DatasetError, match="budget_usd: must be a non-negative"):
         Case(name="a", inputs="x", budget_usd=-1)
     with pytest.raises(DatasetError, match="case 'a': two cases have this name"):

@@ -59,7 +59,7 @@ async def test_a_rejected_write_never_runs(policy: object) -> None:
         name="pay",
         inputs="Pay Alice $20",
         steps=pay_steps(final="Not paid."),
-        approve=policy,  # type: ignore[arg-type]
+        approve=policy,  # type: ignore[arg-type]  # policies of every shape, checked at run time
         expect=[Approvals(asked=["pay"], rejected=["pay"]), ToolCalls(["balance"], of="ran")],
     )
     result = await run_case(wallet.agent(), case)
@@ -234,7 +234,7 @@ async def test_an_llm_judge_grades_and_its_cost_is_counted_apart() -> None:
         Wallet().agent(), Case(name="c", inputs="Pay Alice", steps=pay_steps(), approve="all")
     )
     assert result.cost_usd == alone.cost_usd  # the judge's spend is not the case's
-    request = judge.model.requests[0]  # type: ignore[union-attr]
+    request = judge.model.requests[0]  # type: ignore[union-attr]  # the judge's model is the scripted one
     assert "Says it paid." in request.messages[-1].text and "Paid." in request.messages[-1].text
 
 
@@ -323,4 +323,4 @@ async def test_bad_run_options_are_refused() -> None:
     dataset = Dataset(cases=[Case(name="c", inputs="x")])
     for bad in ({"concurrency": 0}, {"repeat": 0}):
         with pytest.raises(ConfigError, match="at least 1"):
-            await evaluate(dataset, Wallet().agent(), **bad)  # type: ignore[arg-type]
+            await evaluate(dataset, Wallet().agent(), **bad)  # type: ignore[arg-type]  # the bad input under test

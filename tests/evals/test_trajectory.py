@@ -60,11 +60,11 @@ def test_short_forms_and_bad_ones() -> None:
     with pytest.raises(ConfigError, match="with one name"):
         ToolCalls([{"a": {}, "b": {}}])
     with pytest.raises(ConfigError, match="must be a mapping"):
-        ToolCalls([{"a": 1}])  # type: ignore[dict-item]
+        ToolCalls([{"a": 1}])  # type: ignore[dict-item]  # the bad input under test
     with pytest.raises(ConfigError, match="mode is one of"):
-        ToolCalls([], mode="loose")  # type: ignore[arg-type]
+        ToolCalls([], mode="loose")  # type: ignore[arg-type]  # the bad input under test
     with pytest.raises(ConfigError, match="of is 'calls' or 'ran'"):
-        ToolCalls([], of="asked")  # type: ignore[arg-type]
+        ToolCalls([], of="asked")  # type: ignore[arg-type]  # the bad input under test
 
 
 @pytest.mark.anyio
@@ -105,7 +105,7 @@ def test_subset_ignores_the_order_of_the_actual_calls(
     expected: list[ToolCall], actual: list[ToolCall], random: object
 ) -> None:
     shuffled = list(actual)
-    random.shuffle(shuffled)  # type: ignore[attr-defined]
+    random.shuffle(shuffled)  # type: ignore[attr-defined]  # hypothesis's Random, typed as the module
     assert (
         match_calls(expected, actual, "subset").ok == match_calls(expected, shuffled, "subset").ok
     )
